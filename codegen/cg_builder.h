@@ -1,0 +1,154 @@
+/* cg_builder.h - a small C layer over MLIR's generic op construction.
+ *
+ * Every op is made by cg_op(): name, operands, result types, attributes; it
+ * goes at the builder's insertion point (the end of its block) with the
+ * builder's current location. Types and attributes that have no direct C API
+ * constructor are parsed from their textual form (cg_type, cg_attr) - MLIR
+ * uniques them, so this costs a parse, not memory.
+ *
+ * On top of cg_op sit helpers for what codegen emits all the time: constants,
+ * integer and float arithmetic, the NVVM ops for tensor cores, and the
+ * region-holding ops (gpu.module, gpu.func, scf.for, scf.if).
+ */
+#ifndef FLASHC_CG_BUILDER_H
+#define FLASHC_CG_BUILDER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "codegen/cg_context.h"
+#include "mlir-c/IR.h"
+
+typedef struct CgBuilder {
+  CgContext *cc;
+  MlirContext ctx;
+  MlirBlock block;   /* ops are appended at the end of this block */
+  MlirLocation loc;  /* attached to every op created */
+  /* Types used everywhere, made once. */
+  MlirType i1, i8, i16, i32, i64, index, f16, bf16, f32;
+  MlirType ptr;  /* !llvm.ptr: generic address space (kernel arguments) */
+  MlirType gptr; /* !llvm.ptr<1>: global */
+  MlirType sptr; /* !llvm.ptr<3>: shared */
+} CgBuilder;
+
+void cg_builder_init(CgBuilder *b, CgContext *cc);
+void cg_builder_set_block(CgBuilder *b, MlirBlock block);
+/* Locations come from the tile IR; file may be NULL (unknown location). */
+void cg_builder_set_loc(CgBuilder *b, const char *file, int line, int col);
+
+MlirType cg_type(CgBuilder *b, const char *text);      /* asserts on bad text */
+MlirAttribute cg_attr(CgBuilder *b, const char *text); /* asserts on bad text */
+MlirAttribute cg_attr_i32(CgBuilder *b, int32_t v);
+MlirAttribute cg_attr_i64(CgBuilder *b, int64_t v);
+MlirAttribute cg_attr_str(CgBuilder *b, const char *s);
+
+typedef struct CgNamedAttr {
+  const char *name;
+  MlirAttribute attr;
+} CgNamedAttr;
+
+/* Creates `name` and appends it at the insertion point. */
+MlirOperation cg_op(CgBuilder *b, const char *name, const MlirValue *operands, int noperands,
+                    const MlirType *results, int nresults, const CgNamedAttr *attrs,
+                    int nattrs);
+/* The same, returning the single result. */
+MlirValue cg_op1(CgBuilder *b, const char *name, const MlirValue *operands, int noperands,
+                 MlirType result, const CgNamedAttr *attrs, int nattrs);
+MlirValue cg_result(MlirOperation op, int i);
+
+/* ---------------------------------------------------------- constants */
+MlirValue cg_const_int(CgBuilder *b, MlirType t, int64_t v); /* i1..i64, index */
+MlirValue cg_const_i32(CgBuilder *b, int32_t v);
+MlirValue cg_const_i64(CgBuilder *b, int64_t v);
+MlirValue cg_const_float(CgBuilder *b, MlirType t, double v); /* f16/bf16/f32 */
+MlirValue cg_const_f32(CgBuilder *b, double v);
+
+/* ---------------------------------------------------- arith shorthands */
+/* Binary arith op whose result has the type of `x` ("arith.addi", ...). */
+MlirValue cg_arith2(CgBuilder *b, const char *name, MlirValue x, MlirValue y);
+MlirValue cg_addi(CgBuilder *b, MlirValue x, MlirValue y);
+MlirValue cg_subi(CgBuilder *b, MlirValue x, MlirValue y);
+MlirValue cg_muli(CgBuilder *b, MlirValue x, MlirValue y);
+MlirValue cg_addf(CgBuilder *b, MlirValue x, MlirValue y);
+MlirValue cg_subf(CgBuilder *b, MlirValue x, MlirValue y);
+MlirValue cg_mulf(CgBuilder *b, MlirValue x, MlirValue y);
+/* Integer plus a constant of the same type (folds +0). */
+MlirValue cg_addi_c(CgBuilder *b, MlirValue x, int64_t c);
+MlirValue cg_muli_c(CgBuilder *b, MlirValue x, int64_t c);
+/* pred: "eq","ne","slt","sle","sgt","sge","ult",... */
+MlirValue cg_cmpi(CgBuilder *b, const char *pred, MlirValue x, MlirValue y);
+/* pred: "oeq","one","olt","ole","ogt","oge","uno",... */
+MlirValue cg_cmpf(CgBuilder *b, const char *pred, MlirValue x, MlirValue y);
+MlirValue cg_select(CgBuilder *b, MlirValue c, MlirValue x, MlirValue y);
+/* Conversions between integer widths / index (sign-extending) and floats. */
+MlirValue cg_int_cast(CgBuilder *b, MlirValue x, MlirType to);
+MlirValue cg_float_cast(CgBuilder *b, MlirValue x, MlirType to); /* extf/truncf */
+MlirValue cg_sitofp(CgBuilder *b, MlirValue x, MlirType to);
+MlirValue cg_bitcast(CgBuilder *b, MlirValue x, MlirType to);
+
+/* ------------------------------------------------------- gpu and llvm */
+/* gpu.thread_id / gpu.block_id of dim "x","y","z", as i32. */
+MlirValue cg_thread_id(CgBuilder *b, const char *dim);
+MlirValue cg_block_id(CgBuilder *b, const char *dim);
+void cg_barrier(CgBuilder *b);
+/* gpu.shuffle xor over the full warp. */
+MlirValue cg_shuffle_xor(CgBuilder *b, MlirValue v, int mask);
+/* llvm.getelementptr base[idx] over elements of type elem. */
+MlirValue cg_gep(CgBuilder *b, MlirValue base, MlirValue idx, MlirType elem);
+MlirValue cg_load(CgBuilder *b, MlirValue ptr, MlirType t, int align);
+void cg_store(CgBuilder *b, MlirValue val, MlirValue ptr, int align);
+MlirValue cg_addrspacecast(CgBuilder *b, MlirValue p, MlirType to);
+MlirValue cg_addressof(CgBuilder *b, const char *global, MlirType ptr_type);
+MlirValue cg_extractvalue(CgBuilder *b, MlirValue agg, int pos, MlirType t);
+MlirValue cg_vector_from(CgBuilder *b, const MlirValue *elems, int n, MlirType vec_type);
+MlirValue cg_vector_extract(CgBuilder *b, MlirValue vec, int pos);
+/* llvm.call_intrinsic for an NVVM intrinsic the dialects lack an op for. */
+MlirValue cg_intrinsic(CgBuilder *b, const char *name, const MlirValue *args, int nargs,
+                       MlirType result);
+
+/* --------------------------------------------------------- tensor cores */
+typedef enum CgMmaType { CG_MMA_F16, CG_MMA_BF16 } CgMmaType;
+/* nvvm.ldmatrix .m8n8 .b16 with `num` (1, 2, 4) matrices from a shared
+ * pointer; `trans` transposes each 8x8. Results are the num i32 registers. */
+void cg_ldmatrix(CgBuilder *b, MlirValue sptr, int num, bool trans, MlirValue *out);
+/* nvvm.mma.sync m16n8k16 row.col, f32 accumulate: a[4], b[2] packed i32
+ * registers, c[4] f32; writes d[4]. */
+void cg_mma_16816(CgBuilder *b, CgMmaType t, const MlirValue *a, const MlirValue *bb,
+                  const MlirValue *c, MlirValue *d);
+/* Packs two f32 into one i32 holding two f16/bf16 (lo = first). */
+MlirValue cg_pack2(CgBuilder *b, CgMmaType t, MlirValue lo, MlirValue hi);
+
+/* cp.async (16 bytes, .cg) global -> shared, with an optional zero fill:
+ * when `src_bytes` is non-null, only that many bytes are read and the rest
+ * of the 16 written as zeros (src_bytes = 0 reads nothing). */
+void cg_cp_async16(CgBuilder *b, MlirValue dst_shared, MlirValue src_global,
+                   MlirValue src_bytes);
+void cg_cp_async_commit(CgBuilder *b);
+void cg_cp_async_wait(CgBuilder *b, int n);
+
+/* ------------------------------------------------------------- regions */
+MlirOperation cg_module_create(CgBuilder *b); /* builtin.module, gpu.container_module */
+MlirBlock cg_module_body(MlirOperation module);
+/* gpu.module @name [#nvvm.target<chip, features>] appended to `b`'s block;
+ * returns its body. */
+MlirBlock cg_gpu_module(CgBuilder *b, const char *name, const char *chip,
+                        const char *features);
+/* gpu.func @name(args) kernel with a known block size; returns its entry
+ * block (arguments = the kernel parameters). */
+MlirBlock cg_gpu_kernel(CgBuilder *b, const char *name, const MlirType *args, int nargs,
+                        int block_threads);
+/* The extern shared array that backs dynamic shared memory. */
+void cg_dynamic_smem_global(CgBuilder *b, const char *name);
+
+/* scf.for lo..hi step st with iter_args; *body receives the body block
+ * (args: iv, iters...). The caller fills it and ends it with cg_yield. */
+MlirOperation cg_for(CgBuilder *b, MlirValue lo, MlirValue hi, MlirValue step,
+                     const MlirValue *inits, int ninits, MlirBlock *body);
+/* scf.if with results; both blocks must end in cg_yield (also when
+ * nresults == 0: pass has_else = false then for no else region). */
+MlirOperation cg_if(CgBuilder *b, MlirValue cond, const MlirType *results, int nresults,
+                    bool has_else, MlirBlock *then_block, MlirBlock *else_block);
+void cg_yield(CgBuilder *b, const MlirValue *vals, int n);
+void cg_gpu_return(CgBuilder *b);
+
+#endif

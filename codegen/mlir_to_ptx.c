@@ -1,0 +1,219 @@
+/* mlir_to_ptx.c - MLIR pass pipeline, translation to LLVM IR, NVPTX backend. */
+#include "codegen/mlir_to_ptx.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "llvm-c/Core.h"
+#include "llvm-c/Error.h"
+#include "llvm-c/Target.h"
+#include "llvm-c/TargetMachine.h"
+#include "llvm-c/Transforms/PassBuilder.h"
+#include "mlir-c/Conversion.h"
+#include "mlir-c/Pass.h"
+#include "mlir-c/Target/LLVMIR.h"
+#include "mlir-c/Transforms.h"
+
+double cg_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* math first so that math.exp2 becomes llvm.intr.exp2 (ex2.approx) instead
+ * of a libdevice call from convert-gpu-to-nvvm; scf to cf before gpu to
+ * nvvm, which expects unstructured control flow; nvvm-to-llvm turns the few
+ * NVVM ops that have no intrinsic into inline PTX. */
+const char cg_mlir_pipeline[] =
+    "builtin.module(gpu.module(convert-math-to-llvm, convert-scf-to-cf, "
+    "convert-gpu-to-nvvm, convert-nvvm-to-llvm, canonicalize, cse, "
+    "reconcile-unrealized-casts))";
+
+/* ------------------------------------------------------- registration */
+
+static pthread_once_t passes_once = PTHREAD_ONCE_INIT;
+static pthread_once_t llvm_once = PTHREAD_ONCE_INIT;
+
+/* Only the passes cg_mlir_pipeline names. */
+static void register_passes(void) {
+  mlirRegisterConversionConvertMathToLLVMPass();
+  mlirRegisterConversionSCFToControlFlowPass();
+  mlirRegisterConversionConvertGpuOpsToNVVMOps();
+  mlirRegisterConversionConvertNVVMToLLVMPass();
+  mlirRegisterConversionReconcileUnrealizedCastsPass();
+  mlirRegisterTransformsCanonicalizer();
+  mlirRegisterTransformsCSE();
+}
+
+static void init_nvptx(void) {
+  LLVMInitializeNVPTXTargetInfo();
+  LLVMInitializeNVPTXTarget();
+  LLVMInitializeNVPTXTargetMC();
+  LLVMInitializeNVPTXAsmPrinter();
+}
+
+/* --------------------------------------------------------- MLIR passes */
+
+static void append_to_diag(MlirStringRef s, void *user) {
+  cg_strbuf_append((CgStrBuf *)user, s.data, s.length);
+}
+
+int cg_lower_gpu_module(CgContext *c, MlirOperation module, CgTimes *times) {
+  pthread_once(&passes_once, register_passes);
+  double t0 = cg_now_ms();
+  MlirContext ctx = cg_context_mlir(c);
+  MlirPassManager pm = mlirPassManagerCreate(ctx);
+  CgStrBuf perr;
+  cg_strbuf_init(&perr);
+  int rc = 0;
+  MlirLogicalResult ok = mlirParsePassPipeline(mlirPassManagerGetAsOpPassManager(pm),
+                                               mlirStringRefCreateFromCString(cg_mlir_pipeline),
+                                               append_to_diag, &perr);
+  if (mlirLogicalResultIsFailure(ok)) {
+    cg_context_error(c, mlirLocationUnknownGet(ctx), "bad pass pipeline: %s",
+                     perr.data ? perr.data : "");
+    rc = -1;
+  } else if (mlirLogicalResultIsFailure(mlirPassManagerRunOnOp(pm, module))) {
+    if (cg_context_error_count(c) == 0)
+      cg_context_error(c, mlirOperationGetLocation(module), "MLIR lowering failed");
+    rc = -1;
+  }
+  mlirPassManagerDestroy(pm);
+  cg_strbuf_free(&perr);
+  if (times)
+    times->mlir_passes += cg_now_ms() - t0;
+  return rc;
+}
+
+/* ------------------------------------------------------- translation */
+
+static MlirOperation find_gpu_module(MlirOperation module) {
+  MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(module, 0));
+  for (MlirOperation op = mlirBlockGetFirstOperation(body); !mlirOperationIsNull(op);
+       op = mlirOperationGetNextInBlock(op)) {
+    MlirIdentifier name = mlirOperationGetName(op);
+    if (mlirStringRefEqual(mlirIdentifierStr(name), mlirStringRefCreateFromCString("gpu.module")))
+      return op;
+  }
+  return (MlirOperation){NULL};
+}
+
+/* Moves the ops of gpu.module into a fresh builtin.module, which is what
+ * the LLVM IR translation accepts (it does not look inside gpu.module). */
+static MlirModule extract_device_module(MlirOperation gpu_module) {
+  MlirModule dev = mlirModuleCreateEmpty(mlirOperationGetLocation(gpu_module));
+  MlirBlock dst = mlirModuleGetBody(dev);
+  MlirBlock src = mlirRegionGetFirstBlock(mlirOperationGetRegion(gpu_module, 0));
+  MlirOperation op;
+  while (!mlirOperationIsNull(op = mlirBlockGetFirstOperation(src))) {
+    mlirOperationRemoveFromParent(op);
+    mlirBlockAppendOwnedOperation(dst, op);
+  }
+  return dev;
+}
+
+static LLVMTargetMachineRef create_target_machine(const char *chip, const char *features,
+                                                  int opt_level, char **err) {
+  static const char triple[] = "nvptx64-nvidia-cuda";
+  LLVMTargetRef target;
+  if (LLVMGetTargetFromTriple(triple, &target, err))
+    return NULL;
+  LLVMCodeGenOptLevel lvl = opt_level <= 0   ? LLVMCodeGenLevelNone
+                            : opt_level == 1 ? LLVMCodeGenLevelLess
+                            : opt_level == 2 ? LLVMCodeGenLevelDefault
+                                             : LLVMCodeGenLevelAggressive;
+  return LLVMCreateTargetMachine(target, triple, chip, features, lvl, LLVMRelocDefault,
+                                 LLVMCodeModelDefault);
+}
+
+static int report_llvm_error(CgContext *c, MlirLocation loc, const char *what, char *msg) {
+  cg_context_error(c, loc, "%s: %s", what, msg ? msg : "unknown error");
+  LLVMDisposeMessage(msg);
+  return -1;
+}
+
+static int optimize(CgContext *c, MlirLocation loc, LLVMModuleRef lm, LLVMTargetMachineRef tm,
+                    int opt_level) {
+  char passes[32];
+  snprintf(passes, sizeof passes, "default<O%d>", opt_level < 0 ? 0 : opt_level > 3 ? 3 : opt_level);
+  LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+  LLVMErrorRef e = LLVMRunPasses(lm, passes, tm, po);
+  LLVMDisposePassBuilderOptions(po);
+  if (e)
+    return report_llvm_error(c, loc, "LLVM optimization failed", LLVMGetErrorMessage(e));
+  return 0;
+}
+
+static int emit_ptx(CgContext *c, MlirLocation loc, LLVMModuleRef lm, LLVMTargetMachineRef tm,
+                    CgStrBuf *ptx) {
+  char *err = NULL;
+  LLVMMemoryBufferRef buf = NULL;
+  if (LLVMTargetMachineEmitToMemoryBuffer(tm, lm, LLVMAssemblyFile, &err, &buf))
+    return report_llvm_error(c, loc, "NVPTX code generation failed", err);
+  cg_strbuf_append(ptx, LLVMGetBufferStart(buf), LLVMGetBufferSize(buf));
+  LLVMDisposeMemoryBuffer(buf);
+  return 0;
+}
+
+/* LLVM passes, printing, backend: everything after the module exists. */
+static int llvm_stages(CgContext *c, MlirLocation loc, LLVMModuleRef lm, const char *chip,
+                       const char *features, int opt_level, CgStrBuf *llvm_ir, CgStrBuf *ptx,
+                       CgTimes *times) {
+  char *err = NULL;
+  LLVMTargetMachineRef tm = create_target_machine(chip, features, opt_level, &err);
+  if (!tm)
+    return report_llvm_error(c, loc, "no NVPTX target", err);
+  LLVMSetTarget(lm, "nvptx64-nvidia-cuda");
+  LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
+  LLVMSetModuleDataLayout(lm, dl);
+  LLVMDisposeTargetData(dl);
+  int rc = 0;
+  double t0 = cg_now_ms();
+  if (opt_level > 0)
+    rc = optimize(c, loc, lm, tm, opt_level);
+  double t1 = cg_now_ms();
+  if (rc == 0 && llvm_ir) {
+    char *text = LLVMPrintModuleToString(lm);
+    cg_strbuf_puts(llvm_ir, text);
+    LLVMDisposeMessage(text);
+  }
+  if (rc == 0 && ptx)
+    rc = emit_ptx(c, loc, lm, tm, ptx);
+  if (times) {
+    times->llvm_opt += t1 - t0;
+    times->llvm_codegen += cg_now_ms() - t1;
+  }
+  LLVMDisposeTargetMachine(tm);
+  return rc;
+}
+
+int cg_translate(CgContext *c, MlirOperation module, const char *chip, const char *features,
+                 int opt_level, CgStrBuf *llvm_ir, CgStrBuf *ptx, CgTimes *times) {
+  pthread_once(&llvm_once, init_nvptx);
+  MlirLocation loc = mlirOperationGetLocation(module);
+  MlirOperation gm = find_gpu_module(module);
+  if (mlirOperationIsNull(gm)) {
+    cg_context_error(c, loc, "internal error: no gpu.module to translate");
+    return -1;
+  }
+  double t0 = cg_now_ms();
+  MlirModule dev = extract_device_module(gm);
+  LLVMContextRef lctx = LLVMContextCreate();
+  LLVMModuleRef lm = mlirTranslateModuleToLLVMIR(mlirModuleGetOperation(dev), lctx);
+  mlirModuleDestroy(dev);
+  if (times)
+    times->translate += cg_now_ms() - t0;
+  int rc = -1;
+  if (!lm) {
+    if (cg_context_error_count(c) == 0)
+      cg_context_error(c, loc, "translation to LLVM IR failed");
+  } else {
+    rc = llvm_stages(c, loc, lm, chip, features, opt_level, llvm_ir, ptx, times);
+    LLVMDisposeModule(lm);
+  }
+  LLVMContextDispose(lctx);
+  return rc;
+}

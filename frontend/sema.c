@@ -1,0 +1,1210 @@
+/* sema.c - checks the AST and resolves it into KernelSpecs (spec.h).
+ *
+ * Per attention block, in three steps:
+ *   1. sort the statements: fields by name (duplicates, unknown names),
+ *      mask(...) and score(...) definitions;
+ *   2. read the constant fields (dtype, head dims, heads, mode, split), which
+ *      expressions may use, and fill in defaults;
+ *   3. walk the statements in source order, resolving `let`s, mask, score,
+ *      scale and dropout: identifiers become variables, spec constants
+ *      become numbers and let names are replaced by (a copy of) their value.
+ * Schedules are checked last and attached to their kernel by name.
+ *
+ * Resolved expressions are plain trees (each let use is a deep copy), owned
+ * by their KernelSpec and freed by fe_free_spec. Copies are capped in size so
+ * that lets defined from each other cannot blow up exponentially.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/ast.h"
+#include "frontend/diag.h"
+#include "frontend/frontend.h"
+
+#define MAX_EXPR_NODES 4096        /* one resolved expression */
+#define MAX_TOTAL_NODES 1000000    /* every expression of a file */
+#define MAX_RESOLVED_DEPTH 1000    /* after let substitution */
+
+typedef struct Sema {
+  Diag diag;
+  char *file;        /* owned by the SpecFile */
+  long total_nodes;
+} Sema;
+
+/* A `let` seen so far in the current block. */
+typedef struct Let {
+  const char *name;
+  SrcLoc loc;
+  Expr *value;       /* NULL when its definition had errors */
+  int size, depth;
+  struct Let *next;
+} Let;
+
+/* What an expression is being resolved for: decides which names it sees. */
+typedef enum Ctx { CTX_LET, CTX_MASK, CTX_SCORE, CTX_CONST } Ctx;
+
+typedef struct Scope {
+  Ctx ctx;
+  const char *what;      /* "mask", "score", "scale", ... for messages */
+  const AstStmt *fn;     /* mask/score definition: its parameters */
+  const AstStmt *block;  /* all statements: to spot a let used too early */
+  Let *lets;
+  const KernelSpec *k;   /* spec constants */
+  int nodes;
+  bool too_big;          /* reported once per expression */
+} Scope;
+
+static void *xcalloc(size_t n, size_t size) {
+  void *p = calloc(n, size);
+  if (!p) {
+    fputs("flashc: out of memory\n", stderr);
+    abort();
+  }
+  return p;
+}
+
+static char *xstrdup(const char *s) {
+  char *p = xcalloc(1, strlen(s) + 1);
+  strcpy(p, s);
+  return p;
+}
+
+/* Locations in the spec point at the SpecFile's own copy of the name. */
+static SrcLoc sloc(Sema *S, SrcLoc l) {
+  l.file = S->file;
+  return l;
+}
+
+static const SrcLoc NOLOC = {0};
+
+/* ---- expression trees ---- */
+
+static Expr *new_expr(Sema *S, Scope *sc, ExprKind kind, SrcLoc loc) {
+  Expr *e = xcalloc(1, sizeof(Expr));
+  e->kind = kind;
+  e->loc = sloc(S, loc);
+  S->total_nodes++;
+  if (sc)
+    sc->nodes++;
+  return e;
+}
+
+static void free_expr(Expr *e) {
+  if (!e)
+    return;
+  free_expr(e->a);
+  free_expr(e->b);
+  free_expr(e->c);
+  free(e);
+}
+
+static Expr *copy_expr(Sema *S, Scope *sc, const Expr *e) {
+  if (!e)
+    return NULL;
+  Expr *c = new_expr(S, sc, e->kind, e->loc);
+  *c = *e;
+  c->a = copy_expr(S, sc, e->a);
+  c->b = copy_expr(S, sc, e->b);
+  c->c = copy_expr(S, sc, e->c);
+  return c;
+}
+
+static int expr_size(const Expr *e) {
+  return e ? 1 + expr_size(e->a) + expr_size(e->b) + expr_size(e->c) : 0;
+}
+
+static int expr_depth(const Expr *e) {
+  if (!e)
+    return 0;
+  int a = expr_depth(e->a), b = expr_depth(e->b), c = expr_depth(e->c);
+  int m = a > b ? a : b;
+  return 1 + (m > c ? m : c);
+}
+
+static bool is_bool(const Expr *e) {
+  switch (e->kind) {
+  case EXPR_NOT: case EXPR_LT: case EXPR_LE: case EXPR_GT: case EXPR_GE:
+  case EXPR_EQ: case EXPR_NE: case EXPR_AND: case EXPR_OR:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* The first variable an expression reads, or NULL: constants have none. */
+static const Expr *find_var(const Expr *e) {
+  if (!e)
+    return NULL;
+  if (e->kind == EXPR_VAR)
+    return e;
+  const Expr *v = find_var(e->a);
+  if (!v)
+    v = find_var(e->b);
+  if (!v)
+    v = find_var(e->c);
+  return v;
+}
+
+/* Evaluates a constant expression (no variables) in double precision.
+ * Booleans are 1 and 0. */
+static double eval(const Expr *e) {
+  switch (e->kind) {
+  case EXPR_NUM: return e->num;
+  case EXPR_VAR: return NAN;
+  case EXPR_NEG: return -eval(e->a);
+  case EXPR_NOT: return !eval(e->a);
+  case EXPR_ADD: return eval(e->a) + eval(e->b);
+  case EXPR_SUB: return eval(e->a) - eval(e->b);
+  case EXPR_MUL: return eval(e->a) * eval(e->b);
+  case EXPR_DIV: return eval(e->a) / eval(e->b);
+  case EXPR_MOD: return fmod(eval(e->a), eval(e->b));
+  case EXPR_LT: return eval(e->a) < eval(e->b);
+  case EXPR_LE: return eval(e->a) <= eval(e->b);
+  case EXPR_GT: return eval(e->a) > eval(e->b);
+  case EXPR_GE: return eval(e->a) >= eval(e->b);
+  case EXPR_EQ: return eval(e->a) == eval(e->b);
+  case EXPR_NE: return eval(e->a) != eval(e->b);
+  case EXPR_AND: return eval(e->a) && eval(e->b);
+  case EXPR_OR: return eval(e->a) || eval(e->b);
+  case EXPR_MIN: return fmin(eval(e->a), eval(e->b));
+  case EXPR_MAX: return fmax(eval(e->a), eval(e->b));
+  case EXPR_SELECT: return eval(e->a) ? eval(e->b) : eval(e->c);
+  case EXPR_TANH: return tanh(eval(e->a));
+  case EXPR_EXP: return exp(eval(e->a));
+  case EXPR_EXP2: return exp2(eval(e->a));
+  case EXPR_LOG: return log(eval(e->a));
+  case EXPR_LOG2: return log2(eval(e->a));
+  case EXPR_SQRT: return sqrt(eval(e->a));
+  case EXPR_ABS: return fabs(eval(e->a));
+  case EXPR_FLOOR: return floor(eval(e->a));
+  }
+  return NAN;
+}
+
+/* ---- names ---- */
+
+static const char *const var_names[] = {"s", "b", "h", "q", "k",
+                                        "seqlen_q", "seqlen_k"};
+static const char *const var_meaning[] = {
+    "the score", "the batch index", "the query head", "the query index",
+    "the key index", "the query length", "the key length"};
+
+static int var_index(const char *name) {
+  for (int i = 0; i < 7; i++)
+    if (strcmp(name, var_names[i]) == 0)
+      return i;
+  return -1;
+}
+
+static const char *const constant_names[] = {"heads", "kv_heads", "head_dim",
+                                             "v_head_dim", NULL};
+
+static double constant_value(const KernelSpec *k, int i) {
+  switch (i) {
+  case 0: return k->heads;
+  case 1: return k->kv_heads;
+  case 2: return k->head_dim;
+  default: return k->v_head_dim;
+  }
+}
+
+static int name_index(const char *name, const char *const *names) {
+  for (int i = 0; names[i]; i++)
+    if (strcmp(name, names[i]) == 0)
+      return i;
+  return -1;
+}
+
+/* Builtin functions: name, kind, number of arguments. */
+typedef struct Builtin {
+  const char *name;
+  ExprKind kind;
+  int nargs;
+} Builtin;
+
+static const Builtin builtins[] = {
+    {"tanh", EXPR_TANH, 1}, {"exp", EXPR_EXP, 1},     {"exp2", EXPR_EXP2, 1},
+    {"log", EXPR_LOG, 1},   {"log2", EXPR_LOG2, 1},   {"sqrt", EXPR_SQRT, 1},
+    {"abs", EXPR_ABS, 1},   {"floor", EXPR_FLOOR, 1}, {"min", EXPR_MIN, 2},
+    {"max", EXPR_MAX, 2},   {"select", EXPR_SELECT, 3},
+};
+#define NBUILTINS (int)(sizeof builtins / sizeof builtins[0])
+
+static const char *const builtin_names[] = {
+    "tanh", "exp", "exp2", "log", "log2", "sqrt", "abs", "floor",
+    "min", "max", "select", NULL};
+
+static Let *find_let(Let *l, const char *name) {
+  for (; l; l = l->next)
+    if (strcmp(l->name, name) == 0)
+      return l;
+  return NULL;
+}
+
+/* The names an identifier could have meant, for "did you mean". */
+static const char *suggest_name(Scope *sc, const char *name) {
+  const char *cands[64 + 16];
+  int n = 0;
+  if (sc->fn)
+    for (const AstParam *p = sc->fn->params; p && n < 8; p = p->next)
+      cands[n++] = p->name;
+  if (sc->ctx == CTX_LET)
+    for (int i = 1; i < 5; i++)
+      cands[n++] = var_names[i];
+  for (Let *l = sc->lets; l && n < 64; l = l->next)
+    cands[n++] = l->name;
+  for (int i = 0; constant_names[i]; i++)
+    cands[n++] = constant_names[i];
+  if (sc->ctx != CTX_CONST) {
+    cands[n++] = "seqlen_q";
+    cands[n++] = "seqlen_k";
+  }
+  cands[n] = NULL;
+  return diag_closest(name, cands);
+}
+
+/* ---- resolving expressions ---- */
+
+static Expr *resolve(Sema *S, Scope *sc, const AstExpr *e, int depth);
+
+static Expr *mk_num(Sema *S, Scope *sc, SrcLoc loc, double v) {
+  Expr *e = new_expr(S, sc, EXPR_NUM, loc);
+  e->num = v;
+  return e;
+}
+
+static Expr *mk_var(Sema *S, Scope *sc, SrcLoc loc, ExprVar v) {
+  Expr *e = new_expr(S, sc, EXPR_VAR, loc);
+  e->var = v;
+  return e;
+}
+
+static Expr *mk(Sema *S, Scope *sc, ExprKind kind, SrcLoc loc, Expr *a,
+                Expr *b, Expr *c) {
+  Expr *e = new_expr(S, sc, kind, loc);
+  e->a = a;
+  e->b = b;
+  e->c = c;
+  return e;
+}
+
+/* Replaces a let name by a copy of its value, within the size caps. */
+static Expr *use_let(Sema *S, Scope *sc, const AstExpr *e, Let *l, int depth) {
+  if (!l->value)
+    return NULL; /* its definition was already reported */
+  if (sc->ctx == CTX_CONST && find_var(l->value)) {
+    const Expr *v = find_var(l->value);
+    diag_error(&S->diag, e->loc,
+               "'%s' is not a constant: it depends on %s '%s'; %s must be known "
+               "at compile time",
+               l->name, var_meaning[v->var], var_names[v->var], sc->what);
+    return NULL;
+  }
+  if (sc->nodes + l->size > MAX_EXPR_NODES ||
+      depth + l->depth > MAX_RESOLVED_DEPTH ||
+      S->total_nodes + l->size > MAX_TOTAL_NODES) {
+    if (!sc->too_big)
+      diag_error(&S->diag, e->loc,
+                 "%s is too large once '%s' is substituted (limits: %d nodes, "
+                 "depth %d)",
+                 sc->what, l->name, MAX_EXPR_NODES, MAX_RESOLVED_DEPTH);
+    sc->too_big = true;
+    return NULL;
+  }
+  return copy_expr(S, sc, l->value);
+}
+
+/* A let defined further down the block, if any: for "used before". */
+static const AstStmt *later_let(Scope *sc, const char *name) {
+  for (const AstStmt *s = sc->block; s; s = s->next)
+    if (s->kind == ST_LET && strcmp(s->name, name) == 0)
+      return s;
+  return NULL;
+}
+
+/* ident: a parameter, a let, a spec constant, seqlen_q / seqlen_k, or in a
+ * let one of the fixed names b, h, q, k. */
+static Expr *resolve_ident(Sema *S, Scope *sc, const AstExpr *e, int depth) {
+  const char *name = e->text;
+  if (sc->fn) {
+    int i = 0;
+    for (const AstParam *p = sc->fn->params; p; p = p->next, i++)
+      if (strcmp(p->name, name) == 0)
+        return mk_var(S, sc, e->loc, (ExprVar)(sc->ctx == CTX_MASK ? i + 1 : i));
+  }
+  Let *l = find_let(sc->lets, name);
+  if (l)
+    return use_let(S, sc, e, l, depth);
+  int ci = name_index(name, constant_names);
+  if (ci >= 0)
+    return mk_num(S, sc, e->loc, constant_value(sc->k, ci));
+  int vi = var_index(name);
+  if (vi >= 0 && sc->ctx == CTX_CONST) {
+    diag_error(&S->diag, e->loc,
+               "'%s' (%s) is not a constant; %s must be known at compile time",
+               name, var_meaning[vi], sc->what);
+    return NULL;
+  }
+  if (vi >= VAR_SEQLEN_Q || (vi >= VAR_B && sc->ctx == CTX_LET))
+    return mk_var(S, sc, e->loc, (ExprVar)vi);
+  if (vi == VAR_S && sc->ctx == CTX_MASK) {
+    diag_error(&S->diag, e->loc, "the score 's' cannot be used in a mask");
+    diag_note(&S->diag, NOLOC,
+              "a mask sees only b, h, q, k; change the score in score(s, b, h, q, k)");
+    return NULL;
+  }
+  if (vi == VAR_S && sc->ctx == CTX_LET) {
+    diag_error(&S->diag, e->loc, "the score 's' cannot be used in a let");
+    diag_note(&S->diag, NOLOC, "'s' exists only inside score(s, b, h, q, k) = ...");
+    return NULL;
+  }
+  const AstStmt *later = later_let(sc, name);
+  if (later) {
+    diag_error(&S->diag, e->loc, "'%s' is used before its definition", name);
+    diag_note(&S->diag, later->loc, "'%s' is defined here", name);
+    return NULL;
+  }
+  diag_error(&S->diag, e->loc, "unknown identifier '%s'", name);
+  const char *best = suggest_name(sc, name);
+  if (best)
+    diag_note(&S->diag, NOLOC, "did you mean '%s'?", best);
+  else if (vi >= 0 && sc->fn)
+    diag_note(&S->diag, NOLOC,
+              "parameters are positional; name the %s of %s(...) '%s' to use it",
+              var_meaning[vi], sc->fn->name, name);
+  return NULL;
+}
+
+/* call: IDENT '(' args ')' with a builtin name and its number of arguments */
+static Expr *resolve_call(Sema *S, Scope *sc, const AstExpr *e, int depth) {
+  const Builtin *fn = NULL;
+  for (int i = 0; i < NBUILTINS; i++)
+    if (strcmp(builtins[i].name, e->text) == 0)
+      fn = &builtins[i];
+  if (!fn) {
+    if (strcmp(e->text, "window") == 0) {
+      diag_error(&S->diag, e->loc, "window(...) is not a function");
+      diag_note(&S->diag, NOLOC,
+                "it is a mask form: write `mask = window(L);` or `mask = window(L, R);`");
+      return NULL;
+    }
+    diag_error(&S->diag, e->loc, "unknown function '%s'", e->text);
+    const char *best = diag_closest(e->text, builtin_names);
+    if (best)
+      diag_note(&S->diag, NOLOC, "did you mean '%s'?", best);
+    return NULL;
+  }
+  if (e->nargs != fn->nargs) {
+    diag_error(&S->diag, e->loc, "%s takes %d argument%s; got %d", fn->name,
+               fn->nargs, fn->nargs == 1 ? "" : "s", e->nargs);
+    return NULL;
+  }
+  Expr *args[3] = {NULL, NULL, NULL};
+  bool ok = true;
+  int i = 0;
+  for (const AstExpr *x = e->a; x; x = x->next, i++) {
+    args[i] = resolve(S, sc, x, depth + 1);
+    if (!args[i]) {
+      ok = false;
+      continue;
+    }
+    bool want_bool = fn->kind == EXPR_SELECT && i == 0;
+    if (is_bool(args[i]) != want_bool) {
+      if (want_bool)
+        diag_error(&S->diag, x->loc,
+                   "the condition of select must be a boolean; got a number");
+      else
+        diag_error(&S->diag, x->loc,
+                   "argument %d of %s must be a number; got a boolean", i + 1,
+                   fn->name);
+      ok = false;
+    }
+  }
+  if (!ok) {
+    for (int j = 0; j < 3; j++)
+      free_expr(args[j]);
+    return NULL;
+  }
+  return mk(S, sc, fn->kind, e->loc, args[0], args[1], args[2]);
+}
+
+static ExprKind binary_kind(AstOp op) {
+  switch (op) {
+  case OP_ADD: return EXPR_ADD;
+  case OP_SUB: return EXPR_SUB;
+  case OP_MUL: return EXPR_MUL;
+  case OP_DIV: return EXPR_DIV;
+  case OP_MOD: return EXPR_MOD;
+  case OP_LT: return EXPR_LT;
+  case OP_LE: return EXPR_LE;
+  case OP_GT: return EXPR_GT;
+  case OP_GE: return EXPR_GE;
+  case OP_EQ: return EXPR_EQ;
+  case OP_NE: return EXPR_NE;
+  case OP_AND: return EXPR_AND;
+  default: return EXPR_OR;
+  }
+}
+
+/* Checks one operand's type; reports "left operand of '+' is a boolean". */
+static bool check_operand(Sema *S, const AstExpr *op, const char *side,
+                          const Expr *x, bool want_bool) {
+  if (is_bool(x) == want_bool)
+    return true;
+  const char *opname = ast_op_str(op->op);
+  if (want_bool) {
+    diag_error(&S->diag, op->loc,
+               "%s operand of '%s' is a number; '%s' needs booleans", side,
+               opname, opname);
+    diag_note(&S->diag, NOLOC, "compare it to get a boolean, e.g. 'x != 0'");
+  } else {
+    diag_error(&S->diag, op->loc,
+               "%s operand of '%s' is a boolean; '%s' needs numbers", side,
+               opname, opname);
+    if (op->op == OP_EQ || op->op == OP_NE)
+      diag_note(&S->diag, NOLOC, "combine conditions with && and ||");
+  }
+  return false;
+}
+
+/* expr OP expr: arithmetic and comparisons take numbers, && || booleans;
+ * a constant zero divisor is an error. */
+static Expr *resolve_binary(Sema *S, Scope *sc, const AstExpr *e, int depth) {
+  Expr *x = resolve(S, sc, e->a, depth + 1);
+  Expr *y = resolve(S, sc, e->b, depth + 1);
+  if (!x || !y) {
+    free_expr(x);
+    free_expr(y);
+    return NULL;
+  }
+  bool want_bool = e->op == OP_AND || e->op == OP_OR;
+  bool ok = check_operand(S, e, "left", x, want_bool);
+  ok = check_operand(S, e, "right", y, want_bool) && ok;
+  if (ok && (e->op == OP_DIV || e->op == OP_MOD) && !find_var(y) &&
+      eval(y) == 0) {
+    diag_error(&S->diag, e->b->loc, "division by zero");
+    ok = false;
+  }
+  if (!ok) {
+    free_expr(x);
+    free_expr(y);
+    return NULL;
+  }
+  return mk(S, sc, binary_kind(e->op), e->loc, x, y, NULL);
+}
+
+/* ('-' | '!') expr */
+static Expr *resolve_unary(Sema *S, Scope *sc, const AstExpr *e, int depth) {
+  Expr *x = resolve(S, sc, e->a, depth + 1);
+  if (!x)
+    return NULL;
+  bool want_bool = e->op == OP_NOT;
+  if (is_bool(x) != want_bool) {
+    if (want_bool)
+      diag_error(&S->diag, e->loc, "operand of '!' is a number; '!' needs a boolean");
+    else
+      diag_error(&S->diag, e->loc, "operand of '-' is a boolean; '-' needs a number");
+    free_expr(x);
+    return NULL;
+  }
+  return mk(S, sc, want_bool ? EXPR_NOT : EXPR_NEG, e->loc, x, NULL, NULL);
+}
+
+/* expr '?' expr ':' expr, the same as select(c, a, b): a boolean condition
+ * and numeric branches (a boolean choice is written with && and ||). */
+static Expr *resolve_cond(Sema *S, Scope *sc, const AstExpr *e, int depth) {
+  Expr *c = resolve(S, sc, e->a, depth + 1);
+  Expr *x = resolve(S, sc, e->b, depth + 1);
+  Expr *y = resolve(S, sc, e->c, depth + 1);
+  bool ok = c && x && y;
+  if (c && !is_bool(c)) {
+    diag_error(&S->diag, e->a->loc,
+               "the condition of '?:' must be a boolean; got a number");
+    ok = false;
+  }
+  if ((x && is_bool(x)) || (y && is_bool(y))) {
+    diag_error(&S->diag, e->loc, "the branches of '?:' must be numbers");
+    diag_note(&S->diag, NOLOC, "choose between conditions with && and ||");
+    ok = false;
+  }
+  if (!ok) {
+    free_expr(c);
+    free_expr(x);
+    free_expr(y);
+    return NULL;
+  }
+  return mk(S, sc, EXPR_SELECT, e->loc, c, x, y);
+}
+
+/* Resolves one AST expression; NULL when it had errors (all reported). */
+static Expr *resolve(Sema *S, Scope *sc, const AstExpr *e, int depth) {
+  if (sc->too_big)
+    return NULL;
+  switch (e->kind) {
+  case AE_NUM: return mk_num(S, sc, e->loc, e->num);
+  case AE_IDENT: return resolve_ident(S, sc, e, depth);
+  case AE_CALL: return resolve_call(S, sc, e, depth);
+  case AE_UNARY: return resolve_unary(S, sc, e, depth);
+  case AE_BINARY: return resolve_binary(S, sc, e, depth);
+  case AE_COND: return resolve_cond(S, sc, e, depth);
+  case AE_ERROR: return NULL;
+  }
+  return NULL;
+}
+
+/* ---- fields ---- */
+
+typedef enum Field {
+  F_DTYPE, F_HEAD_DIM, F_V_HEAD_DIM, F_HEADS, F_KV_HEADS, F_MASK, F_SCALE,
+  F_DROPOUT, F_MODE, F_SPLIT, NFIELDS
+} Field;
+
+static const char *const field_names[] = {
+    "dtype", "head_dim", "v_head_dim", "heads", "kv_heads", "mask",
+    "scale", "dropout", "mode", "split", NULL};
+
+/* An integer literal field, optionally negated (so `heads = -1` gets a range
+ * error rather than a syntax one). */
+static bool int_field(Sema *S, const AstStmt *s, int *out) {
+  const AstExpr *v = s->value;
+  int sign = 1;
+  if (v->kind == AE_UNARY && v->op == OP_NEG && v->a->kind == AE_NUM) {
+    sign = -1;
+    v = v->a;
+  }
+  if (v->kind == AE_NUM && v->is_int) {
+    *out = sign * (int)v->num;
+    return true;
+  }
+  if (v->kind == AE_NUM)
+    diag_error(&S->diag, v->loc, "%s must be an integer; got %s", s->name, v->text);
+  else
+    diag_error(&S->diag, v->loc, "%s must be an integer literal", s->name);
+  return false;
+}
+
+/* An identifier field: one of `words` (NULL-terminated). Returns its index. */
+static int word_field(Sema *S, const AstStmt *s, const char *const *words,
+                      const char *what) {
+  const AstExpr *v = s->value;
+  if (v->kind == AE_IDENT) {
+    int i = name_index(v->text, words);
+    if (i >= 0)
+      return i;
+    diag_error(&S->diag, v->loc, "unknown %s '%s'", s->name, v->text);
+  } else {
+    diag_error(&S->diag, v->loc, "%s must be %s", s->name, what);
+  }
+  const char *best = v->kind == AE_IDENT ? diag_closest(v->text, words) : NULL;
+  if (best)
+    diag_note(&S->diag, NOLOC, "did you mean '%s'?", best);
+  else
+    diag_note(&S->diag, NOLOC, "%s is %s", s->name, what);
+  return -1;
+}
+
+static void check_head_dim(Sema *S, const AstStmt *s, int *out) {
+  int v;
+  if (!int_field(S, s, &v))
+    return;
+  if (v < 8 || v % 8 != 0 || v > 256) {
+    diag_error(&S->diag, s->value->loc,
+               "%s must be a multiple of 8 and at most 256; got %d", s->name, v);
+    return;
+  }
+  *out = v;
+}
+
+static void check_count(Sema *S, const AstStmt *s, int *out) {
+  int v;
+  if (!int_field(S, s, &v))
+    return;
+  if (v < 1) {
+    diag_error(&S->diag, s->value->loc, "%s must be at least 1; got %d", s->name, v);
+    return;
+  }
+  *out = v;
+}
+
+/* Builds the mask expression of causal and window forms. q' is q moved to
+ * the bottom-right diagonal: q + seqlen_k - seqlen_q (FlashAttention). */
+static Expr *aligned_q(Sema *S, SrcLoc l) {
+  Expr *q = mk_var(S, NULL, l, VAR_Q);
+  Expr *sum = mk(S, NULL, EXPR_ADD, l, q, mk_var(S, NULL, l, VAR_SEQLEN_K), NULL);
+  return mk(S, NULL, EXPR_SUB, l, sum, mk_var(S, NULL, l, VAR_SEQLEN_Q), NULL);
+}
+
+/* causal: k <= q' */
+static Expr *causal_mask(Sema *S, SrcLoc l) {
+  return mk(S, NULL, EXPR_LE, l, mk_var(S, NULL, l, VAR_K), aligned_q(S, l), NULL);
+}
+
+/* window(L): causal && k > q' - L   -- the L latest keys, diagonal included */
+static Expr *window1_mask(Sema *S, SrcLoc l, int left) {
+  Expr *lo = mk(S, NULL, EXPR_SUB, l, aligned_q(S, l), mk_num(S, NULL, l, left), NULL);
+  Expr *after = mk(S, NULL, EXPR_GT, l, mk_var(S, NULL, l, VAR_K), lo, NULL);
+  return mk(S, NULL, EXPR_AND, l, causal_mask(S, l), after, NULL);
+}
+
+/* window(L, R): k >= q' - L && k <= q' + R */
+static Expr *window2_mask(Sema *S, SrcLoc l, int left, int right) {
+  Expr *lo = mk(S, NULL, EXPR_SUB, l, aligned_q(S, l), mk_num(S, NULL, l, left), NULL);
+  Expr *hi = mk(S, NULL, EXPR_ADD, l, aligned_q(S, l), mk_num(S, NULL, l, right), NULL);
+  Expr *ge = mk(S, NULL, EXPR_GE, l, mk_var(S, NULL, l, VAR_K), lo, NULL);
+  Expr *le = mk(S, NULL, EXPR_LE, l, mk_var(S, NULL, l, VAR_K), hi, NULL);
+  return mk(S, NULL, EXPR_AND, l, ge, le, NULL);
+}
+
+/* A window bound: an integer literal >= min. */
+static bool window_arg(Sema *S, const AstExpr *a, int min, int *out) {
+  if (a->kind != AE_NUM || !a->is_int) {
+    diag_error(&S->diag, a->loc, "window sizes must be integer literals");
+    return false;
+  }
+  if (a->num < min) {
+    diag_error(&S->diag, a->loc, "window size must be at least %d; got %s", min,
+               a->text);
+    return false;
+  }
+  *out = (int)a->num;
+  return true;
+}
+
+/* mask = none | causal | window(L) | window(L, R) */
+static void mask_field(Sema *S, const AstStmt *s, KernelSpec *k) {
+  const AstExpr *v = s->value;
+  SrcLoc l = v->loc;
+  if (v->kind == AE_IDENT && strcmp(v->text, "none") == 0) {
+    k->mask_kind = MASK_NONE;
+    return;
+  }
+  if (v->kind == AE_IDENT && strcmp(v->text, "causal") == 0) {
+    k->mask_kind = MASK_CAUSAL;
+    k->mask = causal_mask(S, l);
+    return;
+  }
+  if (v->kind == AE_CALL && strcmp(v->text, "window") == 0) {
+    if (v->nargs != 1 && v->nargs != 2) {
+      diag_error(&S->diag, l, "window takes 1 or 2 arguments; got %d", v->nargs);
+      return;
+    }
+    int left = 0, right = 0;
+    if (v->nargs == 1) {
+      if (!window_arg(S, v->a, 1, &left))
+        return;
+      k->mask_kind = MASK_WINDOW;
+      k->window_left = left - 1; /* keys q'-(L-1) .. q' */
+      k->window_right = 0;
+      k->mask = window1_mask(S, l, left);
+      return;
+    }
+    bool ok = window_arg(S, v->a, 0, &left);
+    ok = window_arg(S, v->a->next, 0, &right) && ok;
+    if (!ok)
+      return;
+    k->mask_kind = MASK_WINDOW;
+    k->window_left = left;
+    k->window_right = right;
+    k->mask = window2_mask(S, l, left, right);
+    return;
+  }
+  diag_error(&S->diag, l, "mask must be none, causal, window(L) or window(L, R)");
+  const char *words[] = {"none", "causal", "window", NULL};
+  const char *best = v->kind == AE_IDENT ? diag_closest(v->text, words) : NULL;
+  if (best)
+    diag_note(&S->diag, NOLOC, "did you mean '%s'?", best);
+  else
+    diag_note(&S->diag, NOLOC,
+              "for a custom mask write mask(b, h, q, k) = <boolean expression>;");
+}
+
+/* scale = constant > 0;  dropout = constant in [0, 1) */
+static bool const_field(Sema *S, Scope *sc, const AstStmt *s, double *out) {
+  sc->ctx = CTX_CONST;
+  sc->what = s->name;
+  sc->fn = NULL;
+  sc->nodes = 0;
+  sc->too_big = false;
+  Expr *e = resolve(S, sc, s->value, 0);
+  if (!e)
+    return false;
+  bool ok = true;
+  if (is_bool(e)) {
+    diag_error(&S->diag, s->value->loc, "%s must be a number; got a boolean", s->name);
+    ok = false;
+  } else {
+    *out = eval(e);
+  }
+  free_expr(e);
+  return ok;
+}
+
+/* mask(b, h, q, k) = bool;  score(s, b, h, q, k) = number */
+static void func_def(Sema *S, Scope *sc, const AstStmt *s, KernelSpec *k) {
+  bool is_mask = strcmp(s->name, "mask") == 0;
+  int want = is_mask ? 4 : 5;
+  if (s->nparams != want) {
+    diag_error(&S->diag, s->loc, "%s takes %d parameters; got %d", s->name, want,
+               s->nparams);
+    diag_note(&S->diag, NOLOC,
+              is_mask ? "write mask(b, h, q, k) = ...; the names are free, the "
+                        "order is batch, head, query, key"
+                      : "write score(s, b, h, q, k) = ...; the names are free, "
+                        "the order is score, batch, head, query, key");
+    return;
+  }
+  bool ok = true;
+  for (const AstParam *p = s->params; p; p = p->next)
+    for (const AstParam *r = s->params; r != p; r = r->next)
+      if (strcmp(p->name, r->name) == 0) {
+        diag_error(&S->diag, p->loc, "duplicate parameter '%s'", p->name);
+        ok = false;
+      }
+  if (!ok)
+    return;
+  sc->ctx = is_mask ? CTX_MASK : CTX_SCORE;
+  sc->what = s->name;
+  sc->fn = s;
+  sc->nodes = 0;
+  sc->too_big = false;
+  Expr *e = resolve(S, sc, s->value, 0);
+  sc->fn = NULL;
+  if (!e)
+    return;
+  if (is_mask && !is_bool(e)) {
+    diag_error(&S->diag, s->value->loc,
+               "a mask must be a boolean expression; got a number");
+    diag_note(&S->diag, NOLOC, "a mask keeps key k for query q when it is true, e.g. q >= k");
+    free_expr(e);
+    return;
+  }
+  if (!is_mask && is_bool(e)) {
+    diag_error(&S->diag, s->value->loc, "a score must be a number; got a boolean");
+    diag_note(&S->diag, NOLOC, "to drop scores, use a mask");
+    free_expr(e);
+    return;
+  }
+  if (is_mask) {
+    k->mask_kind = MASK_EXPR;
+    k->mask = e;
+  } else {
+    k->score = e;
+  }
+}
+
+/* let NAME = expr;  -- b, h, q, k here are the fixed index names */
+static void let_def(Sema *S, Scope *sc, const AstStmt *s) {
+  if (var_index(s->name) >= 0 || name_index(s->name, constant_names) >= 0) {
+    diag_error(&S->diag, s->loc, "'%s' is a reserved name and cannot be a let name",
+               s->name);
+    return;
+  }
+  Let *prev = find_let(sc->lets, s->name);
+  if (prev) {
+    diag_error(&S->diag, s->loc, "redefinition of let '%s'", s->name);
+    diag_note(&S->diag, prev->loc, "previous definition is here");
+    return;
+  }
+  Let *l = xcalloc(1, sizeof(Let));
+  l->name = s->name;
+  l->loc = s->loc;
+  sc->ctx = CTX_LET;
+  sc->what = "let";
+  sc->fn = NULL;
+  sc->nodes = 0;
+  sc->too_big = false;
+  l->value = resolve(S, sc, s->value, 0);
+  if (l->value) {
+    l->size = expr_size(l->value);
+    l->depth = expr_depth(l->value);
+  }
+  l->next = sc->lets;
+  sc->lets = l;
+}
+
+static void free_lets(Let *l) {
+  while (l) {
+    Let *next = l->next;
+    free_expr(l->value);
+    free(l);
+    l = next;
+  }
+}
+
+/* Reports a field (or definition) given a second time. */
+static void duplicate(Sema *S, const AstStmt *s, const AstStmt *prev,
+                      const char *what) {
+  diag_error(&S->diag, s->loc, "%s given twice", what);
+  diag_note(&S->diag, prev->loc, "first given here");
+}
+
+/* attention NAME { stmt* } -> KernelSpec, or NULL after errors */
+static KernelSpec *check_attention(Sema *S, const AstItem *it) {
+  int errors0 = S->diag.nerrors;
+  const AstStmt *field[NFIELDS] = {0};
+  const AstStmt *mask_fn = NULL, *score_fn = NULL;
+
+  /* 1. Sort the statements. */
+  for (const AstStmt *s = it->stmts; s; s = s->next) {
+    if (s->kind == ST_FIELD) {
+      int f = name_index(s->name, field_names);
+      if (f < 0) {
+        if (strcmp(s->name, "score") == 0) {
+          diag_error(&S->diag, s->loc, "score is a function, not a field");
+          diag_note(&S->diag, NOLOC, "write score(s, b, h, q, k) = <expression>;");
+          continue;
+        }
+        diag_error(&S->diag, s->loc, "unknown field '%s'", s->name);
+        const char *best = diag_closest(s->name, field_names);
+        if (best)
+          diag_note(&S->diag, NOLOC, "did you mean '%s'?", best);
+        continue;
+      }
+      if (field[f]) {
+        duplicate(S, s, field[f], s->name);
+        continue;
+      }
+      if (f == F_MASK && mask_fn) {
+        duplicate(S, s, mask_fn, "mask");
+        continue;
+      }
+      field[f] = s;
+    } else if (s->kind == ST_FUNC) {
+      bool is_mask = strcmp(s->name, "mask") == 0;
+      if (!is_mask && strcmp(s->name, "score") != 0) {
+        diag_error(&S->diag, s->loc, "unknown definition '%s(...)'", s->name);
+        diag_note(&S->diag, NOLOC,
+                  "only mask(b, h, q, k) and score(s, b, h, q, k) can be defined");
+        continue;
+      }
+      const AstStmt *prev = is_mask ? (mask_fn ? mask_fn : field[F_MASK]) : score_fn;
+      if (prev) {
+        duplicate(S, s, prev, s->name);
+        continue;
+      }
+      if (is_mask)
+        mask_fn = s;
+      else
+        score_fn = s;
+    }
+  }
+
+  /* 2. Constant fields, then defaults. */
+  KernelSpec *k = xcalloc(1, sizeof(KernelSpec));
+  k->name = xstrdup(it->name);
+  k->loc = sloc(S, it->loc);
+  static const char *const dtypes[] = {"fp16", "bf16", NULL};
+  static const char *const modes[] = {"forward", "backward", "decode", NULL};
+  static const char *const required[] = {"dtype", "head_dim", "heads"};
+  static const Field required_f[] = {F_DTYPE, F_HEAD_DIM, F_HEADS};
+  for (int i = 0; i < 3; i++)
+    if (!field[required_f[i]]) {
+      diag_error(&S->diag, it->name_loc, "attention '%s' has no '%s' field",
+                 it->name, required[i]);
+      diag_note(&S->diag, NOLOC, "dtype, head_dim and heads are required");
+    }
+  if (field[F_DTYPE]) {
+    int d = word_field(S, field[F_DTYPE], dtypes, "fp16 or bf16");
+    k->dtype = d == 0 ? DTYPE_F16 : DTYPE_BF16;
+  }
+  if (field[F_HEAD_DIM])
+    check_head_dim(S, field[F_HEAD_DIM], &k->head_dim);
+  k->v_head_dim = k->head_dim;
+  if (field[F_V_HEAD_DIM])
+    check_head_dim(S, field[F_V_HEAD_DIM], &k->v_head_dim);
+  if (field[F_HEADS])
+    check_count(S, field[F_HEADS], &k->heads);
+  k->kv_heads = k->heads;
+  if (field[F_KV_HEADS]) {
+    check_count(S, field[F_KV_HEADS], &k->kv_heads);
+    if (k->heads > 0 && k->kv_heads > 0 && k->heads % k->kv_heads != 0) {
+      diag_error(&S->diag, field[F_KV_HEADS]->value->loc,
+                 "heads (%d) must be a multiple of kv_heads (%d)", k->heads,
+                 k->kv_heads);
+      diag_note(&S->diag, NOLOC,
+                "each K/V head serves heads / kv_heads query heads");
+    }
+  }
+  if (field[F_MODE]) {
+    int m = word_field(S, field[F_MODE], modes, "forward, backward or decode");
+    k->mode = m < 0 ? MODE_FORWARD : (Mode)m;
+  }
+  if (field[F_SPLIT]) {
+    const AstStmt *s = field[F_SPLIT];
+    if (k->mode != MODE_DECODE) {
+      diag_error(&S->diag, s->loc, "split is only valid with mode = decode");
+      diag_note(&S->diag, NOLOC, "split divides the KV cache among thread blocks when decoding");
+    } else if (s->value->kind == AE_IDENT && strcmp(s->value->text, "auto") == 0) {
+      k->split = 0;
+    } else if (s->value->kind == AE_IDENT) {
+      diag_error(&S->diag, s->value->loc, "split must be auto or a count >= 1");
+    } else {
+      int v;
+      if (int_field(S, s, &v)) {
+        if (v < 1)
+          diag_error(&S->diag, s->value->loc,
+                     "split must be auto or at least 1; got %d", v);
+        else
+          k->split = v;
+      }
+    }
+  }
+  k->scale = k->head_dim > 0 ? 1.0 / sqrt((double)k->head_dim) : 1.0;
+
+  /* 3. Expressions, in source order, so a let is visible after its definition. */
+  Scope sc = {.block = it->stmts, .k = k};
+  for (const AstStmt *s = it->stmts; s; s = s->next) {
+    if (S->diag.stopped)
+      break;
+    if (s->kind == ST_LET)
+      let_def(S, &sc, s);
+    else if (s == mask_fn || s == score_fn)
+      func_def(S, &sc, s, k);
+    else if (s == field[F_MASK])
+      mask_field(S, s, k);
+    else if (s == field[F_SCALE]) {
+      double v;
+      if (const_field(S, &sc, s, &v)) {
+        if (!(v > 0) || !isfinite(v))
+          diag_error(&S->diag, s->value->loc,
+                     "scale must be a positive constant; got %g", v);
+        else
+          k->scale = v;
+      }
+    } else if (s == field[F_DROPOUT]) {
+      double v;
+      if (const_field(S, &sc, s, &v)) {
+        if (!(v >= 0 && v < 1))
+          diag_error(&S->diag, s->value->loc,
+                     "dropout must be a probability in [0, 1); got %g", v);
+        else
+          k->dropout = v;
+      }
+    }
+  }
+  free_lets(sc.lets);
+  if (S->diag.nerrors != errors0) {
+    free_expr(k->mask);
+    free_expr(k->score);
+    free((char *)k->name);
+    free(k);
+    return NULL;
+  }
+  return k;
+}
+
+/* ---- schedules ---- */
+
+/* A schedule value: an integer literal. */
+static bool sched_int(Sema *S, const char *what, const AstExpr *v, int *out) {
+  if (!v->is_int) {
+    diag_error(&S->diag, v->loc, "%s must be an integer; got %s", what, v->text);
+    return false;
+  }
+  *out = (int)v->num;
+  return true;
+}
+
+static void check_tile(Sema *S, const AstTileEntry *t, Schedule *sch,
+                       const AstTileEntry **seen) {
+  int which = strcmp(t->key, "q") == 0 ? 0 : strcmp(t->key, "kv") == 0 ? 1 : -1;
+  if (which < 0) {
+    diag_error(&S->diag, t->loc, "unknown tile dimension '%s'", t->key);
+    diag_note(&S->diag, NOLOC, "tile dimensions are q and kv: tile q = 128, kv = 64;");
+    return;
+  }
+  if (seen[which]) {
+    diag_error(&S->diag, t->loc, "tile %s given twice", t->key);
+    diag_note(&S->diag, seen[which]->loc, "first given here");
+    return;
+  }
+  seen[which] = t;
+  char what[32];
+  snprintf(what, sizeof what, "tile %s", t->key);
+  int v;
+  if (!sched_int(S, what, t->value, &v))
+    return;
+  if (v < 16 || v % 16 != 0 || v > 256) {
+    diag_error(&S->diag, t->value->loc,
+               "tile %s must be a multiple of 16 and at most 256; got %d", t->key, v);
+    return;
+  }
+  if (which == 0)
+    sch->tile_q = v;
+  else
+    sch->tile_kv = v;
+}
+
+/* schedule NAME { 'tile' q = N, kv = N;  warps = N;  stages = N; } */
+static void check_schedule(Sema *S, const AstItem *it, Schedule *sch) {
+  static const char *const names[] = {"warps", "stages", NULL};
+  const AstStmt *seen_f[2] = {0};
+  const AstTileEntry *seen_t[2] = {0};
+  sch->loc = sloc(S, it->loc);
+  for (const AstStmt *s = it->stmts; s; s = s->next) {
+    if (s->kind == ST_TILE) {
+      for (const AstTileEntry *t = s->tiles; t; t = t->next)
+        check_tile(S, t, sch, seen_t);
+      continue;
+    }
+    int f = name_index(s->name, names);
+    if (f < 0) {
+      diag_error(&S->diag, s->loc, "unknown schedule field '%s'", s->name);
+      const char *all[] = {"warps", "stages", "tile", NULL};
+      const char *best = diag_closest(s->name, all);
+      if (best)
+        diag_note(&S->diag, NOLOC, "did you mean '%s'?", best);
+      else
+        diag_note(&S->diag, NOLOC, "a schedule has tile q = N, kv = N; warps = N; stages = N;");
+      continue;
+    }
+    if (seen_f[f]) {
+      duplicate(S, s, seen_f[f], s->name);
+      continue;
+    }
+    seen_f[f] = s;
+    int v;
+    if (!sched_int(S, s->name, s->value, &v))
+      continue;
+    if (f == 0 && v != 1 && v != 2 && v != 4 && v != 8)
+      diag_error(&S->diag, s->value->loc, "warps must be 1, 2, 4 or 8; got %d", v);
+    else if (f == 1 && (v < 1 || v > 4))
+      diag_error(&S->diag, s->value->loc, "stages must be between 1 and 4; got %d", v);
+    else if (f == 0)
+      sch->warps = v;
+    else
+      sch->stages = v;
+  }
+}
+
+/* ---- the file ---- */
+
+/* Name -> item table (open addressing): files may hold many kernels. */
+typedef struct NameTable {
+  const AstItem **slots;
+  size_t cap;
+} NameTable;
+
+static size_t hash_str(const char *s) {
+  size_t h = 1469598103934665603u;
+  for (; *s; s++)
+    h = (h ^ (unsigned char)*s) * 1099511628211u;
+  return h;
+}
+
+/* Returns the item already under it->name, or inserts it and returns NULL. */
+static const AstItem *table_put(NameTable *t, const AstItem *it) {
+  size_t i = hash_str(it->name) & (t->cap - 1);
+  for (; t->slots[i]; i = (i + 1) & (t->cap - 1))
+    if (strcmp(t->slots[i]->name, it->name) == 0)
+      return t->slots[i];
+  t->slots[i] = it;
+  return NULL;
+}
+
+static int table_get(const NameTable *t, const char *name) {
+  size_t i = hash_str(name) & (t->cap - 1);
+  for (; t->slots[i]; i = (i + 1) & (t->cap - 1))
+    if (strcmp(t->slots[i]->name, name) == 0)
+      return (int)i;
+  return -1;
+}
+
+SpecFile *fe_check(const Ast *ast, int *nerrors) {
+  Sema S = {0};
+  if (!ast) {
+    if (nerrors)
+      *nerrors = 0;
+    return NULL;
+  }
+  S.file = xstrdup(ast->file);
+  S.diag = (Diag){.file = ast->file, .text = ast->text, .len = ast->len};
+  SpecFile *sf = xcalloc(1, sizeof(SpecFile));
+  sf->file = S.file;
+
+  int nitems = 0;
+  for (const AstItem *it = ast->items; it; it = it->next)
+    nitems++;
+  NameTable names = {0};
+  names.cap = 16;
+  while (names.cap < 2 * (size_t)nitems + 2)
+    names.cap *= 2;
+  names.slots = xcalloc(names.cap, sizeof(AstItem *));
+  /* For each slot of `names`, the kernel built for that attention (or NULL). */
+  KernelSpec **by_slot = xcalloc(names.cap, sizeof(KernelSpec *));
+  const AstItem **sched_of = xcalloc(names.cap, sizeof(AstItem *));
+  sf->kernels = xcalloc((size_t)nitems + 1, sizeof(KernelSpec *));
+
+  for (const AstItem *it = ast->items; it && !S.diag.stopped; it = it->next) {
+    if (it->kind != ITEM_ATTENTION)
+      continue;
+    const AstItem *prev = table_put(&names, it);
+    if (prev) {
+      diag_error(&S.diag, it->name_loc, "duplicate attention '%s'", it->name);
+      diag_note(&S.diag, prev->name_loc, "first defined here");
+      continue;
+    }
+    KernelSpec *k = check_attention(&S, it);
+    by_slot[table_get(&names, it->name)] = k;
+    if (k)
+      sf->kernels[sf->nkernels++] = k;
+  }
+  for (const AstItem *it = ast->items; it && !S.diag.stopped; it = it->next) {
+    if (it->kind != ITEM_SCHEDULE)
+      continue;
+    Schedule sch = {0};
+    check_schedule(&S, it, &sch);
+    int slot = table_get(&names, it->name);
+    if (slot < 0) {
+      diag_error(&S.diag, it->name_loc, "schedule for unknown attention '%s'",
+                 it->name);
+      const char *cands[65];
+      int n = 0;
+      for (const AstItem *a = ast->items; a && n < 64; a = a->next)
+        if (a->kind == ITEM_ATTENTION)
+          cands[n++] = a->name;
+      cands[n] = NULL;
+      const char *best = diag_closest(it->name, cands);
+      if (best)
+        diag_note(&S.diag, NOLOC, "did you mean '%s'?", best);
+      continue;
+    }
+    if (sched_of[slot]) {
+      diag_error(&S.diag, it->name_loc, "second schedule for attention '%s'",
+                 it->name);
+      diag_note(&S.diag, sched_of[slot]->name_loc, "first schedule is here");
+      continue;
+    }
+    sched_of[slot] = it;
+    if (by_slot[slot])
+      by_slot[slot]->schedule = sch;
+  }
+  free(names.slots);
+  free(by_slot);
+  free(sched_of);
+  if (nerrors)
+    *nerrors = S.diag.nerrors;
+  if (S.diag.nerrors) {
+    fe_free_spec(sf);
+    return NULL;
+  }
+  return sf;
+}
+
+void fe_free_spec(SpecFile *spec) {
+  if (!spec)
+    return;
+  for (int i = 0; i < spec->nkernels; i++) {
+    KernelSpec *k = spec->kernels[i];
+    free_expr(k->mask);
+    free_expr(k->score);
+    free((char *)k->name);
+    free(k);
+  }
+  free(spec->kernels);
+  free(spec->file);
+  free(spec);
+}

@@ -1,0 +1,95 @@
+/* spec.h - the checked attention spec: what sema hands to the rest of the compiler.
+ *
+ * The parser builds an AST (ast.h); sema checks it and resolves it into one
+ * KernelSpec per `attention` block, with every default filled in and every
+ * mask form (causal, window, boolean expression) turned into one boolean
+ * expression over b, h, q, k. Everything after the frontend reads only this.
+ */
+#ifndef FLASHC_SPEC_H
+#define FLASHC_SPEC_H
+
+#include <stdbool.h>
+
+/* A position in a source file, for diagnostics. line and col count from 1. */
+typedef struct SrcLoc {
+  const char *file;
+  int line, col;
+} SrcLoc;
+
+typedef enum DType { DTYPE_F16, DTYPE_BF16 } DType;
+
+typedef enum Mode { MODE_FORWARD, MODE_BACKWARD, MODE_DECODE } Mode;
+
+/* How the mask was written; mask_expr always holds its meaning. */
+typedef enum MaskKind { MASK_NONE, MASK_CAUSAL, MASK_WINDOW, MASK_EXPR } MaskKind;
+
+typedef enum ExprKind {
+  EXPR_NUM, /* num */
+  EXPR_VAR, /* var */
+  /* unary: a */
+  EXPR_NEG, EXPR_NOT,
+  /* binary: a, b */
+  EXPR_ADD, EXPR_SUB, EXPR_MUL, EXPR_DIV, EXPR_MOD,
+  EXPR_LT, EXPR_LE, EXPR_GT, EXPR_GE, EXPR_EQ, EXPR_NE,
+  EXPR_AND, EXPR_OR,
+  EXPR_MIN, EXPR_MAX,
+  /* select(a, b, c): a ? b : c */
+  EXPR_SELECT,
+  /* math functions of a */
+  EXPR_TANH, EXPR_EXP, EXPR_EXP2, EXPR_LOG, EXPR_LOG2, EXPR_SQRT, EXPR_ABS,
+  EXPR_FLOOR,
+} ExprKind;
+
+/* Variables an expression may read. S only in a score expression.
+ * B, H, Q, K are the batch, query head, query row and key row indices;
+ * SEQLEN_Q / SEQLEN_K are the launch's sequence lengths (known at run time). */
+typedef enum ExprVar {
+  VAR_S, VAR_B, VAR_H, VAR_Q, VAR_K, VAR_SEQLEN_Q, VAR_SEQLEN_K,
+} ExprVar;
+
+/* A resolved expression tree. `let` names and spec constants (heads,
+ * head_dim, ...) are already substituted; the type is implied by the kind:
+ * comparisons, AND, OR, NOT are boolean, the rest numeric. */
+typedef struct Expr {
+  ExprKind kind;
+  ExprVar var;     /* EXPR_VAR */
+  double num;      /* EXPR_NUM */
+  struct Expr *a, *b, *c;
+  SrcLoc loc;
+} Expr;
+
+/* An optional `schedule NAME { ... }` block; 0 means "compiler chooses". */
+typedef struct Schedule {
+  int tile_q, tile_kv, warps, stages;
+  SrcLoc loc;
+} Schedule;
+
+/* One attention kernel, checked and with defaults filled in. */
+typedef struct KernelSpec {
+  const char *name;
+  SrcLoc loc;
+  DType dtype;
+  int head_dim;      /* of Q and K: multiple of 8, at most 256 */
+  int v_head_dim;    /* of V and O: defaults to head_dim */
+  int heads;         /* query heads */
+  int kv_heads;      /* divides heads; == heads is MHA, 1 is MQA */
+  double scale;      /* multiplies Q K^T before the score modifier; default 1/sqrt(head_dim) */
+  double dropout;    /* probability in [0, 1); 0 = off */
+  Mode mode;
+  int split;         /* decode: 0 = auto, N > 0 = forced number of KV splits */
+  MaskKind mask_kind;
+  int window_left, window_right; /* MASK_WINDOW: keys q'-left .. q'+right kept (q' aligned) */
+  Expr *mask;        /* boolean over b, h, q, k, seqlen_q, seqlen_k; NULL = keep all */
+  Expr *score;       /* numeric over s, b, h, q, k, ...; NULL = s itself */
+  Schedule schedule;
+} KernelSpec;
+
+/* All kernels of one file, in source order. */
+typedef struct SpecFile {
+  KernelSpec **kernels;
+  int nkernels;
+  char *file; /* owned copy of the file name that every SrcLoc.file above
+                 points to, so a SpecFile outlives its Ast (added by frontend) */
+} SpecFile;
+
+#endif

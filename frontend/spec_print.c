@@ -1,0 +1,181 @@
+/* spec_print.c - the `-emit=spec` form of checked kernels, and expressions in
+ * source syntax, fully parenthesized, so FileCheck tests read them exactly. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "frontend/frontend.h"
+
+/* The shortest "%g" spelling that reads back as the same double. */
+static void print_num(FILE *out, double v) {
+  char buf[64];
+  for (int prec = 6; prec <= 17; prec++) {
+    snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v)
+      break;
+  }
+  fputs(buf, out);
+}
+
+static const char *var_name(ExprVar v) {
+  static const char *const names[] = {"s", "b", "h", "q", "k", "seqlen_q", "seqlen_k"};
+  return (unsigned)v < 7 ? names[v] : "?";
+}
+
+static const char *binary_op(ExprKind k) {
+  switch (k) {
+  case EXPR_ADD: return "+";
+  case EXPR_SUB: return "-";
+  case EXPR_MUL: return "*";
+  case EXPR_DIV: return "/";
+  case EXPR_MOD: return "%";
+  case EXPR_LT: return "<";
+  case EXPR_LE: return "<=";
+  case EXPR_GT: return ">";
+  case EXPR_GE: return ">=";
+  case EXPR_EQ: return "==";
+  case EXPR_NE: return "!=";
+  case EXPR_AND: return "&&";
+  case EXPR_OR: return "||";
+  default: return NULL;
+  }
+}
+
+static const char *func_name(ExprKind k) {
+  switch (k) {
+  case EXPR_MIN: return "min";
+  case EXPR_MAX: return "max";
+  case EXPR_TANH: return "tanh";
+  case EXPR_EXP: return "exp";
+  case EXPR_EXP2: return "exp2";
+  case EXPR_LOG: return "log";
+  case EXPR_LOG2: return "log2";
+  case EXPR_SQRT: return "sqrt";
+  case EXPR_ABS: return "abs";
+  case EXPR_FLOOR: return "floor";
+  default: return NULL;
+  }
+}
+
+void fe_print_expr(FILE *out, const Expr *e) {
+  if (!e) {
+    fputs("<null>", out);
+    return;
+  }
+  switch (e->kind) {
+  case EXPR_NUM:
+    if (e->num < 0 || signbit(e->num))
+      fputc('(', out);
+    print_num(out, e->num);
+    if (e->num < 0 || signbit(e->num))
+      fputc(')', out);
+    return;
+  case EXPR_VAR:
+    fputs(var_name(e->var), out);
+    return;
+  case EXPR_NEG:
+  case EXPR_NOT:
+    fputs(e->kind == EXPR_NEG ? "(-" : "(!", out);
+    fe_print_expr(out, e->a);
+    fputc(')', out);
+    return;
+  case EXPR_SELECT:
+    fputc('(', out);
+    fe_print_expr(out, e->a);
+    fputs(" ? ", out);
+    fe_print_expr(out, e->b);
+    fputs(" : ", out);
+    fe_print_expr(out, e->c);
+    fputc(')', out);
+    return;
+  default:
+    break;
+  }
+  const char *op = binary_op(e->kind);
+  if (op) {
+    fputc('(', out);
+    fe_print_expr(out, e->a);
+    fprintf(out, " %s ", op);
+    fe_print_expr(out, e->b);
+    fputc(')', out);
+    return;
+  }
+  fprintf(out, "%s(", func_name(e->kind) ? func_name(e->kind) : "?");
+  fe_print_expr(out, e->a);
+  if (e->b) {
+    fputs(", ", out);
+    fe_print_expr(out, e->b);
+  }
+  fputc(')', out);
+}
+
+static const char *mask_kind_name(MaskKind k) {
+  switch (k) {
+  case MASK_NONE: return "none";
+  case MASK_CAUSAL: return "causal";
+  case MASK_WINDOW: return "window";
+  case MASK_EXPR: return "expr";
+  }
+  return "?";
+}
+
+static const char *mode_name(Mode m) {
+  switch (m) {
+  case MODE_FORWARD: return "forward";
+  case MODE_BACKWARD: return "backward";
+  case MODE_DECODE: return "decode";
+  }
+  return "?";
+}
+
+/* Schedule fields print "auto" when 0 (the compiler chooses). */
+static void print_choice(FILE *out, const char *name, int v) {
+  if (v)
+    fprintf(out, " %s=%d", name, v);
+  else
+    fprintf(out, " %s=auto", name);
+}
+
+static void print_kernel(FILE *out, const KernelSpec *k) {
+  fprintf(out, "kernel %s\n", k->name);
+  fprintf(out, "  dtype      %s\n", k->dtype == DTYPE_F16 ? "fp16" : "bf16");
+  fprintf(out, "  head_dim   %d\n", k->head_dim);
+  fprintf(out, "  v_head_dim %d\n", k->v_head_dim);
+  fprintf(out, "  heads      %d\n", k->heads);
+  fprintf(out, "  kv_heads   %d\n", k->kv_heads);
+  fputs("  scale      ", out);
+  print_num(out, k->scale);
+  fputs("\n  dropout    ", out);
+  print_num(out, k->dropout);
+  fprintf(out, "\n  mode       %s\n", mode_name(k->mode));
+  if (k->split)
+    fprintf(out, "  split      %d\n", k->split);
+  else
+    fputs("  split      auto\n", out);
+  fprintf(out, "  mask_kind  %s", mask_kind_name(k->mask_kind));
+  if (k->mask_kind == MASK_WINDOW)
+    fprintf(out, " left=%d right=%d", k->window_left, k->window_right);
+  fputs("\n  mask       ", out);
+  if (k->mask)
+    fe_print_expr(out, k->mask);
+  else
+    fputs("none", out);
+  fputs("\n  score      ", out);
+  if (k->score)
+    fe_print_expr(out, k->score);
+  else
+    fputs("s", out);
+  fputs("\n  schedule  ", out);
+  print_choice(out, "tile_q", k->schedule.tile_q);
+  print_choice(out, "tile_kv", k->schedule.tile_kv);
+  print_choice(out, "warps", k->schedule.warps);
+  print_choice(out, "stages", k->schedule.stages);
+  fputc('\n', out);
+}
+
+void fe_print_spec(FILE *out, const SpecFile *spec) {
+  if (!spec)
+    return;
+  for (int i = 0; i < spec->nkernels; i++)
+    print_kernel(out, spec->kernels[i]);
+}

@@ -1,0 +1,62 @@
+/* passes.h - the pass pipeline that turns the FlashAttention-1 schedule into
+ * the FlashAttention-2 schedule, one idea a pass (docs/tile-ir.md).
+ *
+ * The pipeline is one straight list (pipeline.c). After every pass the
+ * verifier runs and names the pass that broke the IR. Passes that only make
+ * the kernel faster can be disabled one by one and the program stays correct.
+ */
+#ifndef FLASHC_PASSES_H
+#define FLASHC_PASSES_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "ir/ir.h"
+
+#define PASS_MAX_NAMES 16
+
+typedef struct PassOptions {
+  const char *target;                       /* "sm_80" or "sm_90a" */
+  const char *disabled[PASS_MAX_NAMES];     /* -disable-pass=NAME (repeatable) */
+  int ndisabled;
+  const char *only;                         /* -pass=NAME: run just this pass */
+  const char *print_after[PASS_MAX_NAMES];  /* -print-after=NAME */
+  int nprint_after;
+  bool print_after_all;                     /* -print-after-all */
+  int max_passes;                           /* run at most this many (< 0: all); for prefix tests */
+  FILE *dump;                               /* where IR dumps go (stderr when NULL) */
+  FILE *diag;                               /* where errors go (stderr when NULL) */
+} PassOptions;
+
+/* A pass rewrites one kernel. Returns 0 on success; on failure it has printed
+ * an error (e.g. an impossible schedule) and the pipeline stops. */
+typedef int (*PassFn)(Module *m, Func *f, const PassOptions *opts, FILE *diag);
+
+typedef struct Pass {
+  const char *name;    /* as flashc shows it: "reorder-q-outer" */
+  const char *summary; /* one line for --list-passes */
+  bool required;       /* true when codegen needs it (cannot be disabled) */
+  PassFn run;
+} Pass;
+
+/* The pipeline in order; *n receives the count. */
+const Pass *pass_pipeline(int *n);
+/* Finds a pass by name, or NULL. */
+const Pass *pass_find(const char *name);
+
+/* Sets defaults: all passes, target sm_90a, no dumps, max_passes -1. */
+void pass_options_init(PassOptions *o);
+
+/* Runs the pipeline (or opts->only) on every kernel of m, verifying after
+ * each pass. The environment variable FLASHC_DUMP_IR=all|NAME[,NAME] also
+ * prints the IR after the named passes. Returns 0 on success. */
+int run_pipeline(Module *m, const PassOptions *opts);
+
+/* The passes, one file each. */
+int pass_tiling(Module *m, Func *f, const PassOptions *opts, FILE *diag);
+int pass_reorder_q_outer(Module *m, Func *f, const PassOptions *opts, FILE *diag);
+int pass_defer_rescale(Module *m, Func *f, const PassOptions *opts, FILE *diag);
+int pass_partition_warps(Module *m, Func *f, const PassOptions *opts, FILE *diag);
+int pass_mask_skip(Module *m, Func *f, const PassOptions *opts, FILE *diag);
+
+#endif

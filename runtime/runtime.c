@@ -1,0 +1,485 @@
+/* runtime.c - contexts, modules and launches through the CUDA driver API.
+ *
+ * The driver is opened with dlopen at context creation rather than linked,
+ * so the library (and every GPU-free part of it: metadata, validation) works
+ * on machines without a driver. cuda.h is used for its types only.
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* ---- the driver's entry points ------------------------------------------ */
+
+/* The versioned symbol names are what cuda.h's macros map the plain names to
+ * for this ABI (e.g. cuMemAlloc -> cuMemAlloc_v2). */
+typedef struct Driver {
+  void *lib;
+  CUresult (*Init)(unsigned);
+  CUresult (*GetErrorName)(CUresult, const char **);
+  CUresult (*GetErrorString)(CUresult, const char **);
+  CUresult (*DeviceGetCount)(int *);
+  CUresult (*DeviceGet)(CUdevice *, int);
+  CUresult (*DeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+  CUresult (*PrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*PrimaryCtxRelease)(CUdevice);
+  CUresult (*CtxPush)(CUcontext);
+  CUresult (*CtxPop)(CUcontext *);
+  CUresult (*CtxSynchronize)(void);
+  CUresult (*ModuleLoadDataEx)(CUmodule *, const void *, unsigned, CUjit_option *, void **);
+  CUresult (*ModuleUnload)(CUmodule);
+  CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+  CUresult (*FuncSetAttribute)(CUfunction, CUfunction_attribute, int);
+  CUresult (*FuncGetAttribute)(int *, CUfunction_attribute, CUfunction);
+  CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                           unsigned, unsigned, CUstream, void **, void **);
+  CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+  CUresult (*MemFree)(CUdeviceptr);
+} Driver;
+
+struct fa_context {
+  Driver cu;
+  int device;
+  CUdevice dev;
+  CUcontext ctx;
+  int max_smem_optin;      /* bytes of dynamic shared memory a block may opt into */
+  atomic_int refs;         /* 1 for the caller's handle + 1 per live module */
+  char errmsg[24576];      /* room for a JIT error log */
+};
+
+struct fa_module {
+  fa_context *ctx;
+  CUmodule mod;
+  CUfunction fn;
+  fa_kernel_info info;
+  CUdeviceptr scratch;     /* LSE scratch + workspace, see fa_forward */
+  size_t scratch_bytes;
+  char *jit_log;
+  char errmsg[1024];
+};
+
+static const char *no_handle = "NULL handle";
+
+/* "cuFoo: CUDA_ERROR_BAR (text)" into buf. */
+static void cuda_msg(const Driver *cu, char *buf, size_t len, const char *call, CUresult r) {
+  const char *name = NULL, *text = NULL;
+  if (cu->GetErrorName) cu->GetErrorName(r, &name);
+  if (cu->GetErrorString) cu->GetErrorString(r, &text);
+  fa_fmt(buf, len, "%s failed: %s (%s)", call, name ? name : "CUDA_ERROR_UNKNOWN",
+         text ? text : "no description");
+}
+
+static fa_status load_symbols(Driver *cu, char *err, size_t errlen) {
+  struct { void **slot; const char *name; } syms[] = {
+    {(void **)&cu->Init, "cuInit"},
+    {(void **)&cu->GetErrorName, "cuGetErrorName"},
+    {(void **)&cu->GetErrorString, "cuGetErrorString"},
+    {(void **)&cu->DeviceGetCount, "cuDeviceGetCount"},
+    {(void **)&cu->DeviceGet, "cuDeviceGet"},
+    {(void **)&cu->DeviceGetAttribute, "cuDeviceGetAttribute"},
+    {(void **)&cu->PrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
+    {(void **)&cu->PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"},
+    {(void **)&cu->CtxPush, "cuCtxPushCurrent_v2"},
+    {(void **)&cu->CtxPop, "cuCtxPopCurrent_v2"},
+    {(void **)&cu->CtxSynchronize, "cuCtxSynchronize"},
+    {(void **)&cu->ModuleLoadDataEx, "cuModuleLoadDataEx"},
+    {(void **)&cu->ModuleUnload, "cuModuleUnload"},
+    {(void **)&cu->ModuleGetFunction, "cuModuleGetFunction"},
+    {(void **)&cu->FuncSetAttribute, "cuFuncSetAttribute"},
+    {(void **)&cu->FuncGetAttribute, "cuFuncGetAttribute"},
+    {(void **)&cu->LaunchKernel, "cuLaunchKernel"},
+    {(void **)&cu->MemAlloc, "cuMemAlloc_v2"},
+    {(void **)&cu->MemFree, "cuMemFree_v2"},
+  };
+  for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
+    /* POSIX's way to turn dlsym's void * into a function pointer. */
+    *syms[i].slot = dlsym(cu->lib, syms[i].name);
+    if (!*syms[i].slot) {
+      fa_fmt(err, errlen, "the CUDA driver lacks %s (driver too old?)", syms[i].name);
+      return FA_ERR_NO_DEVICE;
+    }
+  }
+  return FA_OK;
+}
+
+static fa_status open_driver(Driver *cu, char *err, size_t errlen) {
+  const char *path = getenv("FLASHC_LIBCUDA");
+  if (!path || !*path) path = "libcuda.so.1";
+  cu->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!cu->lib) {
+    const char *why = dlerror();
+    fa_fmt(err, errlen, "no CUDA driver: cannot load %s (%s); is an NVIDIA GPU and driver "
+           "installed on this machine?", path, why ? why : "unknown error");
+    return FA_ERR_NO_DEVICE;
+  }
+  return load_symbols(cu, err, errlen);
+}
+
+/* cuInit's answers that mean "no usable GPU here" rather than a failure. */
+static int means_no_device(CUresult r) {
+  return r == CUDA_ERROR_NO_DEVICE || r == CUDA_ERROR_STUB_LIBRARY ||
+         r == CUDA_ERROR_INSUFFICIENT_DRIVER || r == CUDA_ERROR_NOT_INITIALIZED ||
+         r == CUDA_ERROR_SYSTEM_DRIVER_MISMATCH || r == CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE;
+}
+
+static fa_status open_device(fa_context *c, int device, char *err, size_t errlen) {
+  Driver *cu = &c->cu;
+  CUresult r = cu->Init(0);
+  if (r != CUDA_SUCCESS) {
+    cuda_msg(cu, err, errlen, "cuInit", r);
+    return means_no_device(r) ? FA_ERR_NO_DEVICE : FA_ERR_CUDA;
+  }
+  int count = 0;
+  if ((r = cu->DeviceGetCount(&count)) != CUDA_SUCCESS) {
+    cuda_msg(cu, err, errlen, "cuDeviceGetCount", r);
+    return FA_ERR_CUDA;
+  }
+  if (device >= count) {
+    fa_fmt(err, errlen, "device %d does not exist: this machine has %d CUDA device%s", device,
+           count, count == 1 ? "" : "s");
+    return FA_ERR_NO_DEVICE;
+  }
+  if ((r = cu->DeviceGet(&c->dev, device)) != CUDA_SUCCESS) {
+    cuda_msg(cu, err, errlen, "cuDeviceGet", r);
+    return FA_ERR_CUDA;
+  }
+  if ((r = cu->PrimaryCtxRetain(&c->ctx, c->dev)) != CUDA_SUCCESS) {
+    cuda_msg(cu, err, errlen, "cuDevicePrimaryCtxRetain", r);
+    c->ctx = NULL;
+    return FA_ERR_CUDA;
+  }
+  c->max_smem_optin = 0;
+  cu->DeviceGetAttribute(&c->max_smem_optin,
+                         CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, c->dev);
+  return FA_OK;
+}
+
+static void context_free(fa_context *c) {
+  if (c->ctx) c->cu.PrimaryCtxRelease(c->dev);
+  if (c->cu.lib) dlclose(c->cu.lib);
+  free(c);
+}
+
+static void context_unref(fa_context *c) {
+  if (atomic_fetch_sub(&c->refs, 1) == 1) context_free(c);
+}
+
+fa_status fa_context_create(int device, fa_context **out, char *err, size_t errlen) {
+  fa_fmt(err, errlen, "%s", "");
+  if (!out) {
+    fa_fmt(err, errlen, "fa_context_create: out is NULL");
+    return FA_ERR_NULL_POINTER;
+  }
+  *out = NULL;
+  if (device < 0) {
+    fa_fmt(err, errlen, "device ordinal %d is negative", device);
+    return FA_ERR_INVALID_ARGUMENT;
+  }
+  fa_context *c = calloc(1, sizeof *c);
+  if (!c) {
+    fa_fmt(err, errlen, "out of host memory");
+    return FA_ERR_OUT_OF_MEMORY;
+  }
+  c->device = device;
+  atomic_init(&c->refs, 1);
+  fa_status st = open_driver(&c->cu, err, errlen);
+  if (st == FA_OK) st = open_device(c, device, err, errlen);
+  if (st != FA_OK) {
+    context_free(c);
+    return st;
+  }
+  *out = c;
+  return FA_OK;
+}
+
+void fa_context_destroy(fa_context *ctx) {
+  if (ctx) context_unref(ctx);
+}
+
+const char *fa_context_errmsg(const fa_context *ctx) { return ctx ? ctx->errmsg : no_handle; }
+
+int fa_context_device(const fa_context *ctx) { return ctx ? ctx->device : -1; }
+
+/* ---- modules ------------------------------------------------------------ */
+
+/* Makes ctx's context current on this thread for the scope of a call. */
+static fa_status push(fa_context *c, char *msg, size_t len) {
+  CUresult r = c->cu.CtxPush(c->ctx);
+  if (r == CUDA_SUCCESS) return FA_OK;
+  cuda_msg(&c->cu, msg, len, "cuCtxPushCurrent", r);
+  return FA_ERR_CUDA;
+}
+
+static void pop(fa_context *c) {
+  CUcontext dummy;
+  c->cu.CtxPop(&dummy);
+}
+
+#define JIT_LOG_BYTES 16384
+
+/* cuModuleLoadDataEx with the JIT's logs captured. On failure the context's
+ * message holds the driver's error and both logs. */
+static fa_status jit_load(fa_context *c, const void *image, fa_module *m) {
+  char *elog = calloc(1, JIT_LOG_BYTES), *ilog = calloc(1, JIT_LOG_BYTES);
+  if (!elog || !ilog) {
+    free(elog), free(ilog);
+    fa_fmt(c->errmsg, sizeof c->errmsg, "out of host memory");
+    return FA_ERR_OUT_OF_MEMORY;
+  }
+  CUjit_option opt[5] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                         CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                         CU_JIT_LOG_VERBOSE};
+  void *val[5] = {elog, (void *)(uintptr_t)JIT_LOG_BYTES, ilog,
+                  (void *)(uintptr_t)JIT_LOG_BYTES, (void *)(uintptr_t)1};
+  CUresult r = c->cu.ModuleLoadDataEx(&m->mod, image, 5, opt, val);
+  elog[JIT_LOG_BYTES - 1] = ilog[JIT_LOG_BYTES - 1] = '\0';
+  if (r != CUDA_SUCCESS) {
+    char head[256];
+    cuda_msg(&c->cu, head, sizeof head, "cuModuleLoadDataEx", r);
+    fa_fmt(c->errmsg, sizeof c->errmsg, "kernel %s: %s\nJIT error log:\n%s\nJIT info log:\n%s",
+           m->info.kernel, head, elog[0] ? elog : "(empty)", ilog[0] ? ilog : "(empty)");
+    m->mod = NULL;
+    free(elog), free(ilog);
+    return FA_ERR_LOAD;
+  }
+  free(elog);
+  m->jit_log = ilog;
+  return FA_OK;
+}
+
+/* Resolves the entry point and fits its launch resources to the metadata. */
+static fa_status prepare_function(fa_context *c, fa_module *m) {
+  char *msg = c->errmsg;
+  size_t len = sizeof c->errmsg;
+  CUresult r = c->cu.ModuleGetFunction(&m->fn, m->mod, m->info.kernel);
+  if (r != CUDA_SUCCESS) {
+    fa_fmt(msg, len, "the module has no entry point '%s' (named by the metadata key kernel)",
+           m->info.kernel);
+    return FA_ERR_LOAD;
+  }
+  int smem = m->info.smem_bytes, static_smem = 0, max_threads = 0;
+  c->cu.FuncGetAttribute(&static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, m->fn);
+  if (c->max_smem_optin > 0 && smem + static_smem > c->max_smem_optin) {
+    fa_fmt(msg, len,
+           "kernel %s needs %d bytes of dynamic + %d of static shared memory; device %d allows "
+           "%d per block",
+           m->info.kernel, smem, static_smem, c->device, c->max_smem_optin);
+    return FA_ERR_LOAD;
+  }
+  /* Above 48 KiB a kernel must opt in; raising it always is harmless. */
+  r = c->cu.FuncSetAttribute(m->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem);
+  if (r != CUDA_SUCCESS) {
+    char head[256];
+    cuda_msg(&c->cu, head, sizeof head, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", r);
+    fa_fmt(msg, len, "kernel %s: %s for %d bytes", m->info.kernel, head, smem);
+    return FA_ERR_LOAD;
+  }
+  c->cu.FuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, m->fn);
+  if (max_threads > 0 && m->info.threads > max_threads) {
+    fa_fmt(msg, len,
+           "kernel %s: the metadata asks for %d threads per block but the compiled function "
+           "allows at most %d (too many registers?)",
+           m->info.kernel, m->info.threads, max_threads);
+    return FA_ERR_LOAD;
+  }
+  return FA_OK;
+}
+
+static void module_release(fa_module *m) {
+  fa_context *c = m->ctx;
+  if (c && (m->mod || m->scratch) && push(c, m->errmsg, sizeof m->errmsg) == FA_OK) {
+    if (m->scratch) c->cu.MemFree(m->scratch);
+    if (m->mod) c->cu.ModuleUnload(m->mod);
+    pop(c);
+  }
+  free(m->jit_log);
+  if (c) context_unref(c);
+  free(m);
+}
+
+/* Shared by the PTX and cubin loaders: image is what the driver gets. */
+static fa_status module_load(fa_context *ctx, const void *image, const char *meta,
+                             size_t meta_len, fa_module **out) {
+  if (!out) return FA_ERR_NULL_POINTER;
+  *out = NULL;
+  fa_module *m = calloc(1, sizeof *m);
+  if (!m) {
+    fa_fmt(ctx->errmsg, sizeof ctx->errmsg, "out of host memory");
+    return FA_ERR_OUT_OF_MEMORY;
+  }
+  fa_status st = fa_meta_parse(meta, meta_len, &m->info, ctx->errmsg, sizeof ctx->errmsg);
+  if (st != FA_OK) {
+    free(m);
+    return st;
+  }
+  atomic_fetch_add(&ctx->refs, 1);
+  m->ctx = ctx;
+  if ((st = push(ctx, ctx->errmsg, sizeof ctx->errmsg)) != FA_OK) {
+    module_release(m);
+    return st;
+  }
+  st = jit_load(ctx, image, m);
+  if (st == FA_OK) st = prepare_function(ctx, m);
+  pop(ctx);
+  if (st != FA_OK) {
+    module_release(m);
+    return st;
+  }
+  ctx->errmsg[0] = '\0';
+  *out = m;
+  return FA_OK;
+}
+
+fa_status fa_module_load_ptx(fa_context *ctx, const char *ptx, size_t len, fa_module **out) {
+  if (out) *out = NULL;
+  if (!ctx) return FA_ERR_NULL_POINTER;
+  if (!ptx || !out) {
+    fa_fmt(ctx->errmsg, sizeof ctx->errmsg, "fa_module_load_ptx: %s is NULL",
+           ptx ? "out" : "ptx");
+    return FA_ERR_NULL_POINTER;
+  }
+  /* The driver wants a NUL-terminated PTX string. */
+  char *text = malloc(len + 1);
+  if (!text) {
+    fa_fmt(ctx->errmsg, sizeof ctx->errmsg, "out of host memory for %zu bytes of PTX", len);
+    return FA_ERR_OUT_OF_MEMORY;
+  }
+  memcpy(text, ptx, len);
+  text[len] = '\0';
+  fa_status st = module_load(ctx, text, text, len, out);
+  free(text);
+  return st;
+}
+
+fa_status fa_module_load_ptx_file(fa_context *ctx, const char *path, fa_module **out) {
+  if (out) *out = NULL;
+  if (!ctx) return FA_ERR_NULL_POINTER;
+  if (!path) {
+    fa_fmt(ctx->errmsg, sizeof ctx->errmsg, "fa_module_load_ptx_file: path is NULL");
+    return FA_ERR_NULL_POINTER;
+  }
+  FILE *f = fopen(path, "rb");
+  char *buf = NULL;
+  long n = -1;
+  if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+      (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n) {
+    fclose(f);
+    fa_status st = fa_module_load_ptx(ctx, buf, (size_t)n, out);
+    free(buf);
+    return st;
+  }
+  if (f) fclose(f);
+  free(buf);
+  fa_fmt(ctx->errmsg, sizeof ctx->errmsg, "cannot read PTX file %s", path);
+  return FA_ERR_LOAD;
+}
+
+fa_status fa_module_load_cubin(fa_context *ctx, const void *cubin, size_t cubin_len,
+                               const char *meta, size_t meta_len, fa_module **out) {
+  if (out) *out = NULL;
+  if (!ctx) return FA_ERR_NULL_POINTER;
+  if (!cubin || !meta || !out || cubin_len == 0) {
+    fa_fmt(ctx->errmsg, sizeof ctx->errmsg, "fa_module_load_cubin: %s",
+           !cubin || cubin_len == 0 ? "cubin is NULL or empty" : !meta ? "meta is NULL"
+                                                                      : "out is NULL");
+    return FA_ERR_NULL_POINTER;
+  }
+  return module_load(ctx, cubin, meta, meta_len, out);
+}
+
+void fa_module_destroy(fa_module *mod) {
+  if (mod) module_release(mod);
+}
+
+const char *fa_module_errmsg(const fa_module *mod) { return mod ? mod->errmsg : no_handle; }
+
+const char *fa_module_jit_log(const fa_module *mod) {
+  return mod ? (mod->jit_log ? mod->jit_log : "") : NULL;
+}
+
+const fa_kernel_info *fa_module_info(const fa_module *mod) { return mod ? &mod->info : NULL; }
+
+/* ---- launch ------------------------------------------------------------- */
+
+/* Makes the scratch at least `bytes` long. Growing synchronizes the context
+ * first: a launch still running may use the old buffer. */
+static fa_status ensure_scratch(fa_module *m, size_t bytes) {
+  if (bytes <= m->scratch_bytes) return FA_OK;
+  fa_context *c = m->ctx;
+  size_t want = (bytes + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1); /* whole MiB */
+  CUresult r;
+  if (m->scratch) {
+    if ((r = c->cu.CtxSynchronize()) != CUDA_SUCCESS) {
+      cuda_msg(&c->cu, m->errmsg, sizeof m->errmsg, "cuCtxSynchronize (growing scratch)", r);
+      return FA_ERR_CUDA;
+    }
+    c->cu.MemFree(m->scratch);
+    m->scratch = 0;
+    m->scratch_bytes = 0;
+  }
+  if ((r = c->cu.MemAlloc(&m->scratch, want)) != CUDA_SUCCESS) {
+    m->scratch = 0;
+    cuda_msg(&c->cu, m->errmsg, sizeof m->errmsg, "cuMemAlloc (LSE/workspace scratch)", r);
+    fa_fmt(m->errmsg + strlen(m->errmsg), sizeof m->errmsg - strlen(m->errmsg),
+           ": %zu bytes", want);
+    return r == CUDA_ERROR_OUT_OF_MEMORY ? FA_ERR_OUT_OF_MEMORY : FA_ERR_CUDA;
+  }
+  m->scratch_bytes = want;
+  return FA_OK;
+}
+
+static CUdeviceptr devptr(const void *p) { return (CUdeviceptr)(uintptr_t)p; }
+
+/* Parameters in docs/abi.md order, launched on the current context. */
+static fa_status launch(fa_module *m, const fa_forward_args *a, CUdeviceptr lse,
+                        CUdeviceptr ws) {
+  const fa_kernel_info *in = &m->info;
+  unsigned grid[3];
+  fa_forward_grid(in, a->q.dim[0], a->q.dim[1], grid); /* checked by fa_forward_check */
+  CUdeviceptr q = devptr(a->q.data), k = devptr(a->k.data), v = devptr(a->v.data),
+              o = devptr(a->o.data);
+  int batch = (int)a->q.dim[0], sq = (int)a->q.dim[1], sk = (int)a->k.dim[1];
+  long long st[12];
+  const fa_tensor *t[4] = {&a->q, &a->k, &a->v, &a->o};
+  for (int i = 0; i < 4; i++)
+    for (int d = 0; d < 3; d++) st[i * 3 + d] = (long long)t[i]->stride[d];
+  void *params[21] = {&q, &k, &v, &o, &lse, &ws, &batch, &sq, &sk};
+  for (int i = 0; i < 12; i++) params[9 + i] = &st[i];
+  CUresult r = m->ctx->cu.LaunchKernel(m->fn, grid[0], grid[1], grid[2], (unsigned)in->threads,
+                                       1, 1, (unsigned)in->smem_bytes, (CUstream)a->stream,
+                                       params, NULL);
+  if (r != CUDA_SUCCESS) {
+    char head[256];
+    cuda_msg(&m->ctx->cu, head, sizeof head, "cuLaunchKernel", r);
+    fa_fmt(m->errmsg, sizeof m->errmsg, "kernel %s, grid %u x %u x %u, block %d, smem %d: %s",
+           in->kernel, grid[0], grid[1], grid[2], in->threads, in->smem_bytes, head);
+    return FA_ERR_CUDA;
+  }
+  return FA_OK;
+}
+
+fa_status fa_forward(fa_module *mod, const fa_forward_args *args) {
+  if (!mod) return FA_ERR_NULL_POINTER;
+  fa_status st = fa_forward_check(&mod->info, args, mod->errmsg, sizeof mod->errmsg);
+  if (st != FA_OK) return st;
+  if (args->q.dim[0] == 0 || args->q.dim[1] == 0) return FA_OK; /* nothing to compute */
+  /* Scratch layout: [LSE rows when the caller wants none][workspace]. */
+  size_t rows = (size_t)args->q.dim[0] * (size_t)mod->info.heads * (size_t)args->q.dim[1];
+  /* The workspace starts 256-byte aligned so kernels may use vector accesses. */
+  size_t lse_bytes = args->lse ? 0 : (rows * sizeof(float) + 255) & ~(size_t)255;
+  size_t ws_bytes = rows * (size_t)mod->info.workspace_floats_per_row * sizeof(float);
+  fa_context *c = mod->ctx;
+  if ((st = push(c, mod->errmsg, sizeof mod->errmsg)) != FA_OK) return st;
+  st = ensure_scratch(mod, lse_bytes + ws_bytes);
+  if (st == FA_OK) {
+    CUdeviceptr lse = args->lse ? devptr(args->lse) : mod->scratch;
+    CUdeviceptr ws = ws_bytes ? mod->scratch + lse_bytes : 0;
+    st = launch(mod, args, lse, ws);
+  }
+  pop(c);
+  return st;
+}

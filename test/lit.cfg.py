@@ -1,0 +1,23 @@
+# lit configuration for flashc. Tests live under test/<stage>/.
+import os
+import lit.formats
+
+config.name = "flashc"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".fa", ".tile", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "corpus"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.flashc_obj_root, "test")
+
+bin_dir = os.path.join(config.flashc_obj_root, "tools")
+test_bin_dir = os.path.join(config.flashc_obj_root, "test", "bin")
+config.environment["PATH"] = os.pathsep.join(
+    [bin_dir, test_bin_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ.get("PATH", ""))])
+config.substitutions.append(("%flashc", os.path.join(bin_dir, "flashc")))
+config.substitutions.append(("%src_root", config.flashc_src_root))
+config.substitutions.append(("%examples", os.path.join(config.flashc_src_root, "examples")))
+config.substitutions.append(("%test_bin", test_bin_dir))
+
+import shutil
+if shutil.which("ptxas"):
+    config.available_features.add("ptxas")

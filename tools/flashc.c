@@ -1,0 +1,484 @@
+/* flashc - the command-line compiler.
+ *
+ *   flashc [options] file.fa|file.tile|-
+ *
+ * Stages, in order (-emit picks where to stop):
+ *   ast    the parsed spec                  (frontend/parser.y)
+ *   spec   the checked spec, defaults filled (frontend/sema.c)
+ *   tile   the tile IR after the pipeline   (frontend/lower.c, passes/)
+ *   mlir   MLIR built through the C API     (codegen/)
+ *   llvm   LLVM IR
+ *   ptx    PTX from the NVPTX backend
+ *   cubin  ptxas output
+ *   meta   the kernel metadata the runtime reads (docs/abi.md)
+ *
+ * A .tile input (or text that starts with `kernel`) is tile IR: it is parsed,
+ * verified and printed; -pass=NAME runs one pass on it, -pipeline the whole
+ * pipeline.
+ *
+ * Exit status: 0 success, 1 errors in the input, 2 usage errors, 3 internal
+ * errors (a pass produced invalid IR, MLIR failed).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "codegen/codegen.h"
+#include "frontend/frontend.h"
+#include "frontend/lower.h"
+#include "ir/ir.h"
+#include "passes/passes.h"
+
+enum { EXIT_INPUT = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3 };
+
+typedef enum Emit { EMIT_AST, EMIT_SPEC, EMIT_TILE, EMIT_MLIR, EMIT_LLVM, EMIT_PTX, EMIT_CUBIN, EMIT_META } Emit;
+
+static const char *const emit_names[] = {"ast", "spec", "tile", "mlir", "llvm", "ptx", "cubin", "meta"};
+
+typedef struct Options {
+  const char *input;
+  const char *output;
+  const char *kernel;
+  Emit emit;
+  bool split_input;
+  bool pipeline_on_tile; /* -pipeline: run every pass on a .tile input */
+  bool stats;
+  PassOptions passes;
+} Options;
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: flashc [options] FILE\n"
+          "  FILE                    a spec (.fa), tile IR (.tile), or - for stdin\n"
+          "  -emit=STAGE             ast | spec | tile | mlir | llvm | ptx | cubin | meta (default ptx)\n"
+          "  -o FILE                 write the output to FILE (default stdout)\n"
+          "  --kernel=NAME           compile only the kernel NAME of the file\n"
+          "  --target=sm_80|sm_90a   GPU target (default sm_90a)\n"
+          "  -disable-pass=NAME      skip an optional pass (repeatable)\n"
+          "  -pass=NAME              run only this pass (on a .tile input)\n"
+          "  -pipeline               run the whole pipeline on a .tile input\n"
+          "  -print-after=NAME       print the IR after pass NAME (repeatable)\n"
+          "  -print-after-all        print the IR after every pass\n"
+          "  --list-passes           list the passes in pipeline order\n"
+          "  -split-input-file       split the input at lines `// -----` and process each part\n"
+          "  --stats                 registers, shared memory, spills and compile time per stage\n"
+          "  --version               print the version and the LLVM/MLIR it was built with\n"
+          "  --help                  this text\n"
+          "environment: FLASHC_DUMP_IR=all|NAME[,NAME] prints the IR after those passes\n");
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static bool starts_with(const char *s, const char *prefix, const char **rest) {
+  size_t n = strlen(prefix);
+  if (strncmp(s, prefix, n) != 0)
+    return false;
+  if (rest)
+    *rest = s + n;
+  return true;
+}
+
+static void list_passes(void) {
+  int n;
+  const Pass *p = pass_pipeline(&n);
+  for (int i = 0; i < n; i++)
+    printf("%-16s %s%s\n", p[i].name, p[i].summary, p[i].required ? " (required)" : "");
+}
+
+/* Parses argv into o. Returns -1 to continue, or an exit status. */
+static int parse_args(int argc, char **argv, Options *o) {
+  memset(o, 0, sizeof *o);
+  o->emit = EMIT_PTX;
+  pass_options_init(&o->passes);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v;
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(stdout);
+      return 0;
+    } else if (strcmp(a, "--version") == 0) {
+      printf("flashc %s\n%s\n", FLASHC_VERSION, cg_version());
+      return 0;
+    } else if (strcmp(a, "--list-passes") == 0) {
+      list_passes();
+      return 0;
+    } else if (starts_with(a, "-emit=", &v) || starts_with(a, "--emit=", &v)) {
+      int k = -1;
+      for (int e = 0; e < (int)(sizeof emit_names / sizeof *emit_names); e++)
+        if (strcmp(v, emit_names[e]) == 0)
+          k = e;
+      if (k < 0) {
+        fprintf(stderr, "flashc: error: unknown stage '%s' for -emit (ast, spec, tile, mlir, llvm, ptx, cubin, meta)\n", v);
+        return EXIT_USAGE;
+      }
+      o->emit = (Emit)k;
+    } else if (strcmp(a, "-o") == 0) {
+      if (++i >= argc) {
+        fprintf(stderr, "flashc: error: -o needs a file name\n");
+        return EXIT_USAGE;
+      }
+      o->output = argv[i];
+    } else if (starts_with(a, "--kernel=", &v) || starts_with(a, "-kernel=", &v)) {
+      o->kernel = v;
+    } else if (starts_with(a, "--target=", &v) || starts_with(a, "-target=", &v)) {
+      if (strcmp(v, "sm_80") != 0 && strcmp(v, "sm_90a") != 0) {
+        fprintf(stderr, "flashc: error: unknown target '%s' (sm_80 or sm_90a)\n", v);
+        return EXIT_USAGE;
+      }
+      o->passes.target = v;
+    } else if (starts_with(a, "-disable-pass=", &v) || starts_with(a, "--disable-pass=", &v)) {
+      const Pass *p = pass_find(v);
+      if (!p) {
+        fprintf(stderr, "flashc: error: unknown pass '%s' (see --list-passes)\n", v);
+        return EXIT_USAGE;
+      }
+      if (p->required) {
+        fprintf(stderr, "flashc: error: pass '%s' is required and cannot be disabled\n", v);
+        return EXIT_USAGE;
+      }
+      if (o->passes.ndisabled < PASS_MAX_NAMES)
+        o->passes.disabled[o->passes.ndisabled++] = v;
+    } else if (starts_with(a, "-pass=", &v) || starts_with(a, "--pass=", &v)) {
+      if (!pass_find(v)) {
+        fprintf(stderr, "flashc: error: unknown pass '%s' (see --list-passes)\n", v);
+        return EXIT_USAGE;
+      }
+      o->passes.only = v;
+    } else if (starts_with(a, "-print-after=", &v) || starts_with(a, "--print-after=", &v)) {
+      if (!pass_find(v)) {
+        fprintf(stderr, "flashc: error: unknown pass '%s' (see --list-passes)\n", v);
+        return EXIT_USAGE;
+      }
+      if (o->passes.nprint_after < PASS_MAX_NAMES)
+        o->passes.print_after[o->passes.nprint_after++] = v;
+    } else if (strcmp(a, "-print-after-all") == 0 || strcmp(a, "--print-after-all") == 0) {
+      o->passes.print_after_all = true;
+    } else if (strcmp(a, "-pipeline") == 0) {
+      o->pipeline_on_tile = true;
+    } else if (strcmp(a, "-split-input-file") == 0 || strcmp(a, "--split-input-file") == 0) {
+      o->split_input = true;
+    } else if (strcmp(a, "--stats") == 0 || strcmp(a, "-stats") == 0) {
+      o->stats = true;
+    } else if (a[0] == '-' && a[1] != '\0') {
+      fprintf(stderr, "flashc: error: unknown option '%s' (see --help)\n", a);
+      return EXIT_USAGE;
+    } else if (o->input) {
+      fprintf(stderr, "flashc: error: more than one input file ('%s' and '%s')\n", o->input, a);
+      return EXIT_USAGE;
+    } else {
+      o->input = a;
+    }
+  }
+  if (!o->input) {
+    fprintf(stderr, "flashc: error: no input file\n");
+    usage(stderr);
+    return EXIT_USAGE;
+  }
+  return -1;
+}
+
+/* Reads a whole file (or stdin for "-"). */
+static char *read_input(const char *path, size_t *len) {
+  FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "flashc: error: cannot open '%s': %s\n", path, strerror(errno));
+    return NULL;
+  }
+  size_t cap = 65536, n = 0;
+  char *buf = malloc(cap + 1);
+  size_t got;
+  while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+    n += got;
+    if (n == cap) {
+      char *nb = realloc(buf, cap * 2 + 1);
+      if (!nb) {
+        free(buf);
+        buf = NULL;
+        break;
+      }
+      buf = nb;
+      cap *= 2;
+    }
+  }
+  if (f != stdin)
+    fclose(f);
+  if (!buf) {
+    fprintf(stderr, "flashc: error: out of memory reading '%s'\n", path);
+    return NULL;
+  }
+  buf[n] = '\0';
+  *len = n;
+  return buf;
+}
+
+/* Tile IR text starts with `kernel` after blank lines and // comments. */
+static bool looks_like_tile(const char *path, const char *text, size_t len) {
+  size_t pl = strlen(path);
+  if (pl > 5 && strcmp(path + pl - 5, ".tile") == 0)
+    return true;
+  size_t i = 0;
+  while (i < len) {
+    while (i < len && isspace((unsigned char)text[i]))
+      i++;
+    if (i + 1 < len && text[i] == '/' && text[i + 1] == '/') {
+      while (i < len && text[i] != '\n')
+        i++;
+      continue;
+    }
+    break;
+  }
+  return len - i >= 6 && strncmp(text + i, "kernel", 6) == 0;
+}
+
+static bool is_selected(const Options *o, const char *name) {
+  return !o->kernel || strcmp(o->kernel, name) == 0;
+}
+
+/* --kernel=NAME on a .tile input: drop the other kernels. */
+static int select_tile_kernel(const Options *o, Module *m) {
+  if (!o->kernel)
+    return 0;
+  int keep = 0;
+  for (int i = 0; i < m->nfuncs; i++)
+    if (is_selected(o, m->funcs[i]->name))
+      m->funcs[keep++] = m->funcs[i];
+  if (keep == 0) {
+    fprintf(stderr, "flashc: error: no kernel named '%s'\n", o->kernel);
+    return EXIT_USAGE;
+  }
+  m->nfuncs = keep;
+  return 0;
+}
+
+/* Comma-separated names of the passes that ran, for the metadata. */
+static void passes_ran(const PassOptions *po, char *buf, size_t len) {
+  int n;
+  const Pass *p = pass_pipeline(&n);
+  buf[0] = '\0';
+  size_t used = 0;
+  for (int i = 0; i < n; i++) {
+    bool off = false;
+    for (int d = 0; d < po->ndisabled; d++)
+      off |= strcmp(po->disabled[d], p[i].name) == 0;
+    if (po->only)
+      off = strcmp(po->only, p[i].name) != 0;
+    if (!off)
+      used += snprintf(buf + used, used < len ? len - used : 0, "%s%s", used ? "," : "", p[i].name);
+  }
+}
+
+/* Runs codegen on the module (every kernel in it) and writes the stage. */
+static int emit_code(const Options *o, Module *m, FILE *out, double t_front) {
+  if ((o->emit == EMIT_PTX || o->emit == EMIT_CUBIN) && m->nfuncs > 1) {
+    fprintf(stderr, "flashc: error: the file has %d kernels and -emit=%s writes one module per kernel; "
+            "pick one with --kernel=NAME\n", m->nfuncs, emit_names[o->emit]);
+    return EXIT_USAGE;
+  }
+  char ran[256];
+  passes_ran(&o->passes, ran, sizeof ran);
+  CgStats stats;
+  CgOptions co;
+  cg_options_init(&co);
+  co.target = o->passes.target;
+  co.passes = ran;
+  co.stats = o->stats ? &stats : NULL;
+  CgStage st = o->emit == EMIT_MLIR ? CG_STAGE_MLIR : o->emit == EMIT_LLVM ? CG_STAGE_LLVM
+             : o->emit == EMIT_PTX ? CG_STAGE_PTX : o->emit == EMIT_CUBIN ? CG_STAGE_CUBIN
+             : CG_STAGE_META;
+  char *data = NULL;
+  size_t len = 0;
+  char err[8192];
+  err[0] = '\0';
+  if (cg_emit(m, st, &co, &data, &len, err, sizeof err) != 0) {
+    fprintf(stderr, "%s", err[0] ? err : "flashc: error: code generation failed\n");
+    free(data);
+    return EXIT_INTERNAL;
+  }
+  fwrite(data, 1, len, out);
+  free(data);
+  if (o->stats) {
+    fprintf(stderr, "flashc: stats (%s):\n", o->passes.target);
+    fprintf(stderr, "  frontend + passes   %8.2f ms\n", t_front);
+    fprintf(stderr, "  build MLIR          %8.2f ms\n", stats.ms_build);
+    fprintf(stderr, "  MLIR passes         %8.2f ms\n", stats.ms_mlir_passes);
+    fprintf(stderr, "  MLIR to LLVM IR     %8.2f ms\n", stats.ms_translate);
+    fprintf(stderr, "  LLVM -O3            %8.2f ms\n", stats.ms_llvm_opt);
+    fprintf(stderr, "  NVPTX backend       %8.2f ms\n", stats.ms_llvm_codegen);
+    fprintf(stderr, "  ptxas               %8.2f ms\n", stats.ms_ptxas);
+    fprintf(stderr, "  registers %d, shared memory %d static + %d dynamic bytes, "
+            "spill stores %d, spill loads %d, stack %d bytes\n",
+            stats.registers, stats.smem_static_bytes, stats.smem_dynamic_bytes,
+            stats.spill_stores, stats.spill_loads, stats.stack_bytes);
+  }
+  return 0;
+}
+
+/* Runs the passes asked for; a verifier failure is an internal error. */
+static int run_passes(const Options *o, Module *m, bool is_tile) {
+  if (is_tile && !o->passes.only && !o->pipeline_on_tile)
+    return 0;
+  return run_pipeline(m, &o->passes) ? EXIT_INTERNAL : 0;
+}
+
+/* A tile IR input: parse, verify, passes, print or codegen. */
+static int compile_tile(const Options *o, const char *name, const char *text, size_t len, FILE *out) {
+  Module *m = module_parse(name, text, len, stderr);
+  if (!m)
+    return EXIT_INPUT;
+  int rc = select_tile_kernel(o, m);
+  if (rc == 0 && module_verify(m, "parsing", stderr) != 0)
+    rc = EXIT_INPUT;
+  else if (rc == 0 && (rc = run_passes(o, m, true)) == 0) {
+    if (o->emit <= EMIT_TILE)
+      module_print(out, m);
+    else
+      rc = emit_code(o, m, out, 0);
+  }
+  module_destroy(m);
+  return rc;
+}
+
+/* A spec input: frontend, lowering, passes, then the stage asked for. */
+static int compile_spec(const Options *o, const char *name, const char *text, size_t len, FILE *out) {
+  double t0 = now_ms();
+  int nerr = 0;
+  Ast *ast = fe_parse(name, text, len, &nerr);
+  if (!ast)
+    return EXIT_INTERNAL;
+  if (nerr) {
+    fe_free_ast(ast);
+    return EXIT_INPUT;
+  }
+  if (o->emit == EMIT_AST) {
+    fe_print_ast(out, ast);
+    fe_free_ast(ast);
+    return 0;
+  }
+  SpecFile *spec = fe_check(ast, &nerr);
+  if (!spec || nerr) {
+    fe_free_spec(spec);
+    fe_free_ast(ast);
+    return EXIT_INPUT;
+  }
+  int rc = 0;
+  if (o->emit == EMIT_SPEC) {
+    fe_print_spec(out, spec);
+    goto done;
+  }
+  bool found = false;
+  Module *m = module_create();
+  for (int i = 0; i < spec->nkernels && rc == 0; i++) {
+    if (!is_selected(o, spec->kernels[i]->name))
+      continue;
+    found = true;
+    if (!lower_kernel(m, spec->kernels[i], o->passes.target, stderr))
+      rc = EXIT_INPUT;
+  }
+  if (!found && rc == 0) {
+    fprintf(stderr, "flashc: error: no kernel named '%s' in %s\n", o->kernel, name);
+    rc = EXIT_USAGE;
+  }
+  if (rc == 0 && module_verify(m, "lowering", stderr) != 0)
+    rc = EXIT_INTERNAL;
+  if (rc == 0 && run_pipeline(m, &o->passes) != 0)
+    rc = o->passes.only ? EXIT_INTERNAL : EXIT_INPUT;
+  if (rc == 0) {
+    if (o->emit == EMIT_TILE)
+      module_print(out, m);
+    else
+      rc = emit_code(o, m, out, now_ms() - t0);
+  }
+  module_destroy(m);
+done:
+  fe_free_spec(spec);
+  fe_free_ast(ast);
+  return rc;
+}
+
+static int compile_text(const Options *o, const char *name, const char *text, size_t len, FILE *out) {
+  if (looks_like_tile(name, text, len))
+    return compile_tile(o, name, text, len, out);
+  if (o->passes.only) {
+    fprintf(stderr, "flashc: error: -pass=%s runs on tile IR input (.tile); for a spec use -disable-pass\n",
+            o->passes.only);
+    return EXIT_USAGE;
+  }
+  return compile_spec(o, name, text, len, out);
+}
+
+/* -split-input-file: each chunk between `// -----` lines is compiled on its
+ * own; chunks keep their line numbers by padding with blank lines. */
+static int compile_split(const Options *o, const char *text, size_t len, FILE *out) {
+  int worst = 0;
+  size_t start = 0;
+  int line = 1, chunk_line = 1, nchunk = 0;
+  for (size_t i = 0; i <= len; i++) {
+    bool eol = i == len || text[i] == '\n';
+    if (!eol)
+      continue;
+    size_t ls = i;
+    while (ls > start && text[ls - 1] != '\n')
+      ls--;
+    bool sep = strncmp(text + ls, "// -----", 8) == 0;
+    if (sep || i == len) {
+      size_t end = sep ? ls : len;
+      /* Pad with newlines so diagnostics keep the file's line numbers. */
+      size_t pad = (size_t)(chunk_line - 1);
+      char *chunk = malloc(pad + (end - start) + 1);
+      if (!chunk)
+        return EXIT_INTERNAL;
+      memset(chunk, '\n', pad);
+      memcpy(chunk + pad, text + start, end - start);
+      chunk[pad + end - start] = '\0';
+      if (nchunk++)
+        fprintf(out, "// -----\n");
+      fflush(out);
+      int rc = compile_text(o, o->input, chunk, pad + end - start, out);
+      fflush(out);
+      if (rc > worst)
+        worst = rc;
+      free(chunk);
+      start = i + 1;
+      chunk_line = line + 1;
+    }
+    line++;
+  }
+  return worst;
+}
+
+int main(int argc, char **argv) {
+  Options o;
+  int rc = parse_args(argc, argv, &o);
+  if (rc >= 0)
+    return rc;
+  size_t len = 0;
+  char *text = read_input(o.input, &len);
+  if (!text)
+    return EXIT_INPUT;
+  FILE *out = stdout;
+  if (o.output && !(out = fopen(o.output, "wb"))) {
+    fprintf(stderr, "flashc: error: cannot write '%s': %s\n", o.output, strerror(errno));
+    free(text);
+    return EXIT_USAGE;
+  }
+  o.passes.dump = stderr;
+  o.passes.diag = stderr;
+  fe_set_diag_stream(stderr);
+  const char *name = strcmp(o.input, "-") == 0 ? "<stdin>" : o.input;
+  rc = o.split_input ? compile_split(&o, text, len, out) : compile_text(&o, name, text, len, out);
+  free(text);
+  if (out != stdout && fclose(out) != 0 && rc == 0) {
+    fprintf(stderr, "flashc: error: writing '%s' failed\n", o.output);
+    rc = EXIT_INTERNAL;
+  }
+  if (rc != 0 && out != stdout && o.output)
+    remove(o.output);
+  return rc;
+}
