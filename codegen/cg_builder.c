@@ -74,7 +74,8 @@ static MlirOperation create_op(CgBuilder *b, const char *name, const MlirValue *
   if (nresults)
     mlirOperationStateAddResults(&st, nresults, results);
   MlirNamedAttribute na[16];
-  assert(nattrs <= 16);
+  if (nattrs > 16)
+    abort(); /* no op of ours has more */
   for (int i = 0; i < nattrs; i++)
     na[i] = mlirNamedAttributeGet(mlirIdentifierGet(b->ctx, sref(attrs[i].name)), attrs[i].attr);
   if (nattrs)
@@ -144,20 +145,33 @@ MlirValue cg_muli_c(CgBuilder *b, MlirValue x, int64_t c) {
   return cg_muli(b, x, cg_const_int(b, mlirValueGetType(x), c));
 }
 
-static MlirValue cmp(CgBuilder *b, const char *opname, const char *attr_prefix,
+/* arith's predicates are plain i64 enums, in these orders. */
+static const char *const cmpi_preds[] = {"eq", "ne", "slt", "sle", "sgt", "sge",
+                                         "ult", "ule", "ugt", "uge", NULL};
+static const char *const cmpf_preds[] = {"false", "oeq", "ogt", "oge", "olt", "ole",
+                                         "one",   "ord", "ueq", "ugt", "uge", "ult",
+                                         "ule",   "une", "uno", "true", NULL};
+
+static MlirValue cmp(CgBuilder *b, const char *opname, const char *const *names,
                      const char *pred, MlirValue x, MlirValue y) {
-  char text[64];
-  snprintf(text, sizeof text, "#arith<%s %s>", attr_prefix, pred);
-  CgNamedAttr a = {"predicate", cg_attr(b, text)};
+  int code = -1;
+  for (int i = 0; names[i]; i++)
+    if (strcmp(names[i], pred) == 0)
+      code = i;
+  if (code < 0) {
+    fprintf(stderr, "flashc: internal error: bad predicate '%s'\n", pred);
+    abort();
+  }
+  CgNamedAttr a = {"predicate", cg_attr_i64(b, code)};
   MlirValue ops[2] = {x, y};
   return cg_op1(b, opname, ops, 2, b->i1, &a, 1);
 }
 
 MlirValue cg_cmpi(CgBuilder *b, const char *pred, MlirValue x, MlirValue y) {
-  return cmp(b, "arith.cmpi", "cmpipredicate", pred, x, y);
+  return cmp(b, "arith.cmpi", cmpi_preds, pred, x, y);
 }
 MlirValue cg_cmpf(CgBuilder *b, const char *pred, MlirValue x, MlirValue y) {
-  return cmp(b, "arith.cmpf", "cmpfpredicate", pred, x, y);
+  return cmp(b, "arith.cmpf", cmpf_preds, pred, x, y);
 }
 
 MlirValue cg_select(CgBuilder *b, MlirValue c, MlirValue x, MlirValue y) {
@@ -258,15 +272,21 @@ MlirValue cg_extractvalue(CgBuilder *b, MlirValue agg, int pos, MlirType t) {
   return cg_op1(b, "llvm.extractvalue", &agg, 1, t, &a, 1);
 }
 
+/* Built from llvm ops: the vector dialect would need its own lowering pass
+ * for what is only packing two halves into a register. */
 MlirValue cg_vector_from(CgBuilder *b, const MlirValue *elems, int n, MlirType vec_type) {
-  return cg_op1(b, "vector.from_elements", elems, n, vec_type, NULL, 0);
+  MlirValue v = cg_op1(b, "llvm.mlir.poison", NULL, 0, vec_type, NULL, 0);
+  for (int i = 0; i < n; i++) {
+    MlirValue ops[3] = {v, elems[i], cg_const_i32(b, i)};
+    v = cg_op1(b, "llvm.insertelement", ops, 3, vec_type, NULL, 0);
+  }
+  return v;
 }
 
 MlirValue cg_vector_extract(CgBuilder *b, MlirValue vec, int pos) {
-  int64_t p = pos;
-  CgNamedAttr a = {"static_position", mlirDenseI64ArrayGet(b->ctx, 1, &p)};
   MlirType et = mlirShapedTypeGetElementType(mlirValueGetType(vec));
-  return cg_op1(b, "vector.extract", &vec, 1, et, &a, 1);
+  MlirValue ops[2] = {vec, cg_const_i32(b, pos)};
+  return cg_op1(b, "llvm.extractelement", ops, 2, et, NULL, 0);
 }
 
 MlirValue cg_intrinsic(CgBuilder *b, const char *name, const MlirValue *args, int nargs,
@@ -368,13 +388,15 @@ void cg_cp_async_wait(CgBuilder *b, int n) {
 /* A region holding one block with the given argument types. */
 static MlirRegion region_with_block(CgBuilder *b, const MlirType *args, int nargs,
                                     MlirBlock *block) {
-  MlirLocation locs[64];
-  assert(nargs <= 64);
+  MlirLocation *locs = malloc(sizeof(MlirLocation) * (size_t)(nargs ? nargs : 1));
+  if (!locs)
+    abort();
   for (int i = 0; i < nargs; i++)
     locs[i] = b->loc;
   MlirRegion r = mlirRegionCreate();
   *block = mlirBlockCreate(nargs, args, locs);
   mlirRegionAppendOwnedBlock(r, *block);
+  free(locs);
   return r;
 }
 
@@ -434,19 +456,25 @@ void cg_dynamic_smem_global(CgBuilder *b, const char *name) {
 
 MlirOperation cg_for(CgBuilder *b, MlirValue lo, MlirValue hi, MlirValue step,
                      const MlirValue *inits, int ninits, MlirBlock *body) {
-  MlirValue ops[64];
-  MlirType args[64], res[64];
-  assert(ninits + 3 <= 64);
+  /* Loops carry whole register tiles: hundreds of values. */
+  MlirValue *ops = malloc(sizeof(MlirValue) * (size_t)(ninits + 3));
+  MlirType *args = malloc(sizeof(MlirType) * (size_t)(ninits + 1));
+  MlirType *res = args + 1;
+  if (!ops || !args)
+    abort();
   ops[0] = lo;
   ops[1] = hi;
   ops[2] = step;
   args[0] = mlirValueGetType(lo);
   for (int i = 0; i < ninits; i++) {
     ops[3 + i] = inits[i];
-    args[1 + i] = res[i] = mlirValueGetType(inits[i]);
+    res[i] = mlirValueGetType(inits[i]);
   }
   MlirRegion r = region_with_block(b, args, ninits + 1, body);
-  return create_op(b, "scf.for", ops, 3 + ninits, res, ninits, NULL, 0, &r, 1);
+  MlirOperation op = create_op(b, "scf.for", ops, 3 + ninits, res, ninits, NULL, 0, &r, 1);
+  free(ops);
+  free(args);
+  return op;
 }
 
 MlirOperation cg_if(CgBuilder *b, MlirValue cond, const MlirType *results, int nresults,

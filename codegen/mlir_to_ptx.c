@@ -23,14 +23,20 @@ double cg_now_ms(void) {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* math first so that math.exp2 becomes llvm.intr.exp2 (ex2.approx) instead
- * of a libdevice call from convert-gpu-to-nvvm; scf to cf before gpu to
- * nvvm, which expects unstructured control flow; nvvm-to-llvm turns the few
- * NVVM ops that have no intrinsic into inline PTX. */
+/* Stage 1 runs inside gpu.module: math first so that math.exp2 becomes
+ * llvm.intr.exp2 (ex2.approx) instead of a libdevice call from
+ * convert-gpu-to-nvvm; scf to cf before gpu to nvvm, which wants
+ * unstructured control flow. convert-gpu-to-nvvm lowers arith and cf only
+ * through dialect interfaces that come with all of MLIR's extensions
+ * registered; our context loads just our dialects, so arith and cf get their
+ * own passes. nvvm-to-llvm turns the few NVVM ops without an intrinsic into
+ * inline PTX. convert-cf-to-llvm only runs on a builtin.module, so stage 2
+ * runs after the kernel's ops have been moved out of gpu.module. */
 const char cg_mlir_pipeline[] =
     "builtin.module(gpu.module(convert-math-to-llvm, convert-scf-to-cf, "
-    "convert-gpu-to-nvvm, convert-nvvm-to-llvm, canonicalize, cse, "
-    "reconcile-unrealized-casts))";
+    "convert-gpu-to-nvvm, convert-arith-to-llvm, convert-nvvm-to-llvm))";
+const char cg_mlir_pipeline2[] =
+    "builtin.module(convert-cf-to-llvm, canonicalize, cse, reconcile-unrealized-casts)";
 
 /* ------------------------------------------------------- registration */
 
@@ -43,6 +49,8 @@ static void register_passes(void) {
   mlirRegisterConversionSCFToControlFlowPass();
   mlirRegisterConversionConvertGpuOpsToNVVMOps();
   mlirRegisterConversionConvertNVVMToLLVMPass();
+  mlirRegisterConversionArithToLLVMConversionPass();
+  mlirRegisterConversionConvertControlFlowToLLVMPass();
   mlirRegisterConversionReconcileUnrealizedCastsPass();
   mlirRegisterTransformsCanonicalizer();
   mlirRegisterTransformsCSE();
@@ -61,16 +69,14 @@ static void append_to_diag(MlirStringRef s, void *user) {
   cg_strbuf_append((CgStrBuf *)user, s.data, s.length);
 }
 
-int cg_lower_gpu_module(CgContext *c, MlirOperation module, CgTimes *times) {
-  pthread_once(&passes_once, register_passes);
-  double t0 = cg_now_ms();
+static int run_pipeline(CgContext *c, MlirOperation module, const char *pipeline) {
   MlirContext ctx = cg_context_mlir(c);
   MlirPassManager pm = mlirPassManagerCreate(ctx);
   CgStrBuf perr;
   cg_strbuf_init(&perr);
   int rc = 0;
   MlirLogicalResult ok = mlirParsePassPipeline(mlirPassManagerGetAsOpPassManager(pm),
-                                               mlirStringRefCreateFromCString(cg_mlir_pipeline),
+                                               mlirStringRefCreateFromCString(pipeline),
                                                append_to_diag, &perr);
   if (mlirLogicalResultIsFailure(ok)) {
     cg_context_error(c, mlirLocationUnknownGet(ctx), "bad pass pipeline: %s",
@@ -83,8 +89,6 @@ int cg_lower_gpu_module(CgContext *c, MlirOperation module, CgTimes *times) {
   }
   mlirPassManagerDestroy(pm);
   cg_strbuf_free(&perr);
-  if (times)
-    times->mlir_passes += cg_now_ms() - t0;
   return rc;
 }
 
@@ -113,6 +117,31 @@ static MlirModule extract_device_module(MlirOperation gpu_module) {
     mlirBlockAppendOwnedOperation(dst, op);
   }
   return dev;
+}
+
+int cg_lower_gpu_module(CgContext *c, MlirOperation module, MlirModule *device,
+                        CgTimes *times) {
+  pthread_once(&passes_once, register_passes);
+  double t0 = cg_now_ms();
+  *device = (MlirModule){NULL};
+  int rc = run_pipeline(c, module, cg_mlir_pipeline);
+  if (rc == 0) {
+    MlirOperation gm = find_gpu_module(module);
+    if (mlirOperationIsNull(gm)) {
+      cg_context_error(c, mlirOperationGetLocation(module), "internal error: no gpu.module");
+      rc = -1;
+    } else {
+      *device = extract_device_module(gm);
+      rc = run_pipeline(c, mlirModuleGetOperation(*device), cg_mlir_pipeline2);
+    }
+  }
+  if (rc && !mlirModuleIsNull(*device)) {
+    mlirModuleDestroy(*device);
+    *device = (MlirModule){NULL};
+  }
+  if (times)
+    times->mlir_passes += cg_now_ms() - t0;
+  return rc;
 }
 
 static LLVMTargetMachineRef create_target_machine(const char *chip, const char *features,
@@ -190,20 +219,14 @@ static int llvm_stages(CgContext *c, MlirLocation loc, LLVMModuleRef lm, const c
   return rc;
 }
 
-int cg_translate(CgContext *c, MlirOperation module, const char *chip, const char *features,
+int cg_translate(CgContext *c, MlirModule device, const char *chip, const char *features,
                  int opt_level, CgStrBuf *llvm_ir, CgStrBuf *ptx, CgTimes *times) {
   pthread_once(&llvm_once, init_nvptx);
-  MlirLocation loc = mlirOperationGetLocation(module);
-  MlirOperation gm = find_gpu_module(module);
-  if (mlirOperationIsNull(gm)) {
-    cg_context_error(c, loc, "internal error: no gpu.module to translate");
-    return -1;
-  }
+  MlirOperation op = mlirModuleGetOperation(device);
+  MlirLocation loc = mlirOperationGetLocation(op);
   double t0 = cg_now_ms();
-  MlirModule dev = extract_device_module(gm);
   LLVMContextRef lctx = LLVMContextCreate();
-  LLVMModuleRef lm = mlirTranslateModuleToLLVMIR(mlirModuleGetOperation(dev), lctx);
-  mlirModuleDestroy(dev);
+  LLVMModuleRef lm = mlirTranslateModuleToLLVMIR(op, lctx);
   if (times)
     times->translate += cg_now_ms() - t0;
   int rc = -1;

@@ -1,9 +1,10 @@
 /* mlir_to_ptx.h - from the MLIR module codegen built to LLVM IR and PTX.
  *
  *   builtin.module { gpu.module { gpu.func ... } }
- *     --MLIR passes (cg_lower_gpu_module)-->  gpu.module holding llvm/nvvm ops
- *     --cg_translate: ops moved into a plain module, mlirTranslateModuleToLLVMIR-->
- *     LLVM IR --LLVM new pass manager, default<O3>--> --NVPTX backend--> PTX
+ *     --cg_lower_gpu_module: MLIR passes, ops moved out of gpu.module-->
+ *   builtin.module { llvm.func @kernel ... }  (llvm + nvvm dialects)
+ *     --cg_translate: mlirTranslateModuleToLLVMIR--> LLVM IR
+ *     --LLVM new pass manager, default<O3>--> --NVPTX backend--> PTX
  *
  * Why not gpu-module-to-binary: the same NVPTX backend runs either way, but
  * doing it here gives `-emit=llvm` the exact IR that becomes the PTX, lets us
@@ -27,19 +28,24 @@ typedef struct CgTimes {
   double ptxas;        /* ptxas -> cubin (when run) */
 } CgTimes;
 
-/* The MLIR pass pipeline that cg_lower_gpu_module runs (text form). */
+/* The MLIR pass pipelines (text form): the first runs on the gpu.module,
+ * the second on the device module cut out of it. */
 extern const char cg_mlir_pipeline[];
+extern const char cg_mlir_pipeline2[];
 
-/* Runs cg_mlir_pipeline on `module` in place. Errors go to c's diagnostics.
+/* Lowers `module` (builtin.module holding one gpu.module) to the llvm/nvvm
+ * dialects: runs cg_mlir_pipeline, moves the gpu.module's ops into a new
+ * builtin.module *device (the caller destroys it), runs cg_mlir_pipeline2
+ * there. `module` keeps an empty gpu.module. Errors go to c's diagnostics.
  * Returns 0 on success. */
-int cg_lower_gpu_module(CgContext *c, MlirOperation module, CgTimes *times);
+int cg_lower_gpu_module(CgContext *c, MlirOperation module, MlirModule *device,
+                        CgTimes *times);
 
-/* Translates the (lowered) module's first gpu.module to LLVM IR for
- * nvptx64-nvidia-cuda / chip / features, optimizes it at opt_level (0..3),
- * then appends the optimized LLVM IR text to `llvm_ir` (when non-NULL) and
- * the PTX to `ptx` (when non-NULL). The module's gpu.module is emptied.
- * Returns 0 on success. */
-int cg_translate(CgContext *c, MlirOperation module, const char *chip, const char *features,
+/* Translates the device module to LLVM IR for nvptx64-nvidia-cuda / chip /
+ * features, optimizes it at opt_level (0..3), then appends the optimized
+ * LLVM IR text to `llvm_ir` (when non-NULL) and the PTX to `ptx` (when
+ * non-NULL). Returns 0 on success. */
+int cg_translate(CgContext *c, MlirModule device, const char *chip, const char *features,
                  int opt_level, CgStrBuf *llvm_ir, CgStrBuf *ptx, CgTimes *times);
 
 /* Milliseconds from a monotonic clock. */

@@ -89,35 +89,38 @@ void diag_note(Diag *d, SrcLoc loc, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* Levenshtein distance, capped: names are short, so a small table is fine. */
+/* Edit distance with adjacent transpositions ("hedas" -> "heads" is 1).
+ * Names are short; longer ones are simply "far". */
 static int edit_distance(const char *a, const char *b) {
   size_t la = strlen(a), lb = strlen(b);
   if (la > 63 || lb > 63)
     return 99;
-  int row[64];
+  int d[64][64];
+  for (size_t i = 0; i <= la; i++)
+    d[i][0] = (int)i;
   for (size_t j = 0; j <= lb; j++)
-    row[j] = (int)j;
-  for (size_t i = 1; i <= la; i++) {
-    int diag = row[0];
-    row[0] = (int)i;
+    d[0][j] = (int)j;
+  for (size_t i = 1; i <= la; i++)
     for (size_t j = 1; j <= lb; j++) {
-      int up = row[j];
-      int best = diag + (a[i - 1] != b[j - 1]);
-      if (row[j] + 1 < best)
-        best = row[j] + 1;
-      if (row[j - 1] + 1 < best)
-        best = row[j - 1] + 1;
-      row[j] = best;
-      diag = up;
+      int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      if (d[i - 1][j] + 1 < best)
+        best = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < best)
+        best = d[i][j - 1] + 1;
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+          d[i - 2][j - 2] + 1 < best)
+        best = d[i - 2][j - 2] + 1;
+      d[i][j] = best;
     }
-  }
-  return row[lb];
+  return d[la][lb];
 }
 
 const char *diag_closest(const char *name, const char *const *cands) {
   const char *best = NULL;
   int best_d = 99;
-  int limit = strlen(name) <= 3 ? 1 : 2;
+  /* Short names are too easily "close" to anything. */
+  size_t len = strlen(name);
+  int limit = len <= 2 ? 0 : len <= 4 ? 1 : 2;
   for (int i = 0; cands[i]; i++) {
     int dist = edit_distance(name, cands[i]);
     if (dist < best_d) {

@@ -179,19 +179,33 @@ file
   | file item
   ;
 
-/* item: 'attention' IDENT '{' stmt* '}'
- *     | 'schedule' IDENT '{' sched_stmt* '}'
- * A block whose end is garbled recovers at its '}'. */
+/* item: attention | schedule
+ * After an error between blocks, parsing resumes at the next ';', '}' or
+ * block keyword. */
 item
+  : attention
+  | schedule
+  | error '}'        { yyerrok; }
+  | error ';'        { yyerrok; }
+  | error attention  { yyerrok; }
+  | error schedule   { yyerrok; }
+  ;
+
+/* attention: 'attention' IDENT '{' stmt* '}'
+ * A block whose end is garbled recovers at its '}'. */
+attention
   : ATTENTION IDENT '{' stmts '}'
       { add_item(ps, ITEM_ATTENTION, @1, $2, @2, $4); }
   | ATTENTION IDENT '{' stmts error '}'
-      { add_item(ps, ITEM_ATTENTION, @1, $2, @2, $4); }
-  | SCHEDULE IDENT '{' sched_stmts '}'
+      { add_item(ps, ITEM_ATTENTION, @1, $2, @2, $4); yyerrok; }
+  ;
+
+/* schedule: 'schedule' IDENT '{' sched_stmt* '}' */
+schedule
+  : SCHEDULE IDENT '{' sched_stmts '}'
       { add_item(ps, ITEM_SCHEDULE, @1, $2, @2, $4); }
   | SCHEDULE IDENT '{' sched_stmts error '}'
-      { add_item(ps, ITEM_SCHEDULE, @1, $2, @2, $4); }
-  | error '}'
+      { add_item(ps, ITEM_SCHEDULE, @1, $2, @2, $4); yyerrok; }
   ;
 
 stmts
@@ -215,7 +229,7 @@ stmt
   | LET IDENT '=' expr ';'
       { $$ = new_stmt(ps, ST_LET, @1, $2, $4); }
   | error ';'
-      { $$ = NULL; ps->depth_reported = false; }
+      { $$ = NULL; ps->depth_reported = false; yyerrok; }
   ;
 
 /* params: IDENT (',' IDENT)*   -- kept in order by appending at the tail */
@@ -263,7 +277,7 @@ sched_stmt
         $$ = new_stmt(ps, ST_FIELD, @1, $1, v);
       }
   | error ';'
-      { $$ = NULL; }
+      { $$ = NULL; yyerrok; }
   ;
 
 tile_entries
@@ -353,31 +367,57 @@ static void describe_token(struct ParseState *ps, yysymbol_kind_t tok,
   }
 }
 
-/* "expected ';' but found identifier 'heads'". A missing ';' at the end of a
- * line is reported just after the previous token, where it belongs. */
-static int yyreport_syntax_error(const yypcontext_t *ctx,
-                                    struct ParseState *ps) {
-  yysymbol_kind_t expected[5];
-  int n = yypcontext_expected_tokens(ctx, expected, 5);
+static bool is_comparison(const char *name) {
+  return strcmp(name, "'<'") == 0 || strcmp(name, "'>'") == 0 ||
+         strcmp(name, "'<='") == 0 || strcmp(name, "'>='") == 0 ||
+         strcmp(name, "'=='") == 0 || strcmp(name, "'!='") == 0;
+}
+
+/* "expected ';' but found identifier 'heads'".
+ * Where an expression could go on, the expected set holds every operator;
+ * listing them helps nobody, so only the punctuation that would close
+ * something is named. A missing ';' at the end of a line is reported just
+ * after the previous token, where it belongs. */
+static int yyreport_syntax_error(const yypcontext_t *ctx, struct ParseState *ps) {
+  yysymbol_kind_t expected[YYNTOKENS];
+  int n = yypcontext_expected_tokens(ctx, expected, YYNTOKENS);
   yysymbol_kind_t tok = yypcontext_token(ctx);
   SrcLoc loc = L(ps, *yypcontext_location(ctx));
   char found[128], want[256] = "";
   describe_token(ps, tok, found, sizeof found);
+  if (n > 5) {
+    static const char *const closers[] = {"')'", "','", "':'", "';'", "'}'"};
+    int k = 0;
+    for (int c = 0; c < 5; c++)
+      for (int i = 0; i < n; i++)
+        if (strcmp(yysymbol_name(expected[i]), closers[c]) == 0)
+          expected[k++] = expected[i];
+    n = k;
+  }
+  /* "expected end of file" never helps: it is always also allowed. */
+  int m = 0;
+  for (int i = 0; i < n; i++)
+    if (expected[i] != YYSYMBOL_YYEOF)
+      expected[m++] = expected[i];
+  n = m;
+  bool semi = false;
   for (int i = 0; i < n; i++) {
+    const char *name = yysymbol_name(expected[i]);
     size_t used = strlen(want);
     snprintf(want + used, sizeof want - used, "%s%s",
-             i == 0 ? "" : i == n - 1 ? " or " : ", ", yysymbol_name(expected[i]));
-  }
-  bool semi = false;
-  for (int i = 0; i < n; i++)
-    if (strcmp(yysymbol_name(expected[i]), "';'") == 0)
+             i == 0 ? "" : i == n - 1 ? " or " : ", ", name);
+    if (strcmp(name, "';'") == 0)
       semi = true;
+  }
   if (semi && ps->prev.line > 0 && ps->prev.line < loc.line)
     loc = (SrcLoc){ps->file, ps->prev.line, ps->prev.end_col + 1};
   if (n > 0)
     diag_error(&ps->diag, loc, "expected %s but found %s", want, found);
   else
     diag_error(&ps->diag, loc, "unexpected %s", found);
+  if (is_comparison(yysymbol_name(tok)) && semi)
+    diag_note(&ps->diag, (SrcLoc){0},
+              "comparisons do not chain; write a < b && b < c");
   return 0;
 }
 

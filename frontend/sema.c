@@ -268,6 +268,18 @@ static const char *suggest_name(Scope *sc, const char *name) {
 
 /* ---- resolving expressions ---- */
 
+/* Where an expression starts: operators carry their own location, but a
+ * message about a whole value points at its first token. */
+static SrcLoc start(const AstExpr *e) {
+  SrcLoc l = e->loc;
+  while ((e->kind == AE_BINARY || e->kind == AE_COND) && e->a) {
+    e = e->a;
+    if (e->loc.line < l.line || (e->loc.line == l.line && e->loc.col < l.col))
+      l = e->loc;
+  }
+  return l;
+}
+
 static Expr *resolve(Sema *S, Scope *sc, const AstExpr *e, int depth);
 
 static Expr *mk_num(Sema *S, Scope *sc, SrcLoc loc, double v) {
@@ -373,7 +385,7 @@ static Expr *resolve_ident(Sema *S, Scope *sc, const AstExpr *e, int depth) {
     diag_note(&S->diag, NOLOC, "did you mean '%s'?", best);
   else if (vi >= 0 && sc->fn)
     diag_note(&S->diag, NOLOC,
-              "parameters are positional; name the %s of %s(...) '%s' to use it",
+              "parameters are positional: to use %s, name a parameter of %s(...) '%s'",
               var_meaning[vi], sc->fn->name, name);
   return NULL;
 }
@@ -521,7 +533,7 @@ static Expr *resolve_cond(Sema *S, Scope *sc, const AstExpr *e, int depth) {
   Expr *y = resolve(S, sc, e->c, depth + 1);
   bool ok = c && x && y;
   if (c && !is_bool(c)) {
-    diag_error(&S->diag, e->a->loc,
+    diag_error(&S->diag, start(e->a),
                "the condition of '?:' must be a boolean; got a number");
     ok = false;
   }
@@ -582,7 +594,7 @@ static bool int_field(Sema *S, const AstStmt *s, int *out) {
   if (v->kind == AE_NUM)
     diag_error(&S->diag, v->loc, "%s must be an integer; got %s", s->name, v->text);
   else
-    diag_error(&S->diag, v->loc, "%s must be an integer literal", s->name);
+    diag_error(&S->diag, start(v), "%s must be an integer literal", s->name);
   return false;
 }
 
@@ -596,7 +608,7 @@ static int word_field(Sema *S, const AstStmt *s, const char *const *words,
       return i;
     diag_error(&S->diag, v->loc, "unknown %s '%s'", s->name, v->text);
   } else {
-    diag_error(&S->diag, v->loc, "%s must be %s", s->name, what);
+    diag_error(&S->diag, start(v), "%s must be %s", s->name, what);
   }
   const char *best = v->kind == AE_IDENT ? diag_closest(v->text, words) : NULL;
   if (best)
@@ -660,16 +672,18 @@ static Expr *window2_mask(Sema *S, SrcLoc l, int left, int right) {
 
 /* A window bound: an integer literal >= min. */
 static bool window_arg(Sema *S, const AstExpr *a, int min, int *out) {
-  if (a->kind != AE_NUM || !a->is_int) {
-    diag_error(&S->diag, a->loc, "window sizes must be integer literals");
+  bool neg = a->kind == AE_UNARY && a->op == OP_NEG && a->a->kind == AE_NUM;
+  const AstExpr *lit = neg ? a->a : a;
+  if (lit->kind != AE_NUM || !lit->is_int) {
+    diag_error(&S->diag, start(a), "window sizes must be integer literals");
     return false;
   }
-  if (a->num < min) {
-    diag_error(&S->diag, a->loc, "window size must be at least %d; got %s", min,
-               a->text);
+  int v = neg ? -(int)lit->num : (int)lit->num;
+  if (v < min) {
+    diag_error(&S->diag, a->loc, "window size must be at least %d; got %d", min, v);
     return false;
   }
-  *out = (int)a->num;
+  *out = v;
   return true;
 }
 
@@ -711,7 +725,7 @@ static void mask_field(Sema *S, const AstStmt *s, KernelSpec *k) {
     k->mask = window2_mask(S, l, left, right);
     return;
   }
-  diag_error(&S->diag, l, "mask must be none, causal, window(L) or window(L, R)");
+  diag_error(&S->diag, start(v), "mask must be none, causal, window(L) or window(L, R)");
   const char *words[] = {"none", "causal", "window", NULL};
   const char *best = v->kind == AE_IDENT ? diag_closest(v->text, words) : NULL;
   if (best)
@@ -733,7 +747,7 @@ static bool const_field(Sema *S, Scope *sc, const AstStmt *s, double *out) {
     return false;
   bool ok = true;
   if (is_bool(e)) {
-    diag_error(&S->diag, s->value->loc, "%s must be a number; got a boolean", s->name);
+    diag_error(&S->diag, start(s->value), "%s must be a number; got a boolean", s->name);
     ok = false;
   } else {
     *out = eval(e);
@@ -775,14 +789,14 @@ static void func_def(Sema *S, Scope *sc, const AstStmt *s, KernelSpec *k) {
   if (!e)
     return;
   if (is_mask && !is_bool(e)) {
-    diag_error(&S->diag, s->value->loc,
+    diag_error(&S->diag, start(s->value),
                "a mask must be a boolean expression; got a number");
     diag_note(&S->diag, NOLOC, "a mask keeps key k for query q when it is true, e.g. q >= k");
     free_expr(e);
     return;
   }
   if (!is_mask && is_bool(e)) {
-    diag_error(&S->diag, s->value->loc, "a score must be a number; got a boolean");
+    diag_error(&S->diag, start(s->value), "a score must be a number; got a boolean");
     diag_note(&S->diag, NOLOC, "to drop scores, use a mask");
     free_expr(e);
     return;
@@ -969,7 +983,7 @@ static KernelSpec *check_attention(Sema *S, const AstItem *it) {
       double v;
       if (const_field(S, &sc, s, &v)) {
         if (!(v > 0) || !isfinite(v))
-          diag_error(&S->diag, s->value->loc,
+          diag_error(&S->diag, start(s->value),
                      "scale must be a positive constant; got %g", v);
         else
           k->scale = v;
@@ -978,7 +992,7 @@ static KernelSpec *check_attention(Sema *S, const AstItem *it) {
       double v;
       if (const_field(S, &sc, s, &v)) {
         if (!(v >= 0 && v < 1))
-          diag_error(&S->diag, s->value->loc,
+          diag_error(&S->diag, start(s->value),
                      "dropout must be a probability in [0, 1); got %g", v);
         else
           k->dropout = v;
@@ -1156,7 +1170,6 @@ SpecFile *fe_check(const Ast *ast, int *nerrors) {
     if (it->kind != ITEM_SCHEDULE)
       continue;
     Schedule sch = {0};
-    check_schedule(&S, it, &sch);
     int slot = table_get(&names, it->name);
     if (slot < 0) {
       diag_error(&S.diag, it->name_loc, "schedule for unknown attention '%s'",
@@ -1170,8 +1183,10 @@ SpecFile *fe_check(const Ast *ast, int *nerrors) {
       const char *best = diag_closest(it->name, cands);
       if (best)
         diag_note(&S.diag, NOLOC, "did you mean '%s'?", best);
+      check_schedule(&S, it, &sch);
       continue;
     }
+    check_schedule(&S, it, &sch);
     if (sched_of[slot]) {
       diag_error(&S.diag, it->name_loc, "second schedule for attention '%s'",
                  it->name);

@@ -546,7 +546,7 @@ Op *build_for(Builder *b, Value *lo, Value *hi, bool parallel,
               Value *const *inits, int ninits, const char *iv_name) {
   Module *m = b->m;
   Value *ops[2 + 64];
-  Type types[64];
+  Type types[64] = {{0}}; /* zeroed: gcc -O2 warns (falsely) when ninits is 0 */
   assert(ninits <= 64);
   ops[0] = lo;
   ops[1] = hi;
@@ -629,6 +629,10 @@ void op_erase(Op *op) {
 }
 
 void op_move_before(Op *op, Op *before) {
+  /* Moving an op before itself is a no-op; unlinking first would lose the
+   * block it is in (before->parent is op->parent). */
+  if (op == before)
+    return;
   unlink_op(op);
   link_before(op, before->parent, before);
 }

@@ -267,6 +267,13 @@ static fa_status check_o_overlap(Ctx *c) {
   for (int a = 0; a < 4; a++) {
     int d = idx[a];
     if (t->dim[d] <= 1) continue;
+    if (t->stride[d] == 0) {
+      fa_fmt(c->msg, c->len,
+             "o: stride[%d] (%s) is 0 but the dimension has %" PRId64
+             " elements: O would overlap itself",
+             d, dim_names[d], t->dim[d]);
+      return FA_ERR_STRIDE;
+    }
     if (t->stride[d] < span) {
       fa_fmt(c->msg, c->len,
              "o: stride[%d] (%s) is %" PRId64 " but the dimensions inside it span %" PRId64

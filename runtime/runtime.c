@@ -69,8 +69,8 @@ static void cuda_msg(const Driver *cu, char *buf, size_t len, const char *call, 
   const char *name = NULL, *text = NULL;
   if (cu->GetErrorName) cu->GetErrorName(r, &name);
   if (cu->GetErrorString) cu->GetErrorString(r, &text);
-  fa_fmt(buf, len, "%s failed: %s (%s)", call, name ? name : "CUDA_ERROR_UNKNOWN",
-         text ? text : "no description");
+  fa_fmt(buf, len, "%s failed: %s (CUresult %d: %s)", call, name ? name : "unnamed error",
+         (int)r, text ? text : "no description");
 }
 
 static fa_status load_symbols(Driver *cu, char *err, size_t errlen) {
@@ -122,7 +122,7 @@ static fa_status open_driver(Driver *cu, char *err, size_t errlen) {
 /* cuInit's answers that mean "no usable GPU here" rather than a failure. */
 static int means_no_device(CUresult r) {
   return r == CUDA_ERROR_NO_DEVICE || r == CUDA_ERROR_STUB_LIBRARY ||
-         r == CUDA_ERROR_INSUFFICIENT_DRIVER || r == CUDA_ERROR_NOT_INITIALIZED ||
+         r == CUDA_ERROR_NOT_INITIALIZED || r == CUDA_ERROR_DEVICE_UNAVAILABLE ||
          r == CUDA_ERROR_SYSTEM_DRIVER_MISMATCH || r == CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE;
 }
 

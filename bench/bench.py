@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""flashc forward benchmark, run on the GPU machine.
+
+Our kernels (PTX compiled by flashc on the build machine, loaded through the C
+runtime with ctypes) and the peers (PyTorch SDPA with the flash backend =
+FlashAttention-2, SDPA with the cuDNN backend, FlexAttention compiled) run in
+the same process on fresh random inputs. Each of our results is checked against
+a float64 reference on a sample of query rows before it is timed. Timing: CUDA
+events around each call after warm-up, median of the repeats.
+
+    python3 bench/bench.py --ptx-dir .device/bench [--quick] [--json out.json] [--plot out.png]
+
+The PTX directory holds one PTX per configuration, named as bench/configs.py
+says, plus compile_times.json written by scripts/build-bench-kernels.sh.
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "test", "gpu"))
+
+import configs  # noqa: E402
+import flashc_rt  # noqa: E402
+
+
+def median_ms(fn, warmup=5, reps=20):
+    """Median time of fn() in ms, CUDA events, after warm-up."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def fwd_flops(c):
+    f = 4.0 * c["batch"] * c["heads"] * c["seqlen"] * c["seqlen"] * c["head_dim"]
+    return f / 2 if c["causal"] else f
+
+
+def reference_rows(q, k, v, causal, scale, rows):
+    """float64 attention for the query rows `rows` (all batches and heads).
+    q: [B, S, H, D]; k, v: [B, S, Hkv, D]. Returns [B, len(rows), H, D]."""
+    B, S, H, D = q.shape
+    Hkv = k.shape[2]
+    g = H // Hkv
+    qs = q[:, rows].double().permute(0, 2, 1, 3)  # B H r D
+    kk = k.double().permute(0, 2, 1, 3).repeat_interleave(g, dim=1)
+    vv = v.double().permute(0, 2, 1, 3).repeat_interleave(g, dim=1)
+    s = torch.matmul(qs, kk.transpose(-1, -2)) * scale
+    if causal:
+        kidx = torch.arange(S, device=q.device)
+        keep = kidx[None, :] <= rows[:, None]  # seqlen_q == seqlen_k: aligned
+        s = s.masked_fill(~keep[None, None], float("-inf"))
+    p = torch.softmax(s, dim=-1)
+    return torch.matmul(p, vv).permute(0, 2, 1, 3)
+
+
+def reference_rows_lowp(q, k, v, causal, scale, rows):
+    """The same math in the input dtype (FlashAttention's `pt` baseline)."""
+    B, S, H, D = q.shape
+    g = H // k.shape[2]
+    qs = q[:, rows].permute(0, 2, 1, 3)
+    kk = k.permute(0, 2, 1, 3).repeat_interleave(g, dim=1)
+    vv = v.permute(0, 2, 1, 3).repeat_interleave(g, dim=1)
+    s = torch.matmul(qs, kk.transpose(-1, -2)) * scale
+    if causal:
+        kidx = torch.arange(S, device=q.device)
+        keep = kidx[None, :] <= rows[:, None]
+        s = s.masked_fill(~keep[None, None], float("-inf"))
+    p = torch.softmax(s.float(), dim=-1).to(q.dtype)
+    return torch.matmul(p, vv).permute(0, 2, 1, 3)
+
+
+def check(out, q, k, v, causal, scale):
+    S = q.shape[1]
+    g = torch.Generator(device="cpu").manual_seed(0)
+    rows = torch.randperm(S, generator=g)[: min(S, 192)].sort().values.to(q.device)
+    ref = reference_rows(q, k, v, causal, scale, rows)
+    pt = reference_rows_lowp(q, k, v, causal, scale, rows)
+    got = out[:, rows].double()
+    err = (got - ref).abs().max().item()
+    bound = 2 * (pt.double() - ref).abs().max().item() + 1e-5
+    ok = math.isfinite(err) and err <= bound and not torch.isnan(out).any().item()
+    return ok, err, bound
+
+
+def peer_sdpa(backend, q, k, v, causal, scale, gqa):
+    from torch.nn.attention import sdpa_kernel
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    def run():
+        with sdpa_kernel(backend):
+            return torch.nn.functional.scaled_dot_product_attention(
+                qt, kt, vt, is_causal=causal, scale=scale, enable_gqa=gqa)
+    return run
+
+
+_flex_cache = {}
+
+
+def peer_flex(q, k, v, causal, scale, gqa):
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    if "fn" not in _flex_cache:
+        _flex_cache["fn"] = torch.compile(flex_attention, dynamic=False)
+    fn = _flex_cache["fn"]
+    qt, kt, vt = (x.transpose(1, 2).contiguous() for x in (q, k, v))
+    B, H, S, D = qt.shape
+    bm = None
+    if causal:
+        bm = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, S, S, device=q.device)
+    return lambda: fn(qt, kt, vt, block_mask=bm, scale=scale, enable_gqa=gqa)
+
+
+def run_config(rt, c, ptx_dir, args):
+    dev = torch.device("cuda")
+    dtype = torch.bfloat16 if c["dtype"] == "bf16" else torch.float16
+    B, S, H, Hkv, D = c["batch"], c["seqlen"], c["heads"], c["kv_heads"], c["head_dim"]
+    scale = 1.0 / math.sqrt(D)
+    q = torch.randn(B, S, H, D, device=dev, dtype=dtype)
+    k = torch.randn(B, S, Hkv, D, device=dev, dtype=dtype)
+    v = torch.randn(B, S, Hkv, D, device=dev, dtype=dtype)
+    flops = fwd_flops(c)
+    row = dict(c)
+    path = os.path.join(ptx_dir, configs.kernel_name(c) + ".ptx")
+    t0 = time.perf_counter()
+    mod = rt.load_ptx(path)
+    row["load_ms"] = (time.perf_counter() - t0) * 1e3
+    o = torch.full_like(q[..., : c["head_dim"]], float("nan"))
+    mod.forward(q, k, v, o)
+    torch.cuda.synchronize()
+    ok, err, bound = check(o, q, k, v, c["causal"], scale)
+    row.update(ok=ok, err=err, bound=bound)
+    if ok:
+        row["flashc_ms"] = median_ms(lambda: mod.forward(q, k, v, o), reps=args.reps)
+    peers = {}
+    from torch.nn.attention import SDPBackend
+    gqa = H != Hkv
+    peers["fa2"] = lambda: peer_sdpa(SDPBackend.FLASH_ATTENTION, q, k, v, c["causal"], scale, gqa)
+    peers["cudnn"] = lambda: peer_sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v, c["causal"], scale, gqa)
+    if not args.no_flex:
+        peers["flex"] = lambda: peer_flex(q, k, v, c["causal"], scale, gqa)
+    for name, make in peers.items():
+        try:
+            row[name + "_ms"] = median_ms(make(), reps=args.reps)
+        except Exception as e:  # a peer that does not support the config
+            row[name + "_ms"] = None
+            row[name + "_error"] = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+    for name in ["flashc"] + list(peers):
+        ms = row.get(name + "_ms")
+        row[name + "_tflops"] = flops / (ms * 1e-3) / 1e12 if ms else None
+    mod.close()
+    del q, k, v, o
+    torch.cuda.empty_cache()
+    return row
+
+
+def fmt(x, w=7, p=1):
+    return f"{x:{w}.{p}f}" if isinstance(x, (int, float)) and x is not None else f"{'-':>{w}}"
+
+
+def print_table(rows):
+    print(f"{'D':>4} {'B':>3} {'H':>3} {'Hkv':>3} {'causal':>6} {'S':>6} | {'flashc':>7} {'FA2':>7} {'cuDNN':>7} {'Flex':>7} | {'/FA2':>5} {'/cuDNN':>6} {'/Flex':>5} | ok")
+    for r in rows:
+        f = r.get("flashc_tflops")
+        def ratio(p):
+            t = r.get(p + "_tflops")
+            return f / t if f and t else None
+        print(f"{r['head_dim']:>4} {r['batch']:>3} {r['heads']:>3} {r['kv_heads']:>3} {str(r['causal']):>6} {r['seqlen']:>6} | "
+              f"{fmt(f)} {fmt(r.get('fa2_tflops'))} {fmt(r.get('cudnn_tflops'))} {fmt(r.get('flex_tflops'))} | "
+              f"{fmt(ratio('fa2'), 5, 2)} {fmt(ratio('cudnn'), 6, 2)} {fmt(ratio('flex'), 5, 2)} | {'yes' if r['ok'] else 'NO'}")
+
+
+def plot(rows, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("bench: matplotlib missing, no plot")
+        return
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["head_dim"], r["causal"], r["heads"], r["kv_heads"], r["dtype"]), []).append(r)
+    n = len(groups)
+    fig, axes = plt.subplots(1, n, figsize=(4.5 * n, 4), squeeze=False)
+    for ax, (key, rs) in zip(axes[0], sorted(groups.items())):
+        rs = sorted(rs, key=lambda r: r["seqlen"])
+        xs = [r["seqlen"] for r in rs]
+        for name, label in [("flashc", "flashc"), ("fa2", "FlashAttention-2 (SDPA)"), ("cudnn", "cuDNN (SDPA)"), ("flex", "FlexAttention")]:
+            ys = [r.get(name + "_tflops") for r in rs]
+            if any(y for y in ys):
+                ax.plot(xs, [y if y else float("nan") for y in ys], marker="o", label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(xs)
+        ax.set_xticklabels([f"{x // 1024}k" if x >= 1024 else str(x) for x in xs])
+        ax.set_title(f"d={key[0]} {'causal' if key[1] else 'non-causal'} H={key[2]}/{key[3]} {key[4]}")
+        ax.set_xlabel("sequence length")
+        ax.set_ylabel("TFLOP/s")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"bench: plot written to {path}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ptx-dir", default=".device/bench")
+    ap.add_argument("--lib", default=None, help="path of libflashc_runtime.so")
+    ap.add_argument("--quick", action="store_true", help="a few configurations only")
+    ap.add_argument("--only", default=None, help="substring filter on kernel names")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--no-flex", action="store_true")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--plot", default=None)
+    args = ap.parse_args()
+    torch.manual_seed(int(time.time()))
+    rt = flashc_rt.Runtime(args.lib)
+    rows = []
+    for c in configs.forward_grid(quick=args.quick):
+        if args.only and args.only not in configs.kernel_name(c):
+            continue
+        r = run_config(rt, c, args.ptx_dir, args)
+        rows.append(r)
+        print(f"bench: {configs.kernel_name(c)} S={c['seqlen']} B={c['batch']}: ok={r['ok']} err={r['err']:.2e} (bound {r['bound']:.2e})"
+              f" flashc={fmt(r.get('flashc_tflops'))} fa2={fmt(r.get('fa2_tflops'))} cudnn={fmt(r.get('cudnn_tflops'))} flex={fmt(r.get('flex_tflops'))} TFLOP/s", flush=True)
+    ct = os.path.join(args.ptx_dir, "compile_times.json")
+    compile_times = json.load(open(ct)) if os.path.exists(ct) else {}
+    if compile_times:
+        print("\ncompile time, spec to PTX (build machine) and PTX to loaded module (here):")
+        loads = {}
+        for r in rows:
+            loads.setdefault(configs.kernel_name(r), r["load_ms"])
+        for name, ms in sorted(compile_times.items()):
+            print(f"  {name:40s} {ms:8.1f} ms   load {fmt(loads.get(name), 8, 1)} ms")
+    out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+           "date": time.strftime("%Y-%m-%d"), "rows": rows, "compile_ms": compile_times}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    if args.plot:
+        plot(rows, args.plot)
+    print(f"\nforward, {out['device']}, torch {out['torch']}, TFLOP/s (median of {args.reps}):")
+    print_table(rows)
+    bad = [r for r in rows if not r["ok"]]
+    print(f"\n{len(rows) - len(bad)} passed, {len(bad)} failed")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

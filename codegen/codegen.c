@@ -1,0 +1,226 @@
+/* codegen.c - cg_emit: the module's kernels through every codegen stage. */
+#include "codegen/codegen.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/cg_builder.h"
+#include "codegen/cg_context.h"
+#include "codegen/lower.h"
+#include "codegen/mlir_to_ptx.h"
+#include "codegen/ptxas.h"
+
+void cg_options_init(CgOptions *o) {
+  memset(o, 0, sizeof *o);
+  o->target = "sm_90a";
+  o->opt_level = 3;
+}
+
+/* Hopper features need PTX 8.0; Ampere code is emitted at the same ISA
+ * version so one toolchain covers both. */
+static const char *ptx_features(const char *target) {
+  (void)target;
+  return "+ptx80";
+}
+
+/* ----------------------------------------------------------- metadata */
+
+static void meta_kernel(CgStrBuf *sb, const Func *f, const CgKernelInfo *ki, const CgOptions *o) {
+  const AttrList *a = &f->attrs;
+  int hd = (int)attr_int(a, "head_dim", 0);
+  cg_strbuf_puts(sb, "// flashc.meta version 1\n");
+  cg_strbuf_printf(sb, "// flashc.meta kernel %s\n", f->name);
+  cg_strbuf_printf(sb, "// flashc.meta mode %s\n", attr_str(a, "mode", "forward"));
+  cg_strbuf_printf(sb, "// flashc.meta dtype %s\n", attr_str(a, "dtype", "bf16"));
+  cg_strbuf_printf(sb, "// flashc.meta head_dim %d\n", hd);
+  cg_strbuf_printf(sb, "// flashc.meta v_head_dim %d\n", (int)attr_int(a, "v_head_dim", hd));
+  cg_strbuf_printf(sb, "// flashc.meta heads %d\n", (int)attr_int(a, "heads", 0));
+  cg_strbuf_printf(sb, "// flashc.meta kv_heads %d\n", (int)attr_int(a, "kv_heads", 0));
+  cg_strbuf_printf(sb, "// flashc.meta mask %s\n", attr_str(a, "mask", "none"));
+  cg_strbuf_printf(sb, "// flashc.meta scale %.9g\n", attr_float(a, "scale", 1.0));
+  cg_strbuf_printf(sb, "// flashc.meta tile_q %d\n", (int)attr_int(a, "tile_q", 0));
+  cg_strbuf_printf(sb, "// flashc.meta tile_kv %d\n", (int)attr_int(a, "tile_kv", 0));
+  cg_strbuf_printf(sb, "// flashc.meta warps %d\n", (int)attr_int(a, "warps", 4));
+  cg_strbuf_printf(sb, "// flashc.meta stages %d\n", (int)attr_int(a, "stages", 1));
+  cg_strbuf_printf(sb, "// flashc.meta threads %d\n", ki->threads);
+  cg_strbuf_printf(sb, "// flashc.meta smem_bytes %d\n", ki->smem_bytes);
+  cg_strbuf_printf(sb, "// flashc.meta grid %s\n",
+                   ki->parallel_loops >= 3 ? "q_tiles,heads,batch" : "1,heads,batch");
+  cg_strbuf_printf(sb, "// flashc.meta workspace_floats_per_row %d\n",
+                   ki->workspace_floats_per_row);
+  cg_strbuf_printf(sb, "// flashc.meta target %s\n", o->target);
+  cg_strbuf_printf(sb, "// flashc.meta passes %s\n", o->passes && o->passes[0] ? o->passes : "none");
+}
+
+/* ------------------------------------------------------------ emitting */
+
+typedef struct Emit {
+  const Module *m;
+  const CgOptions *o;
+  CgContext *cc;
+  CgBuilder b;
+  MlirOperation module;
+  CgKernelInfo *info;
+  CgTimes times;
+  CgStrBuf out;
+} Emit;
+
+static void put_text(MlirStringRef s, void *user) { cg_strbuf_append(user, s.data, s.length); }
+
+/* Builds builtin.module { gpu.module @flashc { smem; gpu.func per kernel } }. */
+static int build_module(Emit *E) {
+  double t0 = cg_now_ms();
+  cg_builder_init(&E->b, E->cc);
+  E->module = cg_module_create(&E->b);
+  cg_builder_set_block(&E->b, cg_module_body(E->module));
+  MlirBlock gm = cg_gpu_module(&E->b, "flashc", E->o->target, ptx_features(E->o->target));
+  cg_builder_set_block(&E->b, gm);
+  cg_dynamic_smem_global(&E->b, CG_SMEM_SYMBOL);
+  int rc = 0;
+  for (int i = 0; i < E->m->nfuncs && rc == 0; i++)
+    rc = cg_lower_kernel(E->cc, gm, E->m->funcs[i], &E->info[i]);
+  if (rc == 0 && !mlirOperationVerify(E->module)) {
+    if (cg_context_error_count(E->cc) == 0)
+      cg_context_error(E->cc, mlirOperationGetLocation(E->module),
+                       "internal error: the generated MLIR does not verify");
+    rc = -1;
+  }
+  E->times.build += cg_now_ms() - t0;
+  return rc;
+}
+
+static void fill_stats(Emit *E, CgStats *s, const char *ptx, size_t len) {
+  memset(s, 0, sizeof *s);
+  s->ms_build = E->times.build;
+  s->ms_mlir_passes = E->times.mlir_passes;
+  s->ms_translate = E->times.translate;
+  s->ms_llvm_opt = E->times.llvm_opt;
+  s->ms_llvm_codegen = E->times.llvm_codegen;
+  s->smem_dynamic_bytes = E->m->nfuncs ? E->info[0].smem_bytes : 0;
+  s->registers = s->smem_static_bytes = s->spill_stores = s->spill_loads = s->stack_bytes = -1;
+  if (!ptx)
+    return;
+  CgPtxasInfo pi = {0};
+  double t0 = cg_now_ms();
+  if (cg_run_ptxas(E->o->ptxas, E->o->target, ptx, len, NULL, &pi, NULL) == 0) {
+    s->registers = pi.registers;
+    s->smem_static_bytes = pi.smem_bytes;
+    s->spill_stores = pi.spill_stores;
+    s->spill_loads = pi.spill_loads;
+    s->stack_bytes = pi.stack_bytes;
+  }
+  s->ms_ptxas = cg_now_ms() - t0;
+}
+
+/* MLIR -> LLVM IR / PTX (with the metadata first). */
+static int to_llvm_or_ptx(Emit *E, CgStage stage) {
+  MlirModule dev;
+  if (cg_lower_gpu_module(E->cc, E->module, &dev, &E->times))
+    return -1;
+  CgStrBuf body;
+  cg_strbuf_init(&body);
+  int rc = cg_translate(E->cc, dev, E->o->target, ptx_features(E->o->target), E->o->opt_level,
+                        stage == CG_STAGE_LLVM ? &body : NULL,
+                        stage == CG_STAGE_LLVM ? NULL : &body, &E->times);
+  mlirModuleDestroy(dev);
+  /* A libdevice call would only fail later, in ptxas or at load time. */
+  if (rc == 0 && stage != CG_STAGE_LLVM && body.data && strstr(body.data, ".extern .func")) {
+    cg_context_error(E->cc, mlirOperationGetLocation(E->module),
+                     "internal error: the PTX calls an external (libdevice) function");
+    rc = -1;
+  }
+  if (rc == 0) {
+    if (stage != CG_STAGE_LLVM)
+      for (int i = 0; i < E->m->nfuncs; i++)
+        meta_kernel(&E->out, E->m->funcs[i], &E->info[i], E->o);
+    cg_strbuf_append(&E->out, body.data ? body.data : "", body.len);
+  }
+  cg_strbuf_free(&body);
+  return rc;
+}
+
+static int to_cubin(Emit *E) {
+  CgStrBuf cubin, log;
+  cg_strbuf_init(&cubin);
+  cg_strbuf_init(&log);
+  CgPtxasInfo pi;
+  double t0 = cg_now_ms();
+  int rc = cg_run_ptxas(E->o->ptxas, E->o->target, E->out.data, E->out.len, &cubin, &pi, &log);
+  E->times.ptxas += cg_now_ms() - t0;
+  if (rc != 0) {
+    MlirLocation loc = mlirLocationUnknownGet(cg_context_mlir(E->cc));
+    if (rc < 0)
+      cg_context_error(E->cc, loc, "ptxas could not be run (is it on PATH?)");
+    else
+      cg_context_error(E->cc, loc, "ptxas rejected the PTX:\n%s", log.data ? log.data : "");
+  } else {
+    cg_strbuf_free(&E->out);
+    E->out = cubin;
+    cg_strbuf_init(&cubin);
+  }
+  cg_strbuf_free(&cubin);
+  cg_strbuf_free(&log);
+  return rc ? -1 : 0;
+}
+
+static int run_stages(Emit *E, CgStage stage) {
+  if (build_module(E))
+    return -1;
+  switch (stage) {
+  case CG_STAGE_META:
+    for (int i = 0; i < E->m->nfuncs; i++)
+      meta_kernel(&E->out, E->m->funcs[i], &E->info[i], E->o);
+    return 0;
+  case CG_STAGE_MLIR:
+    mlirOperationPrint(E->module, put_text, &E->out);
+    cg_strbuf_puts(&E->out, "\n");
+    return 0;
+  case CG_STAGE_LLVM:
+  case CG_STAGE_PTX:
+    return to_llvm_or_ptx(E, stage);
+  case CG_STAGE_CUBIN:
+    return to_llvm_or_ptx(E, CG_STAGE_PTX) || to_cubin(E);
+  }
+  return -1;
+}
+
+int cg_emit(const Module *m, CgStage stage, const CgOptions *opts, char **out, size_t *outlen,
+            char *err, size_t errlen) {
+  CgOptions dflt;
+  if (!opts) {
+    cg_options_init(&dflt);
+    opts = &dflt;
+  }
+  CgOptions o = *opts;
+  if (!o.target)
+    o.target = "sm_90a";
+  *out = NULL;
+  if (outlen)
+    *outlen = 0;
+  if (err && errlen)
+    err[0] = 0;
+  Emit E;
+  memset(&E, 0, sizeof E);
+  E.m = m;
+  E.o = &o;
+  E.cc = cg_context_create();
+  E.info = calloc((size_t)(m->nfuncs ? m->nfuncs : 1), sizeof *E.info);
+  cg_strbuf_init(&E.out);
+  int rc = (E.cc && E.info) ? run_stages(&E, stage) : -1;
+  if (rc == 0 && o.stats)
+    fill_stats(&E, o.stats, stage == CG_STAGE_PTX ? E.out.data : NULL, E.out.len);
+  if (rc == 0 && o.stats && stage == CG_STAGE_CUBIN)
+    o.stats->ms_ptxas = E.times.ptxas;
+  if (rc == 0) {
+    *out = cg_strbuf_take(&E.out, outlen);
+  } else if (err && errlen) {
+    snprintf(err, errlen, "%s", E.cc ? cg_context_diagnostics(E.cc) : "flashc: out of memory\n");
+  }
+  cg_strbuf_free(&E.out);
+  if (!mlirOperationIsNull(E.module))
+    mlirOperationDestroy(E.module);
+  free(E.info);
+  cg_context_destroy(E.cc);
+  return rc;
+}

@@ -1,0 +1,533 @@
+/* lower.c - tile IR kernel -> gpu.func: the walk, scalars, control flow.
+ *
+ * The walk visits each op of the kernel in order and lowers it on its own
+ * (no pattern over the whole kernel): scalar ops become one arith op, tile
+ * ops go to lower_tiles.c (registers) or lower_mem.c (global and shared
+ * memory). Control flow:
+ *   - `for ... parallel`: one iteration per thread block; the k-th parallel
+ *     loop of the nest takes grid dimension z, y, x in that order (batch,
+ *     heads, Q tiles: docs/abi.md), guarded by iv < hi;
+ *   - `for ... sequential`: scf.for over i64 with the iter_args flattened to
+ *     the per-thread SSA values of each tile;
+ *   - `if`: scf.if, results flattened the same way.
+ */
+#include <assert.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/lower.h"
+#include "codegen/lower_internal.h"
+#include "mlir-c/BuiltinTypes.h"
+
+/* ---------------------------------------------------------- memory, map */
+
+void *lw_alloc(Lowerer *L, size_t size) {
+  void *p = calloc(1, size ? size : 1);
+  if (!p) {
+    fputs("flashc: out of memory\n", stderr);
+    abort();
+  }
+  if (L->nallocs == L->capallocs) {
+    L->capallocs = L->capallocs ? 2 * L->capallocs : 256;
+    L->allocs = realloc(L->allocs, sizeof(void *) * (size_t)L->capallocs);
+    if (!L->allocs)
+      abort();
+  }
+  L->allocs[L->nallocs++] = p;
+  return p;
+}
+
+static size_t hash_ptr(const void *p, int cap) {
+  uintptr_t x = (uintptr_t)p;
+  x ^= x >> 17;
+  x *= 0x9E3779B97F4A7C15ull;
+  return (size_t)(x >> 7) & (size_t)(cap - 1);
+}
+
+static void map_grow(Lowerer *L) {
+  int oldcap = L->map_cap;
+  const Value **ok = L->keys;
+  CgVal **ov = L->vals;
+  L->map_cap = oldcap ? oldcap * 2 : 1024;
+  L->keys = calloc((size_t)L->map_cap, sizeof *L->keys);
+  L->vals = calloc((size_t)L->map_cap, sizeof *L->vals);
+  if (!L->keys || !L->vals)
+    abort();
+  L->map_n = 0;
+  for (int i = 0; i < oldcap; i++)
+    if (ok[i])
+      lw_set(L, ok[i], ov[i]);
+  free(ok);
+  free(ov);
+}
+
+void lw_set(Lowerer *L, const Value *v, CgVal *cv) {
+  if (2 * (L->map_n + 1) > L->map_cap)
+    map_grow(L);
+  size_t i = hash_ptr(v, L->map_cap);
+  while (L->keys[i] && L->keys[i] != v)
+    i = (i + 1) & (size_t)(L->map_cap - 1);
+  if (!L->keys[i])
+    L->map_n++;
+  L->keys[i] = v;
+  L->vals[i] = cv;
+}
+
+CgVal *lw_get(Lowerer *L, const Value *v) {
+  if (L->map_cap) {
+    size_t i = hash_ptr(v, L->map_cap);
+    while (L->keys[i]) {
+      if (L->keys[i] == v)
+        return L->vals[i];
+      i = (i + 1) & (size_t)(L->map_cap - 1);
+    }
+  }
+  return NULL;
+}
+
+/* ---------------------------------------------------------- diagnostics */
+
+void lw_set_loc(Lowerer *L, const Op *op) {
+  const SrcLoc *s = &op->loc;
+  if (s->file && s->line > 0)
+    cg_builder_set_loc(&L->b, s->file, s->line, s->col);
+  else if (L->f->loc.file)
+    cg_builder_set_loc(&L->b, L->f->loc.file, L->f->loc.line, L->f->loc.col);
+}
+
+void lw_error(Lowerer *L, const Op *op, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (op)
+    lw_set_loc(L, op);
+  cg_context_error(L->cc, L->b.loc, "codegen: %s%s%s", op ? op_name(op->kind) : "",
+                   op ? ": " : "", msg);
+  L->failed = true;
+}
+
+/* ------------------------------------------------------------- values */
+
+MlirType lw_elem_type(Lowerer *L, ElemType e) {
+  switch (e) {
+  case ELEM_I1: return L->b.i1;
+  case ELEM_INDEX: return L->b.i64;
+  case ELEM_F16: return L->b.f16;
+  case ELEM_BF16: return L->b.bf16;
+  case ELEM_F32: return L->b.f32;
+  case ELEM_NONE: break;
+  }
+  return L->b.f32;
+}
+
+CgVal *lw_scalar(Lowerer *L, Type t, MlirValue v) {
+  CgVal *cv = lw_alloc(L, sizeof *cv);
+  cv->kind = CV_SCALAR;
+  cv->type = t;
+  cv->v = v;
+  cv->async_seq = -1;
+  return cv;
+}
+
+int lw_flat_count(Lowerer *L, const CgVal *cv) {
+  (void)L;
+  switch (cv->kind) {
+  case CV_SCALAR: return 1;
+  case CV_TILE: return cv->ne;
+  case CV_SMEM: return 0;
+  }
+  return 0;
+}
+
+void lw_flatten(Lowerer *L, const CgVal *cv, MlirValue *out) {
+  (void)L;
+  if (cv->kind == CV_SCALAR) {
+    out[0] = cv->v;
+    return;
+  }
+  for (int i = 0; i < cv->ne; i++)
+    out[i] = cv->splat ? cv->v : cv->e[i];
+}
+
+CgVal *lw_unflatten(Lowerer *L, Type t, const MlirValue *in) {
+  if (t.kind == TYPE_SCALAR)
+    return lw_scalar(L, t, in[0]);
+  TileGeom g;
+  if (!lw_geom(L, t, &g, NULL))
+    return NULL;
+  CgVal *cv = lw_tile(L, t, &g);
+  for (int i = 0; i < cv->ne; i++)
+    cv->e[i] = in[i];
+  return cv;
+}
+
+/* How many MLIR values an IR type flattens to (tile: its element count). */
+static int type_flat_count(Lowerer *L, Type t, const Op *op) {
+  if (t.kind == TYPE_SCALAR)
+    return 1;
+  TileGeom g;
+  if (!lw_geom(L, t, &g, op))
+    return -1;
+  CgVal tmp = {.kind = CV_TILE, .g = g};
+  tmp.ne = g.cls == TC_ONE ? 1 : g.cls == TC_ROWV ? 2 * g.nm : g.cls == TC_COLV ? 2 * g.nn
+                                                                  : 4 * g.nm * g.nn;
+  return tmp.ne;
+}
+
+/* -------------------------------------------------------- scalar ops */
+
+static void lower_const(Lowerer *L, const Op *op) {
+  Type t = op->results[0]->type;
+  double v = attr_float(&op->attrs, "value", 0.0);
+  MlirType mt = lw_elem_type(L, t.elem);
+  MlirValue r;
+  if (t.elem == ELEM_INDEX || t.elem == ELEM_I1)
+    r = cg_const_int(&L->b, mt, (int64_t)v);
+  else
+    r = cg_const_float(&L->b, mt, v);
+  lw_set(L, op->results[0], lw_scalar(L, t, r));
+}
+
+/* ------------------------------------------------------- control flow */
+
+static void lower_block(Lowerer *L, const Block *blk);
+
+/* Flattens the operands of a yield into vals; returns their count. */
+static int flatten_yield(Lowerer *L, const Op *y, MlirValue *vals, int cap) {
+  int n = 0;
+  for (int i = 0; y && i < y->noperands; i++) {
+    CgVal *cv = lw_get(L, y->operands[i]);
+    if (!cv) {
+      lw_error(L, y, "operand %d has no lowered value", i);
+      return 0;
+    }
+    if (cv->kind == CV_SMEM) {
+      lw_error(L, y, "a shared-memory tile cannot be carried by a loop or if");
+      return 0;
+    }
+    int k = lw_flat_count(L, cv);
+    if (n + k > cap) {
+      lw_error(L, y, "too many values carried (%d)", n + k);
+      return 0;
+    }
+    lw_flatten(L, cv, vals + n);
+    n += k;
+  }
+  return n;
+}
+
+enum { MAX_CARRIED = 4096 };
+
+/* Lowers `blk` into the MLIR block `into` and ends it with scf.yield of the
+ * block's yield operands. Async copies issued inside are waited for before
+ * the yield (the next iteration or the code after must see them done). */
+static void lower_region(Lowerer *L, const Block *blk, MlirBlock into) {
+  MlirBlock saved = L->b.block;
+  int mark = L->next_seq;
+  Pending saved_pending[32];
+  int saved_np = L->npending;
+  memcpy(saved_pending, L->pending, sizeof saved_pending);
+  cg_builder_set_block(&L->b, into);
+  lower_block(L, blk);
+  lw_flush_async(L, mark);
+  Op *term = block_terminator((Block *)blk);
+  MlirValue *vals = lw_alloc(L, sizeof(MlirValue) * MAX_CARRIED);
+  int n = (term && term->kind == OP_YIELD) ? flatten_yield(L, term, vals, MAX_CARRIED) : 0;
+  if (term)
+    lw_set_loc(L, term);
+  cg_yield(&L->b, vals, n);
+  cg_builder_set_block(&L->b, saved);
+  /* Groups that were pending before the region may or may not have been
+   * waited for inside it (the region may not run): keep them pending. */
+  memcpy(L->pending, saved_pending, sizeof saved_pending);
+  L->npending = saved_np;
+}
+
+static const char *const grid_dims[3] = {"z", "y", "x"};
+
+/* A parallel loop: this thread block's iteration is lo + block id. */
+static void lower_parallel_for(Lowerer *L, const Op *op) {
+  if (op->noperands != 2 || op->nresults != 0) {
+    lw_error(L, op, "a parallel loop with iter_args is not supported");
+    return;
+  }
+  if (L->parallel_seen >= 3) {
+    lw_error(L, op, "more than three nested parallel loops (the grid has three dims)");
+    return;
+  }
+  CgBuilder *b = &L->b;
+  MlirValue lo = lw_get(L, op->operands[0])->v, hi = lw_get(L, op->operands[1])->v;
+  MlirValue bid = cg_int_cast(b, cg_block_id(b, grid_dims[L->parallel_seen++]), b->i64);
+  MlirValue iv = cg_addi(b, lo, bid);
+  lw_set(L, for_iv((Op *)op), lw_scalar(L, type_index(), iv));
+  MlirBlock then_block;
+  cg_if(b, cg_cmpi(b, "slt", iv, hi), NULL, 0, false, &then_block, NULL);
+  lower_region(L, for_body((Op *)op), then_block);
+}
+
+static MlirType *flat_types(Lowerer *L, const Op *op, int *n) {
+  int total = 0;
+  for (int i = 0; i < op->nresults; i++) {
+    int k = type_flat_count(L, op->results[i]->type, op);
+    if (k < 0)
+      return NULL;
+    total += k;
+  }
+  MlirType *types = lw_alloc(L, sizeof(MlirType) * (size_t)(total ? total : 1));
+  int at = 0;
+  for (int i = 0; i < op->nresults; i++) {
+    Type t = op->results[i]->type;
+    int k = type_flat_count(L, t, op);
+    MlirType et = lw_elem_type(L, t.elem);
+    for (int j = 0; j < k; j++)
+      types[at++] = et;
+  }
+  *n = total;
+  return types;
+}
+
+/* Binds an op's results (or a block's args from `first`) to the flattened
+ * MLIR values of an scf op. */
+static void bind_flat(Lowerer *L, Value **irvals, int nir, MlirValue (*get)(void *, int),
+                      void *src, int first) {
+  int at = first;
+  for (int i = 0; i < nir; i++) {
+    Type t = irvals[i]->type;
+    int k = type_flat_count(L, t, NULL);
+    MlirValue tmp[MAX_CARRIED];
+    for (int j = 0; j < k && j < MAX_CARRIED; j++)
+      tmp[j] = get(src, at + j);
+    at += k;
+    CgVal *cv = lw_unflatten(L, t, tmp);
+    if (cv)
+      lw_set(L, irvals[i], cv);
+  }
+}
+
+static MlirValue get_result(void *op, int i) { return mlirOperationGetResult(*(MlirOperation *)op, i); }
+static MlirValue get_arg(void *blk, int i) { return mlirBlockGetArgument(*(MlirBlock *)blk, i); }
+
+static void lower_seq_for(Lowerer *L, const Op *op) {
+  CgBuilder *b = &L->b;
+  MlirValue lo = lw_get(L, op->operands[0])->v, hi = lw_get(L, op->operands[1])->v;
+  int ninit = 0;
+  MlirType *types = flat_types(L, op, &ninit);
+  if (!types)
+    return;
+  MlirValue *inits = lw_alloc(L, sizeof(MlirValue) * (size_t)(ninit ? ninit : 1));
+  int at = 0;
+  for (int i = 2; i < op->noperands; i++) {
+    CgVal *cv = lw_get(L, op->operands[i]);
+    lw_flatten(L, cv, inits + at);
+    at += lw_flat_count(L, cv);
+  }
+  if (at != ninit) {
+    lw_error(L, op, "iter_args do not match the loop's results");
+    return;
+  }
+  /* Iteration counts fit in 32 bits; i64 keeps offsets exact. */
+  MlirBlock body;
+  MlirOperation forop = cg_for(b, lo, hi, cg_const_i64(b, 1), inits, ninit, &body);
+  Block *irbody = for_body((Op *)op);
+  lw_set(L, for_iv((Op *)op), lw_scalar(L, type_index(), mlirBlockGetArgument(body, 0)));
+  bind_flat(L, irbody->args + 1, irbody->nargs - 1, get_arg, &body, 1);
+  /* Warps may still read shared memory of the previous iteration. */
+  L->smem_read_since_barrier = true;
+  lower_region(L, irbody, body);
+  L->smem_read_since_barrier = true;
+  bind_flat(L, op->results, op->nresults, get_result, &forop, 0);
+  (void)types;
+}
+
+static void lower_for(Lowerer *L, const Op *op) {
+  if (for_is_parallel((Op *)op))
+    lower_parallel_for(L, op);
+  else
+    lower_seq_for(L, op);
+}
+
+static void lower_if(Lowerer *L, const Op *op) {
+  int n = 0;
+  MlirType *types = flat_types(L, op, &n);
+  if (!types)
+    return;
+  CgVal *c = lw_get(L, op->operands[0]);
+  if (c->kind != CV_SCALAR) {
+    lw_error(L, op, "the condition must be a scalar");
+    return;
+  }
+  MlirBlock tb, eb;
+  bool has_else = op->nregions > 1 && (op->regions[1]->first || n > 0);
+  MlirOperation ifop = cg_if(&L->b, c->v, types, n, has_else, &tb, &eb);
+  bool saved = L->smem_read_since_barrier;
+  lower_region(L, op->regions[0], tb);
+  bool after_then = L->smem_read_since_barrier;
+  L->smem_read_since_barrier = saved;
+  if (has_else)
+    lower_region(L, op->regions[1], eb);
+  L->smem_read_since_barrier = L->smem_read_since_barrier || after_then;
+  bind_flat(L, op->results, op->nresults, get_result, &ifop, 0);
+}
+
+/* ------------------------------------------------------------ dispatch */
+
+static void lower_op(Lowerer *L, const Op *op) {
+  lw_set_loc(L, op);
+  for (int i = 0; i < op->noperands; i++)
+    if (!lw_get(L, op->operands[i])) {
+      lw_error(L, op, "operand %d was not lowered", i);
+      return;
+    }
+  switch (op->kind) {
+  case OP_CONST: lower_const(L, op); break;
+  case OP_FULL: lw_full(L, op); break;
+  case OP_IOTA: lw_iota(L, op); break;
+  case OP_TILE_SIZE:
+    lw_error(L, op, "tile sizes are still symbolic: the tiling pass must run before codegen");
+    break;
+  case OP_LOAD: lw_load(L, op); break;
+  case OP_STORE: lw_store(L, op); break;
+  case OP_MATMUL: lw_matmul(L, op); break;
+  case OP_ROWMAX:
+  case OP_ROWSUM: lw_reduce_rows(L, op); break;
+  case OP_XWARP_REDUCE: lw_xwarp_reduce(L, op); break;
+  case OP_FOR: lower_for(L, op); break;
+  case OP_IF: lower_if(L, op); break;
+  case OP_YIELD: break; /* handled by the region's owner */
+  case OP_RETURN: break; /* gpu.return is added at the end of the kernel */
+  default: lw_elementwise(L, op); break;
+  }
+}
+
+static void lower_block(Lowerer *L, const Block *blk) {
+  for (const Op *op = blk->first; op && !L->failed; op = op->next)
+    lower_op(L, op);
+}
+
+/* --------------------------------------------------------- the kernel */
+
+/* Number of nested parallel loops (they map onto the grid). */
+static void count_parallel(Op *op, void *ctx) {
+  if (op->kind == OP_FOR && for_is_parallel(op))
+    (*(int *)ctx)++;
+}
+
+int lw_count_parallel(const Func *f) {
+  int n = 0;
+  func_walk((Func *)f, count_parallel, &n);
+  return n;
+}
+
+/* ABI parameter types, in order (docs/abi.md). */
+enum { ABI_NPARAMS = 21 };
+
+static void make_params(Lowerer *L, MlirBlock entry) {
+  CgBuilder *b = &L->b;
+  MlirValue a[ABI_NPARAMS];
+  for (int i = 0; i < ABI_NPARAMS; i++)
+    a[i] = mlirBlockGetArgument(entry, i);
+  L->p_q = a[0];
+  L->p_k = a[1];
+  L->p_v = a[2];
+  L->p_o = a[3];
+  L->p_lse = a[4];
+  L->p_ws = a[5];
+  L->batch = cg_int_cast(b, a[6], b->i64);
+  L->seqlen_q = cg_int_cast(b, a[7], b->i64);
+  L->seqlen_k = cg_int_cast(b, a[8], b->i64);
+  for (int t = 0; t < 4; t++)
+    for (int s = 0; s < 3; s++)
+      L->strides[t][s] = a[9 + 3 * t + s];
+}
+
+static void make_thread_ids(Lowerer *L) {
+  CgBuilder *b = &L->b;
+  L->tid = cg_thread_id(b, "x");
+  L->warp = cg_arith2(b, "arith.divui", L->tid, cg_const_i32(b, 32));
+  L->lane = cg_arith2(b, "arith.remui", L->tid, cg_const_i32(b, 32));
+  L->lg = cg_arith2(b, "arith.divui", L->lane, cg_const_i32(b, 4));
+  L->lq = cg_arith2(b, "arith.remui", L->lane, cg_const_i32(b, 4));
+  L->smem = cg_addressof(b, CG_SMEM_SYMBOL, b->sptr);
+}
+
+/* Binds the IR's index arguments (batch, seqlen_q, seqlen_k) to the i32
+ * parameters; tensor arguments are looked up by name when used. */
+static bool bind_args(Lowerer *L) {
+  for (int i = 0; i < L->f->nargs; i++) {
+    Value *a = L->f->args[i];
+    if (a->type.kind == TYPE_TENSOR) {
+      /* A marker: load/store read the tensor from the IR value itself. */
+      lw_set(L, a, lw_scalar(L, a->type, (MlirValue){NULL}));
+      continue;
+    }
+    const char *n = a->name ? a->name : "";
+    MlirValue v = strcmp(n, "batch") == 0      ? L->batch
+                  : strcmp(n, "seqlen_q") == 0 ? L->seqlen_q
+                  : strcmp(n, "seqlen_k") == 0 ? L->seqlen_k
+                                               : (MlirValue){NULL};
+    if (mlirValueIsNull(v)) {
+      lw_error(L, NULL, "kernel argument %%%s has no place in the kernel ABI", n);
+      return false;
+    }
+    lw_set(L, a, lw_scalar(L, a->type, v));
+  }
+  return true;
+}
+
+static ElemType kernel_dtype(const Func *f) {
+  const char *d = attr_str(&f->attrs, "dtype", "bf16");
+  return strcmp(d, "f16") == 0 ? ELEM_F16 : ELEM_BF16;
+}
+
+int cg_lower_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, CgKernelInfo *info) {
+  Lowerer *L = calloc(1, sizeof *L);
+  if (!L)
+    return -1;
+  cg_builder_init(&L->b, cc);
+  L->cc = cc;
+  L->f = f;
+  L->warps = (int)attr_int(&f->attrs, "warps", 4);
+  L->threads = 32 * L->warps;
+  L->dtype = kernel_dtype(f);
+  L->nparallel = lw_count_parallel(f);
+  /* The cross-warp scratch goes first: its size is known before the walk,
+   * the staged tiles' offsets only during it. */
+  L->scratch_off = 0;
+  L->scratch_bytes = lw_scratch_bytes(L);
+  L->smem_top = (L->scratch_bytes + 127) / 128 * 128;
+  if (f->loc.file)
+    cg_builder_set_loc(&L->b, f->loc.file, f->loc.line, f->loc.col);
+  cg_builder_set_block(&L->b, gpu_module);
+  MlirType params[ABI_NPARAMS];
+  for (int i = 0; i < 6; i++)
+    params[i] = L->b.ptr;
+  for (int i = 6; i < 9; i++)
+    params[i] = L->b.i32;
+  for (int i = 9; i < ABI_NPARAMS; i++)
+    params[i] = L->b.i64;
+  MlirBlock entry = cg_gpu_kernel(&L->b, f->name, params, ABI_NPARAMS, L->threads);
+  cg_builder_set_block(&L->b, entry);
+  make_params(L, entry);
+  make_thread_ids(L);
+  if (bind_args(L))
+    lower_block(L, f->body);
+  lw_flush_async(L, 0);
+  cg_gpu_return(&L->b);
+  info->smem_bytes = L->smem_top;
+  info->workspace_floats_per_row = lw_workspace_floats_per_row(f);
+  info->threads = L->threads;
+  info->parallel_loops = L->nparallel;
+  int rc = L->failed ? -1 : 0;
+  for (int i = 0; i < L->nallocs; i++)
+    free(L->allocs[i]);
+  free(L->allocs);
+  free(L->keys);
+  free(L->vals);
+  free(L);
+  return rc;
+}

@@ -1,0 +1,26 @@
+/* lower.h - one tile IR kernel to one gpu.func (lower.c, lower_tiles.c,
+ * lower_mem.c). */
+#ifndef FLASHC_CG_LOWER_H
+#define FLASHC_CG_LOWER_H
+
+#include "codegen/cg_context.h"
+#include "ir/ir.h"
+#include "mlir-c/IR.h"
+
+/* The extern shared array all kernels address their dynamic shared memory
+ * through (defined once per gpu.module). */
+#define CG_SMEM_SYMBOL "__flashc_smem"
+
+/* What the lowering learned that the metadata must say. */
+typedef struct CgKernelInfo {
+  int smem_bytes;     /* dynamic shared memory the launch must provide */
+  int threads;        /* block size */
+  int parallel_loops; /* 3: grid q_tiles,heads,batch; 2: 1,heads,batch */
+  int workspace_floats_per_row;
+} CgKernelInfo;
+
+/* Appends gpu.func @<f->name> to the gpu.module body. Errors go to cc's
+ * diagnostics at the tile IR's source locations. Returns 0 on success. */
+int cg_lower_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, CgKernelInfo *info);
+
+#endif

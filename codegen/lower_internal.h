@@ -1,0 +1,143 @@
+/* lower_internal.h - shared state of the tile IR -> MLIR lowering (lower*.c).
+ *
+ * Each tile IR value becomes a CgVal:
+ *   - a scalar: one MLIR value (index -> i64, f32, i1);
+ *   - a register tile: the elements one thread holds, in the mma.sync
+ *     m16n8k16 accumulator layout (see TileGeom), fully unrolled: every
+ *     element is its own SSA value;
+ *   - a shared-memory tile: a loaded Q/K/V tile staged for ldmatrix.
+ *
+ * Accumulator layout, per warp, for an m16 x n8 fragment: lane l holds rows
+ * g = l/4 and g+8, columns 2*(l%4) and 2*(l%4)+1; element e (0..3) is row
+ * g + 8*(e/2), column 2*(l%4) + e%2. A warp's share of a tile is a grid of
+ * fragments (nm x nn); where the share starts depends on the warp (dist).
+ */
+#ifndef FLASHC_LOWER_INTERNAL_H
+#define FLASHC_LOWER_INTERNAL_H
+
+#include <stdbool.h>
+
+#include "codegen/cg_builder.h"
+#include "codegen/codegen.h"
+#include "ir/ir.h"
+
+/* The shape class of a register tile. */
+typedef enum TileClass {
+  TC_ONE,  /* 1 x 1: one value, same in every thread */
+  TC_ROWV, /* R x 1: per m16 tile, 2 values (rows g, g+8) */
+  TC_COLV, /* 1 x C: per n8 tile, 2 values (cols 2q, 2q+1) */
+  TC_FULL, /* R x C: per fragment, 4 values */
+} TileClass;
+
+/* How one warp holds a register tile. */
+typedef struct TileGeom {
+  TileClass cls;
+  int rows, cols; /* logical extent */
+  int nm, nn;     /* fragments per warp: m16 tiles, n8 tiles */
+  bool row_split; /* warp w starts at row w * 16 * nm (dist rows) */
+  bool col_split; /* warp w starts at col w * 8 * nn (dist cols) */
+} TileGeom;
+
+typedef enum CgValKind { CV_SCALAR, CV_TILE, CV_SMEM } CgValKind;
+
+typedef struct CgVal {
+  CgValKind kind;
+  Type type;     /* the IR type */
+  MlirValue v;   /* CV_SCALAR; CV_TILE when splat */
+  /* CV_TILE */
+  TileGeom g;
+  bool splat;    /* every element is v (a `full` tile): stored once */
+  MlirValue *e;  /* ne elements unless splat */
+  int ne;
+  /* CV_SMEM */
+  int smem_off;     /* bytes from the start of dynamic shared memory */
+  int smem_stride;  /* elements per row (cols + padding) */
+  int async_seq;    /* cp.async group number; -1 when ready */
+} CgVal;
+
+/* A pending cp.async group (issued, not yet waited for). */
+typedef struct Pending {
+  int seq;
+} Pending;
+
+typedef struct Lowerer {
+  CgBuilder b;
+  CgContext *cc;
+  const Func *f;
+  int warps, threads;
+  ElemType dtype;
+  bool failed;
+  /* Per-thread ids (i32) made at kernel entry. */
+  MlirValue tid, warp, lane, lg, lq; /* lg = lane / 4, lq = lane % 4 */
+  MlirValue smem;                    /* !llvm.ptr<3> to dynamic shared memory */
+  /* Kernel parameters (docs/abi.md). */
+  MlirValue p_q, p_k, p_v, p_o, p_lse, p_ws;
+  MlirValue batch, seqlen_q, seqlen_k; /* i64 */
+  MlirValue strides[4][3];             /* q, k, v, o: b, s, h (i64) */
+  /* Value map (open addressing on Value pointers). */
+  const Value **keys;
+  CgVal **vals;
+  int map_cap, map_n;
+  /* Allocations freed at the end. */
+  void **allocs;
+  int nallocs, capallocs;
+  /* Shared memory plan. */
+  int smem_top;       /* bytes allocated to staged tiles */
+  int scratch_off;    /* start of the cross-warp scratch area (after tiles) */
+  int scratch_bytes;  /* its size (max over the xwarp_reduce ops) */
+  /* cp.async bookkeeping. */
+  int next_seq;
+  Pending pending[32];
+  int npending;
+  bool smem_read_since_barrier;
+  /* Parallel loops -> grid dims. */
+  int nparallel, parallel_seen;
+} Lowerer;
+
+/* lower.c */
+void *lw_alloc(Lowerer *L, size_t size); /* zeroed, freed with the Lowerer */
+CgVal *lw_get(Lowerer *L, const Value *v);
+void lw_set(Lowerer *L, const Value *v, CgVal *cv);
+void lw_error(Lowerer *L, const Op *op, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void lw_set_loc(Lowerer *L, const Op *op);
+MlirType lw_elem_type(Lowerer *L, ElemType e);
+CgVal *lw_scalar(Lowerer *L, Type t, MlirValue v);
+/* Flattens a value into MLIR values (for iter_args, yields) and back. */
+int lw_flat_count(Lowerer *L, const CgVal *cv);
+void lw_flatten(Lowerer *L, const CgVal *cv, MlirValue *out);
+CgVal *lw_unflatten(Lowerer *L, Type t, const MlirValue *in);
+
+int lw_count_parallel(const Func *f);
+
+/* lower_tiles.c */
+int lw_scratch_bytes(Lowerer *L); /* shared memory the xwarp_reduce ops need */
+bool lw_geom(Lowerer *L, Type t, TileGeom *g, const Op *op);
+CgVal *lw_tile(Lowerer *L, Type t, const TileGeom *g); /* elements uninitialized */
+CgVal *lw_splat(Lowerer *L, Type t, MlirValue v);
+/* Row / column index (i32, within the tile) of element (mi, ni, e). */
+MlirValue lw_elem_row(Lowerer *L, const TileGeom *g, int mi, int e);
+MlirValue lw_elem_col(Lowerer *L, const TileGeom *g, int ni, int e);
+void lw_elementwise(Lowerer *L, const Op *op);
+void lw_iota(Lowerer *L, const Op *op);
+void lw_full(Lowerer *L, const Op *op);
+void lw_reduce_rows(Lowerer *L, const Op *op);
+void lw_xwarp_reduce(Lowerer *L, const Op *op);
+void lw_matmul(Lowerer *L, const Op *op);
+/* The element of operand cv at result position (mi, ni, e) of class rc. */
+MlirValue lw_elem(Lowerer *L, const CgVal *cv, TileClass rc, int mi, int ni, int e);
+/* Number of result positions and their (mi, ni, e) for a geometry. */
+int lw_positions(const TileGeom *g, int *mi, int *ni, int *e);
+int lw_index_of(const TileGeom *g, int mi, int ni, int e);
+
+/* lower_mem.c */
+int lw_workspace_floats_per_row(const Func *f);
+void lw_load(Lowerer *L, const Op *op);
+void lw_store(Lowerer *L, const Op *op);
+/* Makes sure a staged tile's cp.async group has landed and is visible. */
+void lw_smem_ready(Lowerer *L, CgVal *t);
+void lw_barrier(Lowerer *L);
+/* Waits for every group issued after `mark` (region exit). */
+void lw_flush_async(Lowerer *L, int mark);
+int lw_alloc_smem(Lowerer *L, int bytes);
+
+#endif

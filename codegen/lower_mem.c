@@ -1,0 +1,372 @@
+/* lower_mem.c - global memory (load, store) and shared-memory staging.
+ *
+ * Tensors are the kernel's ABI parameters (docs/abi.md), found by the IR
+ * argument's name. A `load` whose tile has no distribution feeds the tensor
+ * cores: it is staged in shared memory by cp.async, 16 bytes a thread and
+ * row-major with 16 bytes of padding per row (ldmatrix's eight row addresses
+ * then fall in distinct bank groups), rows past the sequence end zero-filled
+ * by the copy itself. Other loads go straight to registers. Stores write from
+ * the accumulator layout, rows past the end skipped.
+ *
+ * The FA1 schedule's workspaces live in the `workspace` parameter, per
+ * (batch, head, query row): o_acc [B, Sq, H, Dv] f32, then m_buf and l_buf
+ * [B, H, Sq] f32 each - workspace_floats_per_row = Dv + 2.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen/lower_internal.h"
+#include "mlir-c/BuiltinTypes.h"
+
+/* Bytes of padding after each staged row. */
+enum { SMEM_PAD_ELEMS = 8 };
+
+typedef struct TensorRef {
+  MlirValue base; /* !llvm.ptr<1> */
+  ElemType elem;
+  MlirType et;
+  MlirValue sb, ss, sh; /* element strides (i64) of batch, row, head */
+  MlirValue extent;     /* rows (i64) */
+  int cols;
+} TensorRef;
+
+int lw_workspace_floats_per_row(const Func *f) {
+  int n = 0;
+  for (int i = 0; i < f->nargs; i++) {
+    const Value *a = f->args[i];
+    if (!a->name || a->type.kind != TYPE_TENSOR)
+      continue;
+    if (strcmp(a->name, "o_acc") == 0)
+      n += a->type.dims[3];
+    else if (strcmp(a->name, "m_buf") == 0 || strcmp(a->name, "l_buf") == 0)
+      n += 1;
+  }
+  return n;
+}
+
+static MlirValue dim_value(Lowerer *L, int d) {
+  switch (d) {
+  case DIM_BATCH: return L->batch;
+  case DIM_SEQLEN_Q: return L->seqlen_q;
+  case DIM_SEQLEN_K: return L->seqlen_k;
+  default: return cg_const_i64(&L->b, d);
+  }
+}
+
+static const Value *find_arg(const Func *f, const char *name) {
+  for (int i = 0; i < f->nargs; i++)
+    if (f->args[i]->name && strcmp(f->args[i]->name, name) == 0)
+      return f->args[i];
+  return NULL;
+}
+
+/* Number of floats of a workspace tensor (for the offsets of the next). */
+static MlirValue tensor_floats(Lowerer *L, const Value *a) {
+  MlirValue n = cg_const_i64(&L->b, 1);
+  for (int i = 0; a && i < a->type.rank; i++)
+    n = cg_muli(&L->b, n, dim_value(L, a->type.dims[i]));
+  return n;
+}
+
+/* Contiguous strides of [B, S, H, D] (rank 4) or [B, H, S] (rank 3). */
+static void contiguous_strides(Lowerer *L, const Type *t, TensorRef *r) {
+  CgBuilder *b = &L->b;
+  if (t->rank == 4) {
+    MlirValue d = cg_const_i64(b, t->dims[3]);
+    r->sh = d;
+    r->ss = cg_muli(b, dim_value(L, t->dims[2]), d);
+    r->sb = cg_muli(b, dim_value(L, t->dims[1]), r->ss);
+  } else {
+    r->ss = cg_const_i64(b, 1);
+    r->sh = dim_value(L, t->dims[2]);
+    r->sb = cg_muli(b, dim_value(L, t->dims[1]), r->sh);
+  }
+}
+
+static bool tensor_ref(Lowerer *L, const Op *op, const Value *tv, TensorRef *r) {
+  CgBuilder *b = &L->b;
+  const char *n = tv->name ? tv->name : "";
+  const Type *t = &tv->type;
+  memset(r, 0, sizeof *r);
+  if (t->kind != TYPE_TENSOR || (t->rank != 3 && t->rank != 4)) {
+    lw_error(L, op, "the first operand must be a rank 3 or 4 tensor argument");
+    return false;
+  }
+  r->elem = t->elem;
+  r->et = lw_elem_type(L, t->elem);
+  r->cols = t->rank == 4 ? t->dims[3] : 1;
+  r->extent = dim_value(L, t->rank == 4 ? t->dims[1] : t->dims[2]);
+  static const char *const abi4[4] = {"q", "k", "v", "o"};
+  MlirValue ptr = (MlirValue){NULL};
+  for (int i = 0; i < 4; i++)
+    if (strcmp(n, abi4[i]) == 0) {
+      MlirValue p[4] = {L->p_q, L->p_k, L->p_v, L->p_o};
+      ptr = p[i];
+      r->sb = L->strides[i][0];
+      r->ss = L->strides[i][1];
+      r->sh = L->strides[i][2];
+    }
+  if (strcmp(n, "lse") == 0) {
+    ptr = L->p_lse;
+    contiguous_strides(L, t, r);
+  }
+  MlirValue ws_off = (MlirValue){NULL};
+  if (strcmp(n, "o_acc") == 0)
+    ws_off = cg_const_i64(b, 0);
+  else if (strcmp(n, "m_buf") == 0)
+    ws_off = tensor_floats(L, find_arg(L->f, "o_acc"));
+  else if (strcmp(n, "l_buf") == 0)
+    ws_off = cg_addi(b, tensor_floats(L, find_arg(L->f, "o_acc")),
+                     tensor_floats(L, find_arg(L->f, "m_buf")));
+  if (!mlirValueIsNull(ws_off)) {
+    contiguous_strides(L, t, r);
+    MlirValue g = cg_addrspacecast(b, L->p_ws, b->gptr);
+    r->base = cg_gep(b, g, ws_off, b->f32);
+    return true;
+  }
+  if (mlirValueIsNull(ptr)) {
+    lw_error(L, op, "tensor %%%s has no place in the kernel ABI", n);
+    return false;
+  }
+  r->base = cg_addrspacecast(b, ptr, b->gptr);
+  return true;
+}
+
+/* Element offset (i64) of (batch, head, row). */
+static MlirValue row_offset(Lowerer *L, const TensorRef *t, MlirValue bi, MlirValue hi,
+                            MlirValue row) {
+  CgBuilder *b = &L->b;
+  MlirValue o = cg_addi(b, cg_muli(b, bi, t->sb), cg_muli(b, hi, t->sh));
+  return cg_addi(b, o, cg_muli(b, row, t->ss));
+}
+
+/* ------------------------------------------------------ async state */
+
+void lw_barrier(Lowerer *L) {
+  cg_barrier(&L->b);
+  L->smem_read_since_barrier = false;
+}
+
+int lw_alloc_smem(Lowerer *L, int bytes) {
+  int off = (L->smem_top + 127) / 128 * 128;
+  L->smem_top = off + bytes;
+  return off;
+}
+
+void lw_smem_ready(Lowerer *L, CgVal *t) {
+  if (!t || t->kind != CV_SMEM || t->async_seq < 0)
+    return;
+  int at = -1, newer = 0;
+  for (int i = 0; i < L->npending; i++) {
+    if (L->pending[i].seq == t->async_seq)
+      at = i;
+    else if (L->pending[i].seq > t->async_seq)
+      newer++;
+  }
+  if (at < 0)
+    return; /* already waited for on this path */
+  cg_cp_async_wait(&L->b, newer);
+  lw_barrier(L);
+  int k = 0;
+  for (int i = 0; i < L->npending; i++)
+    if (L->pending[i].seq > t->async_seq)
+      L->pending[k++] = L->pending[i];
+  L->npending = k;
+}
+
+void lw_flush_async(Lowerer *L, int mark) {
+  bool any = false;
+  for (int i = 0; i < L->npending; i++)
+    any |= L->pending[i].seq >= mark;
+  if (!any)
+    return;
+  cg_cp_async_wait(&L->b, 0);
+  lw_barrier(L);
+  L->npending = 0;
+}
+
+/* ------------------------------------------------------------ loads */
+
+/* Copies rows row0.. of (batch, head) into a staged tile: each thread moves
+ * 16-byte chunks tid, tid + T, ...; rows past the end are zero-filled. */
+static void stage_tile(Lowerer *L, const Op *op, const TensorRef *t, MlirValue bi,
+                       MlirValue hi, MlirValue row0, CgVal *s) {
+  CgBuilder *b = &L->b;
+  int R = s->type.rows, C = s->type.cols, T = L->threads;
+  int cpr = C / 8, total = R * cpr, iters = (total + T - 1) / T;
+  MlirValue bh = row_offset(L, t, bi, hi, cg_const_i64(b, 0));
+  MlirValue zero64 = cg_const_i64(b, 0);
+  bool regular = T % cpr == 0; /* the thread keeps its column chunk */
+  MlirValue cc_reg = cg_arith2(b, "arith.remui", L->tid, cg_const_i32(b, cpr));
+  MlirValue r_reg = cg_arith2(b, "arith.divui", L->tid, cg_const_i32(b, cpr));
+  (void)op;
+  for (int it = 0; it < iters; it++) {
+    MlirValue chunk = cg_addi_c(b, L->tid, it * T);
+    MlirValue r = regular ? cg_addi_c(b, r_reg, it * (T / cpr))
+                          : cg_arith2(b, "arith.divui", chunk, cg_const_i32(b, cpr));
+    MlirValue cc = regular ? cc_reg : cg_arith2(b, "arith.remui", chunk, cg_const_i32(b, cpr));
+    MlirBlock outer = b->block, guarded;
+    bool guard = (it + 1) * T > total;
+    if (guard) {
+      cg_if(b, cg_cmpi(b, "ult", chunk, cg_const_i32(b, total)), NULL, 0, false, &guarded, NULL);
+      cg_builder_set_block(b, guarded);
+    }
+    MlirValue grow = cg_addi(b, row0, cg_int_cast(b, r, b->i64));
+    MlirValue inb = cg_cmpi(b, "slt", grow, t->extent);
+    MlirValue crow = cg_select(b, inb, grow, zero64);
+    MlirValue goff = cg_addi(b, cg_addi(b, bh, cg_muli(b, crow, t->ss)),
+                             cg_int_cast(b, cg_muli_c(b, cc, 8), b->i64));
+    MlirValue src = cg_gep(b, t->base, goff, t->et);
+    MlirValue sel = cg_addi(b, cg_muli_c(b, r, s->smem_stride), cg_muli_c(b, cc, 8));
+    MlirValue dst = cg_gep(b, L->smem, cg_addi_c(b, cg_muli_c(b, sel, 2), s->smem_off), b->i8);
+    MlirValue nbytes = cg_select(b, inb, cg_const_i32(b, 16), cg_const_i32(b, 0));
+    cg_cp_async16(b, dst, src, nbytes);
+    if (guard) {
+      cg_yield(b, NULL, 0);
+      cg_builder_set_block(b, outer);
+    }
+  }
+  cg_cp_async_commit(b);
+}
+
+static void load_staged(Lowerer *L, const Op *op, const TensorRef *t, MlirValue *ix) {
+  Type rt = op->results[0]->type;
+  if (rt.cols % 8 || rt.cols != t->cols || (t->elem != ELEM_BF16 && t->elem != ELEM_F16)) {
+    lw_error(L, op, "a tile staged for the tensor cores must be whole f16/bf16 rows, 8-aligned");
+    return;
+  }
+  CgVal *s = lw_alloc(L, sizeof *s);
+  s->kind = CV_SMEM;
+  s->type = rt;
+  s->smem_stride = rt.cols + SMEM_PAD_ELEMS;
+  s->smem_off = lw_alloc_smem(L, rt.rows * s->smem_stride * 2);
+  /* Other warps may still read this buffer (previous iteration). */
+  if (L->smem_read_since_barrier)
+    lw_barrier(L);
+  stage_tile(L, op, t, ix[0], ix[1], ix[2], s);
+  s->async_seq = L->next_seq++;
+  if (L->npending == 32) {
+    lw_flush_async(L, 0);
+  }
+  L->pending[L->npending++] = (Pending){s->async_seq};
+  lw_set(L, op->results[0], s);
+}
+
+/* Loads straight into the accumulator layout; rows past the end read 0. */
+static void load_registers(Lowerer *L, const Op *op, const TensorRef *t, MlirValue *ix) {
+  CgBuilder *b = &L->b;
+  Type rt = op->results[0]->type;
+  TileGeom g;
+  if (!lw_geom(L, rt, &g, op))
+    return;
+  CgVal *r = lw_tile(L, rt, &g);
+  int mi[4096], ni[4096], e[4096];
+  if (r->ne > 4096) {
+    lw_error(L, op, "tile too large for one thread");
+    return;
+  }
+  lw_positions(&g, mi, ni, e);
+  MlirValue zero = cg_const_float(b, t->et, 0.0);
+  for (int k = 0; k < r->ne; k++) {
+    MlirValue row = cg_addi(b, ix[2], cg_int_cast(b, lw_elem_row(L, &g, mi[k], e[k]), b->i64));
+    MlirValue inb = cg_cmpi(b, "slt", row, t->extent);
+    MlirValue crow = cg_select(b, inb, row, cg_const_i64(b, 0));
+    MlirValue off = row_offset(L, t, ix[0], ix[1], crow);
+    if (g.cls == TC_FULL || g.cls == TC_COLV)
+      off = cg_addi(b, off, cg_int_cast(b, lw_elem_col(L, &g, ni[k], e[k]), b->i64));
+    MlirValue v = cg_load(b, cg_gep(b, t->base, off, t->et), t->et, 1 << (t->elem == ELEM_F32 ? 2 : 1));
+    v = cg_select(b, inb, v, zero);
+    r->e[k] = cg_float_cast(b, v, lw_elem_type(L, rt.elem));
+  }
+  lw_set(L, op->results[0], r);
+}
+
+static bool index_operands(Lowerer *L, const Op *op, MlirValue *ix) {
+  for (int i = 0; i < 3; i++) {
+    CgVal *v = lw_get(L, op->operands[1 + i]);
+    if (v->kind != CV_SCALAR) {
+      lw_error(L, op, "batch, head and row must be scalars");
+      return false;
+    }
+    ix[i] = v->v;
+  }
+  return true;
+}
+
+void lw_load(Lowerer *L, const Op *op) {
+  TensorRef t;
+  MlirValue ix[3];
+  if (op->noperands != 4 || !tensor_ref(L, op, op->operands[0], &t) || !index_operands(L, op, ix))
+    return;
+  Type rt = op->results[0]->type;
+  if (rt.kind != TYPE_TILE) {
+    lw_error(L, op, "the result must be a tile");
+    return;
+  }
+  if (rt.dist == DIST_NONE && (rt.elem == ELEM_BF16 || rt.elem == ELEM_F16))
+    load_staged(L, op, &t, ix);
+  else
+    load_registers(L, op, &t, ix);
+}
+
+/* ----------------------------------------------------------- stores */
+
+/* One row (mi, h) of a thread's share: the n8 fragments' two adjacent
+ * elements are stored together. */
+static void store_row(Lowerer *L, const TensorRef *t, const CgVal *x, MlirValue off, int mi,
+                      int h) {
+  CgBuilder *b = &L->b;
+  const TileGeom *g = &x->g;
+  if (g->cls == TC_ROWV || g->cls == TC_ONE) {
+    MlirValue v = cg_float_cast(b, lw_elem(L, x, g->cls, mi, 0, 2 * h), t->et);
+    cg_store(b, v, cg_gep(b, t->base, off, t->et), t->elem == ELEM_F32 ? 4 : 2);
+    return;
+  }
+  MlirType v2 = mlirVectorTypeGet(1, (int64_t[]){2}, t->et);
+  int align = t->elem == ELEM_F32 ? 8 : 4;
+  for (int ni = 0; ni < g->nn; ni++) {
+    MlirValue e2[2] = {cg_float_cast(b, lw_elem(L, x, TC_FULL, mi, ni, 2 * h), t->et),
+                       cg_float_cast(b, lw_elem(L, x, TC_FULL, mi, ni, 2 * h + 1), t->et)};
+    MlirValue col = cg_int_cast(b, lw_elem_col(L, g, ni, 0), b->i64);
+    MlirValue p = cg_gep(b, t->base, cg_addi(b, off, col), t->et);
+    cg_store(b, cg_vector_from(b, e2, 2, v2), p, align);
+  }
+}
+
+void lw_store(Lowerer *L, const Op *op) {
+  CgBuilder *b = &L->b;
+  TensorRef t;
+  MlirValue ix[3];
+  if (op->noperands != 5 || !tensor_ref(L, op, op->operands[0], &t) || !index_operands(L, op, ix))
+    return;
+  CgVal *x = lw_get(L, op->operands[4]);
+  if (x->kind != CV_TILE) {
+    lw_error(L, op, "only register tiles can be stored");
+    return;
+  }
+  const TileGeom *g = &x->g;
+  if ((g->cls == TC_FULL) != (t.cols > 1) || (g->cls == TC_FULL && g->cols != t.cols && !g->col_split)) {
+    lw_error(L, op, "tile shape does not match the tensor");
+    return;
+  }
+  /* Only one copy of replicated data is written: lane q = 0 of a quad for
+   * row vectors, warp 0 when every warp holds the whole tile. */
+  MlirValue only = cg_const_int(b, b->i1, 1);
+  if (g->cls == TC_ROWV || g->cls == TC_ONE)
+    only = cg_cmpi(b, "eq", L->lq, cg_const_i32(b, 0));
+  if (!g->row_split && !g->col_split && L->warps > 1)
+    only = cg_arith2(b, "arith.andi", only, cg_cmpi(b, "eq", L->warp, cg_const_i32(b, 0)));
+  int nm = g->cls == TC_ONE ? 1 : g->nm, nh = g->cls == TC_ONE ? 1 : 2;
+  for (int mi = 0; mi < nm; mi++)
+    for (int h = 0; h < nh; h++) {
+      MlirValue rr = g->cls == TC_ONE ? cg_const_i32(b, 0) : lw_elem_row(L, g, mi, 2 * h);
+      MlirValue row = cg_addi(b, ix[2], cg_int_cast(b, rr, b->i64));
+      MlirValue ok = cg_arith2(b, "arith.andi", only, cg_cmpi(b, "slt", row, t.extent));
+      MlirBlock then_block, outer = b->block;
+      cg_if(b, ok, NULL, 0, false, &then_block, NULL);
+      cg_builder_set_block(b, then_block);
+      store_row(L, &t, x, row_offset(L, &t, ix[0], ix[1], row), mi, h);
+      cg_yield(b, NULL, 0);
+      cg_builder_set_block(b, outer);
+    }
+}

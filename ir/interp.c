@@ -1,0 +1,851 @@
+/* interp.c - the reference interpreter of tile programs (interp.h).
+ *
+ * Preparation numbers every value (Value.id) and op (Op.id) of the kernel and
+ * decodes each op's attributes once into a side table, so that executing an
+ * op never searches lists. Every value owns a buffer that is reused each time
+ * its op runs again; values flowing through yields are copied, so no two
+ * values ever share storage.
+ */
+#include "ir/interp.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* --------------------------------------------------------------- rounding */
+
+/* Round to nearest even with p significand bits, minimum normal exponent emin
+ * (of the leading bit) and largest finite value maxf. Scaling by powers of two
+ * is exact in double, so one nearbyint does the rounding. */
+static double round_fmt(double x, int p, int emin, double maxf) {
+  if (x == 0 || !isfinite(x))
+    return x;
+  int e;
+  frexp(x, &e); /* x = m * 2^e, 0.5 <= |m| < 1: leading bit at 2^(e-1) */
+  int lead = e - 1 < emin ? emin : e - 1;
+  double r = ldexp(nearbyint(ldexp(x, p - 1 - lead)), lead - (p - 1));
+  if (fabs(r) > maxf)
+    return copysign(INFINITY, x);
+  return r;
+}
+
+double interp_round(double x, ElemType elem) {
+  switch (elem) {
+  case ELEM_F32: return (double)(float)x;
+  case ELEM_BF16: return round_fmt(x, 8, -126, 0x1.fep127);
+  case ELEM_F16: return round_fmt(x, 11, -14, 65504.0);
+  default: return x;
+  }
+}
+
+void interp_options_init(InterpOptions *o) {
+  o->br = 16;
+  o->bc = 16;
+  o->round_casts = true;
+}
+
+/* ------------------------------------------------------------------ state */
+
+typedef struct RtVal {
+  bool tile;
+  int rows, cols;
+  double s;  /* scalar */
+  double *t; /* tile, rows * cols, row-major */
+  size_t cap;
+} RtVal;
+
+typedef struct Tensor {
+  double *data;
+  int rank;
+  int64_t dims[4], strides[4];
+  ElemType elem;
+  bool owned;
+} Tensor;
+
+/* Decoded attributes. */
+enum { P_LT, P_LE, P_GT, P_GE, P_EQ, P_NE };
+
+typedef struct OpInfo {
+  int pred;        /* cmp */
+  int axis;        /* iota */
+  double value;    /* const, full */
+  bool transpose_b;
+  bool dim_kv;     /* tile_size */
+} OpInfo;
+
+typedef struct Interp {
+  const Func *f;
+  const InterpOptions *o;
+  int64_t batch, sq, sk;
+  RtVal *vals;
+  int nvals;
+  OpInfo *info;
+  int nops;
+  Tensor *tens; /* per kernel argument (index = arg index) */
+  char *err;
+  size_t errlen;
+  bool failed;
+} Interp;
+
+static void fail(Interp *I, const Op *op, const char *fmt, ...) {
+  if (I->failed)
+    return;
+  I->failed = true;
+  if (!I->err || !I->errlen)
+    return;
+  int n = 0;
+  if (op)
+    n = snprintf(I->err, I->errlen, "%s:%d:%d: interp: %s: ",
+                 op->loc.file ? op->loc.file : "<ir>", op->loc.line, op->loc.col,
+                 op_name(op->kind));
+  else
+    n = snprintf(I->err, I->errlen, "interp: ");
+  if (n < 0 || (size_t)n >= I->errlen)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(I->err + n, I->errlen - (size_t)n, fmt, ap);
+  va_end(ap);
+}
+
+static int64_t resolve_dim(const Interp *I, int d) {
+  switch (d) {
+  case DIM_BR: return I->o->br;
+  case DIM_BC: return I->o->bc;
+  case DIM_BATCH: return I->batch;
+  case DIM_SEQLEN_Q: return I->sq;
+  case DIM_SEQLEN_K: return I->sk;
+  default: return d;
+  }
+}
+
+static RtVal *val(Interp *I, const Value *v) { return &I->vals[v->id]; }
+
+/* Makes r a tile of rows x cols (contents undefined). */
+static bool set_tile(Interp *I, RtVal *r, int rows, int cols) {
+  size_t n = (size_t)rows * (size_t)cols;
+  if (n > r->cap) {
+    double *t = realloc(r->t, n * sizeof(double));
+    if (!t) {
+      fail(I, NULL, "out of memory");
+      return false;
+    }
+    r->t = t;
+    r->cap = n;
+  }
+  r->tile = true;
+  r->rows = rows;
+  r->cols = cols;
+  return true;
+}
+
+static void set_scalar(RtVal *r, double x) {
+  r->tile = false;
+  r->s = x;
+}
+
+static void copy_val(Interp *I, RtVal *dst, const RtVal *src) {
+  if (dst == src)
+    return;
+  if (!src->tile) {
+    set_scalar(dst, src->s);
+    return;
+  }
+  if (set_tile(I, dst, src->rows, src->cols))
+    memcpy(dst->t, src->t, (size_t)src->rows * (size_t)src->cols * sizeof(double));
+}
+
+/* ------------------------------------------------------------ preparation */
+
+typedef struct Counter {
+  Interp *I;
+  int nvals, nops;
+} Counter;
+
+static void number_op(Op *op, void *ctx) {
+  Counter *c = ctx;
+  op->id = c->nops++;
+  for (int i = 0; i < op->nresults; i++)
+    op->results[i]->id = c->nvals++;
+  for (int r = 0; r < op->nregions; r++)
+    for (int a = 0; a < op->regions[r]->nargs; a++)
+      op->regions[r]->args[a]->id = c->nvals++;
+}
+
+static int pred_code(const char *s) {
+  static const char *const names[] = {"lt", "le", "gt", "ge", "eq", "ne"};
+  for (int i = 0; i < 6; i++)
+    if (s && strcmp(s, names[i]) == 0)
+      return i;
+  return -1;
+}
+
+static void decode_op(Op *op, void *ctx) {
+  Interp *I = ctx;
+  OpInfo *in = &I->info[op->id];
+  switch (op->kind) {
+  case OP_CMP:
+    in->pred = pred_code(attr_str(&op->attrs, "pred", NULL));
+    if (in->pred < 0)
+      fail(I, op, "missing or unknown pred");
+    break;
+  case OP_IOTA:
+    in->axis = (int)attr_int(&op->attrs, "axis", -1);
+    if (in->axis != 0 && in->axis != 1)
+      fail(I, op, "axis must be 0 or 1");
+    break;
+  case OP_CONST:
+  case OP_FULL:
+    if (!attr_get(&op->attrs, "value"))
+      fail(I, op, "missing value");
+    in->value = attr_float(&op->attrs, "value", 0);
+    break;
+  case OP_MATMUL:
+    in->transpose_b = attr_int(&op->attrs, "transpose_b", 0) != 0;
+    break;
+  case OP_TILE_SIZE: {
+    const char *d = attr_str(&op->attrs, "dim", "");
+    in->dim_kv = strcmp(d, "kv") == 0;
+    if (!in->dim_kv && strcmp(d, "q") != 0)
+      fail(I, op, "dim must be q or kv");
+    break;
+  }
+  default:
+    break;
+  }
+}
+
+static bool find_binding(const InterpBinding *b, int n, const char *name, int *at) {
+  for (int i = 0; i < n; i++)
+    if (b[i].name && strcmp(b[i].name, name) == 0) {
+      *at = i;
+      return true;
+    }
+  return false;
+}
+
+static bool is_workspace(const char *name) {
+  return strcmp(name, "o_acc") == 0 || strcmp(name, "m_buf") == 0 || strcmp(name, "l_buf") == 0;
+}
+
+/* Binds (or allocates) the tensor of argument a; checks its dims. */
+static void bind_tensor(Interp *I, const Value *a, const InterpBinding *bs, int nb) {
+  Tensor *t = &I->tens[a->arg_index];
+  const char *name = a->name ? a->name : "?";
+  t->rank = a->type.rank;
+  t->elem = a->type.elem;
+  int64_t want[4] = {0};
+  for (int d = 0; d < t->rank; d++)
+    want[d] = resolve_dim(I, a->type.dims[d]);
+  int at;
+  if (find_binding(bs, nb, name, &at)) {
+    for (int d = 0; d < t->rank; d++) {
+      if (bs[at].dims[d] != want[d]) {
+        fail(I, NULL, "tensor %%%s: dim %d is %lld, the kernel expects %lld", name, d,
+             (long long)bs[at].dims[d], (long long)want[d]);
+        return;
+      }
+      t->dims[d] = want[d];
+      t->strides[d] = bs[at].strides[d];
+    }
+    t->data = bs[at].data;
+    if (!t->data)
+      fail(I, NULL, "tensor %%%s: no data", name);
+    return;
+  }
+  if (!is_workspace(name)) {
+    fail(I, NULL, "tensor %%%s is not bound", name);
+    return;
+  }
+  size_t n = 1;
+  for (int d = t->rank - 1; d >= 0; d--) {
+    t->dims[d] = want[d];
+    t->strides[d] = (int64_t)n;
+    n *= (size_t)(want[d] > 0 ? want[d] : 1);
+  }
+  t->data = malloc(n * sizeof(double));
+  t->owned = true;
+  if (!t->data) {
+    fail(I, NULL, "out of memory");
+    return;
+  }
+  for (size_t i = 0; i < n; i++)
+    t->data[i] = NAN; /* poison: the program must write before it reads */
+}
+
+static void bind_args(Interp *I, const InterpBinding *bs, int nb) {
+  const Func *f = I->f;
+  for (int i = 0; i < f->nargs && !I->failed; i++) {
+    const Value *a = f->args[i];
+    const char *name = a->name ? a->name : "";
+    if (a->type.kind == TYPE_TENSOR) {
+      bind_tensor(I, a, bs, nb);
+    } else if (a->type.kind == TYPE_SCALAR) {
+      if (strcmp(name, "batch") == 0)
+        set_scalar(val(I, a), (double)I->batch);
+      else if (strcmp(name, "seqlen_q") == 0)
+        set_scalar(val(I, a), (double)I->sq);
+      else if (strcmp(name, "seqlen_k") == 0)
+        set_scalar(val(I, a), (double)I->sk);
+      else
+        fail(I, NULL, "scalar argument %%%s has no value (only batch, seqlen_q, seqlen_k)", name);
+    } else {
+      fail(I, NULL, "argument %%%s has an unsupported type", name);
+    }
+  }
+}
+
+/* --------------------------------------------------------- elementwise ops */
+
+/* Element (r, c) of a broadcast operand is p[r*rs + c*cs]. */
+typedef struct Acc {
+  const double *p;
+  size_t rs, cs;
+} Acc;
+
+static Acc acc_of(const RtVal *v) {
+  if (!v->tile)
+    return (Acc){&v->s, 0, 0};
+  return (Acc){v->t, v->rows == 1 ? 0 : (size_t)v->cols, v->cols == 1 ? 0 : 1};
+}
+
+#define AT(a, r, c) ((a).p[(size_t)(r) * (a).rs + (size_t)(c) * (a).cs])
+
+/* Shapes the result of an elementwise op from its operands (broadcasting) and
+ * checks it against the result type. Returns false after failing. */
+static bool shape_result(Interp *I, const Op *op, RtVal **in, int n, RtVal *out) {
+  int rows = 1, cols = 1;
+  bool tile = false;
+  for (int i = 0; i < n; i++) {
+    if (!in[i]->tile)
+      continue;
+    tile = true;
+    if (in[i]->rows != 1) {
+      if (rows != 1 && rows != in[i]->rows)
+        goto bad;
+      rows = in[i]->rows;
+    }
+    if (in[i]->cols != 1) {
+      if (cols != 1 && cols != in[i]->cols)
+        goto bad;
+      cols = in[i]->cols;
+    }
+  }
+  Type t = op->results[0]->type;
+  if (t.kind == TYPE_TILE) {
+    int64_t tr = resolve_dim(I, t.rows), tc = resolve_dim(I, t.cols);
+    if ((rows != 1 && rows != tr) || (cols != 1 && cols != tc))
+      goto bad;
+    return set_tile(I, out, (int)tr, (int)tc);
+  }
+  if (tile) {
+    fail(I, op, "tile operand but scalar result type");
+    return false;
+  }
+  out->tile = false;
+  return true;
+bad:
+  fail(I, op, "operand shapes do not broadcast to the result type");
+  return false;
+}
+
+static bool is_int_elem(ElemType e) { return e == ELEM_INDEX || e == ELEM_I1; }
+
+static double floordiv(Interp *I, const Op *op, double a, double b) {
+  int64_t x = (int64_t)a, y = (int64_t)b;
+  if (y == 0) {
+    fail(I, op, "index division by zero");
+    return 0;
+  }
+  int64_t q = x / y;
+  if ((x % y != 0) && ((x < 0) != (y < 0)))
+    q--;
+  return (double)q;
+}
+
+static double binop(Interp *I, const Op *op, bool ints, double a, double b) {
+  switch (op->kind) {
+  case OP_ADD: return a + b;
+  case OP_SUB: return a - b;
+  case OP_MUL: return a * b;
+  case OP_DIV: return ints ? floordiv(I, op, a, b) : a / b;
+  case OP_REM:
+    if (ints && (int64_t)b == 0) {
+      fail(I, op, "index remainder by zero");
+      return 0;
+    }
+    return ints ? (double)((int64_t)a % (int64_t)b) : fmod(a, b);
+  case OP_CEILDIV: return -floordiv(I, op, -a, b);
+  case OP_MIN: return a < b ? a : b;
+  case OP_MAX: return a > b ? a : b;
+  case OP_AND: return (a != 0) && (b != 0);
+  case OP_OR: return (a != 0) || (b != 0);
+  case OP_MASK: return b != 0 ? a : -INFINITY;
+  default:
+    fail(I, op, "not a binary elementwise op");
+    return 0;
+  }
+}
+
+static double cmpop(int pred, double a, double b) {
+  switch (pred) {
+  case P_LT: return a < b;
+  case P_LE: return a <= b;
+  case P_GT: return a > b;
+  case P_GE: return a >= b;
+  case P_EQ: return a == b;
+  default: return a != b;
+  }
+}
+
+static double cast_to(const Interp *I, ElemType to, double x) {
+  switch (to) {
+  case ELEM_INDEX: return trunc(x);
+  case ELEM_I1: return x != 0;
+  default: return I->o->round_casts ? interp_round(x, to) : x;
+  }
+}
+
+static double unop(Interp *I, const Op *op, double x) {
+  switch (op->kind) {
+  case OP_NEG: return -x;
+  case OP_EXP: return exp(x);
+  case OP_EXP2: return exp2(x);
+  case OP_LOG: return log(x);
+  case OP_LOG2: return log2(x);
+  case OP_TANH: return tanh(x);
+  case OP_SQRT: return sqrt(x);
+  case OP_ABS: return fabs(x);
+  case OP_FLOOR: return floor(x);
+  case OP_RECIP: return x == 0 ? 0 : 1 / x;
+  case OP_NOT: return x == 0;
+  case OP_CAST: return cast_to(I, op->results[0]->type.elem, x);
+  case OP_XWARP_REDUCE: return x;
+  default:
+    fail(I, op, "not a unary elementwise op");
+    return 0;
+  }
+}
+
+/* Runs an elementwise op of 1..3 operands over the broadcast shape. */
+static void exec_elementwise(Interp *I, const Op *op) {
+  int n = op->noperands;
+  RtVal *in[3];
+  if (n < 1 || n > 3 || op->nresults != 1) {
+    fail(I, op, "wrong number of operands or results");
+    return;
+  }
+  for (int i = 0; i < n; i++)
+    in[i] = val(I, op->operands[i]);
+  RtVal *out = val(I, op->results[0]);
+  if (!shape_result(I, op, in, n, out))
+    return;
+  int rows = out->tile ? out->rows : 1, cols = out->tile ? out->cols : 1;
+  double *dst = out->tile ? out->t : &out->s;
+  Acc a = acc_of(in[0]), b = n > 1 ? acc_of(in[1]) : a, c = n > 2 ? acc_of(in[2]) : a;
+  bool ints = is_int_elem(op->results[0]->type.elem);
+  if ((op->kind == OP_SELECT) != (n == 3) ||
+      (n == 1 && op->kind != OP_CAST && op->kind != OP_XWARP_REDUCE && op->kind != OP_NEG &&
+       op->kind != OP_NOT && !(op->kind >= OP_EXP && op->kind <= OP_RECIP))) {
+    fail(I, op, "wrong number of operands");
+    return;
+  }
+  int pred = I->info[op->id].pred;
+  for (int r = 0; r < rows; r++)
+    for (int col = 0; col < cols; col++) {
+      double x = AT(a, r, col), y;
+      switch (op->kind) {
+      case OP_SELECT: y = AT(a, r, col) != 0 ? AT(b, r, col) : AT(c, r, col); break;
+      case OP_CMP: y = cmpop(pred, x, AT(b, r, col)); break;
+      default: y = n == 1 ? unop(I, op, x) : binop(I, op, ints, x, AT(b, r, col));
+      }
+      dst[(size_t)r * (size_t)cols + (size_t)col] = y;
+    }
+}
+
+/* ---------------------------------------------------------- tile-level ops */
+
+static bool tile_type(Interp *I, const Op *op, int *rows, int *cols) {
+  Type t = op->results[0]->type;
+  if (t.kind != TYPE_TILE) {
+    fail(I, op, "result must be a tile");
+    return false;
+  }
+  *rows = (int)resolve_dim(I, t.rows);
+  *cols = (int)resolve_dim(I, t.cols);
+  if (*rows <= 0 || *cols <= 0) {
+    fail(I, op, "tile extent is not positive (%d x %d)", *rows, *cols);
+    return false;
+  }
+  return true;
+}
+
+static bool need_tile(Interp *I, const Op *op, const RtVal *v, const char *what) {
+  if (!v->tile)
+    fail(I, op, "%s must be a tile", what);
+  return v->tile;
+}
+
+static void exec_full(Interp *I, const Op *op) {
+  int rows, cols;
+  RtVal *out = val(I, op->results[0]);
+  if (!tile_type(I, op, &rows, &cols) || !set_tile(I, out, rows, cols))
+    return;
+  double x = I->info[op->id].value;
+  for (size_t i = 0; i < (size_t)rows * (size_t)cols; i++)
+    out->t[i] = x;
+}
+
+static void exec_iota(Interp *I, const Op *op) {
+  int rows, cols;
+  RtVal *out = val(I, op->results[0]);
+  if (!tile_type(I, op, &rows, &cols) || !set_tile(I, out, rows, cols))
+    return;
+  int axis = I->info[op->id].axis;
+  if ((axis == 0 && cols != 1) || (axis == 1 && rows != 1)) {
+    fail(I, op, "iota axis %d needs a %s tile", axis, axis == 0 ? "R x 1" : "1 x C");
+    return;
+  }
+  for (int i = 0; i < rows * cols; i++)
+    out->t[i] = i;
+}
+
+/* Four partial sums: the interpreter's hot loop (the order of summation
+ * only moves results by ulps). */
+static double dot(const double *restrict x, const double *restrict y, int n) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int k = 0;
+  for (; k + 4 <= n; k += 4) {
+    s0 += x[k] * y[k];
+    s1 += x[k + 1] * y[k + 1];
+    s2 += x[k + 2] * y[k + 2];
+    s3 += x[k + 3] * y[k + 3];
+  }
+  for (; k < n; k++)
+    s0 += x[k] * y[k];
+  return (s0 + s1) + (s2 + s3);
+}
+
+static void exec_matmul(Interp *I, const Op *op) {
+  if (op->noperands < 2 || op->noperands > 3) {
+    fail(I, op, "needs 2 or 3 operands");
+    return;
+  }
+  RtVal *a = val(I, op->operands[0]), *b = val(I, op->operands[1]);
+  RtVal *c = op->noperands == 3 ? val(I, op->operands[2]) : NULL;
+  RtVal *out = val(I, op->results[0]);
+  if (!need_tile(I, op, a, "a") || !need_tile(I, op, b, "b") || (c && !need_tile(I, op, c, "acc")))
+    return;
+  bool tb = I->info[op->id].transpose_b;
+  int R = a->rows, K = a->cols, C = tb ? b->rows : b->cols;
+  int rows, cols;
+  if ((tb ? b->cols : b->rows) != K) {
+    fail(I, op, "inner extents differ (%d and %d)", K, tb ? b->cols : b->rows);
+    return;
+  }
+  if (!tile_type(I, op, &rows, &cols))
+    return;
+  if (rows != R || cols != C || (c && (c->rows != R || c->cols != C))) {
+    fail(I, op, "result %d x %d does not match operands (%d x %d)", rows, cols, R, C);
+    return;
+  }
+  if (!set_tile(I, out, R, C))
+    return;
+  for (int r = 0; r < R; r++) {
+    double *restrict o = out->t + (size_t)r * C;
+    for (int j = 0; j < C; j++)
+      o[j] = c ? c->t[(size_t)r * C + j] : 0;
+    const double *restrict ar = a->t + (size_t)r * K;
+    if (tb) {
+      for (int j = 0; j < C; j++)
+        o[j] += dot(ar, b->t + (size_t)j * K, K);
+    } else {
+      for (int k = 0; k < K; k++) {
+        double x = ar[k];
+        const double *restrict br = b->t + (size_t)k * C;
+        for (int j = 0; j < C; j++)
+          o[j] += x * br[j];
+      }
+    }
+  }
+}
+
+static void exec_rowreduce(Interp *I, const Op *op) {
+  RtVal *a = val(I, op->operands[0]), *out = val(I, op->results[0]);
+  if (!need_tile(I, op, a, "operand") || !set_tile(I, out, a->rows, 1))
+    return;
+  bool mx = op->kind == OP_ROWMAX;
+  for (int r = 0; r < a->rows; r++) {
+    const double *row = a->t + (size_t)r * a->cols;
+    double s = mx ? -INFINITY : 0;
+    for (int c = 0; c < a->cols; c++)
+      s = mx ? (row[c] > s ? row[c] : s) : s + row[c];
+    out->t[r] = s;
+  }
+}
+
+static void exec_rescale(Interp *I, const Op *op) {
+  RtVal *a = val(I, op->operands[0]), *v = val(I, op->operands[1]);
+  RtVal *out = val(I, op->results[0]);
+  if (!need_tile(I, op, a, "operand"))
+    return;
+  if (v->tile && (v->cols != 1 || (v->rows != 1 && v->rows != a->rows))) {
+    fail(I, op, "scale must be R x 1");
+    return;
+  }
+  if (!set_tile(I, out, a->rows, a->cols))
+    return;
+  Acc s = acc_of(v);
+  for (int r = 0; r < a->rows; r++) {
+    double x = AT(s, r, 0);
+    for (int c = 0; c < a->cols; c++)
+      out->t[(size_t)r * a->cols + c] = a->t[(size_t)r * a->cols + c] * x;
+  }
+}
+
+/* ------------------------------------------------------------ load, store */
+
+/* The tensor of operand 0 and the checked (b, h, row0) of operands 1..3. */
+static Tensor *mem_args(Interp *I, const Op *op, int64_t *b, int64_t *h, int64_t *row0) {
+  if (op->noperands < 4) {
+    fail(I, op, "needs tensor, b, h, row0");
+    return NULL;
+  }
+  const Value *tv = op->operands[0];
+  if (tv->type.kind != TYPE_TENSOR || !tv->block || tv->block != I->f->body) {
+    fail(I, op, "operand 0 must be a tensor argument of the kernel");
+    return NULL;
+  }
+  Tensor *t = &I->tens[tv->arg_index];
+  *b = (int64_t)val(I, op->operands[1])->s;
+  *h = (int64_t)val(I, op->operands[2])->s;
+  *row0 = (int64_t)val(I, op->operands[3])->s;
+  int64_t nh = t->rank == 4 ? t->dims[2] : t->dims[1];
+  if (*b < 0 || *b >= t->dims[0] || *h < 0 || *h >= nh) {
+    fail(I, op, "%%%s: batch %lld / head %lld out of range", tv->name ? tv->name : "?",
+         (long long)*b, (long long)*h);
+    return NULL;
+  }
+  return t;
+}
+
+/* Address of (b, h, row, col) and the row extent, by rank. */
+static double *elem_ptr(Tensor *t, int64_t b, int64_t h, int64_t row, int64_t col) {
+  if (t->rank == 4)
+    return t->data + b * t->strides[0] + row * t->strides[1] + h * t->strides[2] +
+           col * t->strides[3];
+  return t->data + b * t->strides[0] + h * t->strides[1] + row * t->strides[2];
+}
+
+static int64_t row_extent(const Tensor *t) { return t->rank == 4 ? t->dims[1] : t->dims[2]; }
+static int64_t col_extent(const Tensor *t) { return t->rank == 4 ? t->dims[3] : 1; }
+
+static void exec_load(Interp *I, const Op *op) {
+  int64_t b, h, row0;
+  Tensor *t = mem_args(I, op, &b, &h, &row0);
+  int rows, cols;
+  if (!t || !tile_type(I, op, &rows, &cols))
+    return;
+  if (cols != col_extent(t)) {
+    fail(I, op, "tile has %d columns, the tensor %lld", cols, (long long)col_extent(t));
+    return;
+  }
+  RtVal *out = val(I, op->results[0]);
+  if (!set_tile(I, out, rows, cols))
+    return;
+  bool rnd = I->o->round_casts;
+  for (int r = 0; r < rows; r++) {
+    int64_t row = row0 + r;
+    bool in = row >= 0 && row < row_extent(t);
+    for (int c = 0; c < cols; c++) {
+      double x = in ? *elem_ptr(t, b, h, row, c) : 0;
+      out->t[(size_t)r * cols + c] = rnd ? interp_round(x, t->elem) : x;
+    }
+  }
+}
+
+static void exec_store(Interp *I, const Op *op) {
+  int64_t b, h, row0;
+  Tensor *t = mem_args(I, op, &b, &h, &row0);
+  if (!t)
+    return;
+  if (op->noperands != 5) {
+    fail(I, op, "needs tensor, b, h, row0, tile");
+    return;
+  }
+  RtVal *v = val(I, op->operands[4]);
+  if (!need_tile(I, op, v, "stored value"))
+    return;
+  if (v->cols != col_extent(t)) {
+    fail(I, op, "tile has %d columns, the tensor %lld", v->cols, (long long)col_extent(t));
+    return;
+  }
+  bool rnd = I->o->round_casts;
+  for (int r = 0; r < v->rows; r++) {
+    int64_t row = row0 + r;
+    if (row < 0 || row >= row_extent(t))
+      continue;
+    for (int c = 0; c < v->cols; c++) {
+      double x = v->t[(size_t)r * v->cols + c];
+      *elem_ptr(t, b, h, row, c) = rnd ? interp_round(x, t->elem) : x;
+    }
+  }
+}
+
+/* ------------------------------------------------------------ control flow */
+
+static const Op *exec_block(Interp *I, const Block *blk);
+
+/* The terminator's operands must match `n` targets. */
+static bool check_yield(Interp *I, const Op *owner, const Op *term, int n) {
+  if (!term || term->kind != OP_YIELD) {
+    if (n == 0 && !term)
+      return true; /* a region without results may end without a yield */
+    fail(I, owner, "region does not end with yield");
+    return false;
+  }
+  if (term->noperands != n) {
+    fail(I, owner, "yield has %d values, expected %d", term->noperands, n);
+    return false;
+  }
+  return true;
+}
+
+static void exec_for(Interp *I, const Op *op) {
+  if (op->noperands < 2 || op->nregions != 1) {
+    fail(I, op, "malformed for");
+    return;
+  }
+  int n = op->noperands - 2;
+  const Block *body = op->regions[0];
+  if (body->nargs != n + 1 || op->nresults != n) {
+    fail(I, op, "iter_args, block arguments and results disagree");
+    return;
+  }
+  int64_t lo = (int64_t)val(I, op->operands[0])->s, hi = (int64_t)val(I, op->operands[1])->s;
+  /* The results hold the carried state between iterations. */
+  for (int i = 0; i < n; i++)
+    copy_val(I, val(I, op->results[i]), val(I, op->operands[2 + i]));
+  for (int64_t iv = lo; iv < hi && !I->failed; iv++) {
+    set_scalar(val(I, body->args[0]), (double)iv);
+    for (int i = 0; i < n; i++)
+      copy_val(I, val(I, body->args[1 + i]), val(I, op->results[i]));
+    const Op *term = exec_block(I, body);
+    if (I->failed || !check_yield(I, op, term, n))
+      return;
+    for (int i = 0; i < n; i++)
+      copy_val(I, val(I, op->results[i]), val(I, term->operands[i]));
+  }
+}
+
+static void exec_if(Interp *I, const Op *op) {
+  if (op->noperands != 1 || op->nregions != 2) {
+    fail(I, op, "malformed if");
+    return;
+  }
+  RtVal *c = val(I, op->operands[0]);
+  if (c->tile) {
+    fail(I, op, "condition must be a scalar");
+    return;
+  }
+  const Block *blk = op->regions[c->s != 0 ? 0 : 1];
+  const Op *term = exec_block(I, blk);
+  if (I->failed || !check_yield(I, op, term, op->nresults))
+    return;
+  for (int i = 0; i < op->nresults; i++)
+    copy_val(I, val(I, op->results[i]), val(I, term->operands[i]));
+}
+
+static void exec_op(Interp *I, const Op *op) {
+  switch (op->kind) {
+  case OP_CONST:
+    if (op->nresults != 1 || op->results[0]->type.kind != TYPE_SCALAR)
+      fail(I, op, "const must give one scalar");
+    else
+      set_scalar(val(I, op->results[0]), I->info[op->id].value);
+    break;
+  case OP_TILE_SIZE:
+    set_scalar(val(I, op->results[0]), I->info[op->id].dim_kv ? I->o->bc : I->o->br);
+    break;
+  case OP_FULL: exec_full(I, op); break;
+  case OP_IOTA: exec_iota(I, op); break;
+  case OP_MATMUL: exec_matmul(I, op); break;
+  case OP_ROWMAX:
+  case OP_ROWSUM: exec_rowreduce(I, op); break;
+  case OP_RESCALE: exec_rescale(I, op); break;
+  case OP_LOAD: exec_load(I, op); break;
+  case OP_STORE: exec_store(I, op); break;
+  case OP_FOR: exec_for(I, op); break;
+  case OP_IF: exec_if(I, op); break;
+  case OP_YIELD:
+  case OP_RETURN: break;
+  default:
+    if (op->kind < OP__COUNT)
+      exec_elementwise(I, op);
+    else
+      fail(I, op, "unknown op");
+  }
+}
+
+/* Runs the ops of blk; returns its terminator (yield/return) or NULL. */
+static const Op *exec_block(Interp *I, const Block *blk) {
+  for (const Op *op = blk->first; op && !I->failed; op = op->next) {
+    if (op->kind == OP_YIELD || op->kind == OP_RETURN)
+      return op;
+    exec_op(I, op);
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ entry */
+
+int interp_run(const Func *f, const InterpBinding *tensors, int ntensors, int64_t batch,
+               int64_t seqlen_q, int64_t seqlen_k, const InterpOptions *o, char *err,
+               size_t errlen) {
+  InterpOptions dflt;
+  if (!o) {
+    interp_options_init(&dflt);
+    o = &dflt;
+  }
+  Interp I = {.f = f, .o = o, .batch = batch, .sq = seqlen_q, .sk = seqlen_k,
+              .err = err, .errlen = errlen};
+  if (err && errlen)
+    err[0] = 0;
+  if (!f || !f->body) {
+    fail(&I, NULL, "no kernel");
+    return -1;
+  }
+  if (o->br <= 0 || o->bc <= 0 || batch < 0 || seqlen_q < 0 || seqlen_k < 0) {
+    fail(&I, NULL, "bad options or sizes");
+    return -1;
+  }
+  /* Number the arguments first, then every op result and region argument. */
+  Counter cnt = {&I, 0, 0};
+  for (int i = 0; i < f->nargs; i++)
+    f->args[i]->id = cnt.nvals++;
+  func_walk((Func *)f, number_op, &cnt);
+  I.nvals = cnt.nvals;
+  I.nops = cnt.nops;
+  I.vals = calloc((size_t)I.nvals + 1, sizeof(RtVal));
+  I.info = calloc((size_t)I.nops + 1, sizeof(OpInfo));
+  I.tens = calloc((size_t)f->nargs + 1, sizeof(Tensor));
+  if (!I.vals || !I.info || !I.tens)
+    fail(&I, NULL, "out of memory");
+  if (!I.failed)
+    func_walk((Func *)f, decode_op, &I);
+  if (!I.failed)
+    bind_args(&I, tensors, ntensors);
+  if (!I.failed)
+    exec_block(&I, f->body);
+  for (int i = 0; I.vals && i < I.nvals; i++)
+    free(I.vals[i].t);
+  for (int i = 0; I.tens && i < f->nargs; i++)
+    if (I.tens[i].owned)
+      free(I.tens[i].data);
+  free(I.vals);
+  free(I.info);
+  free(I.tens);
+  return I.failed ? -1 : 0;
+}

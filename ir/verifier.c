@@ -1,0 +1,626 @@
+/* verifier.c - checks the invariants of the tile IR after every pass.
+ *
+ * What it checks, per kernel:
+ *  - structure: ops linked into their block (parent/prev/next), only for/if
+ *    own regions, yields end for/if regions, the body ends with `return`, no
+ *    op after a terminator;
+ *  - operand and result counts and types of every op kind (elementwise ops
+ *    broadcast as broadcast_type says; dist is codegen's business and is not
+ *    compared, except that `partial` values may only feed xwarp_reduce);
+ *  - required attributes (const/full value, cmp pred, iota axis, tile_size
+ *    dim, xwarp_reduce kind, for kind);
+ *  - dominance: an operand is defined earlier in the same block, in an
+ *    enclosing block, or is an argument of an enclosing region;
+ *  - use lists: every operand appears exactly once in its value's uses, and
+ *    every use names a live op that really has the value at that index;
+ *  - types well formed; symbolic Br/Bc only before tiling (no `tile_q`).
+ *
+ * Messages: `verifier: after <pass>: @kernel: <op summary> (line:col): msg`.
+ */
+#include <stdarg.h>
+#include <string.h>
+
+#include "ir/ir_internal.h"
+
+typedef struct Verifier {
+  const Func *f;
+  const char *after;
+  FILE *diag;
+  int nerrors;
+  ValueNames names;
+  PtrMap visible; /* Value* -> 1 while it may be used, 0 after its scope */
+  bool symbolic_ok;
+} Verifier;
+
+static void report(Verifier *v, const Op *op, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void report(Verifier *v, const Op *op, const char *fmt, ...) {
+  v->nerrors++;
+  if (!v->diag)
+    return;
+  fputs("verifier: ", v->diag);
+  if (v->after)
+    fprintf(v->diag, "after %s: ", v->after);
+  fprintf(v->diag, "@%s: ", v->f->name ? v->f->name : "");
+  if (op) {
+    char sum[256];
+    op_summary(sum, sizeof sum, op, &v->names);
+    fprintf(v->diag, "%s (%d:%d): ", sum, op->loc.line, op->loc.col);
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(v->diag, fmt, ap);
+  va_end(ap);
+  fputc('\n', v->diag);
+}
+
+static const char *tstr(Type t, char *buf) { return type_str(t, buf, 160); }
+
+/* -------------------------------------------------------------- types */
+
+static bool valid_tile_dim(Verifier *v, int d) {
+  return d > 0 || ((d == DIM_BR || d == DIM_BC) && v->symbolic_ok);
+}
+
+static bool valid_tensor_dim(int d) {
+  return d > 0 || d == DIM_BATCH || d == DIM_SEQLEN_Q || d == DIM_SEQLEN_K;
+}
+
+/* Reports a malformed type of a value that op defines (or a kernel arg). */
+static void check_type(Verifier *v, const Op *op, Type t, const char *what) {
+  char b[160];
+  switch (t.kind) {
+  case TYPE_SCALAR:
+    if (t.elem == ELEM_NONE)
+      report(v, op, "%s has no element type", what);
+    return;
+  case TYPE_TILE:
+    if (t.elem == ELEM_NONE)
+      report(v, op, "%s has no element type", what);
+    if (!valid_tile_dim(v, t.rows) || !valid_tile_dim(v, t.cols)) {
+      if ((t.rows == DIM_BR || t.rows == DIM_BC || t.cols == DIM_BR || t.cols == DIM_BC) && !v->symbolic_ok)
+        report(v, op, "%s has symbolic extent in %s but the kernel is tiled (tile_q is set)", what, tstr(t, b));
+      else
+        report(v, op, "%s has a bad tile shape %s", what, tstr(t, b));
+    }
+    return;
+  case TYPE_TENSOR:
+    if (t.rank != 3 && t.rank != 4) {
+      report(v, op, "%s is a tensor of rank %d (3 or 4 expected)", what, t.rank);
+      return;
+    }
+    for (int i = 0; i < t.rank; i++)
+      if (!valid_tensor_dim(t.dims[i]))
+        report(v, op, "%s has a bad tensor extent %d", what, t.dims[i]);
+    if (op)
+      report(v, op, "%s is a tensor: only kernel arguments are tensors", what);
+    return;
+  default:
+    report(v, op, "%s has no type", what);
+  }
+}
+
+static bool is_tile(Type t) { return t.kind == TYPE_TILE; }
+static bool is_index(Type t) { return t.kind == TYPE_SCALAR && t.elem == ELEM_INDEX; }
+static bool is_value_type(Type t) { return t.kind == TYPE_SCALAR || t.kind == TYPE_TILE; }
+static bool is_float_elem(ElemType e) { return e == ELEM_F16 || e == ELEM_BF16 || e == ELEM_F32; }
+
+/* Same kind, element type and extents; dist is not compared. */
+static bool same_shape_elem(Type a, Type b) {
+  if (a.kind != b.kind || a.elem != b.elem)
+    return false;
+  return a.kind != TYPE_TILE || (a.rows == b.rows && a.cols == b.cols);
+}
+
+static bool same_shape(Type a, Type b) {
+  if (a.kind != b.kind)
+    return false;
+  return a.kind != TYPE_TILE || (a.rows == b.rows && a.cols == b.cols);
+}
+
+/* --------------------------------------------------------- op rules */
+
+static bool want_counts(Verifier *v, const Op *op, int nops, int nres) {
+  bool ok = true;
+  if (nops >= 0 && op->noperands != nops) {
+    report(v, op, "expects %d operand%s, has %d", nops, nops == 1 ? "" : "s", op->noperands);
+    ok = false;
+  }
+  if (op->nresults != nres) {
+    report(v, op, "expects %d result%s, has %d", nres, nres == 1 ? "" : "s", op->nresults);
+    ok = false;
+  }
+  return ok;
+}
+
+static Type opnd(const Op *op, int i) { return op->operands[i]->type; }
+static Type res(const Op *op, int i) { return op->results[i]->type; }
+
+static void want_result(Verifier *v, const Op *op, Type expect) {
+  char a[160], b[160];
+  if (!same_shape_elem(res(op, 0), expect))
+    report(v, op, "result type %s, expected %s", tstr(res(op, 0), a), tstr(expect, b));
+}
+
+static bool word_in(const Op *op, const char *key, const char *const *words) {
+  const Attr *a = attr_get(&op->attrs, key);
+  if (!a || a->kind != ATTR_WORD)
+    return false;
+  for (; *words; words++)
+    if (strcmp(a->s, *words) == 0)
+      return true;
+  return false;
+}
+
+static void check_value_attr(Verifier *v, const Op *op) {
+  const Attr *a = attr_get(&op->attrs, "value");
+  if (!a || (a->kind != ATTR_INT && a->kind != ATTR_FLOAT))
+    report(v, op, "needs a numeric 'value' attribute");
+}
+
+static void check_const(Verifier *v, const Op *op) {
+  if (!want_counts(v, op, 0, 1))
+    return;
+  check_value_attr(v, op);
+  bool tile = op->kind == OP_FULL;
+  if (tile ? !is_tile(res(op, 0)) : res(op, 0).kind != TYPE_SCALAR)
+    report(v, op, "result must be a %s", tile ? "tile" : "scalar");
+}
+
+static void check_tile_size(Verifier *v, const Op *op) {
+  static const char *const dims[] = {"q", "kv", NULL};
+  if (!want_counts(v, op, 0, 1))
+    return;
+  if (!is_index(res(op, 0)))
+    report(v, op, "result must be index");
+  if (!word_in(op, "dim", dims))
+    report(v, op, "needs 'dim' = q or kv");
+}
+
+static void check_iota(Verifier *v, const Op *op) {
+  if (!want_counts(v, op, 0, 1))
+    return;
+  Type t = res(op, 0);
+  const Attr *a = attr_get(&op->attrs, "axis");
+  if (!a || a->kind != ATTR_INT || (a->i != 0 && a->i != 1)) {
+    report(v, op, "needs 'axis' = 0 or 1");
+    return;
+  }
+  if (!is_tile(t) || t.elem != ELEM_INDEX)
+    report(v, op, "result must be an index tile");
+  else if (a->i == 0 ? t.cols != 1 : t.rows != 1)
+    report(v, op, "axis %d gives a %s tile", (int)a->i, a->i == 0 ? "R x 1" : "1 x C");
+}
+
+/* add, sub, ..., cmp, and, or: two operands broadcasting to the result. */
+static void check_binary(Verifier *v, const Op *op) {
+  char a[160], b[160];
+  if (!want_counts(v, op, 2, 1))
+    return;
+  Type x = opnd(op, 0), y = opnd(op, 1);
+  if (!is_value_type(x) || !is_value_type(y) || x.elem != y.elem) {
+    report(v, op, "operand types %s and %s differ in element type", tstr(x, a), tstr(y, b));
+    return;
+  }
+  bool logic = op->kind == OP_AND || op->kind == OP_OR;
+  if (logic && x.elem != ELEM_I1)
+    report(v, op, "operands must be i1");
+  if (!logic && x.elem == ELEM_I1 && op->kind != OP_CMP)
+    report(v, op, "arithmetic on i1");
+  if (op->kind == OP_CEILDIV && x.elem != ELEM_INDEX)
+    report(v, op, "operands must be index");
+  if (op->kind == OP_CMP) {
+    static const char *const preds[] = {"lt", "le", "gt", "ge", "eq", "ne", NULL};
+    if (!word_in(op, "pred", preds))
+      report(v, op, "needs 'pred' = lt, le, gt, ge, eq or ne");
+  }
+  ElemType e = (op->kind == OP_CMP || logic) ? ELEM_I1 : x.elem;
+  Type t = broadcast_type(x, y, e);
+  if (t.kind == TYPE_NONE)
+    report(v, op, "operand shapes %s and %s do not broadcast", tstr(x, a), tstr(y, b));
+  else
+    want_result(v, op, t);
+}
+
+static void check_unary(Verifier *v, const Op *op) {
+  if (!want_counts(v, op, 1, 1))
+    return;
+  Type x = opnd(op, 0);
+  if (!is_value_type(x)) {
+    report(v, op, "operand must be a scalar or a tile");
+    return;
+  }
+  if (op->kind == OP_NOT && x.elem != ELEM_I1)
+    report(v, op, "operand must be i1");
+  else if ((op->kind == OP_NEG || op->kind == OP_ABS) && x.elem == ELEM_I1)
+    report(v, op, "arithmetic on i1");
+  else if (op->kind != OP_NOT && op->kind != OP_NEG && op->kind != OP_ABS && !is_float_elem(x.elem))
+    report(v, op, "operand must be a float");
+  want_result(v, op, x);
+}
+
+static void check_select(Verifier *v, const Op *op) {
+  char a[160], b[160];
+  if (!want_counts(v, op, 3, 1))
+    return;
+  Type c = opnd(op, 0), x = opnd(op, 1), y = opnd(op, 2);
+  if (!is_value_type(c) || c.elem != ELEM_I1)
+    report(v, op, "condition must be i1");
+  if (!is_value_type(x) || !is_value_type(y) || x.elem != y.elem) {
+    report(v, op, "operand types %s and %s differ in element type", tstr(x, a), tstr(y, b));
+    return;
+  }
+  Type t = broadcast_type(broadcast_type(c, x, x.elem), y, x.elem);
+  if (t.kind == TYPE_NONE)
+    report(v, op, "operand shapes do not broadcast");
+  else
+    want_result(v, op, t);
+}
+
+static void check_cast(Verifier *v, const Op *op) {
+  if (!want_counts(v, op, 1, 1))
+    return;
+  if (!is_value_type(opnd(op, 0)) || !same_shape(opnd(op, 0), res(op, 0)))
+    report(v, op, "cast must keep the shape");
+}
+
+/* The tile columns a load/store of tensor t moves: the head dim, or 1. */
+static int tensor_cols(Type t) { return t.rank == 4 ? t.dims[3] : 1; }
+
+static bool check_tensor_access(Verifier *v, const Op *op, Type tile) {
+  char a[160], b[160];
+  Type t = opnd(op, 0);
+  if (t.kind != TYPE_TENSOR) {
+    report(v, op, "operand 0 must be a tensor");
+    return false;
+  }
+  for (int i = 1; i <= 3; i++)
+    if (!is_index(opnd(op, i)))
+      report(v, op, "operand %d must be index", i);
+  if (!is_tile(tile)) {
+    report(v, op, "the %s must be a tile", op->kind == OP_LOAD ? "result" : "stored value");
+    return false;
+  }
+  if (tile.elem != t.elem || tile.cols != tensor_cols(t))
+    report(v, op, "tile %s does not match tensor %s (columns must be %d)", tstr(tile, a), tstr(t, b),
+           tensor_cols(t));
+  return true;
+}
+
+static void check_load(Verifier *v, const Op *op) {
+  if (want_counts(v, op, 4, 1))
+    check_tensor_access(v, op, res(op, 0));
+}
+
+static void check_store(Verifier *v, const Op *op) {
+  if (want_counts(v, op, 5, 0))
+    check_tensor_access(v, op, opnd(op, 4));
+}
+
+static void check_matmul(Verifier *v, const Op *op) {
+  char a[160], b[160];
+  if (op->noperands != 2 && op->noperands != 3) {
+    report(v, op, "expects 2 or 3 operands, has %d", op->noperands);
+    return;
+  }
+  if (!want_counts(v, op, -1, 1))
+    return;
+  Type x = opnd(op, 0), y = opnd(op, 1);
+  if (!is_tile(x) || !is_tile(y) || !is_float_elem(x.elem) || x.elem != y.elem) {
+    report(v, op, "operands %s and %s must be float tiles of one element type", tstr(x, a), tstr(y, b));
+    return;
+  }
+  const Attr *tb = attr_get(&op->attrs, "transpose_b");
+  if (tb && (tb->kind != ATTR_INT || (tb->i != 0 && tb->i != 1))) {
+    report(v, op, "'transpose_b' must be 0 or 1");
+    return;
+  }
+  bool trans = tb && tb->i == 1;
+  int k = trans ? y.cols : y.rows, n = trans ? y.rows : y.cols;
+  if (x.cols != k)
+    report(v, op, "inner extents differ: %s times %s%s", tstr(x, a), tstr(y, b), trans ? " transposed" : "");
+  Type want = type_tile(ELEM_F32, x.rows, n, DIST_NONE);
+  if (op->noperands == 3 && !same_shape_elem(opnd(op, 2), want))
+    report(v, op, "accumulator %s, expected %s", tstr(opnd(op, 2), a), tstr(want, b));
+  want_result(v, op, want);
+}
+
+static void check_rowreduce(Verifier *v, const Op *op) {
+  if (!want_counts(v, op, 1, 1))
+    return;
+  Type x = opnd(op, 0);
+  if (!is_tile(x) || !is_float_elem(x.elem)) {
+    report(v, op, "operand must be a float tile");
+    return;
+  }
+  want_result(v, op, type_tile(x.elem, x.rows, 1, DIST_NONE));
+}
+
+static void check_mask(Verifier *v, const Op *op) {
+  char a[160], b[160];
+  if (!want_counts(v, op, 2, 1))
+    return;
+  Type s = opnd(op, 0), c = opnd(op, 1);
+  if (!is_tile(s) || !is_float_elem(s.elem)) {
+    report(v, op, "operand 0 must be a float tile");
+    return;
+  }
+  if (!is_value_type(c) || c.elem != ELEM_I1) {
+    report(v, op, "condition must be i1");
+    return;
+  }
+  Type t = broadcast_type(s, c, s.elem);
+  if (t.kind == TYPE_NONE || t.rows != s.rows || t.cols != s.cols)
+    report(v, op, "condition %s does not broadcast to %s", tstr(c, a), tstr(s, b));
+  want_result(v, op, s);
+}
+
+static void check_rescale(Verifier *v, const Op *op) {
+  char a[160], b[160];
+  if (!want_counts(v, op, 2, 1))
+    return;
+  Type o = opnd(op, 0), s = opnd(op, 1);
+  if (!is_tile(o) || !is_tile(s) || !is_float_elem(o.elem) || s.elem != o.elem || s.cols != 1 ||
+      s.rows != o.rows) {
+    report(v, op, "expects an R x C tile and an R x 1 tile of one float type, has %s and %s", tstr(o, a),
+           tstr(s, b));
+    return;
+  }
+  want_result(v, op, o);
+}
+
+static void check_xwarp(Verifier *v, const Op *op) {
+  static const char *const kinds[] = {"max", "sum", NULL};
+  if (!want_counts(v, op, 1, 1))
+    return;
+  if (!word_in(op, "kind", kinds))
+    report(v, op, "needs 'kind' = max or sum");
+  if (!is_tile(opnd(op, 0)))
+    report(v, op, "operand must be a tile");
+  else
+    want_result(v, op, opnd(op, 0));
+}
+
+/* A yield ending a for/if region: its values match the op's results. */
+static void check_region_yield(Verifier *v, const Op *op, const Block *blk, const char *which) {
+  char a[160], b[160];
+  const Op *y = blk->last;
+  if (!y || y->kind != OP_YIELD) {
+    report(v, op, "%s does not end with yield", which);
+    return;
+  }
+  if (y->noperands != op->nresults) {
+    report(v, op, "%s yields %d value%s for %d result%s", which, y->noperands, y->noperands == 1 ? "" : "s",
+           op->nresults, op->nresults == 1 ? "" : "s");
+    return;
+  }
+  for (int i = 0; i < y->noperands; i++)
+    if (y->operands[i] && !type_eq(y->operands[i]->type, res(op, i)))
+      report(v, op, "%s yields %s for result %d of type %s", which, tstr(y->operands[i]->type, a), i,
+             tstr(res(op, i), b));
+}
+
+static void check_for(Verifier *v, const Op *op) {
+  char a[160], b[160];
+  static const char *const kinds[] = {"parallel", "sequential", NULL};
+  if (op->noperands < 2 || op->nregions != 1) {
+    report(v, op, "expects lo, hi and one region");
+    return;
+  }
+  if (!is_index(opnd(op, 0)) || !is_index(opnd(op, 1)))
+    report(v, op, "bounds must be index");
+  if (!word_in(op, "kind", kinds))
+    report(v, op, "needs 'kind' = parallel or sequential");
+  int n = op->noperands - 2;
+  if (op->nresults != n) {
+    report(v, op, "has %d iter_args but %d results", n, op->nresults);
+    return;
+  }
+  const Block *body = op->regions[0];
+  if (body->nargs != 1 + n) {
+    report(v, op, "body has %d arguments, expected %d (iv and iter_args)", body->nargs, 1 + n);
+    return;
+  }
+  if (!is_index(body->args[0]->type))
+    report(v, op, "induction variable must be index");
+  for (int i = 0; i < n; i++) {
+    Type init = opnd(op, 2 + i);
+    if (!type_eq(body->args[1 + i]->type, init))
+      report(v, op, "iter_arg %d has type %s but its init %s", i, tstr(body->args[1 + i]->type, a), tstr(init, b));
+    if (!type_eq(res(op, i), init))
+      report(v, op, "result %d has type %s but its init %s", i, tstr(res(op, i), a), tstr(init, b));
+  }
+  check_region_yield(v, op, body, "body");
+}
+
+static void check_if(Verifier *v, const Op *op) {
+  if (op->noperands != 1 || op->nregions != 2) {
+    report(v, op, "expects a condition and two regions");
+    return;
+  }
+  Type c = opnd(op, 0);
+  if (c.kind != TYPE_SCALAR || c.elem != ELEM_I1)
+    report(v, op, "condition must be an i1 scalar");
+  for (int r = 0; r < 2; r++) {
+    if (op->regions[r]->nargs)
+      report(v, op, "%s region has arguments", r ? "else" : "then");
+    check_region_yield(v, op, op->regions[r], r ? "else region" : "then region");
+  }
+}
+
+static void check_terminator(Verifier *v, const Op *op) {
+  const Block *blk = op->parent;
+  if (op->kind == OP_RETURN) {
+    want_counts(v, op, 0, 0);
+    if (!blk->parent_func || blk->parent_op)
+      report(v, op, "return outside the kernel body");
+    return;
+  }
+  want_counts(v, op, -1, 0);
+  const Op *p = blk->parent_op;
+  if (!p || (p->kind != OP_FOR && p->kind != OP_IF))
+    report(v, op, "yield outside a for/if region");
+}
+
+static void check_kind_rules(Verifier *v, const Op *op) {
+  if (op->nregions != 0 && op->kind != OP_FOR && op->kind != OP_IF)
+    report(v, op, "only for and if have regions");
+  switch (op->kind) {
+  case OP_CONST: case OP_FULL: check_const(v, op); break;
+  case OP_TILE_SIZE: check_tile_size(v, op); break;
+  case OP_IOTA: check_iota(v, op); break;
+  case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_REM: case OP_CEILDIV:
+  case OP_MIN: case OP_MAX: case OP_CMP: case OP_AND: case OP_OR:
+    check_binary(v, op);
+    break;
+  case OP_NEG: case OP_EXP: case OP_EXP2: case OP_LOG: case OP_LOG2: case OP_TANH:
+  case OP_SQRT: case OP_ABS: case OP_FLOOR: case OP_RECIP: case OP_NOT:
+    check_unary(v, op);
+    break;
+  case OP_SELECT: check_select(v, op); break;
+  case OP_CAST: check_cast(v, op); break;
+  case OP_LOAD: check_load(v, op); break;
+  case OP_STORE: check_store(v, op); break;
+  case OP_MATMUL: check_matmul(v, op); break;
+  case OP_ROWMAX: case OP_ROWSUM: check_rowreduce(v, op); break;
+  case OP_MASK: check_mask(v, op); break;
+  case OP_RESCALE: check_rescale(v, op); break;
+  case OP_XWARP_REDUCE: check_xwarp(v, op); break;
+  case OP_FOR: check_for(v, op); break;
+  case OP_IF: check_if(v, op); break;
+  case OP_YIELD: case OP_RETURN: check_terminator(v, op); break;
+  default: report(v, op, "unknown op kind %d", (int)op->kind);
+  }
+}
+
+/* ------------------------------------------ operands, uses, dominance */
+
+/* Every use recorded on value x names a live op of this kernel that holds x
+ * at that operand index. */
+static void check_value_uses(Verifier *v, const Op *where, const Value *x) {
+  for (int i = 0; i < x->nuses; i++) {
+    const Use *u = &x->uses[i];
+    if (!u->user || u->index < 0 || u->index >= u->user->noperands || u->user->operands[u->index] != x ||
+        op_func(u->user) != v->f) {
+      report(v, where, "use list of %s holds a stale use (operand %d of a %s)", names_get(&v->names, x),
+             u->index, u->user ? op_name(u->user->kind) : "null op");
+      return;
+    }
+  }
+}
+
+static void check_operands(Verifier *v, const Op *op) {
+  for (int i = 0; i < op->noperands; i++) {
+    const Value *x = op->operands[i];
+    if (!x) {
+      report(v, op, "operand %d is null", i);
+      continue;
+    }
+    int n = 0;
+    for (int u = 0; u < x->nuses; u++)
+      n += x->uses[u].user == op && x->uses[u].index == i;
+    if (n != 1)
+      report(v, op, "operand %d (%s) appears %d times in its use list", i, names_get(&v->names, x), n);
+    if (ptrmap_get(&v->visible, x, 0) != 1)
+      report(v, op, "operand %d (%s) does not dominate this use", i, names_get(&v->names, x));
+    if (x->type.kind == TYPE_TILE && x->type.dist == DIST_PARTIAL && op->kind != OP_XWARP_REDUCE)
+      report(v, op, "partial value %s used by %s (only xwarp_reduce may use it)", names_get(&v->names, x),
+             op_name(op->kind));
+  }
+}
+
+static void verify_block(Verifier *v, const Block *b, int depth);
+
+static void verify_op(Verifier *v, const Op *op, int depth) {
+  check_operands(v, op);
+  check_kind_rules(v, op);
+  for (int i = 0; i < op->nresults; i++) {
+    Value *r = op->results[i];
+    if (!r || r->def != op || r->result_index != i) {
+      report(v, op, "result %d does not point back to its op", i);
+      continue;
+    }
+    check_type(v, op, r->type, "result");
+  }
+  for (int r = 0; r < op->nregions; r++) {
+    const Block *blk = op->regions[r];
+    if (!blk || blk->parent_op != op) {
+      report(v, op, "region %d does not point back to its op", r);
+      continue;
+    }
+    verify_block(v, blk, depth + 1);
+  }
+  for (int i = 0; i < op->nresults; i++)
+    if (op->results[i]) {
+      check_value_uses(v, op, op->results[i]);
+      ptrmap_put(&v->visible, op->results[i], 1);
+    }
+}
+
+/* Checks a block's args and ops; values it defines are visible to the ops
+ * after them and to nested regions, and hidden again at the end. */
+static void verify_block(Verifier *v, const Block *b, int depth) {
+  if (depth > 1000) {
+    report(v, NULL, "regions nested too deeply (a cycle?)");
+    return;
+  }
+  const Op *owner = b->parent_op;
+  for (int i = 0; i < b->nargs; i++) {
+    Value *a = b->args[i];
+    if (a->block != b || a->arg_index != i || a->def)
+      report(v, owner, "block argument %d does not point back to its block", i);
+    check_type(v, owner, a->type, "block argument");
+    check_value_uses(v, owner, a);
+    ptrmap_put(&v->visible, a, 1);
+  }
+  const Op *prev = NULL;
+  for (const Op *o = b->first; o; prev = o, o = o->next) {
+    if (o->parent != b || o->prev != prev) {
+      report(v, o, "op is not linked into its block correctly");
+      break;
+    }
+    if (prev && (prev->kind == OP_YIELD || prev->kind == OP_RETURN))
+      report(v, o, "op after the block's terminator");
+    verify_op(v, o, depth);
+  }
+  if (prev != b->last)
+    report(v, owner, "block's last op is not the end of its op list");
+  for (int i = 0; i < b->nargs; i++)
+    ptrmap_put(&v->visible, b->args[i], 0);
+  for (const Op *o = b->first; o; o = o->next) {
+    for (int i = 0; i < o->nresults; i++)
+      if (o->results[i])
+        ptrmap_put(&v->visible, o->results[i], 0);
+    if (o == prev)
+      break;
+  }
+}
+
+static int verify_func(const Func *f, const char *after, FILE *diag) {
+  Verifier v = {.f = f, .after = after, .diag = diag};
+  v.symbolic_ok = attr_get(&f->attrs, "tile_q") == NULL;
+  names_init_func(&v.names, f);
+  if (!f->body || f->body->parent_func != f) {
+    report(&v, NULL, "kernel body does not point back to its kernel");
+  } else {
+    for (int i = 0; i < f->nargs; i++) {
+      Type t = f->args[i]->type;
+      if (t.kind != TYPE_TENSOR && !is_index(t))
+        report(&v, NULL, "kernel argument %s must be a tensor or an index", names_get(&v.names, f->args[i]));
+    }
+    verify_block(&v, f->body, 0);
+    const Op *t = f->body->last;
+    if (!t || t->kind != OP_RETURN)
+      report(&v, t, "kernel body does not end with return");
+  }
+  names_free(&v.names);
+  ptrmap_free(&v.visible);
+  return v.nerrors;
+}
+
+int module_verify(const Module *m, const char *after, FILE *diag) {
+  int n = 0;
+  for (int i = 0; i < m->nfuncs; i++)
+    n += verify_func(m->funcs[i], after, diag);
+  return n;
+}

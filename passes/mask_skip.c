@@ -1,0 +1,491 @@
+/* mask_skip.c - classify each (Q tile, K/V tile) pair as empty, full or
+ * partial from the mask, skip empty ones and mask only partial ones.
+ *
+ * The mask's condition is an elementwise op tree over index tiles
+ * (iota + q0, iota + k0), scalars (b, h, seqlen_q, seqlen_k) and constants.
+ * We evaluate that tree over intervals: for the current tile pair every
+ * numeric node gets run-time bounds [lo, hi] (emitted as scalar ops, since
+ * q0, k0 and the sequence lengths are only known at run time), and every
+ * boolean node a tri-state as two i1 scalars: can_be_true, can_be_false
+ * (both true = unknown). Both are over-approximations, so
+ *   %empty = not can_be_true   (no element of the tile is kept)
+ *   %full  = not can_be_false  (every element is kept)
+ * are sound. Anything the analysis does not model (a float score in the
+ * mask, rem, tanh, ...) is unknown, which only costs speed.
+ *
+ * The step (the body of the innermost loop around the mask) becomes
+ *   if %empty { state unchanged } else { ... %sm = if %full { %sc } else { mask } ... }
+ * An all -inf tile leaves the online-softmax state (O, l, m) unchanged, so
+ * skipping it is exact; a tile the mask keeps entirely is its own mask.
+ * In Q-outer order the empty branch yields the loop's iter_args; in FA1 order
+ * (the step stores to workspaces) it does nothing.
+ *
+ * The bounds mask `k < seqlen_k` is one of these comparisons: it is full on
+ * every K/V tile but the last.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/pass_util.h"
+#include "passes/passes.h"
+
+typedef struct Ival {
+  bool known;
+  Value *lo, *hi;
+} Ival;
+
+typedef struct Tri {
+  Value *ct, *cf; /* i1 scalars: can be true, can be false */
+} Tri;
+
+typedef struct Memo {
+  Value *key;
+  Ival iv;
+  Tri tr;
+  bool is_tri;
+} Memo;
+
+typedef struct Ana {
+  Module *m;
+  Builder b; /* emission point: before the first op the skip will wrap */
+  Memo *memo;
+  int nmemo, capmemo;
+} Ana;
+
+/* ------------------------------------------------------------ emission */
+
+static Value *konst(Ana *a, ElemType e, double v) {
+  return build_const(&a->b, type_scalar(e), v);
+}
+
+static bool sconst(Value *v, double *c) { return v->type.kind == TYPE_SCALAR && value_const(v, c); }
+
+static double fold(OpKind k, double x, double y, ElemType e) {
+  switch (k) {
+  case OP_ADD: return x + y;
+  case OP_SUB: return x - y;
+  case OP_MUL: return x * y;
+  case OP_MIN: return x < y ? x : y;
+  case OP_MAX: return x > y ? x : y;
+  case OP_AND: return (x != 0) && (y != 0);
+  case OP_OR: return (x != 0) || (y != 0);
+  case OP_DIV: return e == ELEM_INDEX ? floor(x / y) : x / y;
+  default: return 0;
+  }
+}
+
+/* A binary scalar op, folded when both sides are constants (or trivially). */
+static Value *emit_bin(Ana *a, OpKind k, Value *x, Value *y) {
+  double cx, cy;
+  bool kx = sconst(x, &cx), ky = sconst(y, &cy);
+  if (kx && ky && !(k == OP_DIV && cy == 0))
+    return konst(a, x->type.elem, fold(k, cx, cy, x->type.elem));
+  if ((k == OP_ADD && ky && cy == 0) || (k == OP_SUB && ky && cy == 0))
+    return x;
+  if (k == OP_ADD && kx && cx == 0)
+    return y;
+  if (k == OP_AND && (kx || ky))
+    return kx ? (cx != 0 ? y : x) : (cy != 0 ? x : y);
+  if (k == OP_OR && (kx || ky))
+    return kx ? (cx != 0 ? x : y) : (cy != 0 ? y : x);
+  return build_binary(&a->b, k, x, y);
+}
+
+static Value *emit_not(Ana *a, Value *x) {
+  double c;
+  if (sconst(x, &c))
+    return konst(a, ELEM_I1, c == 0);
+  if (x->def && x->def->kind == OP_NOT)
+    return x->def->operands[0];
+  return build_unary(&a->b, OP_NOT, x);
+}
+
+static Value *emit_cmp(Ana *a, const char *pred, Value *x, Value *y) {
+  double cx, cy;
+  if (sconst(x, &cx) && sconst(y, &cy)) {
+    bool r = !strcmp(pred, "lt") ? cx < cy : !strcmp(pred, "le") ? cx <= cy
+           : !strcmp(pred, "gt") ? cx > cy : !strcmp(pred, "ge") ? cx >= cy
+           : !strcmp(pred, "eq") ? cx == cy : cx != cy;
+    return konst(a, ELEM_I1, r);
+  }
+  return build_cmp(&a->b, pred, x, y);
+}
+
+/* ------------------------------------------------------------ memo */
+
+static Memo *memo_find(Ana *a, Value *v, bool is_tri) {
+  for (int i = 0; i < a->nmemo; i++)
+    if (a->memo[i].key == v && a->memo[i].is_tri == is_tri)
+      return &a->memo[i];
+  return NULL;
+}
+
+static Memo *memo_add(Ana *a, Value *v, bool is_tri) {
+  if (a->nmemo == a->capmemo) {
+    a->capmemo = a->capmemo ? 2 * a->capmemo : 32;
+    Memo *n = realloc(a->memo, sizeof(Memo) * (size_t)a->capmemo);
+    if (!n)
+      abort();
+    a->memo = n;
+  }
+  Memo *e = &a->memo[a->nmemo++];
+  *e = (Memo){.key = v, .is_tri = is_tri};
+  return e;
+}
+
+/* ------------------------------------------------------------ intervals */
+
+/* Makes scalar v usable at the emission point: values of the step that come
+ * later (k0, q0) move up; when v is the emission point itself, the point
+ * moves past it. */
+static bool make_available(Ana *a, Value *v) {
+  Op *d = v->def;
+  if (!d || d->parent != a->b.block)
+    return true;
+  if (!op_is_pure(d))
+    return false;
+  if (d == a->b.before) {
+    a->b.before = d->next;
+    return true;
+  }
+  if (!a->b.before)
+    return true;
+  return hoist_before(v, a->b.before);
+}
+
+static const Ival UNKNOWN_IV = {false, NULL, NULL};
+
+static Ival ival(Ana *a, Value *v);
+
+static Ival exact(Value *v) { return (Ival){true, v, v}; }
+
+static Ival iv_mul(Ana *a, Ival x, Ival y) {
+  double c;
+  if (sconst(y.lo, &c) && y.lo == y.hi) {
+    Ival t = x;
+    x = y;
+    y = t;
+  }
+  if (sconst(x.lo, &c) && x.lo == x.hi) {
+    Value *p = emit_bin(a, OP_MUL, x.lo, y.lo), *q = emit_bin(a, OP_MUL, x.lo, y.hi);
+    return c >= 0 ? (Ival){true, p, q} : (Ival){true, q, p};
+  }
+  Value *p1 = emit_bin(a, OP_MUL, x.lo, y.lo), *p2 = emit_bin(a, OP_MUL, x.lo, y.hi);
+  Value *p3 = emit_bin(a, OP_MUL, x.hi, y.lo), *p4 = emit_bin(a, OP_MUL, x.hi, y.hi);
+  Value *lo = emit_bin(a, OP_MIN, emit_bin(a, OP_MIN, p1, p2), emit_bin(a, OP_MIN, p3, p4));
+  Value *hi = emit_bin(a, OP_MAX, emit_bin(a, OP_MAX, p1, p2), emit_bin(a, OP_MAX, p3, p4));
+  return (Ival){true, lo, hi};
+}
+
+/* Division (floor for index, true for floats) is monotone in the dividend
+ * for a constant divisor; other divisors are not modelled. */
+static Ival iv_div(Ana *a, Ival x, Ival y) {
+  double c;
+  if (!(y.lo == y.hi && sconst(y.lo, &c)) || c == 0)
+    return UNKNOWN_IV;
+  Value *p = emit_bin(a, OP_DIV, x.lo, y.lo), *q = emit_bin(a, OP_DIV, x.hi, y.lo);
+  return c > 0 ? (Ival){true, p, q} : (Ival){true, q, p};
+}
+
+static Ival iv_abs(Ana *a, Ival x) {
+  Value *zero = konst(a, x.lo->type.elem, 0);
+  Value *nlo = build_unary(&a->b, OP_NEG, x.lo), *nhi = build_unary(&a->b, OP_NEG, x.hi);
+  Value *lo = emit_bin(a, OP_MAX, emit_bin(a, OP_MAX, x.lo, nhi), zero);
+  return (Ival){true, lo, emit_bin(a, OP_MAX, nlo, x.hi)};
+}
+
+static Ival iv_binary(Ana *a, OpKind k, Ival x, Ival y) {
+  switch (k) {
+  case OP_ADD: return (Ival){true, emit_bin(a, OP_ADD, x.lo, y.lo), emit_bin(a, OP_ADD, x.hi, y.hi)};
+  case OP_SUB: return (Ival){true, emit_bin(a, OP_SUB, x.lo, y.hi), emit_bin(a, OP_SUB, x.hi, y.lo)};
+  case OP_MIN: return (Ival){true, emit_bin(a, OP_MIN, x.lo, y.lo), emit_bin(a, OP_MIN, x.hi, y.hi)};
+  case OP_MAX: return (Ival){true, emit_bin(a, OP_MAX, x.lo, y.lo), emit_bin(a, OP_MAX, x.hi, y.hi)};
+  case OP_MUL: return iv_mul(a, x, y);
+  case OP_DIV: return iv_div(a, x, y);
+  default: return UNKNOWN_IV;
+  }
+}
+
+static Ival iv_iota(Ana *a, Op *d, Type t) {
+  int ext = attr_int(&d->attrs, "axis", 0) == 0 ? t.rows : t.cols;
+  if (ext <= 0)
+    return UNKNOWN_IV; /* symbolic: run tiling first */
+  return (Ival){true, konst(a, t.elem, 0), konst(a, t.elem, ext - 1)};
+}
+
+static Ival iv_cast(Ana *a, Ival x, ElemType to) {
+  if (to == ELEM_I1 || x.lo->type.elem == ELEM_I1)
+    return UNKNOWN_IV;
+  Value *lo = build_cast(&a->b, x.lo, to);
+  return (Ival){true, lo, x.lo == x.hi ? lo : build_cast(&a->b, x.hi, to)};
+}
+
+static Ival ival_op(Ana *a, Op *d, Value *v) {
+  double c;
+  switch (d->kind) {
+  case OP_IOTA:
+    return iv_iota(a, d, v->type);
+  case OP_FULL:
+  case OP_CONST:
+    return value_const(v, &c) ? exact(konst(a, v->type.elem, c)) : UNKNOWN_IV;
+  case OP_NEG: {
+    Ival x = ival(a, d->operands[0]);
+    if (!x.known)
+      return x;
+    return (Ival){true, build_unary(&a->b, OP_NEG, x.hi), build_unary(&a->b, OP_NEG, x.lo)};
+  }
+  case OP_ABS: {
+    Ival x = ival(a, d->operands[0]);
+    return x.known ? iv_abs(a, x) : x;
+  }
+  case OP_CAST: {
+    Ival x = ival(a, d->operands[0]);
+    return x.known ? iv_cast(a, x, v->type.elem) : x;
+  }
+  case OP_SELECT: {
+    Ival x = ival(a, d->operands[1]), y = ival(a, d->operands[2]);
+    if (!x.known || !y.known)
+      return UNKNOWN_IV;
+    return (Ival){true, emit_bin(a, OP_MIN, x.lo, y.lo), emit_bin(a, OP_MAX, x.hi, y.hi)};
+  }
+  case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MIN: case OP_MAX: {
+    Ival x = ival(a, d->operands[0]), y = ival(a, d->operands[1]);
+    if (!x.known || !y.known)
+      return UNKNOWN_IV;
+    return iv_binary(a, d->kind, x, y);
+  }
+  default:
+    return UNKNOWN_IV;
+  }
+}
+
+/* Bounds of every element of numeric value v over the current tile pair. */
+static Ival ival(Ana *a, Value *v) {
+  Memo *e = memo_find(a, v, false);
+  if (e)
+    return e->iv;
+  Ival r = UNKNOWN_IV;
+  if (v->type.kind == TYPE_SCALAR && v->type.elem != ELEM_I1) {
+    double c;
+    if (sconst(v, &c) && v->def->parent == a->b.block)
+      r = exact(konst(a, v->type.elem, c)); /* a copy: the original may be wrapped */
+    else if (make_available(a, v))
+      r = exact(v);
+  } else if (v->type.kind == TYPE_TILE && v->type.elem != ELEM_I1 && v->def) {
+    r = ival_op(a, v->def, v);
+  }
+  memo_add(a, v, false)->iv = r;
+  return r;
+}
+
+/* ------------------------------------------------------------ tri-states */
+
+static Tri tri(Ana *a, Value *v);
+
+static Tri unknown_tri(Ana *a) {
+  Value *t = konst(a, ELEM_I1, 1);
+  return (Tri){t, t};
+}
+
+static Tri tri_cmp(Ana *a, const char *p, Value *xv, Value *yv) {
+  Ival x = ival(a, xv), y = ival(a, yv);
+  if (!x.known || !y.known)
+    return unknown_tri(a);
+  if (!strcmp(p, "lt"))
+    return (Tri){emit_cmp(a, "lt", x.lo, y.hi), emit_cmp(a, "ge", x.hi, y.lo)};
+  if (!strcmp(p, "le"))
+    return (Tri){emit_cmp(a, "le", x.lo, y.hi), emit_cmp(a, "gt", x.hi, y.lo)};
+  if (!strcmp(p, "gt"))
+    return (Tri){emit_cmp(a, "gt", x.hi, y.lo), emit_cmp(a, "le", x.lo, y.hi)};
+  if (!strcmp(p, "ge"))
+    return (Tri){emit_cmp(a, "ge", x.hi, y.lo), emit_cmp(a, "lt", x.lo, y.hi)};
+  /* eq can hold when the intervals overlap; it can fail unless both are the
+   * same single point (x.lo == y.hi and x.hi == y.lo imply that). */
+  Value *overlap = emit_bin(a, OP_AND, emit_cmp(a, "le", x.lo, y.hi), emit_cmp(a, "le", y.lo, x.hi));
+  Value *differ = emit_bin(a, OP_OR, emit_cmp(a, "ne", x.lo, y.hi), emit_cmp(a, "ne", x.hi, y.lo));
+  if (!strcmp(p, "eq"))
+    return (Tri){overlap, differ};
+  if (!strcmp(p, "ne"))
+    return (Tri){differ, overlap};
+  return unknown_tri(a);
+}
+
+static Tri tri_op(Ana *a, Op *d) {
+  double c;
+  switch (d->kind) {
+  case OP_FULL:
+  case OP_CONST:
+    if (!value_const(d->results[0], &c))
+      return unknown_tri(a);
+    return (Tri){konst(a, ELEM_I1, c != 0), konst(a, ELEM_I1, c == 0)};
+  case OP_CMP:
+    return tri_cmp(a, attr_str(&d->attrs, "pred", ""), d->operands[0], d->operands[1]);
+  case OP_NOT: {
+    Tri x = tri(a, d->operands[0]);
+    return (Tri){x.cf, x.ct};
+  }
+  case OP_AND: {
+    Tri x = tri(a, d->operands[0]), y = tri(a, d->operands[1]);
+    return (Tri){emit_bin(a, OP_AND, x.ct, y.ct), emit_bin(a, OP_OR, x.cf, y.cf)};
+  }
+  case OP_OR: {
+    Tri x = tri(a, d->operands[0]), y = tri(a, d->operands[1]);
+    return (Tri){emit_bin(a, OP_OR, x.ct, y.ct), emit_bin(a, OP_AND, x.cf, y.cf)};
+  }
+  case OP_SELECT: {
+    if (d->results[0]->type.elem != ELEM_I1)
+      return unknown_tri(a);
+    Tri c0 = tri(a, d->operands[0]), x = tri(a, d->operands[1]), y = tri(a, d->operands[2]);
+    Value *ct = emit_bin(a, OP_OR, emit_bin(a, OP_AND, c0.ct, x.ct), emit_bin(a, OP_AND, c0.cf, y.ct));
+    Value *cf = emit_bin(a, OP_OR, emit_bin(a, OP_AND, c0.ct, x.cf), emit_bin(a, OP_AND, c0.cf, y.cf));
+    return (Tri){ct, cf};
+  }
+  default:
+    return unknown_tri(a);
+  }
+}
+
+/* Whether boolean v can be true / false somewhere on the current tile pair. */
+static Tri tri(Ana *a, Value *v) {
+  Memo *e = memo_find(a, v, true);
+  if (e)
+    return e->tr;
+  Tri r;
+  double c;
+  if (v->type.kind == TYPE_SCALAR) {
+    /* a run-time flag: exact, once it is available before the skip */
+    if (sconst(v, &c))
+      r = (Tri){konst(a, ELEM_I1, c != 0), konst(a, ELEM_I1, c == 0)};
+    else if (make_available(a, v))
+      r = (Tri){v, emit_not(a, v)};
+    else
+      r = unknown_tri(a);
+  } else {
+    r = v->def ? tri_op(a, v->def) : unknown_tri(a);
+  }
+  e = memo_add(a, v, true);
+  e->tr = r;
+  return r;
+}
+
+/* ------------------------------------------------------------ rewrite */
+
+/* The mask op of a step not yet classified: exactly one `mask` in the
+ * innermost loop body around it, feeding the row max. */
+static Op *find_mask(Func *f) {
+  OpList masks = collect_ops(f, OP_MASK);
+  Op *m = masks.n == 1 ? masks.v[0] : NULL;
+  oplist_free(&masks);
+  if (!m || !m->parent->parent_op || m->parent->parent_op->kind != OP_FOR)
+    return NULL;
+  for (int i = 0; i < m->results[0]->nuses; i++)
+    if (m->results[0]->uses[i].user->kind == OP_ROWMAX)
+      return m;
+  return NULL;
+}
+
+/* Pure ops before `last` in its block whose results only feed `last` or
+ * each other: the mask's own condition, which only partial tiles need. */
+static void cond_slice(Op *last, OpList *out) {
+  oplist_push(out, last);
+  for (Op *o = last->prev; o; o = o->prev) {
+    if (!op_is_pure(o) || o->nresults == 0)
+      continue;
+    bool mine = o->results[0]->nuses > 0;
+    for (int r = 0; r < o->nresults && mine; r++)
+      for (int u = 0; u < o->results[r]->nuses && mine; u++)
+        mine = oplist_has(out, o->results[r]->uses[u].user);
+    if (mine)
+      oplist_push(out, o);
+  }
+}
+
+/* Names a value the analysis made, never one of the user's. */
+static Value *named(Value *v, const char *name) {
+  if (!v->name)
+    v->name = name;
+  return v;
+}
+
+/* %sm = if %full { yield %sc } else { cond ops; yield mask %sc, %cond } */
+static void split_full(Module *m, Op *mask, Value *full) {
+  Builder b = builder_before(m, mask);
+  Value *sc = mask->operands[0], *sm = mask->results[0];
+  Op *fi = build_if(&b, full, &sm->type, 1);
+  Builder tb = builder_at_end(m, fi->regions[0]);
+  build_yield(&tb, &sc, 1);
+  OpList slice = {0};
+  cond_slice(mask, &slice);
+  for (int i = slice.n - 1; i >= 0; i--)
+    op_move_to_end(slice.v[i], fi->regions[1]);
+  oplist_free(&slice);
+  value_replace_all_uses(sm, fi->results[0]);
+  Builder eb = builder_at_end(m, fi->regions[1]);
+  build_yield(&eb, &sm, 1);
+  fi->results[0]->name = sm->name;
+  sm->name = "masked";
+}
+
+/* Wraps the ops of `step` from `first` to its terminator:
+ *   results = if %empty { yield state } else { ops; yield what the step yielded } */
+static void skip_empty(Module *m, Block *step, Op *first, Value *empty, bool yields) {
+  Op *loop = step->parent_op;
+  Op *term = block_terminator(step);
+  int n = term ? term->noperands : 0;
+  Type types[64];
+  Value *state[64];
+  if (n > 64)
+    return;
+  for (int i = 0; i < n; i++) {
+    types[i] = term->operands[i]->type;
+    state[i] = for_iter_arg(loop, i);
+  }
+  Builder b = first ? builder_before(m, first) : builder_at_end(m, step);
+  if (term && !first)
+    b = builder_before(m, term);
+  Op *ei = build_if(&b, empty, types, n);
+  for (Op *o = first; o && o != term;) {
+    Op *next = o->next;
+    op_move_to_end(o, ei->regions[1]);
+    o = next;
+  }
+  Builder tb = builder_at_end(m, ei->regions[0]);
+  if (n || yields)
+    build_yield(&tb, state, n);
+  Builder eb = builder_at_end(m, ei->regions[1]);
+  if (n || yields)
+    build_yield(&eb, term ? term->operands : NULL, n);
+  for (int i = 0; i < n; i++)
+    op_set_operand(term, i, ei->results[i]);
+}
+
+int pass_mask_skip(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
+  (void)opts;
+  (void)diag;
+  Op *mask = find_mask(f);
+  if (!mask)
+    return 0;
+  Block *step = mask->parent;
+  Op *loop = step->parent_op;
+  Op *term = block_terminator(step);
+  if (term && term->noperands != loop->nresults)
+    return 0;
+  bool yields = func_uses_empty_yields(f);
+  Ana a = {.m = m, .b = builder_before(m, step->first)};
+  a.b.loc = mask->loc;
+  Tri t = tri(&a, mask->operands[1]);
+  Value *empty = named(emit_not(&a, t.ct), "empty");
+  Value *full = named(emit_not(&a, t.cf), "full");
+  free(a.memo);
+  Op *first = a.b.before; /* everything from here on is per-tile work */
+  double c;
+  bool never_empty = sconst(empty, &c) && c == 0;
+  bool never_full = sconst(full, &c) && c == 0;
+  if (!never_empty)
+    skip_empty(m, step, first, empty, yields);
+  if (!never_full)
+    split_full(m, mask, full);
+  dce_block(step); /* classification ops nobody needed */
+  return 0;
+}

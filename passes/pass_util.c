@@ -1,0 +1,259 @@
+/* pass_util.c - helpers shared by the passes (see pass_util.h). */
+#include "passes/pass_util.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+void oplist_push(OpList *l, Op *op) {
+  if (l->n == l->cap) {
+    l->cap = l->cap ? l->cap * 2 : 16;
+    Op **v = realloc(l->v, sizeof(Op *) * (size_t)l->cap);
+    if (!v) {
+      fprintf(stderr, "flashc: out of memory\n");
+      abort();
+    }
+    l->v = v;
+  }
+  l->v[l->n++] = op;
+}
+
+void oplist_free(OpList *l) {
+  free(l->v);
+  l->v = NULL;
+  l->n = l->cap = 0;
+}
+
+bool oplist_has(const OpList *l, const Op *op) {
+  for (int i = 0; i < l->n; i++)
+    if (l->v[i] == op)
+      return true;
+  return false;
+}
+
+typedef struct KindCollect {
+  OpKind k;
+  OpList *out;
+} KindCollect;
+
+static void collect_fn(Op *op, void *ctx) {
+  KindCollect *c = ctx;
+  if (op->kind == c->k)
+    oplist_push(c->out, op);
+}
+
+OpList collect_ops(Func *f, OpKind k) {
+  OpList l = {0};
+  KindCollect c = {k, &l};
+  func_walk(f, collect_fn, &c);
+  return l;
+}
+
+bool op_is_pure(const Op *op) {
+  if (op->nregions > 0)
+    return false;
+  switch (op->kind) {
+  case OP_STORE:
+  case OP_YIELD:
+  case OP_RETURN:
+  case OP_FOR:
+  case OP_IF:
+    return false;
+  default:
+    return true;
+  }
+}
+
+bool op_precedes(const Op *a, const Op *b) {
+  if (a->parent != b->parent)
+    return false;
+  for (const Op *o = a->next; o; o = o->next)
+    if (o == b)
+      return true;
+  return false;
+}
+
+bool hoist_before(Value *v, Op *point) {
+  Op *d = v->def;
+  if (d == point)
+    return false;
+  /* Block arguments and values of enclosing blocks already dominate. */
+  if (!d || d->parent != point->parent || op_precedes(d, point))
+    return true;
+  if (!op_is_pure(d))
+    return false;
+  for (int i = 0; i < d->noperands; i++)
+    if (!hoist_before(d->operands[i], point))
+      return false;
+  op_move_before(d, point);
+  return true;
+}
+
+static bool results_unused(const Op *op) {
+  for (int i = 0; i < op->nresults; i++)
+    if (op->results[i]->nuses)
+      return false;
+  return true;
+}
+
+static int dce_once(Block *b) {
+  int n = 0;
+  for (Op *o = b->last; o;) {
+    Op *prev = o->prev;
+    for (int r = 0; r < o->nregions; r++)
+      n += dce_once(o->regions[r]);
+    if (op_is_pure(o) && results_unused(o)) {
+      op_erase(o);
+      n++;
+    }
+    o = prev;
+  }
+  return n;
+}
+
+int dce_block(Block *b) {
+  int total = 0, n;
+  while ((n = dce_once(b)) > 0)
+    total += n;
+  return total;
+}
+
+bool attrs_equal(const AttrList *a, const AttrList *b) {
+  if (a->n != b->n)
+    return false;
+  for (int i = 0; i < a->n; i++) {
+    const Attr *x = &a->v[i];
+    const Attr *y = attr_get(b, x->key);
+    if (!y || x->kind != y->kind)
+      return false;
+    switch (x->kind) {
+    case ATTR_INT:
+      if (x->i != y->i)
+        return false;
+      break;
+    case ATTR_FLOAT:
+      if (x->f != y->f && !(x->f != x->f && y->f != y->f))
+        return false;
+      break;
+    default:
+      if (strcmp(x->s, y->s) != 0)
+        return false;
+    }
+  }
+  return true;
+}
+
+void attrs_copy(Module *m, AttrList *dst, const AttrList *src) {
+  for (int i = 0; i < src->n; i++) {
+    const Attr *a = &src->v[i];
+    switch (a->kind) {
+    case ATTR_INT: attr_set_int(m, dst, a->key, a->i); break;
+    case ATTR_FLOAT: attr_set_float(m, dst, a->key, a->f); break;
+    case ATTR_STR: attr_set_str(m, dst, a->key, a->s); break;
+    case ATTR_WORD: attr_set_word(m, dst, a->key, a->s); break;
+    }
+  }
+}
+
+static bool ops_identical(const Op *a, const Op *b) {
+  if (a->kind != b->kind || a->noperands != b->noperands || a->nresults != b->nresults)
+    return false;
+  for (int i = 0; i < a->noperands; i++)
+    if (a->operands[i] != b->operands[i])
+      return false;
+  for (int i = 0; i < a->nresults; i++)
+    if (!type_eq(a->results[i]->type, b->results[i]->type))
+      return false;
+  return attrs_equal(&a->attrs, &b->attrs);
+}
+
+int cse_block(Block *b) {
+  int n = 0;
+  for (Op *o = b->first; o;) {
+    Op *next = o->next;
+    for (int r = 0; r < o->nregions; r++)
+      n += cse_block(o->regions[r]);
+    /* Loads are pure here but two loads of a workspace may see different
+     * contents; only merge ops that compute from their operands alone. */
+    if (op_is_pure(o) && o->kind != OP_LOAD) {
+      for (Op *p = b->first; p != o; p = p->next)
+        if (ops_identical(p, o)) {
+          for (int i = 0; i < o->nresults; i++)
+            value_replace_all_uses(o->results[i], p->results[i]);
+          op_erase(o);
+          n++;
+          break;
+        }
+    }
+    o = next;
+  }
+  return n;
+}
+
+Value *strip_xwarp(Value *v) {
+  while (v->def && v->def->kind == OP_XWARP_REDUCE)
+    v = v->def->operands[0];
+  return v;
+}
+
+bool value_const(const Value *v, double *out) {
+  if (!v->def || (v->def->kind != OP_CONST && v->def->kind != OP_FULL))
+    return false;
+  const Attr *a = attr_get(&v->def->attrs, "value");
+  if (!a)
+    return false;
+  if (a->kind == ATTR_INT)
+    *out = (double)a->i;
+  else if (a->kind == ATTR_FLOAT)
+    *out = a->f;
+  else
+    return false;
+  return true;
+}
+
+static void map_block_types(Block *b, TypeMapFn fn, void *ctx) {
+  for (int i = 0; i < b->nargs; i++)
+    b->args[i]->type = fn(b->args[i]->type, ctx);
+  for (Op *o = b->first; o; o = o->next) {
+    for (int i = 0; i < o->nresults; i++)
+      o->results[i]->type = fn(o->results[i]->type, ctx);
+    for (int r = 0; r < o->nregions; r++)
+      map_block_types(o->regions[r], fn, ctx);
+  }
+}
+
+void func_map_types(Func *f, TypeMapFn fn, void *ctx) { map_block_types(f->body, fn, ctx); }
+
+void pass_error(FILE *diag, const Func *f, const char *fmt, ...) {
+  FILE *out = diag ? diag : stderr;
+  fprintf(out, "%s:%d:%d: error: ", f->loc.file ? f->loc.file : "<input>",
+          f->loc.line > 0 ? f->loc.line : 1, f->loc.col > 0 ? f->loc.col : 1);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(out, fmt, ap);
+  va_end(ap);
+  fputc('\n', out);
+}
+
+typedef struct YieldScan {
+  bool any_region, empty_yield, missing;
+} YieldScan;
+
+static void yield_scan_fn(Op *op, void *ctx) {
+  YieldScan *s = ctx;
+  for (int r = 0; r < op->nregions; r++) {
+    s->any_region = true;
+    Op *t = block_terminator(op->regions[r]);
+    if (!t)
+      s->missing = true;
+    else if (t->kind == OP_YIELD && t->noperands == 0)
+      s->empty_yield = true;
+  }
+}
+
+bool func_uses_empty_yields(Func *f) {
+  YieldScan s = {0};
+  func_walk(f, yield_scan_fn, &s);
+  /* Default to explicit terminators: the verifier checks them. */
+  return !s.missing || s.empty_yield || !s.any_region;
+}

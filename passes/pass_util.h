@@ -1,0 +1,65 @@
+/* pass_util.h - small helpers the passes share: op lists, purity, moving an
+ * op's dependencies up a block, dead code removal, local CSE, diagnostics. */
+#ifndef FLASHC_PASS_UTIL_H
+#define FLASHC_PASS_UTIL_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "ir/ir.h"
+
+/* A growable list of ops (malloc'ed; free with oplist_free). */
+typedef struct OpList {
+  Op **v;
+  int n, cap;
+} OpList;
+
+void oplist_push(OpList *l, Op *op);
+void oplist_free(OpList *l);
+bool oplist_has(const OpList *l, const Op *op);
+/* Every op of kind k in f, in pre-order. */
+OpList collect_ops(Func *f, OpKind k);
+
+/* True for ops without side effects or regions (loads count as pure: they
+ * only read, and the passes only move loads of tensors nobody stores). */
+bool op_is_pure(const Op *op);
+/* True when a and b are in the same block and a comes first. */
+bool op_precedes(const Op *a, const Op *b);
+
+/* Makes v usable right before `point`: when v is defined later in point's
+ * block, moves its defining op (and, first, those of its operands) before
+ * point. Returns false (changing nothing more) when that needs moving an
+ * impure op or one with regions. */
+bool hoist_before(Value *v, Op *point);
+
+/* Erases pure ops without uses in b and in its nested regions, to a fixed
+ * point. Returns how many were erased. */
+int dce_block(Block *b);
+/* Merges identical pure ops (same kind, operands, attributes, result types)
+ * within each block of b's tree, keeping the first. */
+int cse_block(Block *b);
+
+/* The operand of an xwarp_reduce, or v itself. */
+Value *strip_xwarp(Value *v);
+/* True when v is a const/full op result; *out gets its value. */
+bool value_const(const Value *v, double *out);
+/* The tensor a load/store reads or writes (operand 0). */
+static inline Value *mem_tensor(const Op *op) { return op->operands[0]; }
+
+bool attrs_equal(const AttrList *a, const AttrList *b);
+void attrs_copy(Module *m, AttrList *dst, const AttrList *src);
+
+/* Calls fn on the type of every value of f (kernel and block arguments, op
+ * results), storing what it returns. */
+typedef Type (*TypeMapFn)(Type t, void *ctx);
+void func_map_types(Func *f, TypeMapFn fn, void *ctx);
+
+/* `file:line:col: error: ` + message, the location of f (or of op when given). */
+void pass_error(FILE *diag, const Func *f, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Whether the for/if regions of f end in an explicit `yield` even when it
+ * yields nothing; new regions follow the same convention. */
+bool func_uses_empty_yields(Func *f);
+
+#endif

@@ -1,0 +1,143 @@
+/* pipeline.c - the pass pipeline: FA1 schedule in, FA2 schedule out.
+ *
+ * One straight list, run in order on every kernel. After each pass the
+ * verifier checks the IR and an error names the pass that broke it. Every
+ * pass but tiling only makes the kernel faster and may be disabled; the
+ * others are written to work on whatever subset ran before them.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/passes.h"
+
+static const Pass pipeline[] = {
+    {"tiling", "choose tile sizes, warps and stages; make tile extents concrete", true,
+     pass_tiling},
+    {"reorder-q-outer",
+     "Q tiles outer and parallel, K/V inner; O, l, m loop-carried instead of workspaces", false,
+     pass_reorder_q_outer},
+    {"defer-rescale", "normalize O by 1/l once after the K/V loop instead of every step", false,
+     pass_defer_rescale},
+    {"partition-warps", "split query rows across warps: no cross-warp reductions", false,
+     pass_partition_warps},
+    {"mask-skip", "classify tiles by the mask: skip empty ones, mask only partial ones", false,
+     pass_mask_skip},
+};
+
+enum { NPASSES = sizeof pipeline / sizeof pipeline[0] };
+
+const Pass *pass_pipeline(int *n) {
+  *n = NPASSES;
+  return pipeline;
+}
+
+const Pass *pass_find(const char *name) {
+  for (int i = 0; i < NPASSES; i++)
+    if (name && strcmp(pipeline[i].name, name) == 0)
+      return &pipeline[i];
+  return NULL;
+}
+
+void pass_options_init(PassOptions *o) {
+  memset(o, 0, sizeof *o);
+  o->target = "sm_90a";
+  o->max_passes = -1;
+}
+
+static bool listed(const char *const *names, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (names[i] && strcmp(names[i], name) == 0)
+      return true;
+  return false;
+}
+
+/* FLASHC_DUMP_IR=all or a comma-separated list of pass names. */
+static bool env_dump(const char *name) {
+  const char *e = getenv("FLASHC_DUMP_IR");
+  if (!e || !*e)
+    return false;
+  if (strcmp(e, "all") == 0)
+    return true;
+  size_t n = strlen(name);
+  for (const char *p = e; *p;) {
+    const char *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if (len == n && strncmp(p, name, n) == 0)
+      return true;
+    if (!end)
+      break;
+    p = end + 1;
+  }
+  return false;
+}
+
+static bool wants_dump(const PassOptions *o, const char *name) {
+  return o->print_after_all || listed(o->print_after, o->nprint_after, name) || env_dump(name);
+}
+
+/* Rejects unknown pass names and disabling a required pass. */
+static int check_names(const PassOptions *o, FILE *diag) {
+  const char *what[PASS_MAX_NAMES * 2 + 1];
+  int n = 0;
+  for (int i = 0; i < o->ndisabled; i++)
+    what[n++] = o->disabled[i];
+  for (int i = 0; i < o->nprint_after; i++)
+    what[n++] = o->print_after[i];
+  if (o->only)
+    what[n++] = o->only;
+  for (int i = 0; i < n; i++)
+    if (!pass_find(what[i])) {
+      fprintf(diag, "flashc: error: unknown pass '%s' (see --list-passes)\n", what[i]);
+      return 1;
+    }
+  for (int i = 0; i < o->ndisabled; i++) {
+    const Pass *p = pass_find(o->disabled[i]);
+    if (p->required) {
+      fprintf(diag, "flashc: error: pass '%s' is required (codegen needs it) and cannot be disabled\n",
+              p->name);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static int run_one(Module *m, const Pass *p, const PassOptions *o, FILE *diag) {
+  for (int i = 0; i < m->nfuncs; i++)
+    if (p->run(m, m->funcs[i], o, diag))
+      return 1;
+  if (module_verify(m, p->name, diag) > 0) {
+    fprintf(diag, "flashc: error: the IR is invalid after pass '%s' (a compiler bug)\n", p->name);
+    return 1;
+  }
+  if (wants_dump(o, p->name)) {
+    FILE *out = o->dump ? o->dump : stderr;
+    fprintf(out, "// *** IR Dump After %s ***\n", p->name);
+    module_print(out, m);
+    fflush(out);
+  }
+  return 0;
+}
+
+int run_pipeline(Module *m, const PassOptions *opts) {
+  PassOptions dflt;
+  if (!opts) {
+    pass_options_init(&dflt);
+    opts = &dflt;
+  }
+  FILE *diag = opts->diag ? opts->diag : stderr;
+  if (check_names(opts, diag))
+    return 1;
+  int ran = 0;
+  for (int i = 0; i < NPASSES; i++) {
+    const Pass *p = &pipeline[i];
+    if (opts->only ? strcmp(opts->only, p->name) != 0
+                   : listed(opts->disabled, opts->ndisabled, p->name))
+      continue;
+    if (opts->max_passes >= 0 && ran >= opts->max_passes)
+      break;
+    if (run_one(m, p, opts, diag))
+      return 1;
+    ran++;
+  }
+  return 0;
+}

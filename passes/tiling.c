@@ -1,0 +1,216 @@
+/* tiling.c - chooses the tile shape (Br x Bc), warps and pipeline stages and
+ * makes every symbolic tile extent concrete.
+ *
+ * Choice. FlashAttention-1 (Algorithm 1, line 1) sizes blocks from the on-chip
+ * memory M: Bc = ceil(M / 4d), Br = min(Bc, d). That rule assumes scalar code
+ * and f32 tiles; on tensor cores the tile must be a multiple of the MMA shape
+ * (16) and the accumulators live in registers, which are the scarcer budget.
+ * So we start from the shapes FlashAttention-2 settled on for H100/A100-class
+ * parts (d <= 64: 128 x 128; d <= 128: 128 x 64; d <= 256: 64 x 64; 4 warps,
+ * 2 stages) and shrink (Bc first, as FA1's rule does when d grows, then the
+ * stages, then Br) until the estimated shared memory and registers fit the
+ * target. A spec's schedule block (kernel attrs sched_*) is taken as given
+ * and refused with a reason when it cannot fit.
+ *
+ * Rewrite: tile_size ops become const ops; every Br / Bc extent in every type
+ * becomes the number; the kernel gets tile_q, tile_kv, warps, stages.
+ */
+#include <string.h>
+
+#include "passes/pass_util.h"
+#include "passes/passes.h"
+
+typedef struct TargetInfo {
+  const char *name;
+  long smem_per_block; /* bytes of shared memory one block may use */
+  long regs_per_sm;
+  int max_regs_per_thread;
+} TargetInfo;
+
+static const TargetInfo targets[] = {
+    {"sm_80", 163L * 1024, 65536, 255},
+    {"sm_90a", 227L * 1024, 65536, 255},
+};
+
+/* Registers a thread needs besides the S and O accumulators: row statistics
+ * (m, l, alpha), addresses, loop counters, MMA operand fragments. */
+enum { REG_OVERHEAD = 32 };
+
+typedef struct Sched {
+  int tile_q, tile_kv, warps, stages;
+} Sched;
+
+typedef struct Shape {
+  int d, dv, elem_bytes;
+} Shape;
+
+static const TargetInfo *find_target(const char *name) {
+  for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++)
+    if (strcmp(targets[i].name, name) == 0)
+      return &targets[i];
+  return NULL;
+}
+
+/* Q tile once, K and V tiles once per pipeline stage. */
+static long smem_bytes(const Sched *s, const Shape *sh) {
+  long q = (long)s->tile_q * sh->d * sh->elem_bytes;
+  long kv = (long)s->tile_kv * (sh->d + sh->dv) * sh->elem_bytes;
+  return q + (long)s->stages * kv;
+}
+
+/* f32 accumulators of S (tile_q x tile_kv) and O (tile_q x dv) spread over
+ * the block's threads, plus the fixed overhead. */
+static long regs_per_thread(const Sched *s, const Shape *sh) {
+  long threads = 32L * s->warps;
+  long acc_s = ((long)s->tile_q * s->tile_kv + threads - 1) / threads;
+  long acc_o = ((long)s->tile_q * sh->dv + threads - 1) / threads;
+  return acc_s + acc_o + REG_OVERHEAD;
+}
+
+static Sched default_sched(const Shape *sh) {
+  int d = sh->d > sh->dv ? sh->d : sh->dv;
+  if (d <= 64)
+    return (Sched){128, 128, 4, 2};
+  if (d <= 128)
+    return (Sched){128, 64, 4, 2};
+  return (Sched){64, 64, 4, 2};
+}
+
+static bool fits(const Sched *s, const Shape *sh, const TargetInfo *t) {
+  return smem_bytes(s, sh) <= t->smem_per_block &&
+         regs_per_thread(s, sh) <= t->max_regs_per_thread &&
+         regs_per_thread(s, sh) * 32 * s->warps <= t->regs_per_sm;
+}
+
+/* Shrinks an automatic choice until it fits; false when even the smallest
+ * (16 rows per warp, 16 keys, 1 stage) does not. */
+static bool shrink_to_fit(Sched *s, const Shape *sh, const TargetInfo *t) {
+  while (!fits(s, sh, t)) {
+    if (s->tile_kv > 32)
+      s->tile_kv /= 2;
+    else if (s->stages > 1)
+      s->stages--;
+    else if (s->tile_q > 16 * s->warps)
+      s->tile_q /= 2;
+    else if (s->warps > 1) {
+      s->warps /= 2;
+      s->tile_q /= 2;
+    } else if (s->tile_kv > 16)
+      s->tile_kv /= 2;
+    else
+      return false;
+  }
+  return true;
+}
+
+/* Shape rules codegen relies on: MMA-sized tiles, whole 16-row slices per
+ * warp for row partitioning. Returns a reason or NULL. */
+static const char *shape_problem(const Sched *s) {
+  if (s->warps < 1 || s->warps > 16 || (s->warps & (s->warps - 1)))
+    return "warps must be a power of two from 1 to 16";
+  if (s->tile_q < 16 || s->tile_q % (16 * s->warps))
+    return "tile q must be a positive multiple of 16 x warps (16 query rows per warp)";
+  if (s->tile_kv < 16 || s->tile_kv % 16)
+    return "tile kv must be a positive multiple of 16";
+  if (s->tile_q > 256 || s->tile_kv > 256)
+    return "tiles larger than 256 are not supported";
+  if (s->stages < 1 || s->stages > 4)
+    return "stages must be from 1 to 4";
+  return NULL;
+}
+
+static int refuse_budget(FILE *diag, Func *f, const Sched *s, const Shape *sh,
+                         const TargetInfo *t) {
+  long sm = smem_bytes(s, sh), rg = regs_per_thread(s, sh);
+  if (sm > t->smem_per_block)
+    pass_error(diag, f,
+               "schedule for '%s': tile %dx%d with %d stage%s needs %ld bytes of shared "
+               "memory, the target has %ld (%s)",
+               f->name, s->tile_q, s->tile_kv, s->stages, s->stages == 1 ? "" : "s", sm,
+               t->smem_per_block, t->name);
+  else
+    pass_error(diag, f,
+               "schedule for '%s': tile %dx%d with %d warps needs %ld registers per thread, "
+               "the target allows %d (%s)",
+               f->name, s->tile_q, s->tile_kv, s->warps, rg, t->max_regs_per_thread, t->name);
+  return 1;
+}
+
+static int choose(Func *f, const PassOptions *opts, FILE *diag, Sched *out) {
+  const char *tname = attr_str(&f->attrs, "target", opts && opts->target ? opts->target : "sm_90a");
+  const TargetInfo *t = find_target(tname);
+  if (!t) {
+    pass_error(diag, f, "schedule for '%s': unknown target '%s' (sm_80 or sm_90a)", f->name, tname);
+    return 1;
+  }
+  const char *dt = attr_str(&f->attrs, "dtype", "bf16");
+  Shape sh = {(int)attr_int(&f->attrs, "head_dim", 128), 0, 2};
+  sh.dv = (int)attr_int(&f->attrs, "v_head_dim", sh.d);
+  if (strcmp(dt, "f32") == 0)
+    sh.elem_bytes = 4;
+
+  Sched auto_s = default_sched(&sh);
+  Sched user = {(int)attr_int(&f->attrs, "sched_tile_q", 0),
+                (int)attr_int(&f->attrs, "sched_tile_kv", 0),
+                (int)attr_int(&f->attrs, "sched_warps", 0),
+                (int)attr_int(&f->attrs, "sched_stages", 0)};
+  bool given = user.tile_q || user.tile_kv || user.warps || user.stages;
+  if (!given) {
+    *out = auto_s;
+    if (!shrink_to_fit(out, &sh, t))
+      return refuse_budget(diag, f, out, &sh, t);
+    return 0;
+  }
+  /* A partial schedule block: fill the rest from the automatic choice. */
+  Sched s = {user.tile_q ? user.tile_q : auto_s.tile_q, user.tile_kv ? user.tile_kv : auto_s.tile_kv,
+             user.warps ? user.warps : auto_s.warps, user.stages ? user.stages : auto_s.stages};
+  const char *why = shape_problem(&s);
+  if (why) {
+    pass_error(diag, f, "schedule for '%s': tile %dx%d, %d warps, %d stages: %s", f->name,
+               s.tile_q, s.tile_kv, s.warps, s.stages, why);
+    return 1;
+  }
+  if (!fits(&s, &sh, t))
+    return refuse_budget(diag, f, &s, &sh, t);
+  *out = s;
+  return 0;
+}
+
+static Type concretize(Type t, void *ctx) {
+  const Sched *s = ctx;
+  if (t.kind != TYPE_TILE)
+    return t;
+  if (t.rows == DIM_BR) t.rows = s->tile_q;
+  if (t.rows == DIM_BC) t.rows = s->tile_kv;
+  if (t.cols == DIM_BR) t.cols = s->tile_q;
+  if (t.cols == DIM_BC) t.cols = s->tile_kv;
+  return t;
+}
+
+/* tile_size {dim = q|kv} -> const {value = N}, keeping the value's name. */
+static void replace_tile_sizes(Module *m, Func *f, const Sched *s) {
+  OpList l = collect_ops(f, OP_TILE_SIZE);
+  for (int i = 0; i < l.n; i++) {
+    Op *op = l.v[i];
+    bool kv = strcmp(attr_str(&op->attrs, "dim", "q"), "kv") == 0;
+    Builder b = builder_before(m, op);
+    Value *c = build_index(&b, kv ? s->tile_kv : s->tile_q);
+    c->name = op->results[0]->name;
+    value_replace_all_uses(op->results[0], c);
+    op_erase(op);
+  }
+  oplist_free(&l);
+}
+
+int pass_tiling(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
+  Sched s;
+  if (choose(f, opts, diag, &s))
+    return 1;
+  replace_tile_sizes(m, f, &s);
+  func_map_types(f, concretize, &s);
+  attr_set_int(m, &f->attrs, "tile_q", s.tile_q);
+  attr_set_int(m, &f->attrs, "tile_kv", s.tile_kv);
+  attr_set_int(m, &f->attrs, "warps", s.warps);
+  attr_set_int(m, &f->attrs, "stages", s.stages);
+  return 0;
+}

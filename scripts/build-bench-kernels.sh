@@ -1,0 +1,23 @@
+#!/bin/sh
+# Build machine: compile every benchmark spec (bench/configs.py) to PTX in
+# .device/bench, timing flashc from spec to PTX. Extra flashc flags (e.g.
+# -disable-pass=mask-skip) may be given; they go into every compile.
+set -e
+FLASHC=${FLASHC:-build/tools/flashc}
+OUT=${OUT_DIR:-.device/bench}
+mkdir -p "$OUT/specs"
+python3 bench/configs.py --write-specs "$OUT/specs" >/dev/null
+echo "{" > "$OUT/compile_times.json"
+first=1
+for spec in "$OUT"/specs/*.fa; do
+  name=$(basename "$spec" .fa)
+  t0=$(date +%s%N)
+  "$FLASHC" "$spec" -emit=ptx --target=sm_90a "$@" -o "$OUT/$name.ptx"
+  t1=$(date +%s%N)
+  ms=$(( (t1 - t0) / 1000000 ))
+  [ $first = 1 ] || echo "," >> "$OUT/compile_times.json"
+  first=0
+  printf '  "%s": %s' "$name" "$ms" >> "$OUT/compile_times.json"
+  echo "$name: $ms ms"
+done
+echo "}" >> "$OUT/compile_times.json"

@@ -1,0 +1,115 @@
+#!/bin/bash
+# One whole GPU round, on the GPU machine (nvcc, cmake, PyTorch; no LLVM/MLIR):
+#   1. builds the runtime alone (cmake -S runtime), with its test program and
+#      examples/host_forward
+#   2. with --fixture: compiles the naive CUDA test fixture once per spec of
+#      test/gpu/specs.py into .device/fixture-ptx and uses that directory
+#   3. runs examples/host_forward on one kernel (C host program, CPU check, TFLOP/s)
+#   4. runs test/gpu/correctness.py over the PTX directory
+#   5. runs bench/bench.py over $BENCH_DIR (default .device/bench) when both exist
+# and prints a short summary last. Logs and JSON go to $OUT when it is set.
+#
+#   bash scripts/gpu-round.sh [--fixture] [PTX_DIR]     (default .device/ptx)
+#
+# PTX_DIR is made on the build machine by scripts/build-gpu-kernels.sh and
+# travels with the device call's carry: [".device"].
+set -u
+cd "$(dirname "$0")/.."
+FIXTURE=0
+PTX_DIR=.device/ptx
+for a in "$@"; do
+  case "$a" in
+    --fixture) FIXTURE=1 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) PTX_DIR=$a ;;
+  esac
+done
+OUT=${OUT:-$(mktemp -d)}
+export OUT PYTHONUNBUFFERED=1
+BUILD=build-gpu
+declare -a SUMMARY=()
+status=0
+note() { SUMMARY+=("$1"); }
+step() { echo; echo "=== $1"; }
+
+step "GPU"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+nvcc --version | tail -1
+
+step "build the runtime (runtime only)"
+if cmake -S runtime -B $BUILD -DCMAKE_BUILD_TYPE=Release >$OUT/cmake.log 2>&1 &&
+   cmake --build $BUILD -j"$(nproc)" >>$OUT/cmake.log 2>&1; then
+  note "runtime build: ok"
+else
+  tail -30 $OUT/cmake.log
+  echo "gpu-round: the runtime did not build"; exit 1
+fi
+$BUILD/test/bin/flashc-rt-test context
+
+if [ $FIXTURE = 1 ]; then
+  step "build the naive test fixtures (nvcc -ptx)"
+  PTX_DIR=.device/fixture-ptx
+  if python3 test/gpu/fixtures/build_fixtures.py $PTX_DIR; then
+    note "fixtures: $(ls $PTX_DIR/*.ptx | wc -l) PTX built"
+  else
+    note "fixtures: build FAILED"; status=1
+  fi
+fi
+if ! ls $PTX_DIR/*.ptx >/dev/null 2>&1; then
+  echo "gpu-round: no PTX in $PTX_DIR (run scripts/build-gpu-kernels.sh here first, carry .device)"
+  exit 1
+fi
+
+step "runtime loads on the GPU: a cubin + metadata, and refused loads"
+T=$BUILD/test/bin/flashc-rt-test
+ONE=$(ls $PTX_DIR/*.ptx | head -1)
+ptxas --gpu-name sm_90a "$ONE" -o $OUT/one.cubin && grep 'flashc.meta' "$ONE" >$OUT/one.meta &&
+  $T load-cubin $OUT/one.cubin $OUT/one.meta && note "cubin load: ok" || { note "cubin load: FAILED"; status=1; }
+sed 's/\bld\.global\b/ld.glob4l/' "$ONE" >$OUT/broken.ptx
+$T load $OUT/broken.ptx | head -8   # expect FA_ERR_LOAD with the JIT's error log
+$T load test/runtime/Inputs/mha_f16_d64_vd32.ptx | head -4
+$T load $OUT/one.meta | head -4     # metadata only: no PTX body
+
+step "examples/host_forward"
+# One kernel whose mask the C reference knows: prefer the fixture / llama3.
+HF_PTX=""
+for cand in naive_attention llama3_prefill; do
+  [ -f $PTX_DIR/$cand.ptx ] && { HF_PTX=$PTX_DIR/$cand.ptx; break; }
+done
+[ -z "$HF_PTX" ] && HF_PTX=$(grep -l -E 'flashc.meta mask (none|causal)' $PTX_DIR/*.ptx | head -1)
+if [ -n "$HF_PTX" ]; then
+  if $BUILD/examples/host_forward $HF_PTX --seed=$RANDOM --batch=2 --sq=1000 --sk=1000 \
+       2>&1 | tee $OUT/host_forward.log; then
+    note "host_forward $(basename $HF_PTX .ptx): $(grep -o 'PASS\|FAIL' $OUT/host_forward.log | head -1), $(grep -o '[0-9.]* TFLOP/s' $OUT/host_forward.log)"
+  else
+    note "host_forward $(basename $HF_PTX .ptx): FAILED"; status=1
+  fi
+else
+  note "host_forward: no kernel with mask none/causal"
+fi
+
+step "correctness suite"
+set -o pipefail
+if python3 test/gpu/correctness.py $PTX_DIR --lib $BUILD/libflashc_runtime.so 2>&1 |
+     tee $OUT/correctness.log; then
+  note "correctness: $(tail -1 $OUT/correctness.log)"
+else
+  note "correctness: $(tail -1 $OUT/correctness.log) (FAILED)"; status=1
+fi
+
+BENCH_DIR=${BENCH_DIR:-.device/bench}
+if [ -f bench/bench.py ] && ls $BENCH_DIR/*.ptx >/dev/null 2>&1; then
+  step "benchmark"
+  if python3 bench/bench.py --ptx-dir $BENCH_DIR --lib $BUILD/libflashc_runtime.so \
+       --json $OUT/bench.json 2>&1 | tee $OUT/bench.log; then
+    note "bench: done (table above, $OUT/bench.log)"
+  else
+    note "bench: FAILED"; status=1
+  fi
+elif [ -f bench/bench.py ]; then
+  note "bench: skipped (no PTX in $BENCH_DIR: scripts/build-bench-kernels.sh, carry .device)"
+fi
+
+step "summary"
+for s in "${SUMMARY[@]}"; do echo "  $s"; done
+exit $status

@@ -1,0 +1,674 @@
+/* difftest.c - differential test of lowering + passes against a plain
+ * reference attention, through the tile IR interpreter.
+ *
+ *   difftest [options] FILE.fa ...      kernels of spec files
+ *   difftest --generate N [--seed S]    N random KernelSpecs
+ *
+ * For every kernel and every shape (batch, seqlen_q, seqlen_k) of a fixed
+ * list, random inputs (seed printed) go through ref_attention and through the
+ * interpreter running: the FA1 program (two symbolic tile shapes), the
+ * program after each prefix of the pass pipeline, and the full pipeline with
+ * each optional pass disabled. O and LSE must match the reference (max abs
+ * error < 1e-5, -inf LSE exactly where the reference has it, no NaN; outputs
+ * are poisoned with NaN first, so unwritten rows fail). One line per
+ * comparison, then `N passed, N failed`; exit status 1 on any failure.
+ *
+ * Options: --quick shrinks spec-file kernels to at most 2 K/V heads (the GQA
+ * ratio, head dims, masks and scores stay) to keep CI fast; --shapes N uses
+ * the first N shapes; --round runs the interpreter with round_casts (then the
+ * tolerance is loose: this is for eyeballing, not for CI); -v prints the
+ * generated specs; --emit-fa1 prints the lowered FA1 program of each kernel
+ * of the files (errors of refused kernels go to stdout) for FileCheck.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/frontend.h"
+#include "frontend/lower.h"
+#include "ir/interp.h"
+#include "ir/ir.h"
+#ifndef DIFFTEST_NO_PASSES
+#include "passes/passes.h"
+#else
+typedef struct PassOptions PassOptions;
+#define PASS_MAX_NAMES 16
+#endif
+#include "test/interp/ref_attention.h"
+
+#define TOL 1e-5
+
+typedef struct Shape {
+  int64_t batch, sq, sk;
+} Shape;
+
+/* Tile-aligned and ragged lengths, seqlen_q != seqlen_k both ways, a single
+ * query row against many keys (decode-like); causal with seqlen_q > seqlen_k
+ * gives fully masked rows. */
+static const Shape kShapes[] = {
+    {1, 1, 1}, {2, 17, 17}, {1, 113, 113}, {2, 17, 113}, {1, 113, 17}, {1, 1, 113}, {2, 32, 48},
+};
+enum { NSHAPES = sizeof kShapes / sizeof kShapes[0] };
+
+typedef struct Opts {
+  bool quick, round, verbose, emit;
+  int nshapes;
+  int br, bc;
+} Opts;
+
+typedef struct Stats {
+  int passed, failed;
+} Stats;
+
+/* ---------------------------------------------------------------- rng */
+
+static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static double rng_unit(uint64_t *s) { return (double)(rng_next(s) >> 11) * 0x1p-53; }
+static int rng_int(uint64_t *s, int lo, int hi) { /* inclusive */
+  return lo + (int)(rng_next(s) % (uint64_t)(hi - lo + 1));
+}
+
+/* ------------------------------------------------------------- programs */
+
+/* One program to interpret: a description and its module. */
+typedef struct Variant {
+  char name[96];
+  Module *m;
+  Func *f;
+  int br, bc; /* symbolic tile sizes for FA1 programs */
+} Variant;
+
+static Func *lower_one(Module *m, const KernelSpec *k, FILE *diag) {
+  return lower_kernel(m, k, "sm_90a", diag);
+}
+
+/* Lowers k and runs the pipeline under `po` (NULL: no passes). */
+static Variant make_variant(const KernelSpec *k, const PassOptions *po, const char *name,
+                            int br, int bc) {
+  Variant v = {.br = br, .bc = bc};
+  snprintf(v.name, sizeof v.name, "%s", name);
+  v.m = module_create();
+  v.f = lower_one(v.m, k, stderr);
+  if (v.f && module_verify(v.m, "lowering", stderr) != 0)
+    v.f = NULL;
+#ifndef DIFFTEST_NO_PASSES
+  if (v.f && po && run_pipeline(v.m, po) != 0)
+    v.f = NULL;
+#else
+  (void)po;
+#endif
+  if (v.f)
+    v.f = v.m->funcs[0];
+  return v;
+}
+
+/* The variants of one kernel: FA1 at two tile shapes, each pipeline prefix,
+ * and the full pipeline without each optional pass. */
+static int make_variants(const KernelSpec *k, const Opts *o, Variant *out, int cap) {
+  int n = 0;
+  out[n++] = make_variant(k, NULL, "fa1", o->br, o->bc);
+  if (n < cap)
+    out[n++] = make_variant(k, NULL, "fa1-br32-bc8", 32, 8);
+#ifndef DIFFTEST_NO_PASSES
+  int npasses = 0;
+  const Pass *ps = pass_pipeline(&npasses);
+  for (int i = 1; i <= npasses && n < cap; i++) {
+    PassOptions po;
+    pass_options_init(&po);
+    po.max_passes = i;
+    char name[96];
+    snprintf(name, sizeof name, "after-%d-%s", i, ps[i - 1].name);
+    out[n++] = make_variant(k, &po, name, o->br, o->bc);
+  }
+  for (int i = 0; i < npasses && n < cap; i++) {
+    if (ps[i].required)
+      continue;
+    PassOptions po;
+    pass_options_init(&po);
+    po.disabled[po.ndisabled++] = ps[i].name;
+    char name[96];
+    snprintf(name, sizeof name, "full-without-%s", ps[i].name);
+    out[n++] = make_variant(k, &po, name, o->br, o->bc);
+  }
+#endif
+  return n;
+}
+
+/* --------------------------------------------------------------- buffers */
+
+/* A host tensor: dims and strides (rows padded so the layout is strided). */
+typedef struct Buf {
+  double *data;
+  int64_t dims[4], strides[4];
+  int rank;
+  size_t n;
+} Buf;
+
+static Buf buf_make(int rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3, int pad) {
+  Buf b = {.rank = rank, .dims = {d0, d1, d2, d3}};
+  int64_t s = 1;
+  for (int i = rank - 1; i >= 0; i--) {
+    b.strides[i] = s;
+    s *= b.dims[i] + (i == rank - 1 ? pad : 0);
+  }
+  b.n = (size_t)(s > 0 ? s : 1);
+  b.data = malloc(b.n * sizeof(double));
+  if (!b.data)
+    abort();
+  return b;
+}
+
+static void buf_fill(Buf *b, uint64_t *seed, double amp) {
+  for (size_t i = 0; i < b->n; i++)
+    b->data[i] = amp * (2 * rng_unit(seed) - 1);
+}
+
+static void buf_poison(Buf *b) {
+  for (size_t i = 0; i < b->n; i++)
+    b->data[i] = NAN;
+}
+
+static InterpBinding bind(const char *name, const Buf *b) {
+  InterpBinding r = {.name = name, .data = b->data};
+  for (int i = 0; i < 4; i++) {
+    r.dims[i] = b->dims[i];
+    r.strides[i] = b->strides[i];
+  }
+  return r;
+}
+
+static RefTensor ref_t(const Buf *b) {
+  RefTensor r = {.data = b->data};
+  for (int i = 0; i < 4; i++)
+    r.strides[i] = b->strides[i];
+  return r;
+}
+
+static double *b_at(const Buf *b, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+  return b->data + i0 * b->strides[0] + i1 * b->strides[1] + i2 * b->strides[2] +
+         i3 * b->strides[3];
+}
+
+/* ------------------------------------------------------------ comparison */
+
+typedef struct Cmp {
+  double o_err, lse_err;
+  long nan, lse_inf_mismatch;
+} Cmp;
+
+static Cmp compare(const KernelSpec *k, const Shape *s, const Buf *o, const Buf *lse,
+                   const Buf *ro, const Buf *rlse) {
+  Cmp c = {0};
+  for (int64_t b = 0; b < s->batch; b++)
+    for (int64_t q = 0; q < s->sq; q++)
+      for (int64_t h = 0; h < k->heads; h++) {
+        for (int d = 0; d < k->v_head_dim; d++) {
+          double x = *b_at(o, b, q, h, d), r = *b_at(ro, b, q, h, d);
+          if (isnan(x))
+            c.nan++;
+          else if (fabs(x - r) > c.o_err)
+            c.o_err = fabs(x - r);
+        }
+        double x = *b_at(lse, b, h, q, 0), r = *b_at(rlse, b, h, q, 0);
+        if (isnan(x))
+          c.nan++;
+        else if (isinf(r) || isinf(x)) {
+          if (x != r)
+            c.lse_inf_mismatch++;
+        } else if (fabs(x - r) / fmax(1, fabs(r)) > c.lse_err)
+          c.lse_err = fabs(x - r) / fmax(1, fabs(r));
+      }
+  return c;
+}
+
+/* ----------------------------------------------------------------- runs */
+
+typedef struct Inputs {
+  Buf q, k, v, ro, rlse, o, lse;
+} Inputs;
+
+static Inputs make_inputs(const KernelSpec *k, const Shape *s, uint64_t seed) {
+  Inputs in;
+  in.q = buf_make(4, s->batch, s->sq, k->heads, k->head_dim, 3);
+  in.k = buf_make(4, s->batch, s->sk, k->kv_heads, k->head_dim, 5);
+  in.v = buf_make(4, s->batch, s->sk, k->kv_heads, k->v_head_dim, 0);
+  in.ro = buf_make(4, s->batch, s->sq, k->heads, k->v_head_dim, 0);
+  in.rlse = buf_make(3, s->batch, k->heads, s->sq, 0, 0);
+  in.o = buf_make(4, s->batch, s->sq, k->heads, k->v_head_dim, 0);
+  in.lse = buf_make(3, s->batch, k->heads, s->sq, 0, 0);
+  buf_fill(&in.q, &seed, 1.5);
+  buf_fill(&in.k, &seed, 1.5);
+  buf_fill(&in.v, &seed, 1.0);
+  RefTensor q = ref_t(&in.q), kt = ref_t(&in.k), v = ref_t(&in.v), o = ref_t(&in.ro),
+            l = ref_t(&in.rlse);
+  ref_attention(k, s->batch, s->sq, s->sk, &q, &kt, &v, &o, &l);
+  return in;
+}
+
+static void free_inputs(Inputs *in) {
+  Buf *bs[] = {&in->q, &in->k, &in->v, &in->ro, &in->rlse, &in->o, &in->lse};
+  for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
+    free(bs[i]->data);
+}
+
+static void run_variant(const KernelSpec *k, const Variant *v, const Shape *s, uint64_t seed,
+                        Inputs *in, const Opts *o, Stats *st) {
+  char what[256];
+  snprintf(what, sizeof what, "%.80s %.90s B=%lld Sq=%lld Sk=%lld seed=%llu", k->name, v->name,
+           (long long)s->batch, (long long)s->sq, (long long)s->sk, (unsigned long long)seed);
+  if (!v->f) {
+    printf("FAIL %s: lowering or pipeline failed\n", what);
+    st->failed++;
+    return;
+  }
+  buf_poison(&in->o);
+  buf_poison(&in->lse);
+  InterpBinding b[5] = {bind("q", &in->q), bind("k", &in->k), bind("v", &in->v),
+                        bind("o", &in->o), bind("lse", &in->lse)};
+  InterpOptions io;
+  interp_options_init(&io);
+  io.br = v->br;
+  io.bc = v->bc;
+  io.round_casts = o->round;
+  char err[512];
+  if (interp_run(v->f, b, 5, s->batch, s->sq, s->sk, &io, err, sizeof err) != 0) {
+    printf("FAIL %s: %s\n", what, err);
+    st->failed++;
+    return;
+  }
+  Cmp c = compare(k, s, &in->o, &in->lse, &in->ro, &in->rlse);
+  double tol = o->round ? 5e-2 : TOL;
+  bool ok = c.nan == 0 && c.lse_inf_mismatch == 0 && c.o_err < tol && c.lse_err < tol;
+  printf("%s %s: max|dO|=%.3g max|dLSE|=%.3g nan=%ld lse-inf-mismatch=%ld\n", ok ? "PASS" : "FAIL",
+         what, c.o_err, c.lse_err, c.nan, c.lse_inf_mismatch);
+  if (ok)
+    st->passed++;
+  else
+    st->failed++;
+}
+
+static void test_kernel(const KernelSpec *k, int kindex, const Opts *o, Stats *st) {
+  Variant vs[2 + 2 * PASS_MAX_NAMES + 8];
+  int nv = make_variants(k, o, vs, (int)(sizeof vs / sizeof vs[0]));
+  for (int si = 0; si < o->nshapes && si < NSHAPES; si++) {
+    const Shape *s = &kShapes[si];
+    uint64_t seed = 1000003ull * (uint64_t)(kindex + 1) + (uint64_t)si;
+    Inputs in = make_inputs(k, s, seed);
+    for (int i = 0; i < nv; i++)
+      run_variant(k, &vs[i], s, seed, &in, o, st);
+    free_inputs(&in);
+  }
+  for (int i = 0; i < nv; i++)
+    module_destroy(vs[i].m);
+}
+
+/* ------------------------------------------------------------ generator */
+
+/* Expr nodes of generated specs come from one pool, freed per spec. */
+typedef struct Pool {
+  Expr **v;
+  int n, cap;
+} Pool;
+
+static Pool g_pool;
+
+static Expr *ex(ExprKind kind, Expr *a, Expr *b, Expr *c) {
+  Expr *e = calloc(1, sizeof(Expr));
+  if (!e)
+    abort();
+  if (g_pool.n == g_pool.cap) {
+    g_pool.cap = g_pool.cap ? 2 * g_pool.cap : 64;
+    g_pool.v = realloc(g_pool.v, sizeof(Expr *) * (size_t)g_pool.cap);
+    if (!g_pool.v)
+      abort();
+  }
+  g_pool.v[g_pool.n++] = e;
+  e->kind = kind;
+  e->a = a;
+  e->b = b;
+  e->c = c;
+  e->loc = (SrcLoc){"<generated>", 1, 1};
+  return e;
+}
+
+static Expr *num(double x) {
+  Expr *e = ex(EXPR_NUM, NULL, NULL, NULL);
+  e->num = x;
+  return e;
+}
+
+static Expr *var(ExprVar v) {
+  Expr *e = ex(EXPR_VAR, NULL, NULL, NULL);
+  e->var = v;
+  return e;
+}
+
+static void pool_free(void) {
+  for (int i = 0; i < g_pool.n; i++)
+    free(g_pool.v[i]);
+  g_pool.n = 0;
+}
+
+/* q + seqlen_k - seqlen_q: q on the bottom-right diagonal (as sema builds it). */
+static Expr *aligned_q(void) {
+  return ex(EXPR_SUB, ex(EXPR_ADD, var(VAR_Q), var(VAR_SEQLEN_K), NULL), var(VAR_SEQLEN_Q), NULL);
+}
+
+static ExprKind rand_cmp(uint64_t *r) {
+  static const ExprKind k[] = {EXPR_LT, EXPR_LE, EXPR_GT, EXPR_GE, EXPR_EQ, EXPR_NE};
+  return k[rng_int(r, 0, 5)];
+}
+
+/* An affine term in q or k: x, x + c, c - x, 2 * x, or the aligned q. */
+static Expr *affine_term(uint64_t *r, ExprVar x) {
+  switch (rng_int(r, 0, 4)) {
+  case 0: return var(x);
+  case 1: return ex(EXPR_ADD, var(x), num(rng_int(r, -20, 20)), NULL);
+  case 2: return ex(EXPR_SUB, num(rng_int(r, 0, 60)), var(x), NULL);
+  case 3: return ex(EXPR_MUL, num(rng_int(r, 1, 2)), var(x), NULL);
+  default: return x == VAR_Q ? aligned_q() : ex(EXPR_SUB, var(VAR_SEQLEN_K), var(VAR_K), NULL);
+  }
+}
+
+/* A comparison of q and k (occasionally of b or h: constant per tile). */
+static Expr *mask_atom(uint64_t *r) {
+  int pick = rng_int(r, 0, 9);
+  if (pick == 0)
+    return ex(EXPR_EQ, ex(EXPR_MOD, var(VAR_H), num(2), NULL), num(rng_int(r, 0, 1)), NULL);
+  if (pick == 1)
+    return ex(EXPR_LT, var(VAR_B), num(1), NULL);
+  if (pick == 2) /* |q - k| < w */
+    return ex(EXPR_LT, ex(EXPR_ABS, ex(EXPR_SUB, var(VAR_Q), var(VAR_K), NULL), NULL, NULL),
+              num(rng_int(r, 1, 30)), NULL);
+  Expr *a = affine_term(r, VAR_Q), *b = affine_term(r, VAR_K);
+  return rng_int(r, 0, 1) ? ex(rand_cmp(r), a, b, NULL) : ex(rand_cmp(r), b, a, NULL);
+}
+
+static Expr *mask_tree(uint64_t *r, int depth) {
+  if (depth == 0 || rng_int(r, 0, 2) == 0) {
+    Expr *a = mask_atom(r);
+    return rng_int(r, 0, 7) == 0 ? ex(EXPR_NOT, a, NULL, NULL) : a;
+  }
+  /* one rng draw per statement: C leaves the order of arguments open */
+  ExprKind k = rng_int(r, 0, 1) ? EXPR_AND : EXPR_OR;
+  Expr *a = mask_tree(r, depth - 1);
+  Expr *b = mask_tree(r, depth - 1);
+  return ex(k, a, b, NULL);
+}
+
+static void gen_mask(uint64_t *r, KernelSpec *k) {
+  switch (rng_int(r, 0, 4)) {
+  case 0:
+    k->mask_kind = MASK_NONE;
+    break;
+  case 1:
+    k->mask_kind = MASK_CAUSAL;
+    k->mask = ex(EXPR_LE, var(VAR_K), aligned_q(), NULL);
+    break;
+  case 2: { /* window(L) */
+    int L = rng_int(r, 1, 40);
+    k->mask_kind = MASK_WINDOW;
+    k->window_left = L - 1;
+    k->mask = ex(EXPR_AND, ex(EXPR_LE, var(VAR_K), aligned_q(), NULL),
+                 ex(EXPR_GT, var(VAR_K), ex(EXPR_SUB, aligned_q(), num(L), NULL), NULL), NULL);
+    break;
+  }
+  case 3: { /* window(L, R) */
+    int L = rng_int(r, 0, 30), R = rng_int(r, 0, 30);
+    k->mask_kind = MASK_WINDOW;
+    k->window_left = L;
+    k->window_right = R;
+    k->mask = ex(EXPR_AND, ex(EXPR_GE, var(VAR_K), ex(EXPR_SUB, aligned_q(), num(L), NULL), NULL),
+                 ex(EXPR_LE, var(VAR_K), ex(EXPR_ADD, aligned_q(), num(R), NULL), NULL), NULL);
+    break;
+  }
+  default:
+    k->mask_kind = MASK_EXPR;
+    k->mask = mask_tree(r, 2);
+  }
+}
+
+/* Random arithmetic over s, q, k, h and numbers, kept finite. */
+static Expr *score_tree(uint64_t *r, int depth) {
+  if (depth == 0) {
+    switch (rng_int(r, 0, 6)) {
+    case 0: return var(VAR_Q);
+    case 1: return var(VAR_K);
+    case 2: return num(rng_int(r, 0, 1) ? rng_int(r, -3, 3) : rng_int(r, -30, 30) / 8.0);
+    default: return var(VAR_S);
+    }
+  }
+  Expr *a = score_tree(r, depth - 1);
+  switch (rng_int(r, 0, 9)) {
+  case 0: return ex(EXPR_ADD, a, score_tree(r, depth - 1), NULL);
+  case 1: return ex(EXPR_SUB, a, score_tree(r, depth - 1), NULL);
+  case 2: return ex(EXPR_MUL, a, num(rng_int(r, -4, 4) / 2.0), NULL);
+  case 3: return ex(EXPR_DIV, a, num(rng_int(r, 1, 9)), NULL);
+  case 4: {
+    ExprKind k = rng_int(r, 0, 1) ? EXPR_MIN : EXPR_MAX;
+    return ex(k, a, score_tree(r, depth - 1), NULL);
+  }
+  case 5: {
+    Expr *c = mask_atom(r);
+    return ex(EXPR_SELECT, c, a, score_tree(r, depth - 1));
+  }
+  case 6: return ex(EXPR_TANH, a, NULL, NULL);
+  case 7: return ex(EXPR_ABS, a, NULL, NULL);
+  case 8: return ex(EXPR_FLOOR, a, NULL, NULL);
+  default: return ex(EXPR_MOD, a, num(rng_int(r, 2, 7)), NULL);
+  }
+}
+
+static void gen_score(uint64_t *r, KernelSpec *k) {
+  switch (rng_int(r, 0, 4)) {
+  case 0:
+    k->score = NULL;
+    break;
+  case 1: { /* softcap: c * tanh(s / c) */
+    double c = rng_int(r, 0, 1) ? 50 : 5;
+    k->score = ex(EXPR_MUL, num(c), ex(EXPR_TANH, ex(EXPR_DIV, var(VAR_S), num(c), NULL), NULL, NULL),
+                  NULL);
+    break;
+  }
+  case 2: /* ALiBi: s - exp2(-(h + 1)) * |q - k| */
+    k->score = ex(EXPR_SUB, var(VAR_S),
+                  ex(EXPR_MUL, ex(EXPR_EXP2, ex(EXPR_NEG, ex(EXPR_ADD, var(VAR_H), num(1), NULL), NULL, NULL),
+                                  NULL, NULL),
+                     ex(EXPR_ABS, ex(EXPR_SUB, var(VAR_Q), var(VAR_K), NULL), NULL, NULL), NULL),
+                  NULL);
+    break;
+  case 3: /* ALiBi, bottom-right aligned, slope from h */
+    k->score = ex(EXPR_ADD, var(VAR_S),
+                  ex(EXPR_DIV, ex(EXPR_MUL, ex(EXPR_SUB, var(VAR_K), aligned_q(), NULL),
+                                  ex(EXPR_ADD, var(VAR_H), num(1), NULL), NULL),
+                     num(16), NULL),
+                  NULL);
+    break;
+  default:
+    k->score = score_tree(r, rng_int(r, 1, 3));
+  }
+}
+
+static void gen_spec(uint64_t *r, KernelSpec *k, char *name) {
+  memset(k, 0, sizeof *k);
+  k->name = name;
+  k->loc = (SrcLoc){"<generated>", 1, 1};
+  k->dtype = rng_int(r, 0, 1) ? DTYPE_BF16 : DTYPE_F16;
+  k->head_dim = 8 * rng_int(r, 1, 8);
+  k->v_head_dim = rng_int(r, 0, 3) == 0 ? 8 * rng_int(r, 1, 8) : k->head_dim;
+  static const int ratios[] = {1, 2, 4};
+  k->kv_heads = rng_int(r, 1, 2);
+  k->heads = k->kv_heads * ratios[rng_int(r, 0, 2)];
+  k->scale = rng_int(r, 0, 1) ? 1 / sqrt(k->head_dim) : rng_int(r, 1, 40) / 40.0;
+  k->mode = rng_int(r, 0, 5) == 0 ? MODE_DECODE : MODE_FORWARD;
+  gen_mask(r, k);
+  gen_score(r, k);
+}
+
+/* ------------------------------------------------------------ spec files */
+
+static char *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  char *buf = NULL;
+  size_t cap = 0, n = 0;
+  for (;;) {
+    if (n + 4096 > cap) {
+      cap = cap ? 2 * cap : 65536;
+      char *nb = realloc(buf, cap + 1);
+      if (!nb)
+        break;
+      buf = nb;
+    }
+    size_t got = fread(buf + n, 1, cap - n, f);
+    n += got;
+    if (got == 0)
+      break;
+  }
+  fclose(f);
+  if (buf)
+    buf[n] = 0;
+  *len = n;
+  return buf;
+}
+
+/* At most 2 K/V heads with the GQA ratio kept, and at most 8 query heads
+ * (MQA keeps several query heads on its single K/V head). */
+static void shrink(KernelSpec *k) {
+  int group = k->heads / k->kv_heads;
+  if (k->kv_heads > 2) {
+    k->kv_heads = 2;
+    k->heads = 2 * group;
+  }
+  while (k->heads > 8 && k->kv_heads == 1 && k->heads % 2 == 0)
+    k->heads /= 2;
+  while (k->heads > 8 && k->kv_heads == 2 && (k->heads / 2) % 2 == 0)
+    k->heads /= 2;
+}
+
+/* --emit-fa1: prints the lowered (verified) program instead of testing it. */
+static void emit_fa1(const KernelSpec *k) {
+  Module *m = module_create();
+  if (lower_one(m, k, stdout) && module_verify(m, "lowering", stdout) == 0)
+    module_print(stdout, m);
+  module_destroy(m);
+}
+
+/* Kernels the compiler refuses on purpose (backward, dropout) are skipped. */
+static bool lowerable(const KernelSpec *k) {
+  return k->mode != MODE_BACKWARD && !(k->dropout > 0);
+}
+
+static int test_file(const char *path, const Opts *o, int *kindex, Stats *st) {
+  size_t len = 0;
+  char *text = read_file(path, &len);
+  if (!text) {
+    fprintf(stderr, "difftest: cannot read %s\n", path);
+    return 1;
+  }
+  int nerr = 0;
+  Ast *ast = fe_parse(path, text, len, &nerr);
+  SpecFile *sf = nerr ? NULL : fe_check(ast, &nerr);
+  if (!sf || nerr) {
+    fprintf(stderr, "difftest: %s has errors\n", path);
+    fe_free_ast(ast);
+    free(text);
+    return 1;
+  }
+  for (int i = 0; i < sf->nkernels; i++) {
+    KernelSpec k = *sf->kernels[i];
+    if (!lowerable(&k) && !o->emit) {
+      printf("SKIP %s: mode/dropout not compiled yet\n", k.name);
+      continue;
+    }
+    if (o->quick)
+      shrink(&k);
+    if (o->emit)
+      emit_fa1(&k);
+    else
+      test_kernel(&k, (*kindex)++, o, st);
+  }
+  fe_free_spec(sf);
+  fe_free_ast(ast);
+  free(text);
+  return 0;
+}
+
+static void print_spec(const KernelSpec *k) {
+  printf("# %s: dtype=%s d=%d dv=%d heads=%d kv=%d scale=%g mode=%d\n#   mask: ", k->name,
+         k->dtype == DTYPE_F16 ? "f16" : "bf16", k->head_dim, k->v_head_dim, k->heads, k->kv_heads,
+         k->scale, (int)k->mode);
+  if (k->mask)
+    fe_print_expr(stdout, k->mask);
+  else
+    printf("none");
+  printf("\n#   score: ");
+  if (k->score)
+    fe_print_expr(stdout, k->score);
+  else
+    printf("s");
+  printf("\n");
+}
+
+static void test_generated(int n, uint64_t seed, const Opts *o, int *kindex, Stats *st) {
+  for (int i = 0; i < n; i++) {
+    uint64_t r = seed * 7919 + (uint64_t)i;
+    rng_next(&r);
+    KernelSpec k;
+    char name[64];
+    snprintf(name, sizeof name, "gen_s%llu_%d", (unsigned long long)seed, i);
+    gen_spec(&r, &k, name);
+    if (o->verbose)
+      print_spec(&k);
+    test_kernel(&k, (*kindex)++, o, st);
+    pool_free();
+  }
+}
+
+int main(int argc, char **argv) {
+  Opts o = {.nshapes = NSHAPES, .br = 16, .bc = 16};
+  int ngen = 0;
+  uint64_t seed = 1;
+  int kindex = 0, rc = 0;
+  Stats st = {0};
+  const char *files[256];
+  int nfiles = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--generate") == 0 && i + 1 < argc)
+      ngen = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
+      seed = strtoull(argv[++i], NULL, 10);
+    else if (strcmp(argv[i], "--shapes") == 0 && i + 1 < argc)
+      o.nshapes = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--quick") == 0)
+      o.quick = true;
+    else if (strcmp(argv[i], "--round") == 0)
+      o.round = true;
+    else if (strcmp(argv[i], "--emit-fa1") == 0)
+      o.emit = true;
+    else if (strcmp(argv[i], "-v") == 0)
+      o.verbose = true;
+    else if (argv[i][0] == '-') {
+      fprintf(stderr, "usage: difftest [--quick] [--shapes N] [--round] [--emit-fa1] [-v] "
+                      "[--generate N [--seed S]] [FILE.fa ...]\n");
+      return 2;
+    } else if (nfiles < 256)
+      files[nfiles++] = argv[i];
+  }
+  for (int i = 0; i < nfiles; i++)
+    rc |= test_file(files[i], &o, &kindex, &st);
+  if (ngen > 0)
+    test_generated(ngen, seed, &o, &kindex, &st);
+  free(g_pool.v);
+  printf("%d passed, %d failed\n", st.passed, st.failed);
+  return (rc || st.failed) ? 1 : 0;
+}

@@ -1,0 +1,109 @@
+/* ref_attention.c - the textbook softmax(scale * Q K^T) V, one query row at a
+ * time, in float64 (ref_attention.h). */
+#include "test/interp/ref_attention.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+double ref_eval(const Expr *e, const RefVars *v) {
+  switch (e->kind) {
+  case EXPR_NUM: return e->num;
+  case EXPR_VAR:
+    switch (e->var) {
+    case VAR_S: return v->s;
+    case VAR_B: return v->b;
+    case VAR_H: return v->h;
+    case VAR_Q: return v->q;
+    case VAR_K: return v->k;
+    case VAR_SEQLEN_Q: return v->seqlen_q;
+    case VAR_SEQLEN_K: return v->seqlen_k;
+    }
+    return NAN;
+  case EXPR_NEG: return -ref_eval(e->a, v);
+  case EXPR_NOT: return ref_eval(e->a, v) == 0;
+  case EXPR_ADD: return ref_eval(e->a, v) + ref_eval(e->b, v);
+  case EXPR_SUB: return ref_eval(e->a, v) - ref_eval(e->b, v);
+  case EXPR_MUL: return ref_eval(e->a, v) * ref_eval(e->b, v);
+  case EXPR_DIV: return ref_eval(e->a, v) / ref_eval(e->b, v);
+  case EXPR_MOD: return fmod(ref_eval(e->a, v), ref_eval(e->b, v));
+  case EXPR_LT: return ref_eval(e->a, v) < ref_eval(e->b, v);
+  case EXPR_LE: return ref_eval(e->a, v) <= ref_eval(e->b, v);
+  case EXPR_GT: return ref_eval(e->a, v) > ref_eval(e->b, v);
+  case EXPR_GE: return ref_eval(e->a, v) >= ref_eval(e->b, v);
+  case EXPR_EQ: return ref_eval(e->a, v) == ref_eval(e->b, v);
+  case EXPR_NE: return ref_eval(e->a, v) != ref_eval(e->b, v);
+  case EXPR_AND: return ref_eval(e->a, v) != 0 && ref_eval(e->b, v) != 0;
+  case EXPR_OR: return ref_eval(e->a, v) != 0 || ref_eval(e->b, v) != 0;
+  case EXPR_MIN: return fmin(ref_eval(e->a, v), ref_eval(e->b, v));
+  case EXPR_MAX: return fmax(ref_eval(e->a, v), ref_eval(e->b, v));
+  case EXPR_SELECT: return ref_eval(e->a, v) != 0 ? ref_eval(e->b, v) : ref_eval(e->c, v);
+  case EXPR_TANH: return tanh(ref_eval(e->a, v));
+  case EXPR_EXP: return exp(ref_eval(e->a, v));
+  case EXPR_EXP2: return exp2(ref_eval(e->a, v));
+  case EXPR_LOG: return log(ref_eval(e->a, v));
+  case EXPR_LOG2: return log2(ref_eval(e->a, v));
+  case EXPR_SQRT: return sqrt(ref_eval(e->a, v));
+  case EXPR_ABS: return fabs(ref_eval(e->a, v));
+  case EXPR_FLOOR: return floor(ref_eval(e->a, v));
+  }
+  return NAN;
+}
+
+static double *at(const RefTensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {
+  return t->data + a * t->strides[0] + b * t->strides[1] + c * t->strides[2] + d * t->strides[3];
+}
+
+/* One query row: scores (masked ones excluded), softmax, O row and LSE. */
+static void ref_row(const KernelSpec *ks, int64_t b, int64_t h, int64_t qi, int64_t sq,
+                    int64_t sk, const RefTensor *q, const RefTensor *kt, const RefTensor *v,
+                    RefTensor *o, RefTensor *lse, double *score, char *keep) {
+  int64_t hk = h / (ks->heads / ks->kv_heads);
+  RefVars vars = {0, (double)b, (double)h, (double)qi, 0, (double)sq, (double)sk};
+  double m = -INFINITY;
+  for (int64_t kj = 0; kj < sk; kj++) {
+    vars.k = (double)kj;
+    keep[kj] = !ks->mask || ref_eval(ks->mask, &vars) != 0;
+    if (!keep[kj])
+      continue;
+    double dot = 0;
+    for (int d = 0; d < ks->head_dim; d++)
+      dot += *at(q, b, qi, h, d) * *at(kt, b, kj, hk, d);
+    vars.s = ks->scale * dot;
+    score[kj] = ks->score ? ref_eval(ks->score, &vars) : vars.s;
+    if (score[kj] > m)
+      m = score[kj];
+  }
+  for (int d = 0; d < ks->v_head_dim; d++)
+    *at(o, b, qi, h, d) = 0;
+  if (m == -INFINITY) { /* nothing kept */
+    *at(lse, b, h, qi, 0) = -INFINITY;
+    return;
+  }
+  double l = 0;
+  for (int64_t kj = 0; kj < sk; kj++) {
+    if (!keep[kj])
+      continue;
+    double p = exp(score[kj] - m);
+    l += p;
+    for (int d = 0; d < ks->v_head_dim; d++)
+      *at(o, b, qi, h, d) += p * *at(v, b, kj, hk, d);
+  }
+  for (int d = 0; d < ks->v_head_dim; d++)
+    *at(o, b, qi, h, d) /= l;
+  *at(lse, b, h, qi, 0) = m + log(l);
+}
+
+void ref_attention(const KernelSpec *k, int64_t batch, int64_t seqlen_q, int64_t seqlen_k,
+                   const RefTensor *q, const RefTensor *kt, const RefTensor *v, RefTensor *o,
+                   RefTensor *lse) {
+  double *score = malloc(sizeof(double) * (size_t)(seqlen_k + 1));
+  char *keep = malloc((size_t)seqlen_k + 1);
+  if (!score || !keep)
+    abort();
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t h = 0; h < k->heads; h++)
+      for (int64_t qi = 0; qi < seqlen_q; qi++)
+        ref_row(k, b, h, qi, seqlen_q, seqlen_k, q, kt, v, o, lse, score, keep);
+  free(score);
+  free(keep);
+}

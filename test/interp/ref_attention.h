@@ -1,0 +1,38 @@
+/* ref_attention.h - plain reference attention in float64, straight from a
+ * KernelSpec: no tiles, no IR. It evaluates the spec's Expr trees directly
+ * (its own small evaluator), so it shares nothing with frontend/lower.c or
+ * ir/interp.c and can judge both.
+ *
+ * Layouts (element strides given per tensor, any order):
+ *   q [batch, seqlen_q, heads, head_dim]      k [batch, seqlen_k, kv_heads, head_dim]
+ *   v [batch, seqlen_k, kv_heads, v_head_dim] o [batch, seqlen_q, heads, v_head_dim]
+ *   lse [batch, heads, seqlen_q]
+ * A fully masked row gives O = 0 and LSE = -inf.
+ */
+#ifndef FLASHC_REF_ATTENTION_H
+#define FLASHC_REF_ATTENTION_H
+
+#include <stdint.h>
+
+#include "frontend/spec.h"
+
+typedef struct RefTensor {
+  double *data;
+  int64_t strides[4];
+} RefTensor;
+
+/* Values of the expression variables at one score element. */
+typedef struct RefVars {
+  double s, b, h, q, k, seqlen_q, seqlen_k;
+} RefVars;
+
+/* Evaluates e in double precision: integers are exact doubles, `/` is true
+ * division, `%` is fmod (truncating, as C's % on integers), booleans 1 / 0. */
+double ref_eval(const Expr *e, const RefVars *v);
+
+/* Computes O and LSE for the whole batch. */
+void ref_attention(const KernelSpec *k, int64_t batch, int64_t seqlen_q, int64_t seqlen_k,
+                   const RefTensor *q, const RefTensor *kt, const RefTensor *v, RefTensor *o,
+                   RefTensor *lse);
+
+#endif
