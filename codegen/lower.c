@@ -125,6 +125,12 @@ MlirType lw_elem_type(Lowerer *L, ElemType e) {
   return L->b.f32;
 }
 
+MlirType lw_val_type(Lowerer *L, Type t) {
+  if (t.kind == TYPE_TILE && t.elem == ELEM_INDEX)
+    return L->b.i32; /* see lower_tiles.c: ew_element */
+  return lw_elem_type(L, t.elem);
+}
+
 CgVal *lw_scalar(Lowerer *L, Type t, MlirValue v) {
   CgVal *cv = lw_alloc(L, sizeof *cv);
   cv->kind = CV_SCALAR;
@@ -283,7 +289,7 @@ static MlirType *flat_types(Lowerer *L, const Op *op, int *n) {
   for (int i = 0; i < op->nresults; i++) {
     Type t = op->results[i]->type;
     int k = type_flat_count(L, t, op);
-    MlirType et = lw_elem_type(L, t.elem);
+    MlirType et = lw_val_type(L, t);
     for (int j = 0; j < k; j++)
       types[at++] = et;
   }

@@ -101,6 +101,7 @@ void lw_set(Lowerer *L, const Value *v, CgVal *cv);
 void lw_error(Lowerer *L, const Op *op, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void lw_set_loc(Lowerer *L, const Op *op);
 MlirType lw_elem_type(Lowerer *L, ElemType e);
+MlirType lw_val_type(Lowerer *L, Type t); /* index tiles: i32 elements */
 CgVal *lw_scalar(Lowerer *L, Type t, MlirValue v);
 /* Flattens a value into MLIR values (for iter_args, yields) and back. */
 int lw_flat_count(Lowerer *L, const CgVal *cv);

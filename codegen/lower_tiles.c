@@ -183,15 +183,14 @@ static bool compatible(const TileGeom *o, const TileGeom *r) {
 static bool is_float(ElemType e) { return e == ELEM_F32 || e == ELEM_F16 || e == ELEM_BF16; }
 
 /* Converts one value between element types (cast semantics). */
-static MlirValue convert(Lowerer *L, MlirValue v, ElemType from, ElemType to) {
+static MlirValue convert(Lowerer *L, MlirValue v, ElemType from, ElemType to, MlirType tt) {
   CgBuilder *b = &L->b;
   if (from == to)
-    return v;
-  MlirType tt = lw_elem_type(L, to);
+    return from == ELEM_INDEX ? cg_int_cast(b, v, tt) : v;
   if (is_float(from) && is_float(to))
     return cg_float_cast(b, v, tt);
   if (from == ELEM_INDEX && is_float(to))
-    return cg_sitofp(b, v, tt);
+    return cg_op1(b, "arith.sitofp", &v, 1, tt, NULL, 0);
   if (from == ELEM_I1 && is_float(to))
     return cg_op1(b, "arith.uitofp", &v, 1, tt, NULL, 0);
   if (from == ELEM_I1 && to == ELEM_INDEX)
@@ -265,13 +264,14 @@ static MlirValue tanhf_(Lowerer *L, MlirValue x) {
 static MlirValue floordiv(Lowerer *L, MlirValue a, MlirValue d, bool want_rem) {
   CgBuilder *b = &L->b;
   MlirValue q = cg_arith2(b, "arith.divsi", a, d), r = cg_arith2(b, "arith.remsi", a, d);
-  MlirValue zero = cg_const_i64(b, 0);
+  MlirType it = mlirValueGetType(a);
+  MlirValue zero = cg_const_int(b, it, 0);
   MlirValue nz = cg_cmpi(b, "ne", r, zero);
   MlirValue sr = cg_cmpi(b, "slt", r, zero), sd = cg_cmpi(b, "slt", d, zero);
   MlirValue adj = cg_arith2(b, "arith.andi", nz, cg_arith2(b, "arith.xori", sr, sd));
   if (want_rem)
     return cg_select(b, adj, cg_addi(b, r, d), r);
-  return cg_select(b, adj, cg_subi(b, q, cg_const_i64(b, 1)), q);
+  return cg_select(b, adj, cg_subi(b, q, cg_const_int(b, it, 1)), q);
 }
 
 static const char *cmp_pred(const char *p, bool fl) {
@@ -297,13 +297,13 @@ static MlirValue scalar_op(Lowerer *L, const Op *op, MlirValue *x, ElemType et) 
   case OP_DIV: return fl ? cg_arith2(b, "arith.divf", x[0], x[1]) : floordiv(L, x[0], x[1], false);
   case OP_REM: return fl ? fmodf_(L, x[0], x[1]) : floordiv(L, x[0], x[1], true);
   case OP_CEILDIV: {
-    MlirValue zero = cg_const_i64(b, 0);
+    MlirValue zero = cg_const_int(b, mlirValueGetType(x[0]), 0);
     MlirValue q = floordiv(L, cg_subi(b, zero, x[0]), x[1], false);
     return cg_subi(b, zero, q);
   }
   case OP_MIN: return fl ? intr2(L, "llvm.minnum.f32", x[0], x[1]) : cg_arith2(b, "arith.minsi", x[0], x[1]);
   case OP_MAX: return fl ? intr2(L, "llvm.maxnum.f32", x[0], x[1]) : cg_arith2(b, "arith.maxsi", x[0], x[1]);
-  case OP_NEG: return fl ? math1(L, "arith.negf", x[0]) : cg_subi(b, cg_const_i64(b, 0), x[0]);
+  case OP_NEG: return fl ? math1(L, "arith.negf", x[0]) : cg_subi(b, cg_const_int(b, mlirValueGetType(x[0]), 0), x[0]);
   case OP_EXP: return exp2f_(L, cg_mulf(b, x[0], cg_const_f32(b, LOG2E)));
   case OP_EXP2: return exp2f_(L, x[0]);
   case OP_LOG: return cg_mulf(b, log2f_(L, x[0]), cg_const_f32(b, LN2));
@@ -313,8 +313,8 @@ static MlirValue scalar_op(Lowerer *L, const Op *op, MlirValue *x, ElemType et) 
   case OP_ABS:
     if (fl)
       return math1(L, "math.absf", x[0]);
-    return cg_select(b, cg_cmpi(b, "slt", x[0], cg_const_i64(b, 0)),
-                     cg_subi(b, cg_const_i64(b, 0), x[0]), x[0]);
+    return cg_select(b, cg_cmpi(b, "slt", x[0], cg_const_int(b, mlirValueGetType(x[0]), 0)),
+                     cg_subi(b, cg_const_int(b, mlirValueGetType(x[0]), 0), x[0]), x[0]);
   case OP_FLOOR: return fl ? math1(L, "math.floor", x[0]) : x[0];
   case OP_RECIP: {
     MlirValue zero = cg_const_f32(b, 0.0);
@@ -379,10 +379,15 @@ static MlirValue ew_element(Lowerer *L, const Op *op, const EwArgs *a, ElemType 
                             const Op *sub, TileClass rc, int mi, int ni, int e) {
   CgBuilder *b = &L->b;
   MlirValue x[3];
+  bool tile = op->results[0]->type.kind == TYPE_TILE;
+  ElemType to = op->kind == OP_SELECT ? op->results[0]->type.elem : et;
+  /* Index values of tiles are i32 (sequence positions; the ABI's lengths
+   * are i32), scalars i64: a scalar meeting a tile is narrowed. */
+  MlirType tt = (tile && to == ELEM_INDEX) ? b->i32 : lw_elem_type(L, to);
   for (int i = 0; i < a->n; i++) {
     MlirValue v = lw_elem(L, a->v[i], rc, mi, ni, e);
     bool keep = (op->kind == OP_SELECT && i == 0) || (op->kind == OP_MASK && i == 1);
-    x[i] = keep ? v : convert(L, v, a->et[i], op->kind == OP_SELECT ? op->results[0]->type.elem : et);
+    x[i] = keep ? v : convert(L, v, a->et[i], to, tt);
   }
   if (sub) {
     MlirValue nb = cg_mulf(b, x[1], cg_const_f32(b, -LOG2E));
@@ -464,7 +469,7 @@ void lw_iota(Lowerer *L, const Op *op) {
   lw_positions(&g, mi, ni, e);
   for (int k = 0; k < r->ne; k++) {
     MlirValue v = axis == 0 ? lw_elem_row(L, &g, mi[k], e[k]) : lw_elem_col(L, &g, ni[k], e[k]);
-    r->e[k] = cg_int_cast(&L->b, v, L->b.i64);
+    r->e[k] = v; /* i32: see ew_element */
   }
   lw_set(L, op->results[0], r);
 }
@@ -472,7 +477,7 @@ void lw_iota(Lowerer *L, const Op *op) {
 void lw_full(Lowerer *L, const Op *op) {
   Type rt = op->results[0]->type;
   double v = attr_float(&op->attrs, "value", 0.0);
-  MlirType mt = lw_elem_type(L, rt.elem);
+  MlirType mt = lw_val_type(L, rt);
   MlirValue c = is_float(rt.elem) ? cg_const_float(&L->b, mt, v) : cg_const_int(&L->b, mt, (int64_t)v);
   if (rt.kind == TYPE_SCALAR) {
     lw_set(L, op->results[0], lw_scalar(L, rt, c));

@@ -431,6 +431,7 @@ Op *build_op(Builder *b, OpKind kind, Value *const *operands, int noperands,
   Module *m = b->m;
   Op *op = module_alloc(m, sizeof(Op));
   op->kind = kind;
+  op->module = m;
   op->loc = b->loc;
   op->noperands = noperands;
   op->operands = module_alloc(m, sizeof(Value *) * (size_t)(noperands ? noperands : 1));
@@ -580,10 +581,7 @@ Op *build_yield(Builder *b, Value *const *vals, int n) {
 
 /* -------------------------------------------------------------- mutation */
 
-static Module *op_module(Op *op) {
-  Func *f = op_func(op);
-  return f ? f->module : NULL;
-}
+static Module *op_module(Op *op) { return op->module; }
 
 void op_set_attr_int(Op *op, const char *key, int64_t v) {
   attr_set_int(op_module(op), &op->attrs, key, v);

@@ -222,7 +222,8 @@ struct Op {
   SrcLoc loc;
   Block *parent;
   Op *prev, *next;
-  int id; /* scratch */
+  Module *module; /* owner, also while unlinked */
+  int id;         /* scratch */
 };
 
 struct Block {

@@ -59,7 +59,18 @@ static Value *konst(Ana *a, ElemType e, double v) {
   return build_const(&a->b, type_scalar(e), v);
 }
 
-static bool sconst(Value *v, double *c) { return v->type.kind == TYPE_SCALAR && value_const(v, c); }
+/* A scalar known at compile time: a const, or a cast of one (the lowering
+ * writes `cast (const 512) : f32` for a float literal beside an index). */
+static bool sconst(Value *v, double *c) {
+  if (v->type.kind != TYPE_SCALAR)
+    return false;
+  if (v->def && v->def->kind == OP_CAST && sconst(v->def->operands[0], c)) {
+    if (v->type.elem == ELEM_INDEX)
+      *c = trunc(*c);
+    return v->type.elem != ELEM_I1 && fabs(*c) < 16777216.0; /* exact in f32 */
+  }
+  return value_const(v, c);
+}
 
 static double fold(OpKind k, double x, double y, ElemType e) {
   switch (k) {
@@ -101,8 +112,33 @@ static Value *emit_not(Ana *a, Value *x) {
   return build_unary(&a->b, OP_NOT, x);
 }
 
+/* x = j * c with j the induction variable of `for j = lo to ceildiv(y, c)`
+ * (lo >= 0): then x < y. This is what makes the bounds mask `k < seqlen_k`
+ * never empty: the first key of every K/V tile is in range. */
+static bool loop_bound_lt(Value *x, Value *y) {
+  Op *mul = x->def;
+  if (!mul || mul->kind != OP_MUL)
+    return false;
+  for (int side = 0; side < 2; side++) {
+    Value *iv = mul->operands[side], *c = mul->operands[1 - side];
+    Op *loop = iv->block ? iv->block->parent_op : NULL;
+    double lo;
+    if (!loop || loop->kind != OP_FOR || iv->arg_index != 0 || !sconst(loop->operands[0], &lo) ||
+        lo < 0)
+      continue;
+    Op *cd = loop->operands[1]->def;
+    if (cd && cd->kind == OP_CEILDIV && cd->operands[0] == y && cd->operands[1] == c)
+      return true;
+  }
+  return false;
+}
+
 static Value *emit_cmp(Ana *a, const char *pred, Value *x, Value *y) {
   double cx, cy;
+  if ((!strcmp(pred, "lt") && loop_bound_lt(x, y)) || (!strcmp(pred, "gt") && loop_bound_lt(y, x)))
+    return konst(a, ELEM_I1, 1);
+  if ((!strcmp(pred, "ge") && loop_bound_lt(x, y)) || (!strcmp(pred, "le") && loop_bound_lt(y, x)))
+    return konst(a, ELEM_I1, 0);
   if (sconst(x, &cx) && sconst(y, &cy)) {
     bool r = !strcmp(pred, "lt") ? cx < cy : !strcmp(pred, "le") ? cx <= cy
            : !strcmp(pred, "gt") ? cx > cy : !strcmp(pred, "ge") ? cx >= cy
@@ -207,11 +243,25 @@ static Ival iv_binary(Ana *a, OpKind k, Ival x, Ival y) {
   }
 }
 
+/* The kernel's `tile_size {dim}` value (before tiling), or NULL. */
+static Value *tile_size_value(Op *from, const char *dim) {
+  Func *f = op_func(from);
+  for (Op *o = f ? f->body->first : NULL; o; o = o->next)
+    if (o->kind == OP_TILE_SIZE && strcmp(attr_str(&o->attrs, "dim", ""), dim) == 0)
+      return o->results[0];
+  return NULL;
+}
+
 static Ival iv_iota(Ana *a, Op *d, Type t) {
   int ext = attr_int(&d->attrs, "axis", 0) == 0 ? t.rows : t.cols;
-  if (ext <= 0)
-    return UNKNOWN_IV; /* symbolic: run tiling first */
-  return (Ival){true, konst(a, t.elem, 0), konst(a, t.elem, ext - 1)};
+  Value *zero = konst(a, t.elem, 0);
+  if (ext > 0)
+    return (Ival){true, zero, konst(a, t.elem, ext - 1)};
+  /* Symbolic Br / Bc (tiling has not run): the extent is a run-time value. */
+  Value *ts = tile_size_value(d, ext == DIM_BR ? "q" : "kv");
+  if ((ext != DIM_BR && ext != DIM_BC) || !ts)
+    return UNKNOWN_IV;
+  return (Ival){true, zero, emit_bin(a, OP_SUB, ts, konst(a, t.elem, 1))};
 }
 
 static Ival iv_cast(Ana *a, Ival x, ElemType to) {
@@ -243,6 +293,14 @@ static Ival ival_op(Ana *a, Op *d, Value *v) {
     Ival x = ival(a, d->operands[0]);
     return x.known ? iv_cast(a, x, v->type.elem) : x;
   }
+  case OP_FLOOR: case OP_EXP: case OP_EXP2: case OP_TANH: {
+    /* Monotone and NaN-free on every finite input. (Not log or sqrt: a NaN
+     * bound compares false both ways and would claim a tile is empty.) */
+    Ival x = ival(a, d->operands[0]);
+    if (!x.known)
+      return x;
+    return (Ival){true, build_unary(&a->b, d->kind, x.lo), build_unary(&a->b, d->kind, x.hi)};
+  }
   case OP_SELECT: {
     Ival x = ival(a, d->operands[1]), y = ival(a, d->operands[2]);
     if (!x.known || !y.known)
@@ -268,7 +326,7 @@ static Ival ival(Ana *a, Value *v) {
   Ival r = UNKNOWN_IV;
   if (v->type.kind == TYPE_SCALAR && v->type.elem != ELEM_I1) {
     double c;
-    if (sconst(v, &c) && v->def->parent == a->b.block)
+    if (sconst(v, &c) && (v->def->parent == a->b.block || v->def->kind != OP_CONST))
       r = exact(konst(a, v->type.elem, c)); /* a copy: the original may be wrapped */
     else if (make_available(a, v))
       r = exact(v);
@@ -487,5 +545,6 @@ int pass_mask_skip(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   if (!never_full)
     split_full(m, mask, full);
   dce_block(step); /* classification ops nobody needed */
+  cse_block(step);
   return 0;
 }

@@ -634,6 +634,47 @@ static void test_generated(int n, uint64_t seed, const Opts *o, int *kindex, Sta
   }
 }
 
+/* --selftest: the interpreter's rounding and its refusal of bad input. */
+static int selftest(void) {
+  struct {
+    double x;
+    ElemType e;
+    double want;
+  } cases[] = {
+      {1 + 0x1p-8, ELEM_BF16, 1},                  /* tie -> even */
+      {1 + 3 * 0x1p-8, ELEM_BF16, 1 + 0x1p-6},     /* tie -> even (up) */
+      {1 + 0x1p-8 + 0x1p-30, ELEM_BF16, 1 + 0x1p-7}, /* above the tie */
+      {-3.14159, ELEM_BF16, -3.140625},
+      {0x1.ffp127, ELEM_BF16, INFINITY},          /* overflow */
+      {0x1p-133, ELEM_BF16, 0x1p-133},            /* bf16 subnormal kept */
+      {65519, ELEM_F16, 65504},
+      {65520, ELEM_F16, INFINITY},                /* tie to 65536 -> inf */
+      {0x1p-25, ELEM_F16, 0},                     /* subnormal tie -> even 0 */
+      {3 * 0x1p-26, ELEM_F16, 0x1p-24},
+      {1 + 0x1p-11, ELEM_F16, 1},
+      {0.1, ELEM_F32, (double)0.1f},
+  };
+  int bad = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    double got = interp_round(cases[i].x, cases[i].e);
+    bool ok = got == cases[i].want;
+    printf("%s round %a to %s: %a\n", ok ? "PASS" : "FAIL", cases[i].x, elem_name(cases[i].e), got);
+    bad += !ok;
+  }
+  /* An unbound tensor is an error, not a crash. */
+  KernelSpec k = {.name = "t", .loc = {"<selftest>", 1, 1}, .head_dim = 8, .v_head_dim = 8,
+                  .heads = 1, .kv_heads = 1, .scale = 1};
+  Module *m = module_create();
+  Func *f = lower_one(m, &k, stdout);
+  char err[256] = "";
+  int rc = f ? interp_run(f, NULL, 0, 1, 4, 4, NULL, err, sizeof err) : 0;
+  printf("%s unbound tensor: %s\n", rc ? "PASS" : "FAIL", err);
+  bad += !rc;
+  module_destroy(m);
+  printf("%d failed\n", bad);
+  return bad ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   Opts o = {.nshapes = NSHAPES, .br = 16, .bc = 16};
   int ngen = 0;
@@ -653,6 +694,8 @@ int main(int argc, char **argv) {
       o.quick = true;
     else if (strcmp(argv[i], "--round") == 0)
       o.round = true;
+    else if (strcmp(argv[i], "--selftest") == 0)
+      return selftest();
     else if (strcmp(argv[i], "--emit-fa1") == 0)
       o.emit = true;
     else if (strcmp(argv[i], "-v") == 0)
