@@ -64,9 +64,16 @@ typedef struct Emit {
   CgKernelInfo *info;
   CgTimes times;
   CgStrBuf out;
+  CgPtxasInfo ptxas_info; /* from -emit=cubin's ptxas run */
+  bool have_ptxas_info;
 } Emit;
 
 static void put_text(MlirStringRef s, void *user) { cg_strbuf_append(user, s.data, s.length); }
+
+/* The most dynamic shared memory one block may opt into. */
+static int smem_limit(const char *target) {
+  return strcmp(target, "sm_80") == 0 ? 163 * 1024 : 227 * 1024;
+}
 
 /* Builds builtin.module { gpu.module @flashc { smem; gpu.func per kernel } }. */
 static int build_module(Emit *E) {
@@ -78,8 +85,18 @@ static int build_module(Emit *E) {
   cg_builder_set_block(&E->b, gm);
   cg_dynamic_smem_global(&E->b, CG_SMEM_SYMBOL);
   int rc = 0;
-  for (int i = 0; i < E->m->nfuncs && rc == 0; i++)
-    rc = cg_lower_kernel(E->cc, gm, E->m->funcs[i], &E->info[i]);
+  for (int i = 0; i < E->m->nfuncs && rc == 0; i++) {
+    const Func *f = E->m->funcs[i];
+    rc = cg_lower_kernel(E->cc, gm, f, &E->info[i]);
+    int limit = smem_limit(E->o->target);
+    if (rc == 0 && E->info[i].smem_bytes > limit) {
+      cg_builder_set_loc(&E->b, f->loc.file, f->loc.line, f->loc.col);
+      cg_context_error(E->cc, E->b.loc,
+                       "kernel %s needs %d bytes of shared memory; %s allows %d (choose smaller "
+                       "tiles in its schedule)", f->name, E->info[i].smem_bytes, E->o->target, limit);
+      rc = -1;
+    }
+  }
   if (rc == 0 && !mlirOperationVerify(E->module)) {
     if (cg_context_error_count(E->cc) == 0)
       cg_context_error(E->cc, mlirOperationGetLocation(E->module),
@@ -99,6 +116,15 @@ static void fill_stats(Emit *E, CgStats *s, const char *ptx, size_t len) {
   s->ms_llvm_codegen = E->times.llvm_codegen;
   s->smem_dynamic_bytes = E->m->nfuncs ? E->info[0].smem_bytes : 0;
   s->registers = s->smem_static_bytes = s->spill_stores = s->spill_loads = s->stack_bytes = -1;
+  if (E->have_ptxas_info) {
+    s->registers = E->ptxas_info.registers;
+    s->smem_static_bytes = E->ptxas_info.smem_bytes;
+    s->spill_stores = E->ptxas_info.spill_stores;
+    s->spill_loads = E->ptxas_info.spill_loads;
+    s->stack_bytes = E->ptxas_info.stack_bytes;
+    s->ms_ptxas = E->times.ptxas;
+    return;
+  }
   if (!ptx)
     return;
   CgPtxasInfo pi = {0};
@@ -144,7 +170,7 @@ static int to_cubin(Emit *E) {
   CgStrBuf cubin, log;
   cg_strbuf_init(&cubin);
   cg_strbuf_init(&log);
-  CgPtxasInfo pi;
+  CgPtxasInfo pi = {0};
   double t0 = cg_now_ms();
   int rc = cg_run_ptxas(E->o->ptxas, E->o->target, E->out.data, E->out.len, &cubin, &pi, &log);
   E->times.ptxas += cg_now_ms() - t0;
@@ -155,6 +181,8 @@ static int to_cubin(Emit *E) {
     else
       cg_context_error(E->cc, loc, "ptxas rejected the PTX:\n%s", log.data ? log.data : "");
   } else {
+    E->ptxas_info = pi;
+    E->have_ptxas_info = true;
     cg_strbuf_free(&E->out);
     E->out = cubin;
     cg_strbuf_init(&cubin);
@@ -210,8 +238,6 @@ int cg_emit(const Module *m, CgStage stage, const CgOptions *opts, char **out, s
   int rc = (E.cc && E.info) ? run_stages(&E, stage) : -1;
   if (rc == 0 && o.stats)
     fill_stats(&E, o.stats, stage == CG_STAGE_PTX ? E.out.data : NULL, E.out.len);
-  if (rc == 0 && o.stats && stage == CG_STAGE_CUBIN)
-    o.stats->ms_ptxas = E.times.ptxas;
   if (rc == 0) {
     *out = cg_strbuf_take(&E.out, outlen);
   } else if (err && errlen) {

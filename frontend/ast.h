@@ -112,6 +112,7 @@ struct Ast {
   const char *text;  /* a NUL-terminated copy of the source, for diagnostics */
   size_t len;
   AstItem *items;
+  int parse_errors;  /* fe_check refuses a tree that had syntax errors */
 };
 
 /* Node constructors used by the parser. Each computes `depth`. */

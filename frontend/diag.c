@@ -20,9 +20,16 @@ static void print_source_line(Diag *d, int line, int col) {
   if (!d->text || line < 1)
     return;
   const char *p = d->text, *end = d->text + d->len;
-  for (int l = 1; l < line && p < end; p++)
+  int l = 1;
+  if (d->line_p && d->line_no <= line) {
+    p = d->line_p;
+    l = d->line_no;
+  }
+  for (; l < line && p < end; p++)
     if (*p == '\n')
       l++;
+  d->line_p = p;
+  d->line_no = l;
   if (p >= end && line > 1 && (p == d->text || p[-1] != '\n'))
     return;
   const char *eol = p;

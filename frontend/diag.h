@@ -27,6 +27,10 @@ typedef struct Diag {
   int nerrors;
   bool stopped;     /* the error cap was reached */
   bool muted;       /* the last error was not printed: drop its notes too */
+  /* Start of the last line shown: errors come mostly in source order, so
+   * finding the next line need not rescan a big file from its start. */
+  const char *line_p;
+  int line_no;
 } Diag;
 
 FILE *diag_stream(void);

@@ -1,8 +1,10 @@
 /* parser.y - the grammar of spec files; builds the AST (ast.h).
  *
- * A pure (reentrant) parser. Errors recover at two levels: a bad statement
+ * A pure (reentrant) parser. Errors recover at three levels: a bad statement
  * is skipped up to its ';' (`error ';'`), a bad block up to its '}'
- * (`error '}'`), so every syntax error of a file is reported.
+ * (`error '}'`), garbage between blocks up to a ';', '}' or block keyword;
+ * `yyerrok` after each lets the next error be reported at once, so every
+ * syntax error of a file is reported.
  */
 %define api.pure full
 %define api.prefix {fe_yy}
@@ -35,11 +37,16 @@ struct ParseState {
   /* Where the last two tokens the lexer returned end (the lookahead and the
    * one before it). */
   struct { int line, end_col; } last, prev;
+  const char *tok_text;  /* the lookahead's text, for messages */
+  int tok_len;
 };
 }
 
 %code provides {
 int fe_lex_lex(FE_YYSTYPE *lval, FE_YYLTYPE *lloc, void *scanner);
+/* In lexer.l, which knows the scanner's types: scans `len` bytes of `text`
+ * (NUL-terminated) with a fresh scanner and runs fe_yyparse on them. */
+void fe_lex_run(struct ParseState *ps, const char *text, int len);
 }
 
 %code {
@@ -355,13 +362,11 @@ args
 /* Names a token for a message: "identifier 'foo'", "'}'", "end of file". */
 static void describe_token(struct ParseState *ps, yysymbol_kind_t tok,
                            char *buf, size_t n) {
-  extern char *fe_lex_get_text(void *scanner);
-  extern int fe_lex_get_leng(void *scanner);
   const char *name = yysymbol_name(tok);
   if (tok == YYSYMBOL_IDENT || tok == YYSYMBOL_NUMBER) {
-    int len = fe_lex_get_leng(ps->scanner);
-    snprintf(buf, n, "%s '%.*s%s'", name, len > 40 ? 40 : len,
-             fe_lex_get_text(ps->scanner), len > 40 ? "..." : "");
+    int len = ps->tok_len;
+    snprintf(buf, n, "%s '%.*s%s'", name, len > 40 ? 40 : len, ps->tok_text,
+             len > 40 ? "..." : "");
   } else {
     snprintf(buf, n, "%s", name);
   }
@@ -424,9 +429,6 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, struct ParseState *ps)
 #include "frontend/frontend.h"
 
 Ast *fe_parse(const char *filename, const char *text, size_t len, int *nerrors) {
-  extern int fe_lex_lex_init_extra(struct ParseState *, void **);
-  extern void *fe_lex__scan_bytes(const char *, int, void *);
-  extern int fe_lex_lex_destroy(void *);
   Arena arena = {0};
   Ast *ast = arena_alloc(&arena, sizeof(Ast));
   ast->arena = arena;
@@ -445,10 +447,8 @@ Ast *fe_parse(const char *filename, const char *text, size_t len, int *nerrors) 
   ps.line = ps.col = 1;
   if (len > (size_t)2147483646) {
     diag_error(&ps.diag, (SrcLoc){ast->file, 1, 1}, "file is too large");
-  } else if (fe_lex_lex_init_extra(&ps, &ps.scanner) == 0) {
-    fe_lex__scan_bytes(ast->text, (int)len, ps.scanner);
-    fe_yyparse(&ps);
-    fe_lex_lex_destroy(ps.scanner);
+  } else {
+    fe_lex_run(&ps, ast->text, (int)len);
   }
   /* Items were prepended; put them back in source order. */
   AstItem *r = NULL;
@@ -458,6 +458,7 @@ Ast *fe_parse(const char *filename, const char *text, size_t len, int *nerrors) 
     r = it;
   }
   ast->items = r;
+  ast->parse_errors = ps.diag.nerrors;
   if (nerrors)
     *nerrors = ps.diag.nerrors;
   return ast;

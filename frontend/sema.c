@@ -1202,13 +1202,19 @@ SpecFile *fe_check(const Ast *ast, int *nerrors) {
   free(sched_of);
   if (nerrors)
     *nerrors = S.diag.nerrors;
-  if (S.diag.nerrors) {
+  /* A tree with syntax errors has holes (skipped statements, Error nodes):
+   * it is checked for more messages, but never turned into kernels. */
+  if (S.diag.nerrors || ast->parse_errors) {
     fe_free_spec(sf);
     return NULL;
   }
   return sf;
 }
 
+/* Ownership: a SpecFile owns its kernels array, each KernelSpec, its name,
+ * its mask and score trees (plain trees without sharing: every use of a let
+ * is a copy), and `file`, the name every SrcLoc.file points to. Nothing
+ * points into the Ast, which may be freed first. */
 void fe_free_spec(SpecFile *spec) {
   if (!spec)
     return;
