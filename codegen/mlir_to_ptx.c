@@ -23,9 +23,11 @@ double cg_now_ms(void) {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* Stage 1 runs inside gpu.module: math first so that math.exp2 becomes
- * llvm.intr.exp2 (ex2.approx) instead of a libdevice call from
- * convert-gpu-to-nvvm; scf to cf before gpu to nvvm, which wants
+/* Stage 1 runs inside gpu.module. Codegen emits no math-dialect ops (it
+ * calls LLVM/NVVM intrinsics through llvm.call_intrinsic, because
+ * convert-gpu-to-nvvm turns math ops and even llvm.intr.exp2/maxnum into
+ * libdevice calls, which we never link); convert-math-to-llvm stays first as
+ * a guard for any that appear. scf to cf before gpu to nvvm, which wants
  * unstructured control flow. convert-gpu-to-nvvm lowers arith and cf only
  * through dialect interfaces that come with all of MLIR's extensions
  * registered; our context loads just our dialects, so arith and cf get their
