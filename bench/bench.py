@@ -116,6 +116,11 @@ _flex_cache = {}
 def peer_flex(q, k, v, causal, scale, gqa):
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     if "fn" not in _flex_cache:
+        # Every configuration is a new shape: allow the recompiles, or dynamo
+        # falls back to the unfused eager path after 8 and times that.
+        import torch._dynamo
+        torch._dynamo.config.cache_size_limit = 256
+        torch._dynamo.config.accumulated_cache_size_limit = 4096
         _flex_cache["fn"] = torch.compile(flex_attention, dynamic=False)
     fn = _flex_cache["fn"]
     qt, kt, vt = (x.transpose(1, 2).contiguous() for x in (q, k, v))
@@ -197,8 +202,13 @@ def plot(rows, path):
     for r in rows:
         groups.setdefault((r["head_dim"], r["causal"], r["heads"], r["kv_heads"], r["dtype"]), []).append(r)
     n = len(groups)
-    fig, axes = plt.subplots(1, n, figsize=(4.5 * n, 4), squeeze=False)
-    for ax, (key, rs) in zip(axes[0], sorted(groups.items())):
+    ncols = min(n, 4)
+    nrows = (n + ncols - 1) // ncols
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.5 * ncols, 3.8 * nrows), squeeze=False)
+    flat = [ax for row in axes for ax in row]
+    for ax in flat[n:]:
+        ax.axis("off")
+    for ax, (key, rs) in zip(flat, sorted(groups.items())):
         rs = sorted(rs, key=lambda r: r["seqlen"])
         xs = [r["seqlen"] for r in rs]
         for name, label in [("flashc", "flashc"), ("fa2", "FlashAttention-2 (SDPA)"), ("cudnn", "cuDNN (SDPA)"), ("flex", "FlexAttention")]:
@@ -212,7 +222,7 @@ def plot(rows, path):
         ax.set_xlabel("sequence length")
         ax.set_ylabel("TFLOP/s")
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7)
+    flat[0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(f"bench: plot written to {path}")

@@ -69,6 +69,9 @@ enum { P_LT, P_LE, P_GT, P_GE, P_EQ, P_NE };
 
 typedef struct OpInfo {
   int pred;        /* cmp */
+  int pack;        /* load/store {pack = G}: 0 when absent */
+  int page_size;   /* load_paged */
+  int reduce;      /* reduce: 0 max, 1 min, 2 sum */
   int axis;        /* iota */
   double value;    /* const, full */
   bool transpose_b;
@@ -79,6 +82,7 @@ typedef struct Interp {
   const Func *f;
   const InterpOptions *o;
   int64_t batch, sq, sk;
+  InterpSizes sz;
   RtVal *vals;
   int nvals;
   OpInfo *info;
@@ -117,6 +121,11 @@ static int64_t resolve_dim(const Interp *I, int d) {
   case DIM_BATCH: return I->batch;
   case DIM_SEQLEN_Q: return I->sq;
   case DIM_SEQLEN_K: return I->sk;
+  case DIM_Q_LEN: return I->sq;
+  case DIM_CAPACITY: return I->sk;
+  case DIM_NUM_PAGES: return I->sz.num_pages;
+  case DIM_MAX_PAGES: return I->sz.max_pages;
+  case DIM_BATCH_NSPLIT: return I->batch * I->sz.nsplit;
   default: return d;
   }
 }
@@ -205,6 +214,28 @@ static void decode_op(Op *op, void *ctx) {
   case OP_MATMUL:
     in->transpose_b = attr_int(&op->attrs, "transpose_b", 0) != 0;
     break;
+  case OP_LOAD:
+  case OP_STORE:
+    in->pack = (int)attr_int(&op->attrs, "pack", 0);
+    if (attr_get(&op->attrs, "pack") && in->pack < 1)
+      fail(I, op, "pack must be >= 1");
+    break;
+  case OP_LOAD_PAGED:
+    in->page_size = (int)attr_int(&op->attrs, "page_size", 0);
+    if (in->page_size < 1)
+      fail(I, op, "missing or bad page_size");
+    break;
+  case OP_REDUCE: {
+    static const char *const kinds[] = {"max", "min", "sum"};
+    const char *k = attr_str(&op->attrs, "kind", "");
+    in->reduce = -1;
+    for (int i = 0; i < 3; i++)
+      if (strcmp(k, kinds[i]) == 0)
+        in->reduce = i;
+    if (in->reduce < 0)
+      fail(I, op, "kind must be max, min or sum");
+    break;
+  }
   case OP_TILE_SIZE: {
     const char *d = attr_str(&op->attrs, "dim", "");
     in->dim_kv = strcmp(d, "kv") == 0;
@@ -227,7 +258,11 @@ static bool find_binding(const InterpBinding *b, int n, const char *name, int *a
 }
 
 static bool is_workspace(const char *name) {
-  return strcmp(name, "o_acc") == 0 || strcmp(name, "m_buf") == 0 || strcmp(name, "l_buf") == 0;
+  static const char *const ws[] = {"o_acc", "m_buf", "l_buf", "o_part", "lse_part"};
+  for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+    if (strcmp(name, ws[i]) == 0)
+      return true;
+  return false;
 }
 
 /* Binds (or allocates) the tensor of argument a; checks its dims. */
@@ -285,12 +320,19 @@ static void bind_args(Interp *I, const InterpBinding *bs, int nb) {
     } else if (a->type.kind == TYPE_SCALAR) {
       if (strcmp(name, "batch") == 0)
         set_scalar(val(I, a), (double)I->batch);
-      else if (strcmp(name, "seqlen_q") == 0)
+      else if (strcmp(name, "seqlen_q") == 0 || strcmp(name, "q_len") == 0)
         set_scalar(val(I, a), (double)I->sq);
-      else if (strcmp(name, "seqlen_k") == 0)
+      else if (strcmp(name, "seqlen_k") == 0 || strcmp(name, "capacity") == 0)
         set_scalar(val(I, a), (double)I->sk);
+      else if (strcmp(name, "nsplit") == 0)
+        set_scalar(val(I, a), (double)I->sz.nsplit);
+      else if (strcmp(name, "max_pages") == 0)
+        set_scalar(val(I, a), (double)I->sz.max_pages);
       else
-        fail(I, NULL, "scalar argument %%%s has no value (only batch, seqlen_q, seqlen_k)", name);
+        fail(I, NULL,
+             "scalar argument %%%s has no value (only batch, seqlen_q/q_len, seqlen_k/capacity, "
+             "nsplit, max_pages)",
+             name);
     } else {
       fail(I, NULL, "argument %%%s has an unsupported type", name);
     }

@@ -8,7 +8,8 @@
  *
  * Tensors are host arrays of doubles bound by argument name ("q", "k", "v",
  * "o", "lse", ...), with dims and element strides in the order of the
- * argument's type. The workspaces o_acc, m_buf and l_buf are allocated (and
+ * argument's type (i32 tensors, the decode index tables, hold integers). The
+ * workspaces o_acc, m_buf, l_buf, o_part and lse_part are allocated (and
  * poisoned with NaN, so that a read before a write shows) when the kernel has
  * them and the caller did not bind them.
  *
@@ -37,9 +38,17 @@ void interp_options_init(InterpOptions *o);
 typedef struct InterpBinding {
   const char *name; /* argument name without '%' */
   double *data;
-  int64_t dims[4];    /* as in the argument's type; rank 3 tensors use 3 */
+  int64_t dims[4];    /* as in the argument's type; rank 3 tensors use 3, ... */
   int64_t strides[4]; /* in elements */
 } InterpBinding;
+
+/* The run-time extents of a launch. Decode kernels name seqlen_q `q_len`
+ * and the cache length `capacity` (docs/decode.md); nsplit, num_pages and
+ * max_pages only matter to kernels whose types or arguments use them. */
+typedef struct InterpSizes {
+  int64_t batch, seqlen_q, seqlen_k;
+  int64_t nsplit, num_pages, max_pages;
+} InterpSizes;
 
 /* Runs kernel f. batch, seqlen_q, seqlen_k bind the index arguments of those
  * names and resolve the symbolic extents of tensor types. Returns 0 on
@@ -48,6 +57,18 @@ typedef struct InterpBinding {
 int interp_run(const Func *f, const InterpBinding *tensors, int ntensors, int64_t batch,
                int64_t seqlen_q, int64_t seqlen_k, const InterpOptions *o, char *err,
                size_t errlen);
+
+/* interp_run with every extent: the index arguments batch, seqlen_q / q_len,
+ * seqlen_k / capacity, nsplit and max_pages get the matching field. */
+int interp_run_sizes(const Func *f, const InterpBinding *tensors, int ntensors,
+                     const InterpSizes *sz, const InterpOptions *o, char *err, size_t errlen);
+
+/* Runs every kernel of m in order (a decode split kernel, then its combine
+ * kernel) on the same bindings. Workspaces the caller did not bind are
+ * allocated once (NaN-poisoned) and shared by all kernels that name them, so
+ * split-kv's %o_part / %lse_part flow from one kernel to the next. */
+int interp_run_module(const Module *m, const InterpBinding *tensors, int ntensors,
+                      const InterpSizes *sz, const InterpOptions *o, char *err, size_t errlen);
 
 /* x rounded to nearest even in elem's precision (f32, f16, bf16; overflow
  * gives +-inf, subnormals kept); other element types return x. */

@@ -135,6 +135,7 @@ const char *elem_name(ElemType e) {
   case ELEM_F16: return "f16";
   case ELEM_BF16: return "bf16";
   case ELEM_F32: return "f32";
+  case ELEM_I32: return "i32";
   default: return "none";
   }
 }
@@ -155,6 +156,11 @@ static int dim_str(char *buf, int len, int d) {
   case DIM_BATCH: return snprintf(buf, len, "batch");
   case DIM_SEQLEN_Q: return snprintf(buf, len, "seqlen_q");
   case DIM_SEQLEN_K: return snprintf(buf, len, "seqlen_k");
+  case DIM_Q_LEN: return snprintf(buf, len, "q_len");
+  case DIM_CAPACITY: return snprintf(buf, len, "capacity");
+  case DIM_NUM_PAGES: return snprintf(buf, len, "num_pages");
+  case DIM_MAX_PAGES: return snprintf(buf, len, "max_pages");
+  case DIM_BATCH_NSPLIT: return snprintf(buf, len, "batch_nsplit");
   default: return snprintf(buf, len, "%d", d);
   }
 }

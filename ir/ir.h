@@ -65,6 +65,7 @@ typedef enum ElemType {
   ELEM_F16,
   ELEM_BF16,
   ELEM_F32,
+  ELEM_I32,   /* 32-bit integer tensors only (cache_seqlens, block_table); loads give index */
 } ElemType;
 
 typedef enum TypeKind {
@@ -87,14 +88,19 @@ typedef enum Dist {
 enum { DIM_BR = -1, DIM_BC = -2 };
 /* Symbolic tensor extents, known at launch. */
 enum { DIM_BATCH = -10, DIM_SEQLEN_Q = -11, DIM_SEQLEN_K = -12 };
+/* Decode (docs/decode.md): the query tokens per sequence, the allocated
+ * length of a contiguous cache, the page pool and block-table row length of a
+ * paged cache, and batch * nsplit (the rows of split-kv's partial outputs). */
+enum { DIM_Q_LEN = -13, DIM_CAPACITY = -14, DIM_NUM_PAGES = -15, DIM_MAX_PAGES = -16,
+       DIM_BATCH_NSPLIT = -17 };
 
 typedef struct Type {
   TypeKind kind;
   ElemType elem;
   int rows, cols; /* TYPE_TILE: > 0, or DIM_BR / DIM_BC */
   Dist dist;      /* TYPE_TILE */
-  int rank;       /* TYPE_TENSOR: 3 or 4 */
-  int dims[4];    /* TYPE_TENSOR: > 0, or DIM_BATCH / DIM_SEQLEN_Q / DIM_SEQLEN_K */
+  int rank;       /* TYPE_TENSOR: 3 or 4; 1 or 2 for i32 tensors */
+  int dims[4];    /* TYPE_TENSOR: > 0, or one of the DIM_ symbols above */
 } Type;
 
 Type type_none(void);
@@ -115,6 +121,18 @@ const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial" */
  * op_info() and checked by the verifier (verifier.c). Elementwise ops work on
  * scalars and tiles and broadcast: scalar with tile, R x 1 with R x C,
  * 1 x C with R x C, R x 1 with 1 x C (giving R x C). */
+/* Decode memory ops (docs/decode.md):
+ *  - `load ..., %limit`: rows at or past limit (a per-sequence cache length)
+ *    read 0 as well as those past the extent, so stale cache rows never reach
+ *    a matmul (0 * NaN would).
+ *  - `{pack = G}` on load/store: operand h is a K/V head and row r of the tile
+ *    is query head h*G + R / n, token R % n, with R = row0 + r and n the
+ *    tensor's row extent (q_len); rows with R >= G*n read 0 / are skipped.
+ *  - `load_paged %cache, %block_table, %b, %h, %row0, %limit {page_size = P}`:
+ *    logical row R of sequence b is slot R % P of physical page
+ *    block_table[b, R / P] of the cache [num_pages, P, heads, C]; rows at or
+ *    past limit (or past the block table row) read 0.
+ */
 #define FLASHC_OPS(X)                                                          \
   /* kind           name            */                                         \
   X(OP_CONST,       "const")        /* {value} -> scalar of the result type */ \
@@ -145,8 +163,11 @@ const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial" */
   X(OP_NOT,         "not")          /* i1 */                                   \
   X(OP_SELECT,      "select")       /* cond, a, b */                           \
   X(OP_CAST,        "cast")         /* to the result's element type */         \
-  X(OP_LOAD,        "load")         /* tensor, b, h, row0 -> tile (rows past the extent read 0) */ \
-  X(OP_STORE,       "store")        /* tensor, b, h, row0, tile (rows past the extent skipped) */ \
+  X(OP_LOAD,        "load")         /* tensor, b, h, row0 [, limit] {pack} -> tile (rows past the extent or limit read 0) */ \
+  X(OP_STORE,       "store")        /* tensor, b, h, row0, tile {pack} (rows past the extent skipped) */ \
+  X(OP_LOAD_SCALAR, "load_scalar")  /* i32 tensor [n], i -> index: element i (cache_seqlens[b]) */ \
+  X(OP_LOAD_PAGED,  "load_paged")   /* cache, block_table, b, h, row0, limit {page_size} -> tile */ \
+  X(OP_REDUCE,      "reduce")       /* {kind = max|min|sum} tile -> scalar (i1: max = any, min = all) */ \
   X(OP_MATMUL,      "matmul")       /* a, b [, acc] {transpose_b} -> f32 tile: acc + a*b (or a*b^T) */ \
   X(OP_ROWMAX,      "rowmax")       /* R x C -> R x 1 */                       \
   X(OP_ROWSUM,      "rowsum")       /* R x C -> R x 1 */                       \

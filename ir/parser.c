@@ -475,7 +475,8 @@ static ElemType elem_by_name(const char *s, int len) {
   static const struct {
     const char *name;
     ElemType e;
-  } elems[] = {{"i1", ELEM_I1}, {"index", ELEM_INDEX}, {"f16", ELEM_F16}, {"bf16", ELEM_BF16}, {"f32", ELEM_F32}};
+  } elems[] = {{"i1", ELEM_I1}, {"index", ELEM_INDEX}, {"f16", ELEM_F16}, {"bf16", ELEM_BF16}, {"f32", ELEM_F32},
+                {"i32", ELEM_I32}};
   for (size_t i = 0; i < sizeof elems / sizeof elems[0]; i++)
     if ((int)strlen(elems[i].name) == len && memcmp(elems[i].name, s, (size_t)len) == 0)
       return elems[i].e;
@@ -528,7 +529,7 @@ static bool parse_tile_type(Parser *p, Type *t) {
     p->pos++;
   ElemType e = elem_by_name(p->text + s, (int)(p->pos - s));
   if (e == ELEM_NONE) {
-    error_at(p, p->line, col, "expected an element type (i1, index, f16, bf16, f32)");
+    error_at(p, p->line, col, "expected an element type (i1, index, f16, bf16, f32, i32)");
     return false;
   }
   advance(p);
@@ -551,31 +552,39 @@ static bool parse_tile_type(Parser *p, Type *t) {
   return true;
 }
 
-/* tensor-dim := [0-9]+ | 'batch' | 'seqlen_q' | 'seqlen_k' */
+/* tensor-dim := [0-9]+ | 'batch' | 'seqlen_q' | 'seqlen_k' | 'q_len' | 'capacity'
+ *             | 'num_pages' | 'max_pages' | 'batch_nsplit' */
 static bool parse_tensor_dim(Parser *p, int *out) {
+  static const struct {
+    const char *word;
+    int dim;
+  } words[] = {{"batch", DIM_BATCH},         {"seqlen_q", DIM_SEQLEN_Q},
+               {"seqlen_k", DIM_SEQLEN_K},   {"q_len", DIM_Q_LEN},
+               {"capacity", DIM_CAPACITY},   {"num_pages", DIM_NUM_PAGES},
+               {"max_pages", DIM_MAX_PAGES}, {"batch_nsplit", DIM_BATCH_NSPLIT}};
   if (p->cur.kind == T_INT && p->cur.ival > 0 && p->cur.ival <= INT_MAX) {
     *out = (int)p->cur.ival;
-  } else if (is_word(&p->cur, "batch")) {
-    *out = DIM_BATCH;
-  } else if (is_word(&p->cur, "seqlen_q")) {
-    *out = DIM_SEQLEN_Q;
-  } else if (is_word(&p->cur, "seqlen_k")) {
-    *out = DIM_SEQLEN_K;
-  } else {
-    ERROR_TOK(p, "expected a tensor extent (a positive integer, batch, seqlen_q or seqlen_k)");
-    return false;
+    advance(p);
+    return true;
   }
-  advance(p);
-  return true;
+  for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+    if (is_word(&p->cur, words[i].word)) {
+      *out = words[i].dim;
+      advance(p);
+      return true;
+    }
+  ERROR_TOK(p, "expected a tensor extent (a positive integer, batch, seqlen_q or seqlen_k)");
+  return false;
 }
 
-/* tensor-type := 'tensor' '<' elem ',' '[' tensor-dim (',' tensor-dim)* ']' '>'  (rank 3 or 4) */
+/* tensor-type := 'tensor' '<' elem ',' '[' tensor-dim (',' tensor-dim)* ']' '>'
+ * (rank 3 or 4; i32 tensors, the decode index tables, have rank 1 or 2) */
 static bool parse_tensor_type(Parser *p, Type *t) {
   if (!expect_punct(p, '<'))
     return false;
   ElemType e = p->cur.kind == T_IDENT ? elem_by_name(p->cur.start, p->cur.len) : ELEM_NONE;
   if (e == ELEM_NONE) {
-    ERROR_TOK(p, "expected an element type (i1, index, f16, bf16, f32)");
+    ERROR_TOK(p, "expected an element type (i1, index, f16, bf16, f32, i32)");
     return false;
   }
   advance(p);
@@ -585,14 +594,14 @@ static bool parse_tensor_type(Parser *p, Type *t) {
   Tok first = p->cur;
   do {
     if (rank == 4) {
-      ERROR_TOK(p, "tensor rank must be 3 or 4");
+      ERROR_TOK(p, "tensor rank must be at most 4");
       return false;
     }
     if (!parse_tensor_dim(p, &dims[rank++]))
       return false;
   } while (accept_punct(p, ','));
-  if (rank < 3) {
-    error_at(p, first.line, first.col, "tensor rank must be 3 or 4");
+  if (rank < 3 && e != ELEM_I32) {
+    error_at(p, first.line, first.col, "tensor rank must be 3 or 4 (1 or 2 for i32)");
     return false;
   }
   if (!expect_punct(p, ']') || !expect_punct(p, '>'))

@@ -63,7 +63,7 @@ static bool valid_tile_dim(Verifier *v, int d) {
 }
 
 static bool valid_tensor_dim(int d) {
-  return d > 0 || d == DIM_BATCH || d == DIM_SEQLEN_Q || d == DIM_SEQLEN_K;
+  return d > 0 || (d <= DIM_BATCH && d >= DIM_BATCH_NSPLIT);
 }
 
 /* Reports a malformed type of a value that op defines (or a kernel arg). */
@@ -85,8 +85,8 @@ static void check_type(Verifier *v, const Op *op, Type t, const char *what) {
     }
     return;
   case TYPE_TENSOR:
-    if (t.rank != 3 && t.rank != 4) {
-      report(v, op, "%s is a tensor of rank %d (3 or 4 expected)", what, t.rank);
+    if (t.elem == ELEM_I32 ? (t.rank != 1 && t.rank != 2) : (t.rank != 3 && t.rank != 4)) {
+      report(v, op, "%s is a tensor of rank %d (3 or 4 expected; 1 or 2 for i32)", what, t.rank);
       return;
     }
     for (int i = 0; i < t.rank; i++)
@@ -267,16 +267,33 @@ static void check_cast(Verifier *v, const Op *op) {
 /* The tile columns a load/store of tensor t moves: the head dim, or 1. */
 static int tensor_cols(Type t) { return t.rank == 4 ? t.dims[3] : 1; }
 
-static bool check_tensor_access(Verifier *v, const Op *op, Type tile) {
-  char a[160], b[160];
-  Type t = opnd(op, 0);
-  if (t.kind != TYPE_TENSOR) {
-    report(v, op, "operand 0 must be a tensor");
+/* A float tensor of rank 3 or 4 at operand `at`; the index operands after it
+ * up to `last`. */
+static bool check_float_tensor(Verifier *v, const Op *op, int at, int last) {
+  Type t = opnd(op, at);
+  if (t.kind != TYPE_TENSOR || t.elem == ELEM_I32) {
+    report(v, op, "operand %d must be a float tensor", at);
     return false;
   }
-  for (int i = 1; i <= 3; i++)
+  for (int i = at + 1; i <= last; i++)
     if (!is_index(opnd(op, i)))
       report(v, op, "operand %d must be index", i);
+  return true;
+}
+
+/* {pack = G}, when present, is a group size >= 1 (docs/decode.md). */
+static void check_pack(Verifier *v, const Op *op) {
+  const Attr *a = attr_get(&op->attrs, "pack");
+  if (a && (a->kind != ATTR_INT || a->i < 1))
+    report(v, op, "'pack' must be an integer >= 1");
+}
+
+static bool check_tensor_access(Verifier *v, const Op *op, Type tile, int last_index) {
+  char a[160], b[160];
+  if (!check_float_tensor(v, op, 0, last_index))
+    return false;
+  Type t = opnd(op, 0);
+  check_pack(v, op);
   if (!is_tile(tile)) {
     report(v, op, "the %s must be a tile", op->kind == OP_LOAD ? "result" : "stored value");
     return false;
@@ -287,14 +304,64 @@ static bool check_tensor_access(Verifier *v, const Op *op, Type tile) {
   return true;
 }
 
+/* load tensor, b, h, row0 [, limit] */
 static void check_load(Verifier *v, const Op *op) {
-  if (want_counts(v, op, 4, 1))
-    check_tensor_access(v, op, res(op, 0));
+  if (op->noperands == 5 && want_counts(v, op, 5, 1))
+    check_tensor_access(v, op, res(op, 0), 4);
+  else if (want_counts(v, op, 4, 1))
+    check_tensor_access(v, op, res(op, 0), 3);
 }
 
 static void check_store(Verifier *v, const Op *op) {
   if (want_counts(v, op, 5, 0))
-    check_tensor_access(v, op, opnd(op, 4));
+    check_tensor_access(v, op, opnd(op, 4), 3);
+}
+
+/* load_scalar i32-tensor<[n]>, i -> index */
+static void check_load_scalar(Verifier *v, const Op *op) {
+  if (!want_counts(v, op, 2, 1))
+    return;
+  Type t = opnd(op, 0);
+  if (t.kind != TYPE_TENSOR || t.elem != ELEM_I32 || t.rank != 1)
+    report(v, op, "operand 0 must be a rank 1 i32 tensor");
+  if (!is_index(opnd(op, 1)))
+    report(v, op, "operand 1 must be index");
+  if (!is_index(res(op, 0)))
+    report(v, op, "result must be index");
+}
+
+/* load_paged cache, block_table, b, h, row0, limit {page_size} -> tile */
+static void check_load_paged(Verifier *v, const Op *op) {
+  char a[160], b[160];
+  if (!want_counts(v, op, 6, 1) || !check_float_tensor(v, op, 0, 0))
+    return;
+  Type t = opnd(op, 0), bt = opnd(op, 1), tile = res(op, 0);
+  if (bt.kind != TYPE_TENSOR || bt.elem != ELEM_I32 || bt.rank != 2)
+    report(v, op, "operand 1 (the block table) must be a rank 2 i32 tensor");
+  for (int i = 2; i <= 5; i++)
+    if (!is_index(opnd(op, i)))
+      report(v, op, "operand %d must be index", i);
+  const Attr *ps = attr_get(&op->attrs, "page_size");
+  if (!ps || ps->kind != ATTR_INT || ps->i < 1)
+    report(v, op, "needs an integer 'page_size' >= 1");
+  else if (t.rank != 4 || t.dims[1] != ps->i)
+    report(v, op, "the cache must be [num_pages, %d, heads, dim]", (int)ps->i);
+  if (!is_tile(tile) || tile.elem != t.elem || tile.cols != tensor_cols(t))
+    report(v, op, "tile %s does not match tensor %s", tstr(tile, a), tstr(t, b));
+}
+
+/* reduce {kind = max|min|sum} tile -> scalar of its element type */
+static void check_reduce(Verifier *v, const Op *op) {
+  static const char *const kinds[] = {"max", "min", "sum", NULL};
+  if (!want_counts(v, op, 1, 1))
+    return;
+  if (!word_in(op, "kind", kinds))
+    report(v, op, "needs 'kind' = max, min or sum");
+  Type x = opnd(op, 0);
+  if (!is_tile(x))
+    report(v, op, "operand must be a tile");
+  else if (res(op, 0).kind != TYPE_SCALAR || res(op, 0).elem != x.elem)
+    report(v, op, "result must be a scalar of the operand's element type");
 }
 
 static void check_matmul(Verifier *v, const Op *op) {
@@ -481,6 +548,9 @@ static void check_kind_rules(Verifier *v, const Op *op) {
   case OP_CAST: check_cast(v, op); break;
   case OP_LOAD: check_load(v, op); break;
   case OP_STORE: check_store(v, op); break;
+  case OP_LOAD_SCALAR: check_load_scalar(v, op); break;
+  case OP_LOAD_PAGED: check_load_paged(v, op); break;
+  case OP_REDUCE: check_reduce(v, op); break;
   case OP_MATMUL: check_matmul(v, op); break;
   case OP_ROWMAX: case OP_ROWSUM: check_rowreduce(v, op); break;
   case OP_MASK: check_mask(v, op); break;

@@ -100,8 +100,9 @@ fi
 BENCH_DIR=${BENCH_DIR:-.device/bench}
 if [ -f bench/bench.py ] && ls $BENCH_DIR/*.ptx >/dev/null 2>&1; then
   step "benchmark"
-  if python3 bench/bench.py --ptx-dir $BENCH_DIR --lib $BUILD/libflashc_runtime.so \
-       --json $OUT/bench.json 2>&1 | tee $OUT/bench.log; then
+  # BENCH_ARGS: extra bench.py flags, e.g. "--quick --no-flex".
+  if PYTHONUNBUFFERED=1 python3 bench/bench.py --ptx-dir $BENCH_DIR --lib $BUILD/libflashc_runtime.so \
+       --json $OUT/bench.json --plot $OUT/bench.png ${BENCH_ARGS:-} 2>&1 | tee $OUT/bench.log; then
     note "bench: done (table above, $OUT/bench.log)"
   else
     note "bench: FAILED"; status=1
