@@ -151,8 +151,14 @@ def run_config(rt, c, ptx_dir, args):
     ok, err, bound = check(o, q, k, v, c["causal"], scale)
     row.update(ok=ok, err=err, bound=bound)
     if ok:
-        row["flashc_ms"] = median_ms(lambda: mod.forward(q, k, v, o), reps=args.reps)
+        first = median_ms(lambda: mod.forward(q, k, v, o), warmup=1, reps=1)
+        reps = args.reps if first < 50 else 3  # the FA1-order ablation kernels are slow
+        row["flashc_ms"] = median_ms(lambda: mod.forward(q, k, v, o), reps=reps)
     peers = {}
+    if args.no_peers:
+        row["flashc_tflops"] = flops / (row["flashc_ms"] * 1e-3) / 1e12 if row.get("flashc_ms") else None
+        mod.close()
+        return row
     from torch.nn.attention import SDPBackend
     gqa = H != Hkv
     peers["fa2"] = lambda: peer_sdpa(SDPBackend.FLASH_ATTENTION, q, k, v, c["causal"], scale, gqa)
@@ -228,6 +234,39 @@ def plot(rows, path):
     print(f"bench: plot written to {path}")
 
 
+def ablation(rt, args):
+    """What each idea is worth: the same configurations compiled with one
+    optional pass disabled at a time (one PTX directory per variant)."""
+    args.no_peers = True
+    variants = sorted(d for d in os.listdir(args.ablation) if os.path.isdir(os.path.join(args.ablation, d)))
+    variants.sort(key=lambda v: (v != "all-passes", v))
+    grid = configs.ablation_grid()
+    table = {}
+    bad = 0
+    for v in variants:
+        for c in grid:
+            r = run_config(rt, c, os.path.join(args.ablation, v), args)
+            bad += not r["ok"]
+            table[(v, configs.kernel_name(c), c["seqlen"])] = r
+            print(f"ablation: {v:28s} {configs.kernel_name(c)} S={c['seqlen']}: ok={r['ok']} "
+                  f"{fmt(r.get('flashc_tflops'))} TFLOP/s", flush=True)
+    cols = [(configs.kernel_name(c), c["seqlen"], c["causal"]) for c in grid]
+    print("\nablation, head dim 128, TFLOP/s (ratio to all passes on):")
+    print(f"{'variant':28s} " + " ".join(f"{('causal' if ca else 'full') + ' S=' + str(s):>18s}" for _, s, ca in cols))
+    for v in variants:
+        cells = []
+        for name, s, _ in cols:
+            t = table[(v, name, s)].get("flashc_tflops")
+            base = table.get(("all-passes", name, s), {}).get("flashc_tflops")
+            cells.append(f"{fmt(t)} ({fmt(t / base if t and base else None, 4, 2)})")
+        print(f"{v:28s} " + " ".join(f"{c:>18s}" for c in cells))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([dict(variant=v, **r) for (v, _, _), r in table.items()], f, indent=1)
+    print(f"\n{len(table) - bad} passed, {bad} failed")
+    return 1 if bad else 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ptx-dir", default=".device/bench")
@@ -236,11 +275,16 @@ def main():
     ap.add_argument("--only", default=None, help="substring filter on kernel names")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--no-flex", action="store_true")
+    ap.add_argument("--ablation", default=None,
+                    help="directory of PTX directories, one per -disable-pass variant (scripts/build-ablation-kernels.sh)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--plot", default=None)
     args = ap.parse_args()
     torch.manual_seed(int(time.time()))
     rt = flashc_rt.Runtime(args.lib)
+    args.no_peers = False
+    if args.ablation:
+        return ablation(rt, args)
     rows = []
     for c in configs.forward_grid(quick=args.quick):
         if args.only and args.only not in configs.kernel_name(c):

@@ -32,6 +32,12 @@ def forward_grid(quick=False):
     return grid
 
 
+def ablation_grid():
+    """Head dim 128, causal and not, at seqlen 2k and 16k (16k tokens)."""
+    return [dict(dtype="bf16", head_dim=128, heads=16, kv_heads=16, causal=causal, seqlen=s, batch=TOKENS // s)
+            for causal in (False, True) for s in (2048, 16384)]
+
+
 def spec_text(c, schedule=None):
     lines = [f"attention {kernel_name(c)} {{",
              f"  dtype = {c['dtype']};",
@@ -43,10 +49,10 @@ def spec_text(c, schedule=None):
     return "\n".join(lines) + "\n"
 
 
-def write_specs(out_dir):
+def write_specs(out_dir, grid=None):
     os.makedirs(out_dir, exist_ok=True)
     seen = set()
-    for c in forward_grid():
+    for c in grid or forward_grid():
         name = kernel_name(c)
         if name in seen:
             continue
@@ -59,5 +65,7 @@ def write_specs(out_dir):
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--write-specs":
         write_specs(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "--write-ablation-specs":
+        write_specs(sys.argv[2], ablation_grid())
     else:
         print(__doc__)

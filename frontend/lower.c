@@ -28,6 +28,14 @@
  *         for %i (epilogue): store %o (cast of %o_acc), %lse = %mt + log %lt
  *     return
  *
+ * mode = decode (docs/decode.md) changes three things: the kernel arguments
+ * (q_len for seqlen_q, the cache as k/v, %cache_seqlens, %block_table when
+ * paged, %capacity, %max_pages), the key count is per sequence
+ * (`%seqlen_kb = load_scalar %cache_seqlens, %b` at the top of the batch
+ * loop, and %nk computed from it there), and the K/V loads pass %seqlen_kb
+ * as a limit (stale cache rows read 0) or are `load_paged` through the block
+ * table.
+ *
  * Every loop body ends with a `yield` (empty here). Scalar constants live in
  * the kernel prologue so that every region can use them whatever passes move.
  * Ops carry the SrcLoc of the construct they come from: the Expr's for score
@@ -47,6 +55,7 @@ typedef struct Lower {
   /* values the expressions may read */
   Value *ss, *q0, *k0, *bv, *hv, *seqq, *seqk;
   Value *qi, *ki;      /* index tiles, created on first use */
+  bool decode;         /* mode = decode: per-sequence cache lengths, cache loads */
   int bad;             /* an expression could not be lowered */
 } Lower;
 
@@ -332,6 +341,14 @@ static void set_attrs(Lower *L, const char *target) {
   attr_set_word(L->m, a, "mask", mask_word(k->mask_kind));
   attr_set_word(L->m, a, "mode", mode_word(k->mode));
   attr_set_word(L->m, a, "target", target ? target : "sm_90a");
+  if (k->mode == MODE_DECODE) {
+    attr_set_word(L->m, a, "cache", k->cache == CACHE_PAGED ? "paged" : "contiguous");
+    if (k->cache == CACHE_PAGED)
+      attr_set_int(L->m, a, "page_size", k->page_size);
+    attr_set_int(L->m, a, "split", k->split); /* 0: auto, the runtime picks nsplit */
+    if (k->has_unified_max)
+      attr_set_float(L->m, a, "unified_max", k->unified_max);
+  }
   attr_set_word(L->m, a, "schedule", "fa1");
   const Schedule *s = &k->schedule;
   if (s->loc.line > 0 || s->tile_q || s->tile_kv || s->warps || s->stages) {
@@ -342,7 +359,40 @@ static void set_attrs(Lower *L, const char *target) {
   }
 }
 
+/* The decode kernel's arguments (docs/decode.md): the FA1 workspaces as in
+ * forward, the cache as k / v, the per-sequence lengths, the block table
+ * when paged. */
+static Func *make_decode_func(Module *m, const KernelSpec *k) {
+  int d = k->head_dim, dv = k->v_head_dim, h = k->heads, hk = k->kv_heads;
+  ElemType dt = k->dtype == DTYPE_F16 ? ELEM_F16 : ELEM_BF16;
+  bool paged = k->cache == CACHE_PAGED;
+  int rows0 = paged ? DIM_NUM_PAGES : DIM_BATCH, rows1 = paged ? k->page_size : DIM_CAPACITY;
+  Type t[14] = {
+      type_tensor(dt, 4, (int[]){DIM_BATCH, DIM_Q_LEN, h, d}),
+      type_tensor(dt, 4, (int[]){rows0, rows1, hk, d}),
+      type_tensor(dt, 4, (int[]){rows0, rows1, hk, dv}),
+      type_tensor(dt, 4, (int[]){DIM_BATCH, DIM_Q_LEN, h, dv}),
+      type_tensor(ELEM_F32, 3, (int[]){DIM_BATCH, h, DIM_Q_LEN}),
+      type_tensor(ELEM_F32, 4, (int[]){DIM_BATCH, DIM_Q_LEN, h, dv}),
+      type_tensor(ELEM_F32, 3, (int[]){DIM_BATCH, h, DIM_Q_LEN}),
+      type_tensor(ELEM_F32, 3, (int[]){DIM_BATCH, h, DIM_Q_LEN}),
+      type_tensor(ELEM_I32, 1, (int[]){DIM_BATCH}),
+      type_tensor(ELEM_I32, 2, (int[]){DIM_BATCH, DIM_MAX_PAGES}),
+      type_index(), type_index(), type_index(), type_index(),
+  };
+  const char *names[14] = {"q", "k", "v", "o", "lse", "o_acc", "m_buf", "l_buf",
+                           "cache_seqlens", "block_table", "batch", "q_len", "capacity",
+                           "max_pages"};
+  if (!paged) { /* no block table, no max_pages */
+    memmove(&t[9], &t[10], 3 * sizeof(Type));
+    memmove(&names[9], &names[10], 3 * sizeof(char *));
+  }
+  return func_create(m, k->name ? k->name : "attn", t, names, paged ? 14 : 12, k->loc);
+}
+
 static Func *make_func(Module *m, const KernelSpec *k) {
+  if (k->mode == MODE_DECODE)
+    return make_decode_func(m, k);
   int d = k->head_dim, dv = k->v_head_dim, h = k->heads, hk = k->kv_heads;
   ElemType dt = k->dtype == DTYPE_F16 ? ELEM_F16 : ELEM_BF16;
   Type t[11] = {
@@ -378,6 +428,7 @@ static void close_for(Lower *L, Op *f) {
 
 typedef struct Outer {
   Value *c0, *scale, *ninf, *f0, *br, *bc, *nq, *nk, *hk;
+  Value *block_table; /* decode, paged */
   Value *o, *lse, *oacc, *mbuf, *lbuf, *q, *k, *v;
 } Outer;
 
@@ -487,13 +538,28 @@ static void emit_inner_body(Lower *L, Outer *X, Value *kt, Value *vt, Value *i) 
   store(L, X->mbuf, L->hv, q0, mnew);
 }
 
+/* A K or V tile: a plain load for forward; for decode a load limited to the
+ * sequence's cache length, through the block table when paged. */
+static Value *load_kv(Lower *L, Outer *X, Value *tensor, Value *k0, Type t, const char *name) {
+  if (!L->decode)
+    return load(L, tensor, X->hk, k0, t, name);
+  if (!X->block_table) {
+    Value *ops[5] = {tensor, L->bv, X->hk, k0, L->seqk};
+    return nm(L, build_op(&L->b, OP_LOAD, ops, 5, &t, 1, 0)->results[0], name);
+  }
+  Value *ops[6] = {tensor, X->block_table, L->bv, X->hk, k0, L->seqk};
+  Op *op = build_op(&L->b, OP_LOAD_PAGED, ops, 6, &t, 1, 0);
+  attr_set_int(L->m, &op->attrs, "page_size", L->k->page_size);
+  return nm(L, op->results[0], name);
+}
+
 static void emit_main_loop(Lower *L, Outer *X) {
   int d = L->k->head_dim, dv = L->k->v_head_dim;
   Op *fj = open_for(L, X->c0, X->nk, false, "j");
   Value *k0 = bin(L, OP_MUL, for_iv(fj), X->bc, "k0");
   L->k0 = k0;
-  Value *kt = load(L, X->k, X->hk, k0, type_tile(L->dt, DIM_BC, d, DIST_NONE), "kt");
-  Value *vt = load(L, X->v, X->hk, k0, type_tile(L->dt, DIM_BC, dv, DIST_NONE), "vt");
+  Value *kt = load_kv(L, X, X->k, k0, type_tile(L->dt, DIM_BC, d, DIST_NONE), "kt");
+  Value *vt = load_kv(L, X, X->v, k0, type_tile(L->dt, DIM_BC, dv, DIST_NONE), "vt");
   Op *fi = open_for(L, X->c0, X->nq, false, "i");
   emit_inner_body(L, X, kt, vt, for_iv(fi));
   close_for(L, fi);
@@ -533,13 +599,14 @@ Func *lower_kernel(Module *m, const KernelSpec *k, const char *target, FILE *dia
     refuse(diag, k, k->loc, "invalid head counts or head dims (sema should have refused this)");
     return NULL;
   }
-  Lower L = {.m = m, .k = k, .dt = k->dtype == DTYPE_F16 ? ELEM_F16 : ELEM_BF16};
+  Lower L = {.m = m, .k = k, .dt = k->dtype == DTYPE_F16 ? ELEM_F16 : ELEM_BF16,
+             .decode = k->mode == MODE_DECODE};
   L.f = make_func(m, k);
   set_attrs(&L, target);
   L.b = builder_at_end(m, L.f->body);
   L.b.loc = k->loc;
-  L.seqq = func_arg(L.f, "seqlen_q");
-  L.seqk = func_arg(L.f, "seqlen_k");
+  L.seqq = func_arg(L.f, L.decode ? "q_len" : "seqlen_q");
+  L.seqk = func_arg(L.f, "seqlen_k"); /* decode: loaded per sequence below */
 
   Outer X = {0};
   X.q = func_arg(L.f, "q"), X.k = func_arg(L.f, "k"), X.v = func_arg(L.f, "v");
@@ -558,10 +625,18 @@ Func *lower_kernel(Module *m, const KernelSpec *k, const char *target, FILE *dia
   attr_set_word(m, &ts->attrs, "dim", "kv");
   X.bc = nm(&L, ts->results[0], "bc");
   X.nq = bin(&L, OP_CEILDIV, L.seqq, X.br, "nq");
-  X.nk = bin(&L, OP_CEILDIV, L.seqk, X.bc, "nk");
+  X.block_table = func_arg(L.f, "block_table");
+  if (!L.decode)
+    X.nk = bin(&L, OP_CEILDIV, L.seqk, X.bc, "nk");
 
   Op *fb = open_for(&L, X.c0, func_arg(L.f, "batch"), true, "b");
   L.bv = for_iv(fb);
+  if (L.decode) {
+    Value *ops[2] = {func_arg(L.f, "cache_seqlens"), L.bv};
+    Type it = type_index();
+    L.seqk = nm(&L, build_op(&L.b, OP_LOAD_SCALAR, ops, 2, &it, 1, 0)->results[0], "seqlen_kb");
+    X.nk = bin(&L, OP_CEILDIV, L.seqk, X.bc, "nk");
+  }
   Op *fh = open_for(&L, X.c0, nheads, true, "h");
   L.hv = for_iv(fh);
   X.hk = bin(&L, OP_DIV, L.hv, group, "hk");

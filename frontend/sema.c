@@ -3,7 +3,7 @@
  * Per attention block, in three steps:
  *   1. sort the statements: fields by name (duplicates, unknown names),
  *      mask(...) and score(...) definitions;
- *   2. read the constant fields (dtype, head dims, heads, mode, split), which
+ *   2. read the constant fields (dtype, head dims, heads, mode, split, cache), which
  *      expressions may use, and fill in defaults;
  *   3. walk the statements in source order, resolving `let`s, mask, score,
  *      scale and dropout: identifiers become variables, spec constants
@@ -571,12 +571,12 @@ static Expr *resolve(Sema *S, Scope *sc, const AstExpr *e, int depth) {
 
 typedef enum Field {
   F_DTYPE, F_HEAD_DIM, F_V_HEAD_DIM, F_HEADS, F_KV_HEADS, F_MASK, F_SCALE,
-  F_DROPOUT, F_MODE, F_SPLIT, NFIELDS
+  F_DROPOUT, F_MODE, F_SPLIT, F_CACHE, F_UNIFIED_MAX, NFIELDS
 } Field;
 
 static const char *const field_names[] = {
     "dtype", "head_dim", "v_head_dim", "heads", "kv_heads", "mask",
-    "scale", "dropout", "mode", "split", NULL};
+    "scale", "dropout", "mode", "split", "cache", "unified_max", NULL};
 
 /* An integer literal field, optionally negated (so `heads = -1` gets a range
  * error rather than a syntax one). */
@@ -733,6 +733,40 @@ static void mask_field(Sema *S, const AstStmt *s, KernelSpec *k) {
   else
     diag_note(&S->diag, NOLOC,
               "for a custom mask write mask(b, h, q, k) = <boolean expression>;");
+}
+
+/* Fields that only mean something when decoding (split, cache,
+ * unified_max): an error and a note otherwise. */
+static bool decode_only(Sema *S, const AstStmt *s, const KernelSpec *k, const char *why) {
+  if (k->mode == MODE_DECODE)
+    return true;
+  diag_error(&S->diag, s->loc, "%s is only valid with mode = decode", s->name);
+  diag_note(&S->diag, NOLOC, "%s", why);
+  return false;
+}
+
+/* cache = contiguous | paged(N), N a power of 2 in 16..256 */
+static void cache_field(Sema *S, const AstStmt *s, KernelSpec *k) {
+  const AstExpr *v = s->value;
+  if (v->kind == AE_IDENT && strcmp(v->text, "contiguous") == 0)
+    return;
+  if (v->kind != AE_CALL || strcmp(v->text, "paged") != 0) {
+    diag_error(&S->diag, start(v), "cache must be contiguous or paged(PAGE_SIZE)");
+    return;
+  }
+  const AstExpr *n = v->a;
+  if (v->nargs != 1 || n->kind != AE_NUM || !n->is_int) {
+    diag_error(&S->diag, v->nargs == 1 ? start(n) : v->loc,
+               "paged takes one integer: the page size in tokens");
+    return;
+  }
+  int p = n->num >= 1 && n->num <= 1 << 20 ? (int)n->num : 0;
+  if (p < 16 || p > 256 || (p & (p - 1))) {
+    diag_error(&S->diag, n->loc, "page size must be a power of 2 from 16 to 256; got %s", n->text);
+    return;
+  }
+  k->cache = CACHE_PAGED;
+  k->page_size = p;
 }
 
 /* scale = constant > 0;  dropout = constant in [0, 1) */
@@ -946,12 +980,10 @@ static KernelSpec *check_attention(Sema *S, const AstItem *it) {
     int m = word_field(S, field[F_MODE], modes, "forward, backward or decode");
     k->mode = m < 0 ? MODE_FORWARD : (Mode)m;
   }
-  if (field[F_SPLIT]) {
+  if (field[F_SPLIT] && decode_only(S, field[F_SPLIT], k,
+                                     "split divides the KV cache among thread blocks when decoding")) {
     const AstStmt *s = field[F_SPLIT];
-    if (k->mode != MODE_DECODE) {
-      diag_error(&S->diag, s->loc, "split is only valid with mode = decode");
-      diag_note(&S->diag, NOLOC, "split divides the KV cache among thread blocks when decoding");
-    } else if (s->value->kind == AE_IDENT && strcmp(s->value->text, "auto") == 0) {
+    if (s->value->kind == AE_IDENT && strcmp(s->value->text, "auto") == 0) {
       k->split = 0;
     } else if (s->value->kind == AE_IDENT) {
       diag_error(&S->diag, s->value->loc, "split must be auto or a count >= 1");
@@ -966,6 +998,12 @@ static KernelSpec *check_attention(Sema *S, const AstItem *it) {
       }
     }
   }
+  if (field[F_CACHE] &&
+      decode_only(S, field[F_CACHE], k, "cache describes the KV cache a decode kernel reads"))
+    cache_field(S, field[F_CACHE], k);
+  if (field[F_UNIFIED_MAX])
+    decode_only(S, field[F_UNIFIED_MAX], k,
+                "unified_max fixes the softmax maximum of a decode kernel (FlashDecoding++)");
   k->scale = k->head_dim > 0 ? 1.0 / sqrt((double)k->head_dim) : 1.0;
 
   /* 3. Expressions, in source order, so a let is visible after its definition. */
@@ -987,6 +1025,16 @@ static KernelSpec *check_attention(Sema *S, const AstItem *it) {
                      "scale must be a positive constant; got %g", v);
         else
           k->scale = v;
+      }
+    } else if (s == field[F_UNIFIED_MAX] && k->mode == MODE_DECODE) {
+      double v;
+      if (const_field(S, &sc, s, &v)) {
+        if (!isfinite(v))
+          diag_error(&S->diag, start(s->value), "unified_max must be a finite constant");
+        else {
+          k->has_unified_max = true;
+          k->unified_max = v;
+        }
       }
     } else if (s == field[F_DROPOUT]) {
       double v;

@@ -20,6 +20,9 @@ typedef enum DType { DTYPE_F16, DTYPE_BF16 } DType;
 
 typedef enum Mode { MODE_FORWARD, MODE_BACKWARD, MODE_DECODE } Mode;
 
+/* Decode: how the KV cache is laid out (docs/decode.md). */
+typedef enum CacheKind { CACHE_CONTIGUOUS, CACHE_PAGED } CacheKind;
+
 /* How the mask was written; mask_expr always holds its meaning. */
 typedef enum MaskKind { MASK_NONE, MASK_CAUSAL, MASK_WINDOW, MASK_EXPR } MaskKind;
 
@@ -82,6 +85,11 @@ typedef struct KernelSpec {
   Expr *mask;        /* boolean over b, h, q, k, seqlen_q, seqlen_k; NULL = keep all */
   Expr *score;       /* numeric over s, b, h, q, k, ...; NULL = s itself */
   Schedule schedule;
+  /* decode only (docs/decode.md) */
+  CacheKind cache;   /* default contiguous */
+  int page_size;     /* CACHE_PAGED: a power of 2 in 16..256; 0 otherwise */
+  bool has_unified_max; /* FlashDecoding++'s fixed softmax max is on */
+  double unified_max;   /* its value phi when on */
 } KernelSpec;
 
 /* All kernels of one file, in source order. */

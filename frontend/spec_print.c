@@ -152,6 +152,19 @@ static void print_kernel(FILE *out, const KernelSpec *k) {
     fprintf(out, "  split      %d\n", k->split);
   else
     fputs("  split      auto\n", out);
+  if (k->mode == MODE_DECODE) { /* the decode-only fields */
+    if (k->cache == CACHE_PAGED)
+      fprintf(out, "  cache      paged(%d)\n", k->page_size);
+    else
+      fputs("  cache      contiguous\n", out);
+    if (k->has_unified_max) {
+      fputs("  unified_max ", out);
+      print_num(out, k->unified_max);
+      fputc('\n', out);
+    } else {
+      fputs("  unified_max off\n", out);
+    }
+  }
   fprintf(out, "  mask_kind  %s", mask_kind_name(k->mask_kind));
   if (k->mask_kind == MASK_WINDOW)
     fprintf(out, " left=%d right=%d", k->window_left, k->window_right);

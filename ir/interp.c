@@ -649,23 +649,37 @@ static void exec_rescale(Interp *I, const Op *op) {
 
 /* ------------------------------------------------------------ load, store */
 
-/* The tensor of operand 0 and the checked (b, h, row0) of operands 1..3. */
+static int64_t row_extent(const Tensor *t) { return t->rank == 4 ? t->dims[1] : t->dims[2]; }
+static int64_t col_extent(const Tensor *t) { return t->rank == 4 ? t->dims[3] : 1; }
+static int64_t head_extent(const Tensor *t) { return t->rank == 4 ? t->dims[2] : t->dims[1]; }
+
+/* The tensor argument behind operand i (a kernel argument of this kernel). */
+static Tensor *tensor_operand(Interp *I, const Op *op, int i) {
+  const Value *tv = op->operands[i];
+  if (tv->type.kind != TYPE_TENSOR || !tv->block || tv->block != I->f->body) {
+    fail(I, op, "operand %d must be a tensor argument of the kernel", i);
+    return NULL;
+  }
+  return &I->tens[tv->arg_index];
+}
+
+/* The tensor of operand 0 and the checked (b, h, row0) of operands 1..3.
+ * With {pack = G}, h is a K/V head: query heads h*G .. h*G+G-1 must exist. */
 static Tensor *mem_args(Interp *I, const Op *op, int64_t *b, int64_t *h, int64_t *row0) {
   if (op->noperands < 4) {
     fail(I, op, "needs tensor, b, h, row0");
     return NULL;
   }
-  const Value *tv = op->operands[0];
-  if (tv->type.kind != TYPE_TENSOR || !tv->block || tv->block != I->f->body) {
-    fail(I, op, "operand 0 must be a tensor argument of the kernel");
+  Tensor *t = tensor_operand(I, op, 0);
+  if (!t)
     return NULL;
-  }
-  Tensor *t = &I->tens[tv->arg_index];
+  const Value *tv = op->operands[0];
   *b = (int64_t)val(I, op->operands[1])->s;
   *h = (int64_t)val(I, op->operands[2])->s;
   *row0 = (int64_t)val(I, op->operands[3])->s;
-  int64_t nh = t->rank == 4 ? t->dims[2] : t->dims[1];
-  if (*b < 0 || *b >= t->dims[0] || *h < 0 || *h >= nh) {
+  int pack = I->info[op->id].pack;
+  int64_t nh = head_extent(t);
+  if (*b < 0 || *b >= t->dims[0] || *h < 0 || (pack ? (*h + 1) * pack > nh : *h >= nh)) {
     fail(I, op, "%%%s: batch %lld / head %lld out of range", tv->name ? tv->name : "?",
          (long long)*b, (long long)*h);
     return NULL;
@@ -673,16 +687,32 @@ static Tensor *mem_args(Interp *I, const Op *op, int64_t *b, int64_t *h, int64_t
   return t;
 }
 
-/* Address of (b, h, row, col) and the row extent, by rank. */
+/* Where row R (= row0 + r) of an access lands: the tensor's head and row.
+ * False when it is past the extent (or, packed, past the G * n rows of the
+ * group: row R is query head h*G + R / n, token R % n). */
+static bool map_row(const Tensor *t, int pack, int64_t h, int64_t R, int64_t *head, int64_t *row) {
+  int64_t n = row_extent(t);
+  if (R < 0)
+    return false;
+  if (!pack) {
+    *head = h;
+    *row = R;
+    return R < n;
+  }
+  if (n <= 0 || R >= pack * n)
+    return false;
+  *head = h * pack + R / n;
+  *row = R % n;
+  return true;
+}
+
+/* Address of (b, h, row, col), by rank. */
 static double *elem_ptr(Tensor *t, int64_t b, int64_t h, int64_t row, int64_t col) {
   if (t->rank == 4)
     return t->data + b * t->strides[0] + row * t->strides[1] + h * t->strides[2] +
            col * t->strides[3];
   return t->data + b * t->strides[0] + h * t->strides[1] + row * t->strides[2];
 }
-
-static int64_t row_extent(const Tensor *t) { return t->rank == 4 ? t->dims[1] : t->dims[2]; }
-static int64_t col_extent(const Tensor *t) { return t->rank == 4 ? t->dims[3] : 1; }
 
 static void exec_load(Interp *I, const Op *op) {
   int64_t b, h, row0;
@@ -694,15 +724,18 @@ static void exec_load(Interp *I, const Op *op) {
     fail(I, op, "tile has %d columns, the tensor %lld", cols, (long long)col_extent(t));
     return;
   }
+  /* the optional 5th operand: rows at or past it read 0 (a cache length) */
+  int64_t limit = op->noperands == 5 ? (int64_t)val(I, op->operands[4])->s : INT64_MAX;
   RtVal *out = val(I, op->results[0]);
   if (!set_tile(I, out, rows, cols))
     return;
   bool rnd = I->o->round_casts;
+  int pack = I->info[op->id].pack;
   for (int r = 0; r < rows; r++) {
-    int64_t row = row0 + r;
-    bool in = row >= 0 && row < row_extent(t);
+    int64_t head = 0, row = 0;
+    bool in = map_row(t, pack, h, row0 + r, &head, &row) && row < limit;
     for (int c = 0; c < cols; c++) {
-      double x = in ? *elem_ptr(t, b, h, row, c) : 0;
+      double x = in ? *elem_ptr(t, b, head, row, c) : 0;
       out->t[(size_t)r * cols + c] = rnd ? interp_round(x, t->elem) : x;
     }
   }
@@ -725,15 +758,89 @@ static void exec_store(Interp *I, const Op *op) {
     return;
   }
   bool rnd = I->o->round_casts;
+  int pack = I->info[op->id].pack;
   for (int r = 0; r < v->rows; r++) {
-    int64_t row = row0 + r;
-    if (row < 0 || row >= row_extent(t))
+    int64_t head, row;
+    if (!map_row(t, pack, h, row0 + r, &head, &row))
       continue;
     for (int c = 0; c < v->cols; c++) {
       double x = v->t[(size_t)r * v->cols + c];
-      *elem_ptr(t, b, h, row, c) = rnd ? interp_round(x, t->elem) : x;
+      *elem_ptr(t, b, head, row, c) = rnd ? interp_round(x, t->elem) : x;
     }
   }
+}
+
+/* Element i of a rank 1 i32 tensor (cache_seqlens[b]). */
+static void exec_load_scalar(Interp *I, const Op *op) {
+  Tensor *t = op->noperands == 2 ? tensor_operand(I, op, 0) : NULL;
+  if (!t)
+    return;
+  int64_t i = (int64_t)val(I, op->operands[1])->s;
+  if (t->rank != 1 || i < 0 || i >= t->dims[0]) {
+    fail(I, op, "index %lld out of range", (long long)i);
+    return;
+  }
+  set_scalar(val(I, op->results[0]), t->data[i * t->strides[0]]);
+}
+
+/* The physical page of logical page `lp` of sequence b, or -1 when it is past
+ * the block table row. A table entry outside the pool is an error. */
+static int64_t page_of(Interp *I, const Op *op, Tensor *bt, Tensor *cache, int64_t b, int64_t lp) {
+  if (lp >= bt->dims[1])
+    return -1;
+  double e = bt->data[b * bt->strides[0] + lp * bt->strides[1]];
+  if (!(e >= 0 && e < (double)cache->dims[0])) {
+    fail(I, op, "block_table[%lld, %lld] = %g is not a page of the pool", (long long)b,
+         (long long)lp, e);
+    return -1;
+  }
+  return (int64_t)e;
+}
+
+/* load_paged cache, block_table, b, h, row0, limit {page_size = P}. */
+static void exec_load_paged(Interp *I, const Op *op) {
+  Tensor *t = op->noperands == 6 ? tensor_operand(I, op, 0) : NULL;
+  Tensor *bt = t ? tensor_operand(I, op, 1) : NULL;
+  int rows, cols;
+  if (!bt || !tile_type(I, op, &rows, &cols))
+    return;
+  int64_t b = (int64_t)val(I, op->operands[2])->s, h = (int64_t)val(I, op->operands[3])->s;
+  int64_t row0 = (int64_t)val(I, op->operands[4])->s, limit = (int64_t)val(I, op->operands[5])->s;
+  int64_t P = I->info[op->id].page_size;
+  if (t->rank != 4 || t->dims[1] != P || bt->rank != 2 || cols != t->dims[3]) {
+    fail(I, op, "cache must be [num_pages, %lld, heads, %d]", (long long)P, cols);
+    return;
+  }
+  if (b < 0 || b >= bt->dims[0] || h < 0 || h >= t->dims[2]) {
+    fail(I, op, "batch %lld / head %lld out of range", (long long)b, (long long)h);
+    return;
+  }
+  RtVal *out = val(I, op->results[0]);
+  if (!set_tile(I, out, rows, cols))
+    return;
+  bool rnd = I->o->round_casts;
+  for (int r = 0; r < rows && !I->failed; r++) {
+    int64_t R = row0 + r;
+    int64_t page = R >= 0 && R < limit ? page_of(I, op, bt, t, b, R / P) : -1;
+    for (int c = 0; c < cols; c++) {
+      double x = page >= 0 ? *elem_ptr(t, page, h, R % P, c) : 0;
+      out->t[(size_t)r * cols + c] = rnd ? interp_round(x, t->elem) : x;
+    }
+  }
+}
+
+/* reduce {kind = max|min|sum}: every element of a tile to one scalar. */
+static void exec_reduce(Interp *I, const Op *op) {
+  RtVal *a = val(I, op->operands[0]);
+  if (!need_tile(I, op, a, "operand"))
+    return;
+  int k = I->info[op->id].reduce;
+  double s = k == 0 ? -INFINITY : k == 1 ? INFINITY : 0;
+  for (size_t i = 0; i < (size_t)a->rows * (size_t)a->cols; i++) {
+    double x = a->t[i];
+    s = k == 0 ? (x > s ? x : s) : k == 1 ? (x < s ? x : s) : s + x;
+  }
+  set_scalar(val(I, op->results[0]), s);
 }
 
 /* ------------------------------------------------------------ control flow */
@@ -819,6 +926,9 @@ static void exec_op(Interp *I, const Op *op) {
   case OP_RESCALE: exec_rescale(I, op); break;
   case OP_LOAD: exec_load(I, op); break;
   case OP_STORE: exec_store(I, op); break;
+  case OP_LOAD_SCALAR: exec_load_scalar(I, op); break;
+  case OP_LOAD_PAGED: exec_load_paged(I, op); break;
+  case OP_REDUCE: exec_reduce(I, op); break;
   case OP_FOR: exec_for(I, op); break;
   case OP_IF: exec_if(I, op); break;
   case OP_YIELD:
@@ -843,23 +953,24 @@ static const Op *exec_block(Interp *I, const Block *blk) {
 
 /* ------------------------------------------------------------------ entry */
 
-int interp_run(const Func *f, const InterpBinding *tensors, int ntensors, int64_t batch,
-               int64_t seqlen_q, int64_t seqlen_k, const InterpOptions *o, char *err,
-               size_t errlen) {
+int interp_run_sizes(const Func *f, const InterpBinding *tensors, int ntensors,
+                     const InterpSizes *sz, const InterpOptions *o, char *err, size_t errlen) {
   InterpOptions dflt;
   if (!o) {
     interp_options_init(&dflt);
     o = &dflt;
   }
-  Interp I = {.f = f, .o = o, .batch = batch, .sq = seqlen_q, .sk = seqlen_k,
-              .err = err, .errlen = errlen};
+  Interp I = {.f = f, .o = o, .err = err, .errlen = errlen};
   if (err && errlen)
     err[0] = 0;
-  if (!f || !f->body) {
+  if (!f || !f->body || !sz) {
     fail(&I, NULL, "no kernel");
     return -1;
   }
-  if (o->br <= 0 || o->bc <= 0 || batch < 0 || seqlen_q < 0 || seqlen_k < 0) {
+  I.sz = *sz;
+  I.batch = sz->batch, I.sq = sz->seqlen_q, I.sk = sz->seqlen_k;
+  if (o->br <= 0 || o->bc <= 0 || sz->batch < 0 || sz->seqlen_q < 0 || sz->seqlen_k < 0 ||
+      sz->nsplit < 0 || sz->num_pages < 0 || sz->max_pages < 0) {
     fail(&I, NULL, "bad options or sizes");
     return -1;
   }
@@ -890,4 +1001,73 @@ int interp_run(const Func *f, const InterpBinding *tensors, int ntensors, int64_
   free(I.info);
   free(I.tens);
   return I.failed ? -1 : 0;
+}
+
+int interp_run(const Func *f, const InterpBinding *tensors, int ntensors, int64_t batch,
+               int64_t seqlen_q, int64_t seqlen_k, const InterpOptions *o, char *err,
+               size_t errlen) {
+  InterpSizes sz = {.batch = batch, .seqlen_q = seqlen_q, .seqlen_k = seqlen_k, .nsplit = 1};
+  return interp_run_sizes(f, tensors, ntensors, &sz, o, err, errlen);
+}
+
+/* ------------------------------------------------------- whole modules */
+
+enum { MAX_BINDINGS = 64 };
+
+/* A shared workspace for argument a of some kernel of the module: dense,
+ * NaN-poisoned, sized from a's type. */
+static bool alloc_shared(const Value *a, const InterpSizes *sz, InterpBinding *out) {
+  InterpOptions o;
+  interp_options_init(&o);
+  Interp I = {.o = &o, .sz = *sz, .batch = sz->batch, .sq = sz->seqlen_q, .sk = sz->seqlen_k};
+  size_t n = 1;
+  memset(out, 0, sizeof *out);
+  out->name = a->name;
+  for (int d = a->type.rank - 1; d >= 0; d--) {
+    int64_t e = resolve_dim(&I, a->type.dims[d]);
+    out->dims[d] = e;
+    out->strides[d] = (int64_t)n;
+    n *= (size_t)(e > 0 ? e : 1);
+  }
+  out->data = malloc(n * sizeof(double));
+  if (!out->data)
+    return false;
+  for (size_t i = 0; i < n; i++)
+    out->data[i] = NAN;
+  return true;
+}
+
+int interp_run_module(const Module *m, const InterpBinding *tensors, int ntensors,
+                      const InterpSizes *sz, const InterpOptions *o, char *err, size_t errlen) {
+  InterpBinding bs[MAX_BINDINGS];
+  int nb = 0, nown = 0, rc = 0;
+  if (!m || !sz || ntensors > MAX_BINDINGS / 2) {
+    if (err && errlen)
+      snprintf(err, errlen, "interp: no module or too many bindings");
+    return -1;
+  }
+  for (int i = 0; i < ntensors; i++)
+    bs[nb++] = tensors[i];
+  int first_own = nb;
+  /* o_part / lse_part travel between kernels: allocate them here, once. */
+  for (int fi = 0; fi < m->nfuncs && rc == 0; fi++)
+    for (int i = 0; i < m->funcs[fi]->nargs && rc == 0; i++) {
+      const Value *a = m->funcs[fi]->args[i];
+      int at;
+      bool shared = a->name && (strcmp(a->name, "o_part") == 0 || strcmp(a->name, "lse_part") == 0);
+      if (a->type.kind != TYPE_TENSOR || !shared || find_binding(bs, nb, a->name, &at))
+        continue;
+      if (nb == MAX_BINDINGS || !alloc_shared(a, sz, &bs[nb])) {
+        if (err && errlen)
+          snprintf(err, errlen, "interp: out of memory");
+        rc = -1;
+        break;
+      }
+      nb++, nown++;
+    }
+  for (int fi = 0; fi < m->nfuncs && rc == 0; fi++)
+    rc = interp_run_sizes(m->funcs[fi], bs, nb, sz, o, err, errlen);
+  for (int i = first_own; i < first_own + nown; i++)
+    free(bs[i].data);
+  return rc;
 }

@@ -12,6 +12,13 @@
  * target. A spec's schedule block (kernel attrs sched_*) is taken as given
  * and refused with a reason when it cannot fit.
  *
+ * Decode (mode = decode) has at most 16 query tokens per head: after pack-gqa
+ * a Q tile holds the group's query heads times q_len, so the automatic tile
+ * is 16 rows per head of the group (q_len <= 16), capped at 64 rows, one warp
+ * per 16 rows; the K/V tile is as for forward. The schedule does not depend
+ * on whether pack-gqa runs: without it a 16-row tile would do, but the
+ * difference is padding rows only.
+ *
  * Rewrite: tile_size ops become const ops; every Br / Bc extent in every type
  * becomes the number; the kernel gets tile_q, tile_kv, warps, stages.
  */
@@ -74,6 +81,16 @@ static Sched default_sched(const Shape *sh) {
   if (d <= 128)
     return (Sched){128, 64, 4, 2};
   return (Sched){64, 64, 4, 2};
+}
+
+static Sched decode_sched(const Shape *sh, int group) {
+  Sched s = default_sched(sh);
+  int rows = 16;
+  while (rows < 16 * group && rows < 64)
+    rows *= 2;
+  s.tile_q = rows;
+  s.warps = rows / 16;
+  return s;
 }
 
 static bool fits(const Sched *s, const Shape *sh, const TargetInfo *t) {
@@ -149,7 +166,9 @@ static int choose(Func *f, const PassOptions *opts, FILE *diag, Sched *out) {
   if (strcmp(dt, "f32") == 0)
     sh.elem_bytes = 4;
 
-  Sched auto_s = default_sched(&sh);
+  bool decode = strcmp(attr_str(&f->attrs, "mode", "forward"), "decode") == 0;
+  int heads = (int)attr_int(&f->attrs, "heads", 1), kv = (int)attr_int(&f->attrs, "kv_heads", 1);
+  Sched auto_s = decode ? decode_sched(&sh, kv > 0 ? heads / kv : 1) : default_sched(&sh);
   Sched user = {(int)attr_int(&f->attrs, "sched_tile_q", 0),
                 (int)attr_int(&f->attrs, "sched_tile_kv", 0),
                 (int)attr_int(&f->attrs, "sched_warps", 0),

@@ -111,6 +111,17 @@ elif [ -f bench/bench.py ]; then
   note "bench: skipped (no PTX in $BENCH_DIR: scripts/build-bench-kernels.sh, carry .device)"
 fi
 
+ABLATION_DIR=${ABLATION_DIR:-.device/ablation}
+if [ "${ABLATION:-0}" = 1 ] && [ -d "$ABLATION_DIR" ]; then
+  step "ablation (-disable-pass, one variant per directory)"
+  if PYTHONUNBUFFERED=1 python3 bench/bench.py --ablation $ABLATION_DIR --lib $BUILD/libflashc_runtime.so \
+       --json $OUT/ablation.json 2>&1 | tee $OUT/ablation.log; then
+    note "ablation: done (table above, $OUT/ablation.log)"
+  else
+    note "ablation: FAILED"; status=1
+  fi
+fi
+
 step "summary"
 for s in "${SUMMARY[@]}"; do echo "  $s"; done
 exit $status
