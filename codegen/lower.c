@@ -145,7 +145,7 @@ int lw_flat_count(Lowerer *L, const CgVal *cv) {
   switch (cv->kind) {
   case CV_SCALAR: return 1;
   case CV_TILE: return cv->ne;
-  case CV_SMEM: return 0;
+  case CV_SMEM: return 1; /* its buffer's offset (a pipelined loop's carried tile) */
   }
   return 0;
 }
@@ -156,6 +156,10 @@ void lw_flatten(Lowerer *L, const CgVal *cv, MlirValue *out) {
     out[0] = cv->v;
     return;
   }
+  if (cv->kind == CV_SMEM) {
+    out[0] = mlirValueIsNull(cv->smem_dyn) ? cg_const_i32(&L->b, cv->smem_off) : cv->smem_dyn;
+    return;
+  }
   for (int i = 0; i < cv->ne; i++)
     out[i] = cv->splat ? cv->v : cv->e[i];
 }
@@ -163,6 +167,17 @@ void lw_flatten(Lowerer *L, const CgVal *cv, MlirValue *out) {
 CgVal *lw_unflatten(Lowerer *L, Type t, const MlirValue *in) {
   if (t.kind == TYPE_SCALAR)
     return lw_scalar(L, t, in[0]);
+  if (lw_is_staged_type(t)) {
+    CgVal *s = lw_alloc(L, sizeof *s);
+    s->kind = CV_SMEM;
+    s->type = t;
+    s->smem_off = -1;
+    s->smem_dyn = in[0];
+    s->smem_stride = t.cols + SMEM_PAD_ELEMS;
+    s->async_seq = -1;
+    s->pair = -1;
+    return s;
+  }
   TileGeom g;
   if (!lw_geom(L, t, &g, NULL))
     return NULL;
@@ -174,7 +189,7 @@ CgVal *lw_unflatten(Lowerer *L, Type t, const MlirValue *in) {
 
 /* How many MLIR values an IR type flattens to (tile: its element count). */
 static int type_flat_count(Lowerer *L, Type t, const Op *op) {
-  if (t.kind == TYPE_SCALAR)
+  if (t.kind == TYPE_SCALAR || lw_is_staged_type(t))
     return 1;
   TileGeom g;
   if (!lw_geom(L, t, &g, op))
@@ -212,10 +227,6 @@ static int flatten_yield(Lowerer *L, const Op *y, MlirValue *vals, int cap) {
       lw_error(L, y, "operand %d has no lowered value", i);
       return 0;
     }
-    if (cv->kind == CV_SMEM) {
-      lw_error(L, y, "a shared-memory tile cannot be carried by a loop or if");
-      return 0;
-    }
     int k = lw_flat_count(L, cv);
     if (n + k > cap) {
       lw_error(L, y, "too many values carried (%d)", n + k);
@@ -232,7 +243,10 @@ enum { MAX_CARRIED = 4096 };
 /* Lowers `blk` into the MLIR block `into` and ends it with scf.yield of the
  * block's yield operands. Async copies issued inside are waited for before
  * the yield (the next iteration or the code after must see them done). */
-static void lower_region(Lowerer *L, const Block *blk, MlirBlock into) {
+
+/* sync_to >= 0: also wait for that group (and older) before the yield. */
+static void lower_region(Lowerer *L, const Block *blk, MlirBlock into, int pair_lo, int pair_hi,
+                         int sync_to) {
   MlirBlock saved = L->b.block;
   int mark = L->next_seq;
   Pending saved_pending[32];
@@ -241,6 +255,16 @@ static void lower_region(Lowerer *L, const Block *blk, MlirBlock into) {
   cg_builder_set_block(&L->b, into);
   lower_block(L, blk);
   lw_flush_async(L, mark);
+  if (sync_to >= 0)
+    lw_wait_for_seq(L, sync_to);
+  memcpy(L->region_end, L->pending, sizeof L->region_end);
+  L->nregion_end = L->npending;
+  /* A pipelined step that wrote a next buffer before its first barrier must
+   * end with its cur buffer unread since the last barrier: the next step
+   * writes into it before any barrier. */
+  for (int i = pair_lo; i < pair_hi; i++)
+    if (L->pairs[i].wrote_before_barrier && L->pairs[i].cur_read)
+      lw_barrier(L);
   Op *term = block_terminator((Block *)blk);
   MlirValue *vals = lw_alloc(L, sizeof(MlirValue) * MAX_CARRIED);
   int n = (term && term->kind == OP_YIELD) ? flatten_yield(L, term, vals, MAX_CARRIED) : 0;
@@ -273,7 +297,7 @@ static void lower_parallel_for(Lowerer *L, const Op *op) {
   lw_set(L, for_iv((Op *)op), lw_scalar(L, type_index(), iv));
   MlirBlock then_block;
   cg_if(b, cg_cmpi(b, "slt", iv, hi), NULL, 0, false, &then_block, NULL);
-  lower_region(L, for_body((Op *)op), then_block);
+  lower_region(L, for_body((Op *)op), then_block, 0, 0, -1);
 }
 
 static MlirType *flat_types(Lowerer *L, const Op *op, int *n) {
@@ -289,7 +313,7 @@ static MlirType *flat_types(Lowerer *L, const Op *op, int *n) {
   for (int i = 0; i < op->nresults; i++) {
     Type t = op->results[i]->type;
     int k = type_flat_count(L, t, op);
-    MlirType et = lw_val_type(L, t);
+    MlirType et = lw_is_staged_type(t) ? L->b.i32 : lw_val_type(L, t);
     for (int j = 0; j < k; j++)
       types[at++] = et;
   }
@@ -318,6 +342,42 @@ static void bind_flat(Lowerer *L, Value **irvals, int nir, MlirValue (*get)(void
 static MlirValue get_result(void *op, int i) { return mlirOperationGetResult(*(MlirOperation *)op, i); }
 static MlirValue get_arg(void *blk, int i) { return mlirBlockGetArgument(*(MlirBlock *)blk, i); }
 
+/* The iter_args of a sequential loop that carry a staged tile (a pipelined
+ * loop, passes/software_pipeline.c): each gets a second buffer; the body's
+ * argument is whichever holds this step's tile, and the body's load of the
+ * next step's tile (the yielded value) writes into the other. Returns false
+ * (with an error) when the loop does not have that shape. */
+static bool setup_pairs(Lowerer *L, const Op *op, int *pair_of) {
+  Block *body = for_body((Op *)op);
+  Op *term = block_terminator(body);
+  for (int i = 2; i < op->noperands; i++) {
+    pair_of[i - 2] = -1;
+    CgVal *init = lw_get(L, op->operands[i]);
+    if (init->kind != CV_SMEM)
+      continue;
+    Value *y = term && term->kind == OP_YIELD && i - 2 < term->noperands ? term->operands[i - 2] : NULL;
+    if (!y || !y->def || y->def->kind != OP_LOAD || y->def->parent != body ||
+        !mlirValueIsNull(init->smem_dyn) || L->npairs == 16) {
+      lw_error(L, op, "a loop may carry a shared-memory tile only from a load before it to a load in its body");
+      return false;
+    }
+    CarryPair *cp = &L->pairs[L->npairs];
+    memset(cp, 0, sizeof *cp);
+    cp->a_off = init->smem_off;
+    cp->b_off = lw_alloc_smem(L, init->type.rows * init->smem_stride * 2);
+    cp->next_load = y->def;
+    pair_of[i - 2] = L->npairs++;
+  }
+  return true;
+}
+
+static bool pending_has(const Lowerer *L, int seq) {
+  for (int i = 0; i < L->npending; i++)
+    if (L->pending[i].seq == seq)
+      return true;
+  return false;
+}
+
 static void lower_seq_for(Lowerer *L, const Op *op) {
   CgBuilder *b = &L->b;
   MlirValue lo = lw_get(L, op->operands[0])->v, hi = lw_get(L, op->operands[1])->v;
@@ -325,6 +385,12 @@ static void lower_seq_for(Lowerer *L, const Op *op) {
   MlirType *types = flat_types(L, op, &ninit);
   if (!types)
     return;
+  int nargs = op->noperands - 2;
+  int *pair_of = lw_alloc(L, sizeof(int) * (size_t)(nargs ? nargs : 1));
+  int pair_lo = L->npairs;
+  if (!setup_pairs(L, op, pair_of))
+    return;
+  int pair_hi = L->npairs;
   MlirValue *inits = lw_alloc(L, sizeof(MlirValue) * (size_t)(ninit ? ninit : 1));
   int at = 0;
   for (int i = 2; i < op->noperands; i++) {
@@ -342,11 +408,76 @@ static void lower_seq_for(Lowerer *L, const Op *op) {
   Block *irbody = for_body((Op *)op);
   lw_set(L, for_iv((Op *)op), lw_scalar(L, type_index(), mlirBlockGetArgument(body, 0)));
   bind_flat(L, irbody->args + 1, irbody->nargs - 1, get_arg, &body, 1);
+  /* Carried tiles: in flight at body entry (the prologue's copy, or the
+   * previous step's), newest last in the order the body issues them; the
+   * prologue's groups stand for them. Other groups still pending must be
+   * older than those, or the wait counts would be wrong. */
+  Pending outer[32];
+  int nouter = L->npending;
+  memcpy(outer, L->pending, sizeof outer);
+  int oldest_init = 1 << 30;
+  for (int i = 0; i < nargs; i++)
+    if (pair_of[i] >= 0) {
+      int sq = lw_get(L, op->operands[2 + i])->async_seq;
+      if (sq >= 0 && pending_has(L, sq) && sq < oldest_init)
+        oldest_init = sq;
+    }
+  {
+    int k = 0;
+    for (int i = 0; i < L->npending; i++) {
+      bool is_init = false;
+      for (int a = 0; a < nargs; a++)
+        if (pair_of[a] >= 0 && lw_get(L, op->operands[2 + a])->async_seq == L->pending[i].seq)
+          is_init = true;
+      if (is_init)
+        continue;
+      if (L->pending[i].seq > oldest_init) { /* issued between the prologue and the loop */
+        lw_flush_async(L, 0);
+        k = 0;
+        break;
+      }
+      L->pending[k++] = L->pending[i];
+    }
+    L->npending = k;
+  }
+  for (Op *o = irbody->first; o; o = o->next)
+    for (int a = 0; a < nargs; a++)
+      if (pair_of[a] >= 0 && L->pairs[pair_of[a]].next_load == o) {
+        CgVal *arg = lw_get(L, irbody->args[1 + a]);
+        arg->pair = pair_of[a];
+        arg->async_seq = L->next_seq++;
+        L->pairs[pair_of[a]].cur = arg->smem_dyn;
+        L->pending[L->npending++] = (Pending){arg->async_seq, false};
+      }
   /* Warps may still read shared memory of the previous iteration. */
   L->smem_read_since_barrier = true;
-  lower_region(L, irbody, body);
+  for (int i = pair_lo; i < pair_hi; i++)
+    L->pairs[i].entry_epoch = L->epoch;
+  lower_region(L, irbody, body, pair_lo, pair_hi, -1);
   L->smem_read_since_barrier = true;
   bind_flat(L, op->results, op->nresults, get_result, &forop, 0);
+  /* After the loop: the outer groups but the prologue's, then the last
+   * step's copies (nobody should use them, but they are in flight). */
+  {
+    int k = 0;
+    for (int i = 0; i < nouter; i++) {
+      bool is_init = false;
+      for (int a = 0; a < nargs; a++)
+        if (pair_of[a] >= 0 && lw_get(L, op->operands[2 + a])->async_seq == outer[i].seq)
+          is_init = true;
+      if (!is_init && pending_has(L, outer[i].seq))
+        L->pending[k++] = outer[i];
+    }
+    L->npending = k;
+    for (int a = 0; a < nargs; a++)
+      if (pair_of[a] >= 0) {
+        CgVal *r = lw_get(L, op->results[a]);
+        r->async_seq = L->next_seq++;
+        L->pending[L->npending++] = (Pending){r->async_seq, false};
+      }
+  }
+  /* The pairs belong to this loop only. */
+  L->npairs = pair_lo;
   (void)types;
 }
 
@@ -370,13 +501,63 @@ static void lower_if(Lowerer *L, const Op *op) {
   MlirBlock tb, eb;
   bool has_else = op->nregions > 1 && (op->regions[1]->first || n > 0);
   MlirOperation ifop = cg_if(&L->b, c->v, types, n, has_else, &tb, &eb);
+  /* The else region (the step's work, where mask-skip made one) first: the
+   * then region then waits for what the else region waited for, so that
+   * after the if those groups are known to be done on both paths. */
   bool saved = L->smem_read_since_barrier;
-  lower_region(L, op->regions[0], tb);
-  bool after_then = L->smem_read_since_barrier;
-  L->smem_read_since_barrier = saved;
-  if (has_else)
-    lower_region(L, op->regions[1], eb);
-  L->smem_read_since_barrier = L->smem_read_since_barrier || after_then;
+  int epoch = L->epoch;
+  bool pr_saved[16], pr_else[16];
+  for (int i = 0; i < L->npairs; i++)
+    pr_saved[i] = L->pairs[i].cur_read;
+  Pending before[32];
+  int nbefore = L->npending;
+  memcpy(before, L->pending, sizeof before);
+  int sync_to = -1;
+  bool after_else = saved;
+  Pending else_end[32];
+  int nelse_end = nbefore;
+  memcpy(else_end, before, sizeof else_end);
+  if (has_else) {
+    lower_region(L, op->regions[1], eb, 0, 0, -1);
+    memcpy(else_end, L->region_end, sizeof else_end);
+    nelse_end = L->nregion_end;
+    for (int i = 0; i < nbefore; i++) {
+      bool kept = false;
+      for (int k = 0; k < nelse_end; k++)
+        kept |= else_end[k].seq == before[i].seq;
+      if (!kept && before[i].seq > sync_to)
+        sync_to = before[i].seq;
+    }
+    after_else = L->smem_read_since_barrier;
+    L->smem_read_since_barrier = saved;
+    for (int i = 0; i < L->npairs; i++) {
+      pr_else[i] = L->pairs[i].cur_read;
+      L->pairs[i].cur_read = pr_saved[i];
+    }
+  } else {
+    for (int i = 0; i < L->npairs; i++)
+      pr_else[i] = pr_saved[i];
+  }
+  lower_region(L, op->regions[0], tb, 0, 0, sync_to);
+  L->smem_read_since_barrier = L->smem_read_since_barrier || after_else;
+  for (int i = 0; i < L->npairs; i++)
+    L->pairs[i].cur_read = L->pairs[i].cur_read || pr_else[i];
+  /* Pending after the if: pending before and at the end of both regions. */
+  {
+    int k = 0;
+    for (int i = 0; i < nbefore; i++) {
+      bool in_t = false, in_e = false;
+      for (int j = 0; j < L->nregion_end; j++)
+        in_t |= L->region_end[j].seq == before[i].seq;
+      for (int j = 0; j < nelse_end; j++)
+        in_e |= else_end[j].seq == before[i].seq;
+      if (in_t && in_e)
+        L->pending[k++] = before[i];
+    }
+    L->npending = k;
+  }
+  /* A barrier in a branch may not have run. */
+  L->epoch = epoch;
   bind_flat(L, op->results, op->nresults, get_result, &ifop, 0);
 }
 

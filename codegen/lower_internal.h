@@ -51,6 +51,10 @@ typedef struct CgVal {
   int ne;
   /* CV_SMEM */
   int smem_off;     /* bytes from the start of dynamic shared memory */
+  MlirValue smem_dyn; /* i32 byte offset when the buffer is chosen at run time
+                       * (a tile carried by a pipelined loop); else null */
+  int pair;         /* the body argument of a pipelined loop: index into
+                     * Lowerer.pairs; -1 otherwise */
   int smem_stride;  /* elements per row (cols + padding) */
   int async_seq;    /* cp.async group number; -1 when ready */
 } CgVal;
@@ -58,7 +62,23 @@ typedef struct CgVal {
 /* A pending cp.async group (issued, not yet waited for). */
 typedef struct Pending {
   int seq;
+  bool carried; /* the next step's tile of a pipelined loop: stays in flight
+                 * across the loop's back edge */
 } Pending;
+
+/* Bytes of padding after each staged row. */
+enum { SMEM_PAD_ELEMS = 8 };
+
+/* A staged tile carried by a pipelined loop: two buffers, the body's
+ * argument (cur) in one, the next step's copy going into the other. */
+typedef struct CarryPair {
+  int a_off, b_off;           /* the two buffers */
+  const Op *next_load;        /* the body's load of the next step's tile */
+  MlirValue cur;              /* i32 offset of cur in this iteration */
+  int entry_epoch;            /* barrier epoch at body entry */
+  bool wrote_before_barrier;  /* next written before any barrier of the step */
+  bool cur_read;              /* cur read since the last barrier */
+} CarryPair;
 
 typedef struct Lowerer {
   CgBuilder b;
@@ -90,6 +110,11 @@ typedef struct Lowerer {
   Pending pending[32];
   int npending;
   bool smem_read_since_barrier;
+  Pending region_end[32]; /* pending groups at the end of the last region */
+  int nregion_end;
+  int epoch; /* barriers emitted on the current path (conservative across ifs) */
+  CarryPair pairs[16];
+  int npairs;
   /* Parallel loops -> grid dims. */
   int nparallel, parallel_seen;
 } Lowerer;
@@ -136,6 +161,14 @@ void lw_load(Lowerer *L, const Op *op);
 void lw_store(Lowerer *L, const Op *op);
 /* Makes sure a staged tile's cp.async group has landed and is visible. */
 void lw_smem_ready(Lowerer *L, CgVal *t);
+/* Waits for both (either may be NULL) with one wait and one barrier. */
+void lw_smem_ready2(Lowerer *L, CgVal *a, CgVal *b);
+/* Waits for group seq (and older ones) when it is pending. */
+void lw_wait_for_seq(Lowerer *L, int seq);
+/* Byte offset (i32) x + the tile's buffer start. */
+MlirValue lw_smem_base(Lowerer *L, const CgVal *t, MlirValue x);
+/* True for tile types codegen keeps in shared memory (loads for the MMA). */
+bool lw_is_staged_type(Type t);
 void lw_barrier(Lowerer *L);
 /* Waits for every group issued after `mark` (region exit). */
 void lw_flush_async(Lowerer *L, int mark);

@@ -18,8 +18,6 @@
 #include "codegen/lower_internal.h"
 #include "mlir-c/BuiltinTypes.h"
 
-/* Bytes of padding after each staged row. */
-enum { SMEM_PAD_ELEMS = 8 };
 
 typedef struct TensorRef {
   MlirValue base; /* !llvm.ptr<1> */
@@ -145,6 +143,19 @@ static MlirValue row_offset(Lowerer *L, const TensorRef *t, MlirValue bi, MlirVa
 void lw_barrier(Lowerer *L) {
   cg_barrier(&L->b);
   L->smem_read_since_barrier = false;
+  L->epoch++;
+  for (int i = 0; i < L->npairs; i++)
+    L->pairs[i].cur_read = false;
+}
+
+bool lw_is_staged_type(Type t) {
+  return t.kind == TYPE_TILE && t.dist == DIST_NONE && (t.elem == ELEM_BF16 || t.elem == ELEM_F16);
+}
+
+MlirValue lw_smem_base(Lowerer *L, const CgVal *t, MlirValue x) {
+  if (!mlirValueIsNull(t->smem_dyn))
+    return cg_addi(&L->b, x, t->smem_dyn);
+  return cg_addi_c(&L->b, x, t->smem_off);
 }
 
 int lw_alloc_smem(Lowerer *L, int bytes) {
@@ -153,36 +164,58 @@ int lw_alloc_smem(Lowerer *L, int bytes) {
   return off;
 }
 
-void lw_smem_ready(Lowerer *L, CgVal *t) {
+/* The newest pending group among t's (or -1 when t is ready). */
+static int pending_seq(Lowerer *L, const CgVal *t) {
   if (!t || t->kind != CV_SMEM || t->async_seq < 0)
-    return;
-  int at = -1, newer = 0;
-  for (int i = 0; i < L->npending; i++) {
+    return -1;
+  for (int i = 0; i < L->npending; i++)
     if (L->pending[i].seq == t->async_seq)
-      at = i;
-    else if (L->pending[i].seq > t->async_seq)
-      newer++;
-  }
-  if (at < 0)
-    return; /* already waited for on this path */
+      return t->async_seq;
+  return -1; /* already waited for on this path */
+}
+
+/* cp.async.wait_group (groups newer than seq) + barrier; forgets seq and
+ * everything older. */
+static void wait_through(Lowerer *L, int seq) {
+  int newer = 0;
+  for (int i = 0; i < L->npending; i++)
+    newer += L->pending[i].seq > seq;
   cg_cp_async_wait(&L->b, newer);
   lw_barrier(L);
   int k = 0;
   for (int i = 0; i < L->npending; i++)
-    if (L->pending[i].seq > t->async_seq)
+    if (L->pending[i].seq > seq)
       L->pending[k++] = L->pending[i];
   L->npending = k;
 }
 
-void lw_flush_async(Lowerer *L, int mark) {
-  bool any = false;
+void lw_wait_for_seq(Lowerer *L, int seq) {
   for (int i = 0; i < L->npending; i++)
-    any |= L->pending[i].seq >= mark;
-  if (!any)
+    if (L->pending[i].seq == seq) {
+      wait_through(L, seq);
+      return;
+    }
+}
+
+void lw_smem_ready2(Lowerer *L, CgVal *a, CgVal *b) {
+  int sa = pending_seq(L, a), sb = pending_seq(L, b);
+  int s = sa > sb ? sa : sb;
+  if (s >= 0)
+    wait_through(L, s);
+}
+
+void lw_smem_ready(Lowerer *L, CgVal *t) { lw_smem_ready2(L, t, NULL); }
+
+/* Waits for the groups issued since `mark`, except the next step's tiles of
+ * a pipelined loop (they stay in flight across the back edge). */
+void lw_flush_async(Lowerer *L, int mark) {
+  int newest = -1;
+  for (int i = 0; i < L->npending; i++)
+    if (L->pending[i].seq >= mark && !L->pending[i].carried && L->pending[i].seq > newest)
+      newest = L->pending[i].seq;
+  if (newest < 0)
     return;
-  cg_cp_async_wait(&L->b, 0);
-  lw_barrier(L);
-  L->npending = 0;
+  wait_through(L, newest);
 }
 
 /* ------------------------------------------------------------ loads */
@@ -218,7 +251,7 @@ static void stage_tile(Lowerer *L, const Op *op, const TensorRef *t, MlirValue b
                              cg_int_cast(b, cg_muli_c(b, cc, 8), b->i64));
     MlirValue src = cg_gep(b, t->base, goff, t->et);
     MlirValue sel = cg_addi(b, cg_muli_c(b, r, s->smem_stride), cg_muli_c(b, cc, 8));
-    MlirValue dst = cg_gep(b, L->smem, cg_addi_c(b, cg_muli_c(b, sel, 2), s->smem_off), b->i8);
+    MlirValue dst = cg_gep(b, L->smem, lw_smem_base(L, s, cg_muli_c(b, sel, 2)), b->i8);
     MlirValue nbytes = cg_select(b, inb, cg_const_i32(b, 16), cg_const_i32(b, 0));
     cg_cp_async16(b, dst, src, nbytes);
     if (guard) {
@@ -238,17 +271,33 @@ static void load_staged(Lowerer *L, const Op *op, const TensorRef *t, MlirValue 
   CgVal *s = lw_alloc(L, sizeof *s);
   s->kind = CV_SMEM;
   s->type = rt;
+  s->pair = -1;
   s->smem_stride = rt.cols + SMEM_PAD_ELEMS;
-  s->smem_off = lw_alloc_smem(L, rt.rows * s->smem_stride * 2);
-  /* Other warps may still read this buffer (previous iteration). */
-  if (L->smem_read_since_barrier)
-    lw_barrier(L);
+  CarryPair *cp = NULL;
+  for (int i = 0; i < L->npairs; i++)
+    if (L->pairs[i].next_load == op)
+      cp = &L->pairs[i];
+  if (cp) {
+    /* The next step's tile of a pipelined loop: the buffer cur is not in.
+     * Its old contents (the previous step's cur) were read before the
+     * barriers of that step: safe once a barrier ran in this step, else
+     * the step must end with cur unread since its last barrier (lower.c). */
+    s->smem_off = -1;
+    s->smem_dyn = cg_subi(&L->b, cg_const_i32(&L->b, cp->a_off + cp->b_off), cp->cur);
+    if (L->epoch == cp->entry_epoch)
+      cp->wrote_before_barrier = true;
+  } else {
+    s->smem_off = lw_alloc_smem(L, rt.rows * s->smem_stride * 2);
+    /* Other warps may still read this buffer (previous iteration). */
+    if (L->smem_read_since_barrier)
+      lw_barrier(L);
+  }
   stage_tile(L, op, t, ix[0], ix[1], ix[2], s);
   s->async_seq = L->next_seq++;
   if (L->npending == 32) {
     lw_flush_async(L, 0);
   }
-  L->pending[L->npending++] = (Pending){s->async_seq};
+  L->pending[L->npending++] = (Pending){s->async_seq, cp != NULL};
   lw_set(L, op->results[0], s);
 }
 

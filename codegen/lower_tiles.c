@@ -663,7 +663,7 @@ void lw_xwarp_reduce(Lowerer *L, const Op *op) {
 static MlirValue smem_byte(Lowerer *L, const CgVal *t, MlirValue row, MlirValue col) {
   CgBuilder *b = &L->b;
   MlirValue el = cg_addi(b, cg_muli_c(b, row, t->smem_stride), col);
-  return cg_addi_c(b, cg_muli_c(b, el, 2), t->smem_off);
+  return lw_smem_base(L, t, cg_muli_c(b, el, 2));
 }
 
 static MlirValue smem_at(Lowerer *L, MlirValue lane_byte, int const_bytes) {
@@ -800,8 +800,12 @@ void lw_matmul(Lowerer *L, const Op *op) {
     lw_error(L, op, "the accumulator is distributed differently from the result");
     return;
   }
-  lw_smem_ready(L, p.a_smem ? (CgVal *)p.a : NULL);
-  lw_smem_ready(L, (CgVal *)p.bm);
+  lw_smem_ready2(L, p.a_smem ? (CgVal *)p.a : NULL, (CgVal *)p.bm);
+  for (int i = 0; i < 2; i++) {
+    const CgVal *t = i ? p.bm : (p.a_smem ? p.a : NULL);
+    if (t && t->pair >= 0)
+      L->pairs[t->pair].cur_read = true;
+  }
   CgVal *r = lw_tile(L, rt, &g);
   MlirValue zero = cg_const_f32(&L->b, 0.0);
   for (int k = 0; k < r->ne; k++) {

@@ -518,6 +518,113 @@ static void skip_empty(Module *m, Block *step, Op *first, Value *empty, bool yie
     op_set_operand(term, i, ei->results[i]);
 }
 
+/* ------------------------------------------------------ loop bounds */
+
+/* Clones v's computation before `loop` when it does not depend on the loop
+ * (pure scalar ops of values defined outside); NULL when it does. */
+static Value *invariant_copy(Builder *b, Value *v, Op *loop, int depth) {
+  if (value_defined_outside(v, loop))
+    return v;
+  Op *d = v->def;
+  if (!d || depth > 32 || d->nregions || !op_is_pure(d) || v->type.kind != TYPE_SCALAR ||
+      d->kind == OP_LOAD || d->kind == OP_LOAD_PAGED || d->kind == OP_LOAD_SCALAR)
+    return NULL;
+  ValueMap map = {0};
+  for (int i = 0; i < d->noperands; i++) {
+    Value *o = invariant_copy(b, d->operands[i], loop, depth + 1);
+    if (!o)
+      return NULL;
+    if (o != d->operands[i])
+      valuemap_put(b->m, &map, d->operands[i], o);
+  }
+  Op *c = op_clone(b, d, &map);
+  return c->results[v->result_index];
+}
+
+/* v = iv * bc + off with bc a positive constant and off a constant; the
+ * first key index of the step's K/V tile plus a constant. */
+static bool affine_in_iv(Value *v, Op *loop, double *bc, double *off) {
+  Op *d = v->def;
+  double c;
+  if (!d)
+    return false;
+  if (d->kind == OP_ADD || d->kind == OP_SUB) {
+    for (int side = 0; side < 2; side++) {
+      if (d->kind == OP_SUB && side == 0)
+        continue;
+      if (sconst(d->operands[side], &c) && affine_in_iv(d->operands[1 - side], loop, bc, off)) {
+        *off += d->kind == OP_SUB ? -c : c;
+        return true;
+      }
+    }
+    if (d->kind == OP_SUB && sconst(d->operands[1], &c) && affine_in_iv(d->operands[0], loop, bc, off)) {
+      *off -= c;
+      return true;
+    }
+    return false;
+  }
+  if (d->kind != OP_MUL)
+    return false;
+  for (int side = 0; side < 2; side++)
+    if (d->operands[side] == for_iv(loop) && sconst(d->operands[1 - side], &c) && c > 0) {
+      *bc = c;
+      *off = 0;
+      return true;
+    }
+  return false;
+}
+
+/* One conjunct `cmp pred A, X` of can-be-true, A = j*bc + off, X invariant:
+ * the steps where it can hold form j <= floor((X - off) / bc) (le) or
+ * j >= ceil((X - off) / bc) (ge); narrows [lo, hi) accordingly. */
+static void narrow_by(Module *m, Op *loop, Value *c) {
+  Op *d = c->def;
+  if (!d)
+    return;
+  if (d->kind == OP_AND) {
+    narrow_by(m, loop, d->operands[0]);
+    narrow_by(m, loop, d->operands[1]);
+    return;
+  }
+  if (d->kind != OP_CMP || d->operands[0]->type.elem != ELEM_INDEX)
+    return;
+  const char *p = attr_str(&d->attrs, "pred", "");
+  double bc = 0, off = 0;
+  Value *x;
+  if (affine_in_iv(d->operands[0], loop, &bc, &off)) {
+    x = d->operands[1];
+  } else if (affine_in_iv(d->operands[1], loop, &bc, &off)) {
+    x = d->operands[0];
+    p = !strcmp(p, "lt") ? "gt" : !strcmp(p, "le") ? "ge" : !strcmp(p, "gt") ? "lt"
+      : !strcmp(p, "ge") ? "le" : p;
+  } else {
+    return;
+  }
+  bool upper = !strcmp(p, "le") || !strcmp(p, "lt");
+  bool lower = !strcmp(p, "ge") || !strcmp(p, "gt");
+  if (!upper && !lower)
+    return;
+  Builder b = builder_before(m, loop);
+  b.loc = loop->loc;
+  Value *xi = invariant_copy(&b, x, loop, 0);
+  if (!xi)
+    return;
+  /* j*bc + off PRED x  <=>  j*bc PRED' x' with x' = x - off (-1 for lt, +1 for gt) */
+  double adj = -off + (!strcmp(p, "lt") ? -1 : !strcmp(p, "gt") ? 1 : 0);
+  if (adj != 0)
+    xi = build_binary(&b, OP_ADD, xi, build_index(&b, (int64_t)adj));
+  Value *bcv = build_index(&b, (int64_t)bc);
+  if (upper) { /* j <= floor(x' / bc): hi = min(hi, x' div bc + 1) */
+    Value *jh = build_binary(&b, OP_ADD, build_binary(&b, OP_DIV, xi, bcv), build_index(&b, 1));
+    Value *nh = build_binary(&b, OP_MIN, loop->operands[1], jh);
+    op_set_operand(loop, 1, named(nh, "jhi"));
+  } else { /* j >= ceil(x' / bc): lo = max(lo, ceildiv(x', bc)) */
+    Value *jl = build_binary(&b, OP_CEILDIV, xi, bcv);
+    Value *nl = build_binary(&b, OP_MAX, loop->operands[0], jl);
+    op_set_operand(loop, 0, named(nl, "jlo"));
+  }
+}
+
 int pass_mask_skip(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   (void)opts;
   (void)diag;
@@ -534,6 +641,11 @@ int pass_mask_skip(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   a.b.loc = mask->loc;
   Tri t = tri(&a, mask->operands[1]);
   Value *empty = named(emit_not(&a, t.ct), "empty");
+  /* Masks whose kept keys form an interval per query tile: visit only the
+   * K/V steps that can keep something. (The empty test stays: it is exact
+   * where the narrowing is not.) */
+  if (!for_is_parallel(loop))
+    narrow_by(m, loop, t.ct);
   Value *full = named(emit_not(&a, t.cf), "full");
   free(a.memo);
   Op *first = a.b.before; /* everything from here on is per-tile work */

@@ -98,7 +98,7 @@ static bool check_h(Pack *p, int heads) {
 }
 
 /* ceildiv %q_len, %br -> ceildiv (mul %q_len, G), %br */
-static void widen_q_tiles(Module *m, Pack *p, Value *qlen, Value *g) {
+static void widen_q_tiles(Module *m, Value *qlen, Value *g) {
   for (int i = qlen->nuses - 1; i >= 0; i--) {
     Op *u = qlen->uses[i].user;
     if (u->kind != OP_CEILDIV || qlen->uses[i].index != 0)
@@ -108,7 +108,6 @@ static void widen_q_tiles(Module *m, Pack *p, Value *qlen, Value *g) {
     rows->name = "qrows";
     op_set_operand(u, 0, rows);
   }
-  (void)p;
 }
 
 /* %qi = add %iota0, %q0  ->  %qrow = add ...; %qi = rem %qrow, %q_len */
@@ -136,7 +135,7 @@ static void rewrite(Module *m, Pack *p, Value *qlen, int kv_heads) {
   value_replace_all_uses(hk, h);
   h->name = hk->name ? hk->name : "hk";
   op_erase(p->hkdiv);
-  widen_q_tiles(m, p, qlen, g);
+  widen_q_tiles(m, qlen, g);
   for (int i = 0; i < p->qidx.n; i++)
     token_index(m, p->qidx.v[i], qlen);
 }

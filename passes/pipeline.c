@@ -1,6 +1,7 @@
 /* pipeline.c - the pass pipeline: FA1 schedule in, FA2 schedule out.
  *
- * One straight list, run in order on every kernel. After each pass the
+ * One straight list, run in order on every kernel (a pass may add a kernel:
+ * split-kv's combine kernel; later passes see it and leave it alone). After each pass the
  * verifier checks the IR and an error names the pass that broke it. Every
  * pass but tiling only makes the kernel faster and may be disabled; the
  * others are written to work on whatever subset ran before them.
@@ -20,8 +21,18 @@ static const Pass pipeline[] = {
      pass_defer_rescale},
     {"partition-warps", "split query rows across warps: no cross-warp reductions", false,
      pass_partition_warps},
+    /* pack-gqa (decode only, like split-kv and unified-max) precedes
+     * mask-skip, whose classification reasons about what a Q tile row is */
+    {"pack-gqa", "decode: one Q tile for the query heads sharing a K/V head", false,
+     pass_pack_gqa},
     {"mask-skip", "classify tiles by the mask: skip empty ones, mask only partial ones", false,
      pass_mask_skip},
+    {"split-kv", "decode: split the KV cache among blocks, combine partials in a second kernel",
+     false, pass_split_kv},
+    {"unified-max", "decode: FlashDecoding++ softmax against a fixed max, exact fallback", false,
+     pass_unified_max},
+    {"pipeline", "software-pipeline the K/V loop: load the next K tile while this one is used",
+     false, pass_software_pipeline},
 };
 
 enum { NPASSES = sizeof pipeline / sizeof pipeline[0] };

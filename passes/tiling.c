@@ -80,7 +80,9 @@ static Sched default_sched(const Shape *sh) {
     return (Sched){128, 128, 4, 2};
   if (d <= 128)
     return (Sched){128, 64, 4, 2};
-  return (Sched){64, 64, 4, 2};
+  /* One stage: a second K buffer (33 KB at d = 256) leaves one block per
+   * SM, which cost more than the prefetch gained (H100, docs/perf.md). */
+  return (Sched){64, 64, 4, 1};
 }
 
 static Sched decode_sched(const Shape *sh, int group) {

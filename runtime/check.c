@@ -390,6 +390,7 @@ const char *fa_status_string(fa_status status) {
     "FA_ERR_META: bad kernel metadata",
     "FA_ERR_OUT_OF_MEMORY: out of memory",
     "FA_ERR_UNSUPPORTED: unsupported kernel for this call",
+    "FA_ERR_COMPILE: the spec could not be compiled",
   };
   if ((int)status < 0 || status >= FA_STATUS_COUNT_) return "FA_ERR_UNKNOWN: unknown status";
   return names[status];

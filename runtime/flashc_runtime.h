@@ -51,6 +51,7 @@ typedef enum fa_status {
   FA_ERR_META,             /* metadata missing, malformed or inconsistent */
   FA_ERR_OUT_OF_MEMORY,    /* host or device allocation failed */
   FA_ERR_UNSUPPORTED,      /* a valid kernel this entry point cannot launch (e.g. mode decode) */
+  FA_ERR_COMPILE,          /* fa_jit_compile: the spec has errors or cannot be compiled */
   FA_STATUS_COUNT_
 } fa_status;
 
@@ -63,13 +64,28 @@ const char *fa_status_string(fa_status status);
 typedef enum fa_dtype { FA_DTYPE_F16 = 0, FA_DTYPE_BF16 = 1, FA_DTYPE_F32 = 2 } fa_dtype;
 typedef enum fa_mode { FA_MODE_FORWARD = 0, FA_MODE_BACKWARD, FA_MODE_DECODE } fa_mode;
 typedef enum fa_mask { FA_MASK_NONE = 0, FA_MASK_CAUSAL, FA_MASK_WINDOW, FA_MASK_EXPR } fa_mask;
-/* Grid x: one block per Q tile (FA2 sequence parallelism) or one for all of Q (FA1 order). */
-typedef enum fa_grid { FA_GRID_Q_TILES = 0, FA_GRID_ONE } fa_grid;
+/* Grid x: one block per Q tile (FA2 sequence parallelism) or one for all of Q (FA1 order);
+ * decode kernels: `splits,kv_heads,batch` (docs/decode.md). */
+typedef enum fa_grid { FA_GRID_Q_TILES = 0, FA_GRID_ONE, FA_GRID_SPLITS } fa_grid;
 
 /* Static name of a dtype ("f16", "bf16", "f32"); "?" when out of range. */
 const char *fa_dtype_name(fa_dtype dtype);
 
 #define FA_NAME_MAX 128
+
+/* The decode keys of the metadata (docs/decode.md; all zero for other
+ * modes, where these keys are refused). */
+typedef enum fa_cache { FA_CACHE_CONTIGUOUS = 0, FA_CACHE_PAGED } fa_cache;
+typedef struct fa_decode_info {
+  fa_cache cache;                    /* key cache: contiguous (default) | paged */
+  int page_size;                     /* key page_size: paged only, power of 2 in 16..256 */
+  int split;                         /* key split: 0 = auto (default), else the fixed count */
+  int q_len_max;                     /* key q_len_max: 1..16 (default 16) */
+  char combine_kernel[FA_NAME_MAX];  /* key combine_kernel; "" only when split = 1 */
+  int combine_threads;               /* key combine_threads: 1..1024 (default 128) */
+  int has_unified_max;               /* key unified_max given (informational) */
+  double unified_max;                /* its phi */
+} fa_decode_info;
 
 /* What the `// flashc.meta KEY VALUE` lines say (docs/abi.md, "Metadata").
  * Required keys: version, kernel, dtype, head_dim, heads, kv_heads, tile_q,
@@ -96,6 +112,7 @@ typedef struct fa_kernel_info {
   int workspace_floats_per_row;
   char target[32];             /* e.g. "sm_90a"; "" when not given */
   char passes[512];            /* comma separated; "" when not given */
+  fa_decode_info decode;       /* mode decode only; see fa_decode */
 } fa_kernel_info;
 
 /* Parses metadata lines from `len` bytes of `text` (a whole PTX file or the
@@ -234,6 +251,163 @@ const fa_kernel_info *fa_module_info(const fa_module *mod);
  * The scratch is shared by all launches of mod: launches that use it on
  * different streams must be ordered by the caller. */
 fa_status fa_forward(fa_module *mod, const fa_forward_args *args);
+
+/* ---- decode (docs/decode.md) ------------------------------------------- */
+
+#define FA_DECODE_MAX_Q_LEN 16
+#define FA_DECODE_MAX_SPLITS 64   /* fa_decode_splits' cap; an explicit nsplit may go to 1024 */
+#define FA_DECODE_MIN_CHUNK 256   /* keys per split at least, for split = auto */
+
+/* Arguments of one decode launch: q_len (1..16) new tokens per sequence
+ * against a KV cache holding cache_seqlens[b] tokens of sequence b (the new
+ * tokens included: they are its last q_len positions).
+ *   q [batch, q_len, heads, head_dim]
+ *   k contiguous: [batch, capacity, kv_heads, head_dim]
+ *     paged:      [num_pages, page_size, kv_heads, head_dim]; token t of
+ *                 sequence b is slot t % page_size of page
+ *                 block_table[b][t / page_size]
+ *   v as k, with v_head_dim
+ *   o [batch, q_len, heads, v_head_dim]      (written)
+ *   lse: NULL or float32 [batch, heads, q_len], contiguous (written)
+ *   cache_seqlens: device int32 [batch]; each in [0, capacity] where
+ *     capacity = k's dim 1 (contiguous) or max_pages * page_size (paged)
+ *   block_table: device int32 [batch, max_pages], row stride bt_stride
+ *     (0 = max_pages); paged only (NULL for contiguous). Entries past
+ *     ceil(cache_seqlens[b] / page_size) are never read.
+ *   host_cache_seqlens, host_block_table: optional host copies of the two
+ *     (same layout). When given, fa_decode_check validates every length and
+ *     every block-table entry those lengths need (kernels do not bounds-check
+ *     them), and the longest length drives split = auto.
+ *   max_seqlen: optional (0 = unknown) bound on the cache lengths, for
+ *     split = auto when no host copy is given (else capacity is assumed).
+ *   nsplit: 0 = the kernel's (split = N) or the auto heuristic; else forced
+ *     (1..1024; > 1 needs a kernel with a combine kernel).
+ *   stream: a CUstream, NULL for the legacy default stream. */
+typedef struct fa_decode_args {
+  fa_tensor q, k, v, o;
+  float *lse;
+  const int32_t *cache_seqlens;
+  const int32_t *block_table;
+  int64_t max_pages;
+  int64_t bt_stride;
+  const int32_t *host_cache_seqlens;
+  const int32_t *host_block_table;
+  int64_t max_seqlen;
+  int nsplit;
+  void *stream;
+} fa_decode_args;
+
+/* Validates a decode launch against a decode kernel's metadata without
+ * touching any GPU: as fa_forward_check (NULLs, dtypes, dims against the
+ * metadata and each other, strides, alignment, overlap of the outputs,
+ * sizes) plus q_len in 1..q_len_max, the cache layout (page_size against
+ * k/v's dim 1, block table dims, capacity <= INT32_MAX), the int32
+ * pointers' alignment, nsplit, and with host copies every cache length in
+ * [0, capacity] and every needed block-table entry in [0, num_pages).
+ * batch == 0 or q_len == 0 is valid and launches nothing. Returns FA_OK or
+ * the first failure's status with a message in msg (when not NULL). */
+fa_status fa_decode_check(const fa_kernel_info *info, const fa_decode_args *args, char *msg,
+                          size_t msglen);
+
+/* The `split = auto` heuristic: enough (split, kv_head, batch) blocks to
+ * fill `sm_count` SMs about twice, chunks of at least FA_DECODE_MIN_CHUNK
+ * keys of the longest cache (max_seqlen), at most FA_DECODE_MAX_SPLITS;
+ * 1 when the kernel has no combine kernel. Always >= 1. */
+int fa_decode_splits(const fa_kernel_info *info, int64_t batch, int64_t kv_heads,
+                     int64_t max_seqlen, int sm_count);
+
+/* The split count fa_decode would use for args on a GPU of sm_count SMs
+ * (args->nsplit, else the kernel's split = N, else fa_decode_splits), and
+ * the workspace it needs in bytes (o_part + lse_part, docs/decode.md; 0
+ * when nsplit is 1). Returns FA_ERR_TOO_LARGE when the workspace would not
+ * fit the kernels' int32 float indices. */
+fa_status fa_decode_plan(const fa_kernel_info *info, const fa_decode_args *args, int sm_count,
+                         int *nsplit, size_t *workspace_bytes);
+
+/* Validates args (fa_decode_check), chooses nsplit (fa_decode_plan with
+ * the device's SM count), makes sure the module's scratch holds the
+ * workspace (and LSE when args->lse is NULL), launches the split kernel on
+ * grid (nsplit, kv_heads, batch) and, when nsplit > 1, the combine kernel
+ * on grid (heads, batch), both on args->stream. Asynchronous, like
+ * fa_forward; the scratch is shared by the launches of mod. */
+fa_status fa_decode(fa_module *mod, const fa_decode_args *args);
+
+/* The nsplit of the last successful fa_decode on mod (0 before one). */
+int fa_decode_last_nsplit(const fa_module *mod);
+
+/* ---- JIT: compiling specs at run time ------------------------------------
+ *
+ * These functions live in a separate library, flashc_jit (libflashc_jit.a /
+ * libflashc_jit.so), because they contain the compiler and need LLVM/MLIR;
+ * the rest of this header is the runtime alone (flashc_runtime), which does
+ * not. Link flashc_jit (it brings the runtime with it) to use them.
+ *
+ * fa_jit_compile turns spec source (the DSL, as `flashc -emit=ptx` reads it)
+ * into PTX without touching a GPU; fa_module_compile loads the result too.
+ * Compiled PTX goes through an on-disk cache keyed by a SHA-256 of the
+ * source, the options below, the compiler's version and build, and the
+ * cache's format version. Entries are written atomically (temp file +
+ * rename); an entry that fails its checksum or length check is removed and
+ * rebuilt, never used. The cache is best effort: when it cannot be read or
+ * written the compile still succeeds and stats->note says why.
+ *
+ * Thread safety: any number of host threads may call these functions at
+ * once (with their own options/stats). Cache lookups run in parallel;
+ * compilations are serialized inside the library, because the frontend's
+ * diagnostic stream is process-global. Several processes may share one
+ * cache directory. */
+
+#define FA_JIT_PATH_MAX 1024
+
+/* What one fa_jit_compile did (filled when fa_jit_options.stats is set). */
+typedef struct fa_jit_stats {
+  int cache_used;       /* 1 when a cache directory was in use */
+  int cache_hit;        /* 1 when the PTX came from the cache */
+  int cache_rebuilt;    /* 1 when a corrupt entry was found, removed and rebuilt */
+  int cache_stored;     /* 1 when the compiled PTX was written to the cache */
+  double ms_total;      /* wall time of the call */
+  double ms_compile;    /* of that, in the compiler (0 on a hit) */
+  char key[65];         /* the cache key: 64 hex digits (also without a cache) */
+  char entry[FA_JIT_PATH_MAX]; /* the entry's path ("" without a cache) */
+  char note[FA_JIT_PATH_MAX];  /* why the cache was not read or written; "" when it was */
+} fa_jit_stats;
+
+/* Options of fa_jit_compile; fa_jit_options_init fills the defaults. */
+typedef struct fa_jit_options {
+  const char *kernel;     /* the attention to compile; NULL: the only one in the source */
+  const char *target;     /* "sm_90a" (default, also for NULL) or "sm_80" */
+  const char *disable_passes; /* comma-separated optional passes to skip, e.g.
+                                 "mask-skip,defer-rescale"; NULL or "" for none */
+  const char *cache_dir;  /* NULL: $FLASHC_CACHE_DIR, else $XDG_CACHE_HOME/flashc, else
+                             $HOME/.cache/flashc; "": no cache */
+  const char *filename;   /* the name diagnostics give the source; NULL: "<jit>" */
+  fa_jit_stats *stats;    /* NULL, or where to report what the call did */
+} fa_jit_options;
+
+/* Sets every field of opts to its default (all NULL). */
+void fa_jit_options_init(fa_jit_options *opts);
+
+/* Compiles `len` bytes of spec `source` (need not be NUL-terminated) to
+ * PTX, through the cache. opts may be NULL (all defaults). On success *ptx
+ * is a NUL-terminated buffer of *ptx_len bytes holding the kernel's metadata
+ * lines and PTX, exactly what `flashc -emit=ptx` writes; free it with
+ * fa_jit_free. On failure *ptx is NULL and err (when not NULL; truncated to
+ * errlen) holds the reason: for FA_ERR_COMPILE the compiler's diagnostics,
+ * `file:line:col: error: ...` with the source line and a caret, one after
+ * the other; FA_ERR_INVALID_ARGUMENT for an unknown target, an unknown or
+ * required pass, a kernel name that is not in the source or a source with
+ * several kernels and no name; FA_ERR_NULL_POINTER; FA_ERR_OUT_OF_MEMORY.
+ * Needs no GPU. */
+fa_status fa_jit_compile(const char *source, size_t len, const fa_jit_options *opts,
+                         char **ptx, size_t *ptx_len, char *err, size_t errlen);
+
+/* fa_jit_compile, then fa_module_load_ptx in ctx. On failure *out is NULL
+ * and fa_context_errmsg(ctx) holds the compile or load error. */
+fa_status fa_module_compile(fa_context *ctx, const char *source, size_t len,
+                            const fa_jit_options *opts, fa_module **out);
+
+/* Frees a buffer fa_jit_compile returned. NULL is a no-op. */
+void fa_jit_free(void *p);
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "flashc_runtime.h"
 
@@ -16,5 +17,23 @@ void fa_fmt(char *buf, size_t len, const char *fmt, ...)
 
 /* Size in bytes of one element of dtype (0 when out of range). */
 size_t fa_dtype_size(fa_dtype dtype);
+
+/* runtime.c's driver services for decode.c, which has no access to the
+ * handles' insides. enter/leave bracket the others (the module's context
+ * current on this thread); failures leave their message in the module. */
+fa_status fa_module_enter_(fa_module *m);
+void fa_module_leave_(fa_module *m);
+/* The module's scratch grown to `bytes` at least; *base its device address. */
+fa_status fa_module_scratch_(fa_module *m, size_t bytes, uint64_t *base);
+/* Launches the main entry point (combine = 0) or the decode combine kernel. */
+fa_status fa_module_launch_(fa_module *m, int combine, const unsigned grid[3], unsigned block,
+                            unsigned smem, void *stream, void **params);
+int fa_module_sm_count_(const fa_module *m);
+char *fa_module_msg_(fa_module *m, size_t *len);
+int *fa_module_last_nsplit_(fa_module *m);
+
+/* Replaces ctx's message (the JIT library reports compile errors through it;
+ * it cannot see struct fa_context). NULL ctx is a no-op. */
+void fa_context_set_errmsg(fa_context *ctx, const char *msg);
 
 #endif

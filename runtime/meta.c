@@ -42,13 +42,18 @@ const char *fa_dtype_name(fa_dtype dtype) {
 enum {
   K_VERSION, K_KERNEL, K_MODE, K_DTYPE, K_HEAD_DIM, K_V_HEAD_DIM, K_HEADS, K_KV_HEADS,
   K_MASK, K_SCALE, K_TILE_Q, K_TILE_KV, K_WARPS, K_STAGES, K_THREADS, K_SMEM, K_GRID,
-  K_WORKSPACE, K_TARGET, K_PASSES, K_COUNT
+  K_WORKSPACE, K_TARGET, K_PASSES,
+  /* decode keys (docs/decode.md); refused for other modes */
+  K_CACHE, K_PAGE_SIZE, K_SPLIT, K_Q_LEN_MAX, K_COMBINE, K_COMBINE_THREADS, K_UNIFIED_MAX,
+  K_COUNT
 };
+#define FIRST_DECODE_KEY K_CACHE
 
 static const char *const key_names[K_COUNT] = {
   "version", "kernel", "mode", "dtype", "head_dim", "v_head_dim", "heads", "kv_heads",
   "mask", "scale", "tile_q", "tile_kv", "warps", "stages", "threads", "smem_bytes", "grid",
   "workspace_floats_per_row", "target", "passes",
+  "cache", "page_size", "split", "q_len_max", "combine_kernel", "combine_threads", "unified_max",
 };
 
 static const int required_keys[] = {K_VERSION, K_KERNEL, K_DTYPE, K_HEAD_DIM, K_HEADS,
@@ -122,6 +127,47 @@ static fa_status parse_scale(Parser *p, const char *v) {
   return FA_OK;
 }
 
+/* The decode keys: cache, page_size, split, q_len_max, combine_kernel,
+ * combine_threads, unified_max. */
+static fa_status set_decode_key(Parser *p, int k, const char *v) {
+  fa_decode_info *d = &p->info->decode;
+  const char *key = key_names[k];
+  int tmp = 0;
+  fa_status st;
+  switch (k) {
+  case K_CACHE: {
+    static const char *const n[] = {"contiguous", "paged", NULL};
+    static const int val[] = {FA_CACHE_CONTIGUOUS, FA_CACHE_PAGED};
+    st = parse_enum(p, key, v, n, val, "contiguous, paged", &tmp);
+    d->cache = (fa_cache)tmp;
+    return st;
+  }
+  case K_PAGE_SIZE:
+    st = parse_int(p, key, v, 16, 256, &d->page_size);
+    if (st == FA_OK && (d->page_size & (d->page_size - 1)))
+      return fail(p, key, "%s is not a power of 2", v);
+    return st;
+  case K_SPLIT:
+    if (strcmp(v, "auto") == 0) { d->split = 0; return FA_OK; }
+    return parse_int(p, key, v, 1, 1024, &d->split);
+  case K_Q_LEN_MAX: return parse_int(p, key, v, 1, FA_DECODE_MAX_Q_LEN, &d->q_len_max);
+  case K_COMBINE:
+    return parse_name(p, key, v, d->combine_kernel, sizeof d->combine_kernel, 1);
+  case K_COMBINE_THREADS: return parse_int(p, key, v, 1, 1024, &d->combine_threads);
+  case K_UNIFIED_MAX: {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || *end != '\0' || errno == ERANGE || !(x > -1e4 && x < 1e4))
+      return fail(p, key, "'%s' is not a number in (-1e4, 1e4)", v);
+    d->unified_max = x;
+    d->has_unified_max = 1;
+    return FA_OK;
+  }
+  }
+  return FA_OK;
+}
+
 static fa_status set_key(Parser *p, int k, const char *v) {
   fa_kernel_info *in = p->info;
   const char *key = key_names[k];
@@ -156,9 +202,11 @@ static fa_status set_key(Parser *p, int k, const char *v) {
     return st;
   }
   case K_GRID: {
-    static const char *const n[] = {"q_tiles,heads,batch", "1,heads,batch", NULL};
-    static const int val[] = {FA_GRID_Q_TILES, FA_GRID_ONE};
-    st = parse_enum(p, key, v, n, val, "q_tiles,heads,batch or 1,heads,batch", &tmp);
+    static const char *const n[] = {"q_tiles,heads,batch", "1,heads,batch",
+                                    "splits,kv_heads,batch", NULL};
+    static const int val[] = {FA_GRID_Q_TILES, FA_GRID_ONE, FA_GRID_SPLITS};
+    st = parse_enum(p, key, v, n, val,
+                    "q_tiles,heads,batch, 1,heads,batch or splits,kv_heads,batch", &tmp);
     in->grid = (fa_grid)tmp;
     return st;
   }
@@ -178,8 +226,8 @@ static fa_status set_key(Parser *p, int k, const char *v) {
   case K_WORKSPACE: return parse_int(p, key, v, 0, 1 << 20, &in->workspace_floats_per_row);
   case K_TARGET: return parse_name(p, key, v, in->target, sizeof in->target, 0);
   case K_PASSES: return parse_name(p, key, v, in->passes, sizeof in->passes, 0);
+  default: return set_decode_key(p, k, v);
   }
-  return FA_OK;
 }
 
 static int is_space(char c) { return c == ' ' || c == '\t' || c == '\r'; }
@@ -220,6 +268,44 @@ static fa_status parse_line(Parser *p, const char *s, const char *e) {
   return set_key(p, k, val);
 }
 
+static int seen(const Parser *p, int k) { return (p->seen >> k) & 1u; }
+
+/* Decode keys belong to decode kernels, and a decode kernel's launch
+ * depends on them: a paged cache needs its page size, a split count other
+ * than 1 a combine kernel, and the grid must be the decode one. */
+static fa_status check_decode_keys(Parser *p) {
+  fa_kernel_info *in = p->info;
+  fa_decode_info *d = &in->decode;
+  if (in->mode != FA_MODE_DECODE) {
+    for (int k = FIRST_DECODE_KEY; k < K_COUNT; k++)
+      if (seen(p, k)) {
+        fa_fmt(p->err, p->errlen, "metadata: key '%s' is only valid with mode decode",
+               key_names[k]);
+        return FA_ERR_META;
+      }
+    if (in->grid != FA_GRID_SPLITS) return FA_OK;
+    fa_fmt(p->err, p->errlen, "metadata: grid splits,kv_heads,batch is only valid with mode decode");
+    return FA_ERR_META;
+  }
+  if (in->grid != FA_GRID_SPLITS) {
+    fa_fmt(p->err, p->errlen, "metadata: a decode kernel's grid must be splits,kv_heads,batch");
+    return FA_ERR_META;
+  }
+  if (!seen(p, K_Q_LEN_MAX)) d->q_len_max = FA_DECODE_MAX_Q_LEN;
+  if (!seen(p, K_COMBINE_THREADS)) d->combine_threads = 128;
+  if ((d->cache == FA_CACHE_PAGED) != seen(p, K_PAGE_SIZE)) {
+    fa_fmt(p->err, p->errlen, "metadata: page_size %s",
+           d->cache == FA_CACHE_PAGED ? "is required with cache paged"
+                                      : "is only valid with cache paged");
+    return FA_ERR_META;
+  }
+  if (d->split != 1 && !d->combine_kernel[0]) {
+    fa_fmt(p->err, p->errlen, "metadata: combine_kernel is required unless split is 1");
+    return FA_ERR_META;
+  }
+  return FA_OK;
+}
+
 /* Cross-key rules, checked once every line is read. */
 static fa_status check_complete(Parser *p) {
   fa_kernel_info *in = p->info;
@@ -243,7 +329,7 @@ static fa_status check_complete(Parser *p) {
            in->heads);
     return FA_ERR_META;
   }
-  return FA_OK;
+  return check_decode_keys(p);
 }
 
 fa_status fa_meta_parse(const char *text, size_t len, fa_kernel_info *out, char *err,

@@ -47,6 +47,7 @@ struct fa_context {
   CUdevice dev;
   CUcontext ctx;
   int max_smem_optin;      /* bytes of dynamic shared memory a block may opt into */
+  int sm_count;            /* multiprocessors, for decode's split = auto */
   atomic_int refs;         /* 1 for the caller's handle + 1 per live module */
   char errmsg[24576];      /* room for a JIT error log */
 };
@@ -55,6 +56,8 @@ struct fa_module {
   fa_context *ctx;
   CUmodule mod;
   CUfunction fn;
+  CUfunction combine;      /* decode: the split-KV combine kernel, or NULL */
+  int last_nsplit;         /* decode: nsplit of the last launch */
   fa_kernel_info info;
   CUdeviceptr scratch;     /* LSE scratch + workspace, see fa_forward */
   size_t scratch_bytes;
@@ -155,6 +158,8 @@ static fa_status open_device(fa_context *c, int device, char *err, size_t errlen
   c->max_smem_optin = 0;
   cu->DeviceGetAttribute(&c->max_smem_optin,
                          CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, c->dev);
+  c->sm_count = 0;
+  cu->DeviceGetAttribute(&c->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, c->dev);
   return FA_OK;
 }
 
@@ -201,6 +206,10 @@ void fa_context_destroy(fa_context *ctx) {
 }
 
 const char *fa_context_errmsg(const fa_context *ctx) { return ctx ? ctx->errmsg : no_handle; }
+
+void fa_context_set_errmsg(fa_context *ctx, const char *msg) {
+  if (ctx) fa_fmt(ctx->errmsg, sizeof ctx->errmsg, "%s", msg ? msg : "");
+}
 
 int fa_context_device(const fa_context *ctx) { return ctx ? ctx->device : -1; }
 
@@ -251,6 +260,29 @@ static fa_status jit_load(fa_context *c, const void *image, fa_module *m) {
   return FA_OK;
 }
 
+/* A decode module's second entry point: the combine kernel named by the
+ * metadata (no dynamic shared memory), resolved at load so that a module
+ * without it fails to load rather than at its first launch. */
+static fa_status prepare_combine(fa_context *c, fa_module *m) {
+  const fa_decode_info *d = &m->info.decode;
+  if (m->info.mode != FA_MODE_DECODE || !d->combine_kernel[0]) return FA_OK;
+  if (c->cu.ModuleGetFunction(&m->combine, m->mod, d->combine_kernel) != CUDA_SUCCESS) {
+    fa_fmt(c->errmsg, sizeof c->errmsg,
+           "the module has no entry point '%s' (named by the metadata key combine_kernel)",
+           d->combine_kernel);
+    return FA_ERR_LOAD;
+  }
+  int max_threads = 0;
+  c->cu.FuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, m->combine);
+  if (max_threads > 0 && d->combine_threads > max_threads) {
+    fa_fmt(c->errmsg, sizeof c->errmsg,
+           "kernel %s: the metadata asks for %d combine threads per block but the compiled "
+           "function allows at most %d", d->combine_kernel, d->combine_threads, max_threads);
+    return FA_ERR_LOAD;
+  }
+  return FA_OK;
+}
+
 /* Resolves the entry point and fits its launch resources to the metadata. */
 static fa_status prepare_function(fa_context *c, fa_module *m) {
   char *msg = c->errmsg;
@@ -286,7 +318,7 @@ static fa_status prepare_function(fa_context *c, fa_module *m) {
            m->info.kernel, m->info.threads, max_threads);
     return FA_ERR_LOAD;
   }
-  return FA_OK;
+  return prepare_combine(c, m);
 }
 
 static void module_release(fa_module *m) {
@@ -483,3 +515,40 @@ fa_status fa_forward(fa_module *mod, const fa_forward_args *args) {
   pop(c);
   return st;
 }
+
+/* ---- services for decode.c (internal.h) ---------------------------------- */
+
+fa_status fa_module_enter_(fa_module *m) { return push(m->ctx, m->errmsg, sizeof m->errmsg); }
+
+void fa_module_leave_(fa_module *m) { pop(m->ctx); }
+
+fa_status fa_module_scratch_(fa_module *m, size_t bytes, uint64_t *base) {
+  fa_status st = ensure_scratch(m, bytes);
+  *base = (uint64_t)m->scratch;
+  return st;
+}
+
+fa_status fa_module_launch_(fa_module *m, int combine, const unsigned grid[3], unsigned block,
+                            unsigned smem, void *stream, void **params) {
+  CUfunction fn = combine ? m->combine : m->fn;
+  const char *name = combine ? m->info.decode.combine_kernel : m->info.kernel;
+  CUresult r = m->ctx->cu.LaunchKernel(fn, grid[0], grid[1], grid[2], block, 1, 1, smem,
+                                       (CUstream)stream, params, NULL);
+  if (r == CUDA_SUCCESS) return FA_OK;
+  char head[256];
+  cuda_msg(&m->ctx->cu, head, sizeof head, "cuLaunchKernel", r);
+  fa_fmt(m->errmsg, sizeof m->errmsg, "kernel %s, grid %u x %u x %u, block %u, smem %u: %s",
+         name, grid[0], grid[1], grid[2], block, smem, head);
+  return FA_ERR_CUDA;
+}
+
+int fa_module_sm_count_(const fa_module *m) { return m->ctx->sm_count; }
+
+char *fa_module_msg_(fa_module *m, size_t *len) {
+  *len = sizeof m->errmsg;
+  return m->errmsg;
+}
+
+int *fa_module_last_nsplit_(fa_module *m) { return &m->last_nsplit; }
+
+int fa_decode_last_nsplit(const fa_module *mod) { return mod ? mod->last_nsplit : 0; }

@@ -21,3 +21,11 @@ for spec in "$OUT"/specs/*.fa; do
   echo "$name: $ms ms"
 done
 echo "}" >> "$OUT/compile_times.json"
+# The decode benchmark's kernels (bench/decode_bench.py) -> .device/decode-bench.
+DOUT=${DECODE_OUT_DIR:-.device/decode-bench}
+mkdir -p "$DOUT/specs"
+python3 bench/decode_bench.py --write-specs "$DOUT/specs" >/dev/null
+for spec in "$DOUT"/specs/*.fa; do
+  "$FLASHC" "$spec" -emit=ptx --target=sm_90a "$@" -o "$DOUT/$(basename "$spec" .fa).ptx"
+done
+echo "decode bench: $(ls "$DOUT"/*.ptx | wc -l) PTX in $DOUT"

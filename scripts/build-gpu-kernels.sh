@@ -22,4 +22,18 @@ for fa in test/gpu/specs/*.fa; do
   fi
 done
 echo "build-gpu-kernels: $ok PTX in $OUT_DIR, $bad failed ($(du -sh $OUT_DIR | cut -f1))"
-[ $bad = 0 ]
+# The decode suite's specs (test/gpu/decode.py) -> .device/decode.
+DEC_DIR=.device/decode
+mkdir -p $DEC_DIR
+dok=0; dbad=0
+for fa in test/gpu/decode_specs/*.fa; do
+  name=$(basename "$fa" .fa)
+  if "$FLASHC" "$fa" -emit=ptx --target=sm_90a -o $DEC_DIR/$name.ptx &&
+     ptxas --gpu-name sm_90a $DEC_DIR/$name.ptx -o /dev/null; then
+    dok=$((dok + 1))
+  else
+    echo "build-gpu-kernels: decode $name FAILED"; rm -f $DEC_DIR/$name.ptx; dbad=$((dbad + 1))
+  fi
+done
+echo "build-gpu-kernels: $dok decode PTX in $DEC_DIR, $dbad failed"
+[ $bad = 0 ] && [ $dbad = 0 ]

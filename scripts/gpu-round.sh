@@ -97,6 +97,39 @@ else
   note "correctness: $(tail -1 $OUT/correctness.log) (FAILED)"; status=1
 fi
 
+# Decode: the suite over $DECODE_DIR and the benchmark over $DECODE_BENCH_DIR
+# (scripts/build-gpu-kernels.sh, build-bench-kernels.sh); with --fixture, the
+# naive decode fixture (test/gpu/fixtures/naive_decode.cu) stands in for both.
+DECODE_DIR=${DECODE_DIR:-.device/decode}
+DECODE_BENCH_DIR=${DECODE_BENCH_DIR:-.device/decode-bench}
+if [ $FIXTURE = 1 ]; then
+  DECODE_DIR=.device/fixture-decode DECODE_BENCH_DIR=.device/fixture-decode-bench
+  python3 test/gpu/fixtures/build_decode_fixtures.py $DECODE_DIR &&
+    python3 test/gpu/fixtures/build_decode_fixtures.py --bench $DECODE_BENCH_DIR ||
+    { note "decode fixtures: build FAILED"; status=1; }
+  DECODE_BENCH_ARGS=${DECODE_BENCH_ARGS:---quick --inner 3 --trials 3}
+fi
+if ls $DECODE_DIR/*.ptx >/dev/null 2>&1; then
+  step "decode correctness suite"
+  if python3 test/gpu/decode.py $DECODE_DIR --lib $BUILD/libflashc_runtime.so 2>&1 |
+       tee $OUT/decode.log; then
+    note "decode: $(tail -1 $OUT/decode.log)"
+  else
+    note "decode: $(tail -1 $OUT/decode.log) (FAILED)"; status=1
+  fi
+else
+  note "decode: skipped (no PTX in $DECODE_DIR)"
+fi
+if ls $DECODE_BENCH_DIR/*.ptx >/dev/null 2>&1; then
+  step "decode benchmark"
+  if python3 bench/decode_bench.py --ptx-dir $DECODE_BENCH_DIR --lib $BUILD/libflashc_runtime.so \
+       --json $OUT/decode_bench.json ${DECODE_BENCH_ARGS:-} 2>&1 | tee $OUT/decode_bench.log; then
+    note "decode bench: done (table above, $OUT/decode_bench.log)"
+  else
+    note "decode bench: FAILED"; status=1
+  fi
+fi
+
 BENCH_DIR=${BENCH_DIR:-.device/bench}
 if [ -f bench/bench.py ] && ls $BENCH_DIR/*.ptx >/dev/null 2>&1; then
   step "benchmark"

@@ -53,10 +53,20 @@ static double *at(const RefTensor *t, int64_t a, int64_t b, int64_t c, int64_t d
   return t->data + a * t->strides[0] + b * t->strides[1] + c * t->strides[2] + d * t->strides[3];
 }
 
+/* Element d of key/value row kj of sequence b, head hk: direct, or through
+ * the block table of a paged cache. */
+static double kv_at(const RefTensor *t, const RefPaging *pg, int64_t b, int64_t kj, int64_t hk,
+                    int64_t d) {
+  if (!pg)
+    return *at(t, b, kj, hk, d);
+  int64_t page = (int64_t)pg->table[b * pg->table_stride + kj / pg->page_size];
+  return *at(t, page, kj % pg->page_size, hk, d);
+}
+
 /* One query row: scores (masked ones excluded), softmax, O row and LSE. */
 static void ref_row(const KernelSpec *ks, int64_t b, int64_t h, int64_t qi, int64_t sq,
                     int64_t sk, const RefTensor *q, const RefTensor *kt, const RefTensor *v,
-                    RefTensor *o, RefTensor *lse, double *score, char *keep) {
+                    const RefPaging *pg, RefTensor *o, RefTensor *lse, double *score, char *keep) {
   int64_t hk = h / (ks->heads / ks->kv_heads);
   RefVars vars = {0, (double)b, (double)h, (double)qi, 0, (double)sq, (double)sk};
   double m = -INFINITY;
@@ -67,7 +77,7 @@ static void ref_row(const KernelSpec *ks, int64_t b, int64_t h, int64_t qi, int6
       continue;
     double dot = 0;
     for (int d = 0; d < ks->head_dim; d++)
-      dot += *at(q, b, qi, h, d) * *at(kt, b, kj, hk, d);
+      dot += *at(q, b, qi, h, d) * kv_at(kt, pg, b, kj, hk, d);
     vars.s = ks->scale * dot;
     score[kj] = ks->score ? ref_eval(ks->score, &vars) : vars.s;
     if (score[kj] > m)
@@ -86,7 +96,7 @@ static void ref_row(const KernelSpec *ks, int64_t b, int64_t h, int64_t qi, int6
     double p = exp(score[kj] - m);
     l += p;
     for (int d = 0; d < ks->v_head_dim; d++)
-      *at(o, b, qi, h, d) += p * *at(v, b, kj, hk, d);
+      *at(o, b, qi, h, d) += p * kv_at(v, pg, b, kj, hk, d);
   }
   for (int d = 0; d < ks->v_head_dim; d++)
     *at(o, b, qi, h, d) /= l;
@@ -103,7 +113,26 @@ void ref_attention(const KernelSpec *k, int64_t batch, int64_t seqlen_q, int64_t
   for (int64_t b = 0; b < batch; b++)
     for (int64_t h = 0; h < k->heads; h++)
       for (int64_t qi = 0; qi < seqlen_q; qi++)
-        ref_row(k, b, h, qi, seqlen_q, seqlen_k, q, kt, v, o, lse, score, keep);
+        ref_row(k, b, h, qi, seqlen_q, seqlen_k, q, kt, v, NULL, o, lse, score, keep);
+  free(score);
+  free(keep);
+}
+
+void ref_attention_decode(const KernelSpec *k, int64_t batch, int64_t q_len,
+                          const int64_t *seqlen_k, const RefTensor *q, const RefTensor *kt,
+                          const RefTensor *v, const RefPaging *paging, RefTensor *o,
+                          RefTensor *lse) {
+  int64_t longest = 0;
+  for (int64_t b = 0; b < batch; b++)
+    longest = seqlen_k[b] > longest ? seqlen_k[b] : longest;
+  double *score = malloc(sizeof(double) * (size_t)(longest + 1));
+  char *keep = malloc((size_t)longest + 1);
+  if (!score || !keep)
+    abort();
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t h = 0; h < k->heads; h++)
+      for (int64_t qi = 0; qi < q_len; qi++)
+        ref_row(k, b, h, qi, q_len, seqlen_k[b], q, kt, v, paging, o, lse, score, keep);
   free(score);
   free(keep);
 }

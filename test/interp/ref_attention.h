@@ -30,9 +30,26 @@ typedef struct RefVars {
  * division, `%` is fmod (truncating, as C's % on integers), booleans 1 / 0. */
 double ref_eval(const Expr *e, const RefVars *v);
 
+/* A paged K/V cache (decode): logical row j of sequence b is slot j % page_size
+ * of page table[b * table_stride + j / page_size] of the cache tensor, whose
+ * layout is [num_pages, page_size, kv_heads, dim]. */
+typedef struct RefPaging {
+  int page_size;
+  const double *table;
+  int64_t table_stride;
+} RefPaging;
+
 /* Computes O and LSE for the whole batch. */
 void ref_attention(const KernelSpec *k, int64_t batch, int64_t seqlen_q, int64_t seqlen_k,
                    const RefTensor *q, const RefTensor *kt, const RefTensor *v, RefTensor *o,
                    RefTensor *lse);
+
+/* Decode: seqlen_q = q_len query tokens per sequence against seqlen_k[b]
+ * cached keys (masks see seqlen_k = seqlen_k[b]); k and v are contiguous
+ * [batch, capacity, kv_heads, dim] when paging is NULL, else paged. */
+void ref_attention_decode(const KernelSpec *k, int64_t batch, int64_t q_len,
+                          const int64_t *seqlen_k, const RefTensor *q, const RefTensor *kt,
+                          const RefTensor *v, const RefPaging *paging, RefTensor *o,
+                          RefTensor *lse);
 
 #endif

@@ -1,0 +1,215 @@
+/* software_pipeline.c - the `pipeline` pass: software-pipelines the K/V loop
+ * with the `stages` the tiling pass chose (modulo scheduling in SSA).
+ *
+ * In the FA2 schedule each K/V step loads its K and V tiles and uses them at
+ * once, so the copy's latency sits in front of the first matmul. With
+ * stages >= 2 the loop is rewritten so that the first staged tile (K: the
+ * first matmul's operand) of step j+1 is loaded during step j:
+ *
+ *   %kt_pro = load %k, ..., (mul %lo, %bc)            prologue: the first tile
+ *   %r:N+1 = for %j = %lo to %hi sequential iter_args(..., %kt_cur = %kt_pro)
+ *       attributes {pipelined = 2} {
+ *     %vt = load %v, ..., (mul %j, %bc)               other staged tiles: hoisted
+ *     %kt_next = load %k, ..., (mul (add %j, 1), %bc) {prefetch = 1}
+ *     ... uses of the old K load use %kt_cur ...
+ *     yield ..., %kt_next
+ *   }
+ *
+ * Staged tiles are loads of f16/bf16 tiles with no distribution (codegen
+ * stages them in shared memory for the tensor cores). All staged loads of the
+ * step move to the top of the loop body, out of mask-skip's `if %empty`
+ * (loads have no side effects and rows past the sequence read 0), so codegen
+ * issues every copy before the step's compute: the hoisted ones (V) overlap
+ * the first matmul and the softmax, the carried one (K) the whole step. The
+ * last step loads one tile past the loop's end: rows past the sequence read
+ * 0 and the value is never used.
+ *
+ * The pass fires on a sequential loop with no loop inside whose staged loads
+ * take their operands from values defined outside the loop, the induction
+ * variable and pure scalar ops of those. It does nothing with stages < 2, on
+ * a loop already pipelined, or when no staged load qualifies. The loop may
+ * be run 0 times: the prologue's tile is then unused.
+ *
+ * Codegen (lower.c) keeps a carried staged tile in two shared-memory buffers
+ * chosen by iteration parity and waits for its cp.async group only at its
+ * first use (see lower_mem.c).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/pass_util.h"
+#include "passes/passes.h"
+
+static bool is_staged_load(const Op *op) {
+  if (op->kind != OP_LOAD || op->nresults != 1)
+    return false;
+  Type t = op->results[0]->type;
+  return t.kind == TYPE_TILE && t.dist == DIST_NONE && (t.elem == ELEM_BF16 || t.elem == ELEM_F16);
+}
+
+/* Can v be recomputed at the top of loop's body (or before the loop) from
+ * the induction variable and values defined outside? */
+static bool rebuildable(Value *v, Op *loop, int depth) {
+  if (depth > 32)
+    return false;
+  if (value_defined_outside(v, loop))
+    return true;
+  if (v == for_iv(loop))
+    return true;
+  Op *d = v->def;
+  if (!d || d->nregions || !op_is_pure(d) || d->kind == OP_LOAD || d->kind == OP_LOAD_PAGED ||
+      v->type.kind != TYPE_SCALAR)
+    return false;
+  for (int i = 0; i < d->noperands; i++)
+    if (!rebuildable(d->operands[i], loop, depth + 1))
+      return false;
+  return true;
+}
+
+/* Clones the computation of v at b's point with the induction variable
+ * replaced by `iv` (memoised in map). */
+static Value *rebuild(Builder *b, Value *v, Op *loop, Value *iv, ValueMap *map) {
+  if (v == for_iv(loop))
+    return iv;
+  if (value_defined_outside(v, loop))
+    return v;
+  Value *got = valuemap_get(map, v);
+  if (got != v)
+    return got;
+  Op *d = v->def;
+  for (int i = 0; i < d->noperands; i++) {
+    Value *o = rebuild(b, d->operands[i], loop, iv, map);
+    if (o != d->operands[i])
+      valuemap_put(b->m, map, d->operands[i], o);
+  }
+  Op *c = op_clone(b, d, map);
+  for (int r = 0; r < d->nresults; r++)
+    valuemap_put(b->m, map, d->results[r], c->results[r]);
+  return c->results[v->result_index];
+}
+
+/* A clone of load `ld` at b's point, its operands rebuilt for `iv`. */
+static Value *clone_load(Builder *b, Op *ld, Op *loop, Value *iv) {
+  ValueMap map = {0};
+  for (int i = 0; i < ld->noperands; i++) {
+    Value *o = rebuild(b, ld->operands[i], loop, iv, &map);
+    if (o != ld->operands[i])
+      valuemap_put(b->m, &map, ld->operands[i], o);
+  }
+  Op *c = op_clone(b, ld, &map);
+  c->results[0]->name = ld->results[0]->name;
+  return c->results[0];
+}
+
+typedef struct Scan {
+  Op *loop;
+  OpList loads;
+  bool nested_loop;
+} Scan;
+
+static void scan_block(Scan *s, Block *blk) {
+  for (Op *o = blk->first; o; o = o->next) {
+    if (o->kind == OP_FOR) {
+      s->nested_loop = true;
+      return;
+    }
+    if (is_staged_load(o))
+      oplist_push(&s->loads, o);
+    for (int r = 0; r < o->nregions; r++)
+      scan_block(s, o->regions[r]);
+  }
+}
+
+static void loops_fn(Op *op, void *ctx) {
+  if (op->kind == OP_FOR && !for_is_parallel(op))
+    oplist_push(ctx, op);
+}
+
+/* Pipelines one loop; returns true when it changed it. */
+static bool pipeline_loop(Module *m, Op *loop, int stages) {
+  if (attr_get(&loop->attrs, "pipelined"))
+    return false;
+  Block *body = for_body(loop);
+  Op *term = block_terminator(body);
+  if (!term || term->kind != OP_YIELD || !body->first)
+    return false;
+  Scan s = {.loop = loop};
+  scan_block(&s, body);
+  OpList ok = {0};
+  for (int i = 0; i < s.loads.n && !s.nested_loop; i++) {
+    Op *ld = s.loads.v[i];
+    bool good = true;
+    for (int k = 0; k < ld->noperands && good; k++)
+      good = rebuildable(ld->operands[k], loop, 0);
+    if (good)
+      oplist_push(&ok, ld);
+  }
+  oplist_free(&s.loads);
+  if (ok.n == 0) {
+    oplist_free(&ok);
+    return false;
+  }
+  /* The carried tile: the first staged load in program order (K). */
+  Op *carried = ok.v[0];
+  Op *top = body->first;
+  /* Hoisted tiles of this step, in order, at the top of the body. */
+  for (int i = 1; i < ok.n; i++) {
+    Builder b = builder_before(m, top);
+    b.loc = ok.v[i]->loc;
+    Value *nv = clone_load(&b, ok.v[i], loop, for_iv(loop));
+    value_replace_all_uses(ok.v[i]->results[0], nv);
+    op_erase(ok.v[i]);
+  }
+  /* Prologue: the first step's tile, just before the loop. */
+  Builder pb = builder_before(m, loop);
+  pb.loc = carried->loc;
+  Value *pro = clone_load(&pb, carried, loop, loop->operands[0]);
+  /* The next step's tile, issued after the hoisted loads. */
+  Builder nb = builder_before(m, top);
+  nb.loc = carried->loc;
+  Value *one = build_index(&nb, 1);
+  Value *jn = build_binary(&nb, OP_ADD, for_iv(loop), one);
+  Value *next = clone_load(&nb, carried, loop, jn);
+  op_set_attr_int(next->def, "prefetch", 1);
+  const char *name = carried->results[0]->name;
+  /* The loop carries it. */
+  op_append_operand(m, loop, pro);
+  Value *cur = block_add_arg(m, body, pro->type, NULL);
+  op_append_result(m, loop, pro->type);
+  value_replace_all_uses(carried->results[0], cur);
+  op_erase(carried);
+  op_append_operand(m, term, next);
+  if (name) {
+    size_t n = strlen(name);
+    char *cn = module_alloc(m, n + 8), *nn = module_alloc(m, n + 8), *pn = module_alloc(m, n + 8);
+    memcpy(cn, name, n), memcpy(cn + n, "_cur", 5);
+    memcpy(nn, name, n), memcpy(nn + n, "_next", 6);
+    memcpy(pn, name, n), memcpy(pn + n, "_pro", 5);
+    cur->name = cn;
+    next->name = nn;
+    pro->name = pn;
+  }
+  op_set_attr_int(loop, "pipelined", 2); /* stages > 2: still one tile ahead */
+  (void)stages;
+  oplist_free(&ok);
+  return true;
+}
+
+int pass_software_pipeline(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
+  (void)opts;
+  (void)diag;
+  int stages = (int)attr_int(&f->attrs, "stages", 1);
+  if (stages < 2)
+    return 0;
+  OpList loops = {0};
+  func_walk(f, loops_fn, &loops);
+  bool changed = false;
+  for (int i = 0; i < loops.n; i++)
+    changed |= pipeline_loop(m, loops.v[i], stages);
+  oplist_free(&loops);
+  if (changed) {
+    dce_block(f->body);
+    cse_block(f->body);
+  }
+  return 0;
+}

@@ -1,0 +1,575 @@
+/* decode.c - decode launches (docs/decode.md): fa_decode_check, the split
+ * heuristic, the workspace plan and fa_decode.
+ *
+ * Same stance as check.c: decode kernels trust their arguments (no bounds
+ * checks on the device), so everything that could make them read or write
+ * outside the caller's memory is refused here, GPU-free, with a message that
+ * names the tensor and the numbers. The cache lengths and the block table
+ * live on the device; they are validated when the caller passes host copies
+ * (the only way to check them without a synchronizing copy). Checks run in
+ * a fixed order and the first failure wins.
+ */
+#include <inttypes.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define MAX_GRID_YZ 65535
+#define MAX_NSPLIT 1024
+/* Byte offsets stay below 2^62 so that pointer + offset never wraps. */
+#define MAX_BYTES (INT64_C(1) << 62)
+
+enum { Q, K, V, O };
+
+typedef struct DCtx {
+  const fa_kernel_info *info;
+  const fa_decode_args *a;
+  const fa_tensor *t[4];
+  const char *name[4];
+  int paged;
+  int64_t capacity; /* positions a sequence may hold; set by check_cache */
+  char *msg;
+  size_t len;
+} DCtx;
+
+static const char *dim_name(const DCtx *c, int i, int d) {
+  static const char *const q_names[4] = {"batch", "q_len", "heads", "head_dim"};
+  static const char *const contig[4] = {"batch", "capacity", "kv_heads", "head_dim"};
+  static const char *const paged[4] = {"num_pages", "page_size", "kv_heads", "head_dim"};
+  if (i == Q || i == O) return q_names[d];
+  return c->paged ? paged[d] : contig[d];
+}
+
+static int mul_ok(int64_t a, int64_t b, int64_t *r) {
+  if (a != 0 && b > INT64_MAX / a) return 0;
+  *r = a * b;
+  return 1;
+}
+
+static int has_elements(const fa_tensor *t) {
+  return t->dim[0] > 0 && t->dim[1] > 0 && t->dim[2] > 0 && t->dim[3] > 0;
+}
+
+static int has_combine(const fa_kernel_info *in) { return in->decode.combine_kernel[0] != 0; }
+
+/* A hand-built info must still be sane where the checks divide or index. */
+static fa_status check_info(DCtx *c) {
+  const fa_kernel_info *in = c->info;
+  const fa_decode_info *d = &in->decode;
+  int page_ok = d->cache == FA_CACHE_CONTIGUOUS ||
+                (d->cache == FA_CACHE_PAGED && d->page_size >= 16 && d->page_size <= 256 &&
+                 !(d->page_size & (d->page_size - 1)));
+  if (fa_dtype_size(in->dtype) != 2 || in->head_dim <= 0 || in->v_head_dim <= 0 ||
+      in->heads <= 0 || in->kv_heads <= 0 || in->heads % in->kv_heads || in->threads <= 0 ||
+      in->threads > 1024 || d->q_len_max < 1 || d->q_len_max > FA_DECODE_MAX_Q_LEN ||
+      !page_ok || d->split < 0 || (has_combine(in) && (d->combine_threads < 1 ||
+                                                      d->combine_threads > 1024))) {
+    fa_fmt(c->msg, c->len,
+           "kernel info is inconsistent (dtype %d, head_dim %d, heads %d, kv_heads %d, "
+           "threads %d, q_len_max %d, cache %d, page_size %d, split %d): use fa_meta_parse",
+           (int)in->dtype, in->head_dim, in->heads, in->kv_heads, in->threads, d->q_len_max,
+           (int)d->cache, d->page_size, d->split);
+    return FA_ERR_META;
+  }
+  return FA_OK;
+}
+
+static fa_status check_nulls(DCtx *c) {
+  for (int i = 0; i < 4; i++)
+    if (!c->t[i]->data && has_elements(c->t[i])) {
+      fa_fmt(c->msg, c->len, "%s: data pointer is NULL", c->name[i]);
+      return FA_ERR_NULL_POINTER;
+    }
+  return FA_OK;
+}
+
+static fa_status check_dtypes(DCtx *c) {
+  for (int i = 0; i < 4; i++)
+    if (c->t[i]->dtype != c->info->dtype) {
+      fa_fmt(c->msg, c->len, "%s: dtype is %s but the kernel was compiled for %s", c->name[i],
+             fa_dtype_name(c->t[i]->dtype), fa_dtype_name(c->info->dtype));
+      return FA_ERR_DTYPE;
+    }
+  return FA_OK;
+}
+
+static fa_status check_nonnegative(DCtx *c) {
+  for (int i = 0; i < 4; i++)
+    for (int d = 0; d < 4; d++)
+      if (c->t[i]->dim[d] < 0) {
+        fa_fmt(c->msg, c->len, "%s: dim[%d] (%s) is %" PRId64 ", a size cannot be negative",
+               c->name[i], d, dim_name(c, i, d), c->t[i]->dim[d]);
+        return FA_ERR_SHAPE;
+      }
+  return FA_OK;
+}
+
+/* Dimension d of tensor i must be `want`, which the metadata key fixes. */
+static fa_status want_meta(DCtx *c, int i, int d, int64_t want, const char *key) {
+  int64_t got = c->t[i]->dim[d];
+  if (got == want) return FA_OK;
+  fa_fmt(c->msg, c->len, "%s: dim[%d] (%s) is %" PRId64 " but the kernel was compiled for %s = %" PRId64,
+         c->name[i], d, dim_name(c, i, d), got, key, want);
+  return FA_ERR_SHAPE;
+}
+
+static fa_status check_meta_dims(DCtx *c) {
+  const fa_kernel_info *in = c->info;
+  fa_status st;
+  if ((st = want_meta(c, Q, 3, in->head_dim, "head_dim")) ||
+      (st = want_meta(c, K, 3, in->head_dim, "head_dim")) ||
+      (st = want_meta(c, V, 3, in->v_head_dim, "v_head_dim")) ||
+      (st = want_meta(c, O, 3, in->v_head_dim, "v_head_dim")) ||
+      (st = want_meta(c, Q, 2, in->heads, "heads")) ||
+      (st = want_meta(c, O, 2, in->heads, "heads")) ||
+      (st = want_meta(c, K, 2, in->kv_heads, "kv_heads")) ||
+      (st = want_meta(c, V, 2, in->kv_heads, "kv_heads")))
+    return st;
+  if (c->paged && ((st = want_meta(c, K, 1, in->decode.page_size, "page_size")) ||
+                   (st = want_meta(c, V, 1, in->decode.page_size, "page_size"))))
+    return st;
+  return FA_OK;
+}
+
+/* Dimension d of tensor i must equal that of tensor j. */
+static fa_status want_same(DCtx *c, int i, int j, int d) {
+  if (c->t[i]->dim[d] == c->t[j]->dim[d]) return FA_OK;
+  fa_fmt(c->msg, c->len, "%s: dim[%d] (%s) is %" PRId64 " but %s has %s %" PRId64, c->name[i], d,
+         dim_name(c, i, d), c->t[i]->dim[d], c->name[j], dim_name(c, j, d), c->t[j]->dim[d]);
+  return FA_ERR_SHAPE;
+}
+
+static fa_status check_cross_dims(DCtx *c) {
+  fa_status st;
+  /* A contiguous cache has one row per sequence; a paged one any number of pages. */
+  if (!c->paged && (st = want_same(c, K, Q, 0))) return st;
+  if ((st = want_same(c, O, Q, 0)) || (st = want_same(c, O, Q, 1)) ||
+      (st = want_same(c, V, K, 0)) || (st = want_same(c, V, K, 1)))
+    return st;
+  return FA_OK;
+}
+
+static fa_status check_q_len(DCtx *c) {
+  int64_t ql = c->t[Q]->dim[1];
+  if (ql <= c->info->decode.q_len_max) return FA_OK;
+  fa_fmt(c->msg, c->len, "q: q_len is %" PRId64 " but the kernel was compiled for q_len_max = %d",
+         ql, c->info->decode.q_len_max);
+  return FA_ERR_SHAPE;
+}
+
+/* The block table's dims, the capacity and the int32 pointers. */
+static fa_status check_cache(DCtx *c) {
+  const fa_decode_args *a = c->a;
+  int64_t batch = c->t[Q]->dim[0];
+  if (!a->cache_seqlens) {
+    fa_fmt(c->msg, c->len, "cache_seqlens: pointer is NULL");
+    return FA_ERR_NULL_POINTER;
+  }
+  if (!c->paged) {
+    if (a->block_table) {
+      fa_fmt(c->msg, c->len, "block_table: given but the kernel %s was compiled for a "
+             "contiguous cache (pass NULL)", c->info->kernel);
+      return FA_ERR_INVALID_ARGUMENT;
+    }
+    c->capacity = c->t[K]->dim[1];
+  } else {
+    int64_t mp = a->max_pages, stride = a->bt_stride ? a->bt_stride : a->max_pages, rows;
+    if (!a->block_table) {
+      fa_fmt(c->msg, c->len, "block_table: pointer is NULL but the cache is paged");
+      return FA_ERR_NULL_POINTER;
+    }
+    if (mp < 1 || stride < mp) {
+      fa_fmt(c->msg, c->len, "block_table: max_pages is %" PRId64 " and its row stride %" PRId64
+             ": need max_pages >= 1 and stride >= max_pages", mp, stride);
+      return mp < 1 ? FA_ERR_SHAPE : FA_ERR_STRIDE;
+    }
+    if (!mul_ok(batch, stride, &rows) || rows > INT32_MAX) {
+      fa_fmt(c->msg, c->len, "block_table: batch %" PRId64 " x row stride %" PRId64
+             " entries exceed the int32 limit %d", batch, stride, INT32_MAX);
+      return FA_ERR_TOO_LARGE;
+    }
+    if (!mul_ok(mp, c->info->decode.page_size, &c->capacity)) c->capacity = INT64_MAX;
+  }
+  if (c->capacity > INT32_MAX) {
+    fa_fmt(c->msg, c->len, "k: the cache holds %" PRId64 " positions, more than the kernel's "
+           "int32 limit %d", c->capacity, INT32_MAX);
+    return FA_ERR_TOO_LARGE;
+  }
+  if (a->max_seqlen < 0 || a->max_seqlen > c->capacity) {
+    fa_fmt(c->msg, c->len, "max_seqlen is %" PRId64 " but the cache holds %" PRId64 " positions",
+           a->max_seqlen, c->capacity);
+    return FA_ERR_SHAPE;
+  }
+  if ((uintptr_t)a->cache_seqlens % 4 || (uintptr_t)a->block_table % 4) {
+    fa_fmt(c->msg, c->len, "%s: pointer is not 4-byte aligned",
+           (uintptr_t)a->cache_seqlens % 4 ? "cache_seqlens" : "block_table");
+    return FA_ERR_ALIGNMENT;
+  }
+  return FA_OK;
+}
+
+static fa_status check_nsplit(DCtx *c) {
+  int n = c->a->nsplit;
+  if (n < 0 || n > MAX_NSPLIT) {
+    fa_fmt(c->msg, c->len, "nsplit is %d: must be 0 (auto) or 1..%d", n, MAX_NSPLIT);
+    return FA_ERR_INVALID_ARGUMENT;
+  }
+  if (n > 1 && !has_combine(c->info)) {
+    fa_fmt(c->msg, c->len, "nsplit is %d but kernel %s has no combine kernel (split = 1): "
+           "nsplit must be 1", n, c->info->kernel);
+    return FA_ERR_UNSUPPORTED;
+  }
+  return FA_OK;
+}
+
+/* Grid z, the int32 kernel parameters and the LSE row index. */
+static fa_status check_sizes(DCtx *c) {
+  int64_t batch = c->t[Q]->dim[0], rows;
+  if (batch > MAX_GRID_YZ) {
+    fa_fmt(c->msg, c->len, "q: batch is %" PRId64 ", more than the grid limit %d", batch,
+           MAX_GRID_YZ);
+    return FA_ERR_TOO_LARGE;
+  }
+  if (!mul_ok(batch * c->t[Q]->dim[1], c->info->heads, &rows) || rows > INT32_MAX) {
+    fa_fmt(c->msg, c->len, "lse: batch %" PRId64 " x heads %d x q_len %" PRId64
+           " rows exceed the int32 limit %d", batch, c->info->heads, c->t[Q]->dim[1], INT32_MAX);
+    return FA_ERR_TOO_LARGE;
+  }
+  return FA_OK;
+}
+
+static fa_status check_strides(DCtx *c) {
+  for (int i = 0; i < 4; i++) {
+    const fa_tensor *t = c->t[i];
+    for (int d = 0; d < 4; d++)
+      if (t->stride[d] < 0) {
+        fa_fmt(c->msg, c->len, "%s: stride[%d] (%s) is %" PRId64 ", strides cannot be negative",
+               c->name[i], d, dim_name(c, i, d), t->stride[d]);
+        return FA_ERR_STRIDE;
+      }
+    if (t->stride[3] != 1) {
+      fa_fmt(c->msg, c->len, "%s: the last dimension (head_dim) is not contiguous: stride[3] "
+             "is %" PRId64 ", must be 1", c->name[i], t->stride[3]);
+      return FA_ERR_STRIDE;
+    }
+  }
+  return FA_OK;
+}
+
+/* Kernels move 16 bytes at a time: every row start must be 16-byte aligned. */
+static fa_status check_alignment(DCtx *c) {
+  for (int i = 0; i < 4; i++) {
+    const fa_tensor *t = c->t[i];
+    uintptr_t p = (uintptr_t)t->data;
+    if (p % 16) {
+      fa_fmt(c->msg, c->len, "%s: data pointer 0x%" PRIxPTR " is not 16-byte aligned "
+             "(offset %u)", c->name[i], p, (unsigned)(p % 16));
+      return FA_ERR_ALIGNMENT;
+    }
+    for (int d = 0; d < 3; d++)
+      if (t->stride[d] % 8) {
+        fa_fmt(c->msg, c->len, "%s: stride[%d] (%s) is %" PRId64 " elements, not a multiple "
+               "of 8 (16 bytes)", c->name[i], d, dim_name(c, i, d), t->stride[d]);
+        return FA_ERR_ALIGNMENT;
+      }
+  }
+  if ((uintptr_t)c->a->lse % 4) {
+    fa_fmt(c->msg, c->len, "lse: pointer 0x%" PRIxPTR " is not 4-byte aligned",
+           (uintptr_t)c->a->lse);
+    return FA_ERR_ALIGNMENT;
+  }
+  return FA_OK;
+}
+
+/* Bytes from data to one past the last element (0 without elements); -1
+ * when that reaches MAX_BYTES. */
+static int64_t extent_bytes(const fa_tensor *t) {
+  if (!has_elements(t)) return 0;
+  int64_t off = 0, term;
+  for (int d = 0; d < 4; d++) {
+    if (!mul_ok(t->dim[d] - 1, t->stride[d], &term) || term > INT64_MAX - off) return -1;
+    off += term;
+  }
+  int64_t bytes;
+  if (!mul_ok(off + 1, (int64_t)fa_dtype_size(t->dtype), &bytes) || bytes >= MAX_BYTES)
+    return -1;
+  return bytes;
+}
+
+static fa_status check_extents(DCtx *c, int64_t ext[4]) {
+  for (int i = 0; i < 4; i++)
+    if ((ext[i] = extent_bytes(c->t[i])) < 0) {
+      fa_fmt(c->msg, c->len, "%s: the largest element offset overflows: more than 2^62 bytes",
+             c->name[i]);
+      return FA_ERR_TOO_LARGE;
+    }
+  return FA_OK;
+}
+
+/* O is written by many blocks: no two of its elements may share an address.
+ * As check.c: sorted by stride, each dimension with more than one element
+ * must step over the whole span of the ones inside it. */
+static fa_status check_o_overlap(DCtx *c) {
+  const fa_tensor *t = c->t[O];
+  int idx[4] = {0, 1, 2, 3};
+  for (int a = 1; a < 4; a++)
+    for (int b = a; b > 0; b--) {
+      int x = idx[b - 1], y = idx[b];
+      if (t->stride[x] > t->stride[y] || (t->stride[x] == t->stride[y] && x < y)) {
+        idx[b - 1] = y;
+        idx[b] = x;
+      }
+    }
+  int64_t span = 1;
+  for (int a = 0; a < 4; a++) {
+    int d = idx[a];
+    if (t->dim[d] <= 1) continue;
+    if (t->stride[d] < span || t->stride[d] == 0) {
+      fa_fmt(c->msg, c->len, "o: stride[%d] (%s) is %" PRId64 " but the dimensions inside it "
+             "span %" PRId64 " elements: O would overlap itself", d, dim_name(c, O, d),
+             t->stride[d], span);
+      return FA_ERR_STRIDE;
+    }
+    if (!mul_ok(t->stride[d], t->dim[d], &span)) span = INT64_MAX;
+  }
+  return FA_OK;
+}
+
+static int ranges_meet(uintptr_t a, int64_t alen, uintptr_t b, int64_t blen) {
+  if (alen == 0 || blen == 0) return 0;
+  return a < b + (uintptr_t)blen && b < a + (uintptr_t)alen;
+}
+
+/* The outputs (O, LSE) must not share memory with an input or each other. */
+static fa_status check_aliasing(DCtx *c, const int64_t ext[4]) {
+  const fa_decode_args *a = c->a;
+  int64_t batch = c->t[Q]->dim[0], stride = a->bt_stride ? a->bt_stride : a->max_pages;
+  int64_t lse_bytes = a->lse ? batch * c->info->heads * c->t[Q]->dim[1] * 4 : 0;
+  const char *in_name[5] = {"q", "k", "v", "cache_seqlens", "block_table"};
+  uintptr_t in_ptr[5] = {(uintptr_t)c->t[Q]->data, (uintptr_t)c->t[K]->data,
+                         (uintptr_t)c->t[V]->data, (uintptr_t)a->cache_seqlens,
+                         (uintptr_t)a->block_table};
+  int64_t in_len[5] = {ext[Q], ext[K], ext[V], batch * 4,
+                       c->paged ? ((batch - 1) * stride + a->max_pages) * 4 : 0};
+  const char *out_name[2] = {"o", "lse"};
+  uintptr_t out_ptr[2] = {(uintptr_t)c->t[O]->data, (uintptr_t)a->lse};
+  int64_t out_len[2] = {ext[O], lse_bytes};
+  for (int o = 0; o < 2; o++)
+    for (int i = 0; i < 5 + o; i++) {
+      /* i == 5: lse against o */
+      const char *nm = i < 5 ? in_name[i] : "o";
+      uintptr_t p = i < 5 ? in_ptr[i] : out_ptr[0];
+      int64_t n = i < 5 ? in_len[i] : out_len[0];
+      if (ranges_meet(out_ptr[o], out_len[o], p, n)) {
+        fa_fmt(c->msg, c->len, "%s: memory [0x%" PRIxPTR ", +%" PRId64 ") overlaps %s [0x%"
+               PRIxPTR ", +%" PRId64 ")", out_name[o], out_ptr[o], out_len[o], nm, p, n);
+        return FA_ERR_INVALID_ARGUMENT;
+      }
+    }
+  return FA_OK;
+}
+
+/* Every length in [0, capacity] (and <= max_seqlen when given). */
+static fa_status check_host_seqlens(DCtx *c) {
+  const int32_t *len = c->a->host_cache_seqlens;
+  for (int64_t b = 0; b < c->t[Q]->dim[0]; b++) {
+    if (len[b] < 0) {
+      fa_fmt(c->msg, c->len, "cache_seqlens[%" PRId64 "] is %d: a length cannot be negative", b,
+             (int)len[b]);
+      return FA_ERR_INVALID_ARGUMENT;
+    }
+    if (len[b] > c->capacity) {
+      if (c->paged)
+        fa_fmt(c->msg, c->len, "cache_seqlens[%" PRId64 "] is %d but the block table holds %"
+               PRId64 " positions (max_pages %" PRId64 " x page_size %d)", b, (int)len[b],
+               c->capacity, c->a->max_pages, c->info->decode.page_size);
+      else
+        fa_fmt(c->msg, c->len, "cache_seqlens[%" PRId64 "] is %d but the cache holds %" PRId64
+               " positions (k's dim 1, capacity)", b, (int)len[b], c->capacity);
+      return FA_ERR_SHAPE;
+    }
+    if (c->a->max_seqlen && len[b] > c->a->max_seqlen) {
+      fa_fmt(c->msg, c->len, "cache_seqlens[%" PRId64 "] is %d, more than max_seqlen %" PRId64,
+             b, (int)len[b], c->a->max_seqlen);
+      return FA_ERR_SHAPE;
+    }
+  }
+  return FA_OK;
+}
+
+/* Every entry the lengths need must name a page of k/v: the kernel would
+ * read another allocation's memory otherwise. */
+static fa_status check_host_block_table(DCtx *c) {
+  const fa_decode_args *a = c->a;
+  int64_t stride = a->bt_stride ? a->bt_stride : a->max_pages, pages = c->t[K]->dim[0];
+  int ps = c->info->decode.page_size;
+  for (int64_t b = 0; b < c->t[Q]->dim[0]; b++) {
+    int64_t need = ((int64_t)a->host_cache_seqlens[b] + ps - 1) / ps;
+    for (int64_t p = 0; p < need; p++) {
+      int32_t e = a->host_block_table[b * stride + p];
+      if (e >= 0 && e < pages) continue;
+      fa_fmt(c->msg, c->len, "block_table[%" PRId64 "][%" PRId64 "] is %d but k/v have %" PRId64
+             " pages: cache_seqlens[%" PRId64 "] = %d needs entries 0..%" PRId64
+             " of its row, each in [0, %" PRId64 ")", b, p, (int)e, pages, b,
+             (int)a->host_cache_seqlens[b], need - 1, pages);
+      return FA_ERR_INVALID_ARGUMENT;
+    }
+  }
+  return FA_OK;
+}
+
+fa_status fa_decode_check(const fa_kernel_info *info, const fa_decode_args *args, char *msg,
+                          size_t msglen) {
+  fa_fmt(msg, msglen, "%s", "");
+  if (!info || !args) {
+    fa_fmt(msg, msglen, "%s is NULL", info ? "args" : "kernel info");
+    return FA_ERR_NULL_POINTER;
+  }
+  if (info->mode != FA_MODE_DECODE) {
+    fa_fmt(msg, msglen, "kernel %s is a %s kernel; fa_decode launches decode kernels only",
+           info->kernel, info->mode == FA_MODE_FORWARD ? "forward" : "backward");
+    return FA_ERR_UNSUPPORTED;
+  }
+  DCtx c = {info, args, {&args->q, &args->k, &args->v, &args->o}, {"q", "k", "v", "o"},
+            info->decode.cache == FA_CACHE_PAGED, 0, msg, msglen};
+  fa_status st;
+  int64_t ext[4];
+  if ((st = check_info(&c)) || (st = check_nulls(&c)) || (st = check_dtypes(&c)) ||
+      (st = check_nonnegative(&c)) || (st = check_meta_dims(&c)) ||
+      (st = check_cross_dims(&c)) || (st = check_q_len(&c)) || (st = check_nsplit(&c)))
+    return st;
+  /* Nothing is launched for an empty Q; its pointers and strides are never used. */
+  if (args->q.dim[0] == 0 || args->q.dim[1] == 0) return FA_OK;
+  if ((st = check_cache(&c)) || (st = check_sizes(&c)) || (st = check_strides(&c)) ||
+      (st = check_alignment(&c)) || (st = check_extents(&c, ext)) ||
+      (st = check_o_overlap(&c)) || (st = check_aliasing(&c, ext)))
+    return st;
+  if (args->host_cache_seqlens && (st = check_host_seqlens(&c))) return st;
+  if (c.paged && args->host_cache_seqlens && args->host_block_table &&
+      (st = check_host_block_table(&c)))
+    return st;
+  return FA_OK;
+}
+
+/* ---- split count and workspace ------------------------------------------- */
+
+int fa_decode_splits(const fa_kernel_info *info, int64_t batch, int64_t kv_heads,
+                     int64_t max_seqlen, int sm_count) {
+  if (!info || !has_combine(info)) return 1;
+  int64_t blocks = batch * kv_heads;
+  if (blocks < 1) blocks = 1;
+  if (sm_count < 1) sm_count = 132; /* unknown: an H100's */
+  /* Two waves of blocks hide the tail of one; chunks shorter than a few
+   * tiles waste the split kernel's prologue and the combine's reads. */
+  int64_t want = (2 * (int64_t)sm_count + blocks - 1) / blocks;
+  int64_t by_len = max_seqlen / FA_DECODE_MIN_CHUNK;
+  int64_t n = want < by_len ? want : by_len;
+  if (n > FA_DECODE_MAX_SPLITS) n = FA_DECODE_MAX_SPLITS;
+  return n < 1 ? 1 : (int)n;
+}
+
+/* The longest cache length the launch may see. */
+static int64_t longest(const fa_kernel_info *info, const fa_decode_args *a) {
+  int64_t m = 0;
+  if (a->host_cache_seqlens) {
+    for (int64_t b = 0; b < a->q.dim[0]; b++)
+      if (a->host_cache_seqlens[b] > m) m = a->host_cache_seqlens[b];
+    return m;
+  }
+  if (a->max_seqlen) return a->max_seqlen;
+  if (info->decode.cache == FA_CACHE_PAGED) return a->max_pages * info->decode.page_size;
+  return a->k.dim[1];
+}
+
+fa_status fa_decode_plan(const fa_kernel_info *info, const fa_decode_args *args, int sm_count,
+                         int *nsplit, size_t *workspace_bytes) {
+  if (!info || !args || !nsplit || !workspace_bytes) return FA_ERR_NULL_POINTER;
+  int auto_split = args->nsplit == 0 && info->decode.split == 0;
+  int n = args->nsplit ? args->nsplit : info->decode.split;
+  if (auto_split)
+    n = fa_decode_splits(info, args->q.dim[0], info->kv_heads, longest(info, args), sm_count);
+  if (!has_combine(info)) n = 1;
+  /* Floats per split: o_part rows of v_head_dim plus one lse_part each. */
+  int64_t per_split = args->q.dim[0] * info->heads * args->q.dim[1] * (info->v_head_dim + 1);
+  if (auto_split && per_split > 0 && n * per_split > INT32_MAX)
+    n = (int)(INT32_MAX / per_split) > 1 ? (int)(INT32_MAX / per_split) : 1;
+  *nsplit = n;
+  *workspace_bytes = 0;
+  if (n == 1) return FA_OK;
+  if (n * per_split > INT32_MAX) return FA_ERR_TOO_LARGE;
+  *workspace_bytes = (size_t)(n * per_split) * sizeof(float);
+  return FA_OK;
+}
+
+/* ---- launch ---------------------------------------------------------------- */
+
+static uint64_t devptr(const void *p) { return (uint64_t)(uintptr_t)p; }
+
+/* Parameters in docs/decode.md order. */
+static fa_status launch_split(fa_module *m, const fa_decode_args *a, int nsplit, uint64_t lse,
+                              uint64_t ws) {
+  const fa_kernel_info *in = fa_module_info(m);
+  uint64_t q = devptr(a->q.data), k = devptr(a->k.data), v = devptr(a->v.data),
+           o = devptr(a->o.data), seq = devptr(a->cache_seqlens), bt = devptr(a->block_table);
+  int paged = in->decode.cache == FA_CACHE_PAGED;
+  int batch = (int)a->q.dim[0], q_len = (int)a->q.dim[1], ns = nsplit;
+  int capacity = (int)(paged ? a->max_pages * in->decode.page_size : a->k.dim[1]);
+  int bt_stride = paged ? (int)(a->bt_stride ? a->bt_stride : a->max_pages) : 0;
+  long long st[12];
+  const fa_tensor *t[4] = {&a->q, &a->k, &a->v, &a->o};
+  for (int i = 0; i < 4; i++)
+    for (int d = 0; d < 3; d++) st[i * 3 + d] = (long long)t[i]->stride[d];
+  void *params[25] = {&q, &k, &v, &o, &lse, &ws, &seq, &bt, &batch, &q_len, &capacity, &ns,
+                      &bt_stride};
+  for (int i = 0; i < 12; i++) params[13 + i] = &st[i];
+  unsigned grid[3] = {(unsigned)nsplit, (unsigned)in->kv_heads, (unsigned)batch};
+  return fa_module_launch_(m, 0, grid, (unsigned)in->threads, (unsigned)in->smem_bytes,
+                           a->stream, params);
+}
+
+static fa_status launch_combine(fa_module *m, const fa_decode_args *a, int nsplit, uint64_t lse,
+                                uint64_t ws) {
+  const fa_kernel_info *in = fa_module_info(m);
+  uint64_t o = devptr(a->o.data), seq = devptr(a->cache_seqlens);
+  int batch = (int)a->q.dim[0], q_len = (int)a->q.dim[1], ns = nsplit;
+  long long sb = a->o.stride[0], ss = a->o.stride[1], sh = a->o.stride[2];
+  void *params[10] = {&o, &lse, &ws, &seq, &batch, &q_len, &ns, &sb, &ss, &sh};
+  unsigned grid[3] = {(unsigned)in->heads, (unsigned)batch, 1};
+  return fa_module_launch_(m, 1, grid, (unsigned)in->decode.combine_threads, 0, a->stream,
+                           params);
+}
+
+fa_status fa_decode(fa_module *mod, const fa_decode_args *args) {
+  if (!mod) return FA_ERR_NULL_POINTER;
+  size_t msglen;
+  char *msg = fa_module_msg_(mod, &msglen);
+  const fa_kernel_info *in = fa_module_info(mod);
+  fa_status st = fa_decode_check(in, args, msg, msglen);
+  if (st != FA_OK) return st;
+  if (args->q.dim[0] == 0 || args->q.dim[1] == 0) return FA_OK; /* nothing to compute */
+  int nsplit;
+  size_t ws_bytes;
+  if ((st = fa_decode_plan(in, args, fa_module_sm_count_(mod), &nsplit, &ws_bytes))) {
+    fa_fmt(msg, msglen, "workspace: nsplit %d x batch %" PRId64 " x heads %d x q_len %" PRId64
+           " x (v_head_dim %d + 1) floats exceed the int32 limit", nsplit, args->q.dim[0],
+           in->heads, args->q.dim[1], in->v_head_dim);
+    return st;
+  }
+  /* Scratch layout: [LSE rows when the caller wants none][workspace], the
+   * workspace 256-byte aligned so kernels may use vector accesses. */
+  size_t rows = (size_t)args->q.dim[0] * (size_t)in->heads * (size_t)args->q.dim[1];
+  size_t lse_bytes = args->lse ? 0 : (rows * sizeof(float) + 255) & ~(size_t)255;
+  if ((st = fa_module_enter_(mod))) return st;
+  uint64_t base = 0;
+  st = fa_module_scratch_(mod, lse_bytes + ws_bytes, &base);
+  if (st == FA_OK) {
+    uint64_t lse = args->lse ? devptr(args->lse) : base;
+    uint64_t ws = ws_bytes ? base + lse_bytes : 0;
+    st = launch_split(mod, args, nsplit, lse, ws);
+    if (st == FA_OK && nsplit > 1) st = launch_combine(mod, args, nsplit, lse, ws);
+  }
+  fa_module_leave_(mod);
+  if (st == FA_OK) *fa_module_last_nsplit_(mod) = nsplit;
+  return st;
+}
