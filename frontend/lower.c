@@ -30,7 +30,7 @@
  *
  * mode = decode (docs/decode.md) changes three things: the kernel arguments
  * (q_len for seqlen_q, the cache as k/v, %cache_seqlens, %block_table when
- * paged, %capacity, %max_pages), the key count is per sequence
+ * paged, %capacity), the key count is per sequence
  * (`%seqlen_kb = load_scalar %cache_seqlens, %b` at the top of the batch
  * loop, and %nk computed from it there), and the K/V loads pass %seqlen_kb
  * as a limit (stale cache rows read 0) or are `load_paged` through the block
@@ -367,7 +367,7 @@ static Func *make_decode_func(Module *m, const KernelSpec *k) {
   ElemType dt = k->dtype == DTYPE_F16 ? ELEM_F16 : ELEM_BF16;
   bool paged = k->cache == CACHE_PAGED;
   int rows0 = paged ? DIM_NUM_PAGES : DIM_BATCH, rows1 = paged ? k->page_size : DIM_CAPACITY;
-  Type t[14] = {
+  Type t[13] = {
       type_tensor(dt, 4, (int[]){DIM_BATCH, DIM_Q_LEN, h, d}),
       type_tensor(dt, 4, (int[]){rows0, rows1, hk, d}),
       type_tensor(dt, 4, (int[]){rows0, rows1, hk, dv}),
@@ -378,16 +378,15 @@ static Func *make_decode_func(Module *m, const KernelSpec *k) {
       type_tensor(ELEM_F32, 3, (int[]){DIM_BATCH, h, DIM_Q_LEN}),
       type_tensor(ELEM_I32, 1, (int[]){DIM_BATCH}),
       type_tensor(ELEM_I32, 2, (int[]){DIM_BATCH, DIM_MAX_PAGES}),
-      type_index(), type_index(), type_index(), type_index(),
+      type_index(), type_index(), type_index(),
   };
-  const char *names[14] = {"q", "k", "v", "o", "lse", "o_acc", "m_buf", "l_buf",
-                           "cache_seqlens", "block_table", "batch", "q_len", "capacity",
-                           "max_pages"};
-  if (!paged) { /* no block table, no max_pages */
+  const char *names[13] = {"q", "k", "v", "o", "lse", "o_acc", "m_buf", "l_buf",
+                           "cache_seqlens", "block_table", "batch", "q_len", "capacity"};
+  if (!paged) { /* no block table */
     memmove(&t[9], &t[10], 3 * sizeof(Type));
     memmove(&names[9], &names[10], 3 * sizeof(char *));
   }
-  return func_create(m, k->name ? k->name : "attn", t, names, paged ? 14 : 12, k->loc);
+  return func_create(m, k->name ? k->name : "attn", t, names, paged ? 13 : 12, k->loc);
 }
 
 static Func *make_func(Module *m, const KernelSpec *k) {

@@ -528,8 +528,8 @@ static bool parse_tile_type(Parser *p, Type *t) {
   while (is_ident_char(peekc(p, 0)))
     p->pos++;
   ElemType e = elem_by_name(p->text + s, (int)(p->pos - s));
-  if (e == ELEM_NONE) {
-    error_at(p, p->line, col, "expected an element type (i1, index, f16, bf16, f32, i32)");
+  if (e == ELEM_NONE || e == ELEM_I32) { /* i32: tensors only */
+    error_at(p, p->line, col, "expected an element type (i1, index, f16, bf16, f32)");
     return false;
   }
   advance(p);
@@ -614,7 +614,7 @@ static bool parse_tensor_type(Parser *p, Type *t) {
 static bool parse_type(Parser *p, Type *t) {
   if (p->cur.kind == T_IDENT) {
     ElemType e = elem_by_name(p->cur.start, p->cur.len);
-    if (e != ELEM_NONE) {
+    if (e != ELEM_NONE && e != ELEM_I32) { /* i32: tensors only */
       advance(p);
       *t = type_scalar(e);
       return true;

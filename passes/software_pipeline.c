@@ -120,6 +120,22 @@ static void scan_block(Scan *s, Block *blk) {
   }
 }
 
+static bool stored_fn_hit;
+static const Value *stored_fn_tensor;
+static void stored_fn(Op *op, void *ctx) {
+  (void)ctx;
+  if (op->kind == OP_STORE && op->noperands > 0 && op->operands[0] == stored_fn_tensor)
+    stored_fn_hit = true;
+}
+
+/* Loads of a tensor the kernel also writes may not move. */
+static bool tensor_stored(Func *f, const Value *t) {
+  stored_fn_hit = false;
+  stored_fn_tensor = t;
+  func_walk(f, stored_fn, NULL);
+  return stored_fn_hit;
+}
+
 static void loops_fn(Op *op, void *ctx) {
   if (op->kind == OP_FOR && !for_is_parallel(op))
     oplist_push(ctx, op);
@@ -138,7 +154,7 @@ static bool pipeline_loop(Module *m, Op *loop, int stages) {
   OpList ok = {0};
   for (int i = 0; i < s.loads.n && !s.nested_loop; i++) {
     Op *ld = s.loads.v[i];
-    bool good = true;
+    bool good = !tensor_stored(op_func(ld), ld->operands[0]);
     for (int k = 0; k < ld->noperands && good; k++)
       good = rebuildable(ld->operands[k], loop, 0);
     if (good)

@@ -208,7 +208,10 @@ static Op *emit_sums(Comb *c, Value *msafe) {
   Value *bs = build_binary(&c->b, OP_ADD, c->bs0, for_iv(l));
   Value *ls = load_part(c, func_arg(c->f, "lse_part"), bs, c->row);
   Value *w = named(build_unary(&c->b, OP_EXP, build_binary(&c->b, OP_SUB, ls, msafe)), "w");
+  /* an empty split's o_part may be garbage (docs/decode.md): never weigh it */
+  Value *dead = build_cmp(&c->b, "eq", ls, c->ninf);
   Value *os = load_part(c, func_arg(c->f, "o_part"), bs, c->otile);
+  os = build_select(&c->b, dead, c->f0, os);
   Value *ow = build_op(&c->b, OP_RESCALE, (Value *[]){os, w}, 2, &c->otile, 1, 0)->results[0];
   Value *yv[2];
   yv[0] = build_binary(&c->b, OP_ADD, for_iter_arg(l, 0), ow);
