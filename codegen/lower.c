@@ -120,6 +120,7 @@ MlirType lw_elem_type(Lowerer *L, ElemType e) {
   case ELEM_F16: return L->b.f16;
   case ELEM_BF16: return L->b.bf16;
   case ELEM_F32: return L->b.f32;
+  case ELEM_I32: return L->b.i32; /* tensors only (cache_seqlens, block_table) */
   case ELEM_NONE: break;
   }
   return L->b.f32;
@@ -282,6 +283,10 @@ static const char *const grid_dims[3] = {"z", "y", "x"};
 
 /* A parallel loop: this thread block's iteration is lo + block id. */
 static void lower_parallel_for(Lowerer *L, const Op *op) {
+  if (L->decode && op->noperands == 2 && op->nresults == 0) {
+    lw_decode_parallel_for(L, op); /* grid (splits, kv_heads, batch) */
+    return;
+  }
   if (op->noperands != 2 || op->nresults != 0) {
     lw_error(L, op, "a parallel loop with iter_args is not supported");
     return;
@@ -356,7 +361,8 @@ static bool setup_pairs(Lowerer *L, const Op *op, int *pair_of) {
     if (init->kind != CV_SMEM)
       continue;
     Value *y = term && term->kind == OP_YIELD && i - 2 < term->noperands ? term->operands[i - 2] : NULL;
-    if (!y || !y->def || y->def->kind != OP_LOAD || y->def->parent != body ||
+    if (!y || !y->def || (y->def->kind != OP_LOAD && y->def->kind != OP_LOAD_PAGED) ||
+        y->def->parent != body ||
         !mlirValueIsNull(init->smem_dyn) || L->npairs == 16) {
       lw_error(L, op, "a loop may carry a shared-memory tile only from a load before it to a load in its body");
       return false;
@@ -481,6 +487,12 @@ static void lower_seq_for(Lowerer *L, const Op *op) {
   (void)types;
 }
 
+void lw_lower_region(Lowerer *L, const Block *blk, MlirBlock into) {
+  lower_region(L, blk, into, 0, 0, -1);
+}
+
+void lw_lower_seq_for(Lowerer *L, const Op *op) { lower_seq_for(L, op); }
+
 static void lower_for(Lowerer *L, const Op *op) {
   if (for_is_parallel((Op *)op))
     lower_parallel_for(L, op);
@@ -579,6 +591,9 @@ static void lower_op(Lowerer *L, const Op *op) {
     break;
   case OP_LOAD: lw_load(L, op); break;
   case OP_STORE: lw_store(L, op); break;
+  case OP_LOAD_PAGED: lw_decode_load(L, op); break;
+  case OP_LOAD_SCALAR: lw_decode_load_scalar(L, op); break;
+  case OP_REDUCE: lw_decode_reduce(L, op); break;
   case OP_MATMUL: lw_matmul(L, op); break;
   case OP_ROWMAX:
   case OP_ROWSUM: lw_reduce_rows(L, op); break;
@@ -656,6 +671,7 @@ static bool bind_args(Lowerer *L) {
     MlirValue v = strcmp(n, "batch") == 0      ? L->batch
                   : strcmp(n, "seqlen_q") == 0 ? L->seqlen_q
                   : strcmp(n, "seqlen_k") == 0 ? L->seqlen_k
+                  : L->decode                  ? lw_decode_index_arg(L, n)
                                                : (MlirValue){NULL};
     if (mlirValueIsNull(v)) {
       lw_error(L, NULL, "kernel argument %%%s has no place in the kernel ABI", n);
@@ -690,16 +706,24 @@ int cg_lower_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, CgKernel
   if (f->loc.file)
     cg_builder_set_loc(&L->b, f->loc.file, f->loc.line, f->loc.col);
   cg_builder_set_block(&L->b, gpu_module);
-  MlirType params[ABI_NPARAMS];
-  for (int i = 0; i < 6; i++)
-    params[i] = L->b.ptr;
-  for (int i = 6; i < 9; i++)
-    params[i] = L->b.i32;
-  for (int i = 9; i < ABI_NPARAMS; i++)
-    params[i] = L->b.i64;
-  MlirBlock entry = cg_gpu_kernel(&L->b, f->name, params, ABI_NPARAMS, L->threads);
+  MlirType params[32];
+  int nparams = ABI_NPARAMS;
+  if (lw_decode_init(L)) {
+    nparams = lw_decode_param_types(L, params); /* docs/decode.md */
+  } else {
+    for (int i = 0; i < 6; i++)
+      params[i] = L->b.ptr;
+    for (int i = 6; i < 9; i++)
+      params[i] = L->b.i32;
+    for (int i = 9; i < ABI_NPARAMS; i++)
+      params[i] = L->b.i64;
+  }
+  MlirBlock entry = cg_gpu_kernel(&L->b, f->name, params, nparams, L->threads);
   cg_builder_set_block(&L->b, entry);
-  make_params(L, entry);
+  if (L->decode)
+    lw_decode_params(L, entry);
+  else
+    make_params(L, entry);
   make_thread_ids(L);
   if (bind_args(L))
     lower_block(L, f->body);

@@ -117,6 +117,11 @@ typedef struct Lowerer {
   int npairs;
   /* Parallel loops -> grid dims. */
   int nparallel, parallel_seen;
+  /* Decode kernels (lower_decode.c, docs/decode.md): the split kernel's
+   * extra parameters, or the combine kernel's (o, lse, workspace only). */
+  bool decode, combine;
+  MlirValue p_seqlens, p_bt;                   /* generic pointers */
+  MlirValue q_len, capacity, nsplit, bt_stride; /* i64 */
 } Lowerer;
 
 /* lower.c */
@@ -173,5 +178,25 @@ void lw_barrier(Lowerer *L);
 /* Waits for every group issued after `mark` (region exit). */
 void lw_flush_async(Lowerer *L, int mark);
 int lw_alloc_smem(Lowerer *L, int bytes);
+/* A load staged for the tensor cores, in two halves around the copy: the
+ * buffer (a pipelined loop's other buffer for its next-step load), then the
+ * cp.async group's bookkeeping once the copies are issued and committed. */
+CgVal *lw_stage_begin(Lowerer *L, const Op *op);
+void lw_stage_end(Lowerer *L, const Op *op, CgVal *s);
+
+/* lower.c: regions and sequential loops, for lower_decode.c's loops. */
+void lw_lower_region(Lowerer *L, const Block *blk, MlirBlock into);
+void lw_lower_seq_for(Lowerer *L, const Op *op);
+
+/* lower_decode.c (docs/decode.md): decode split and combine kernels. */
+bool lw_decode_init(Lowerer *L); /* true for a decode kernel; sets L->decode/combine */
+int lw_decode_param_types(Lowerer *L, MlirType *params); /* returns the count */
+void lw_decode_params(Lowerer *L, MlirBlock entry);
+MlirValue lw_decode_index_arg(Lowerer *L, const char *name); /* null when none */
+void lw_decode_parallel_for(Lowerer *L, const Op *op);
+void lw_decode_load(Lowerer *L, const Op *op);   /* load and load_paged */
+void lw_decode_store(Lowerer *L, const Op *op);
+void lw_decode_load_scalar(Lowerer *L, const Op *op);
+void lw_decode_reduce(Lowerer *L, const Op *op);
 
 #endif

@@ -268,6 +268,13 @@ static void load_staged(Lowerer *L, const Op *op, const TensorRef *t, MlirValue 
     lw_error(L, op, "a tile staged for the tensor cores must be whole f16/bf16 rows, 8-aligned");
     return;
   }
+  CgVal *s = lw_stage_begin(L, op);
+  stage_tile(L, op, t, ix[0], ix[1], ix[2], s);
+  lw_stage_end(L, op, s);
+}
+
+CgVal *lw_stage_begin(Lowerer *L, const Op *op) {
+  Type rt = op->results[0]->type;
   CgVal *s = lw_alloc(L, sizeof *s);
   s->kind = CV_SMEM;
   s->type = rt;
@@ -292,7 +299,14 @@ static void load_staged(Lowerer *L, const Op *op, const TensorRef *t, MlirValue 
     if (L->smem_read_since_barrier)
       lw_barrier(L);
   }
-  stage_tile(L, op, t, ix[0], ix[1], ix[2], s);
+  return s;
+}
+
+void lw_stage_end(Lowerer *L, const Op *op, CgVal *s) {
+  CarryPair *cp = NULL;
+  for (int i = 0; i < L->npairs; i++)
+    if (L->pairs[i].next_load == op)
+      cp = &L->pairs[i];
   s->async_seq = L->next_seq++;
   if (L->npending == 32) {
     lw_flush_async(L, 0);
@@ -343,6 +357,10 @@ static bool index_operands(Lowerer *L, const Op *op, MlirValue *ix) {
 }
 
 void lw_load(Lowerer *L, const Op *op) {
+  if (L->decode) { /* pack, limits, workspace parts: lower_decode.c */
+    lw_decode_load(L, op);
+    return;
+  }
   TensorRef t;
   MlirValue ix[3];
   if (op->noperands != 4 || !tensor_ref(L, op, op->operands[0], &t) || !index_operands(L, op, ix))
@@ -383,6 +401,10 @@ static void store_row(Lowerer *L, const TensorRef *t, const CgVal *x, MlirValue 
 }
 
 void lw_store(Lowerer *L, const Op *op) {
+  if (L->decode) {
+    lw_decode_store(L, op);
+    return;
+  }
   CgBuilder *b = &L->b;
   TensorRef t;
   MlirValue ix[3];
