@@ -144,6 +144,20 @@ elif [ -f bench/bench.py ]; then
   note "bench: skipped (no PTX in $BENCH_DIR: scripts/build-bench-kernels.sh, carry .device)"
 fi
 
+VARIANTS_DIR=${VARIANTS_DIR:-.device/variants}
+if [ -d "$VARIANTS_DIR" ]; then
+  step "correctness with each optional pass disabled (first case of each kernel)"
+  for d in "$VARIANTS_DIR"/*/; do
+    v=$(basename "$d")
+    if python3 test/gpu/correctness.py "$d" --quick --lib $BUILD/libflashc_runtime.so > $OUT/variant-$v.log 2>&1; then
+      note "correctness $v: $(tail -1 $OUT/variant-$v.log)"
+    else
+      note "correctness $v: $(tail -1 $OUT/variant-$v.log) (FAILED)"; status=1
+      grep -E "^FAIL" $OUT/variant-$v.log | head -5
+    fi
+  done
+fi
+
 ABLATION_DIR=${ABLATION_DIR:-.device/ablation}
 if [ "${ABLATION:-0}" = 1 ] && [ -d "$ABLATION_DIR" ]; then
   step "ablation (-disable-pass, one variant per directory)"
