@@ -8,6 +8,7 @@
 #include "codegen/cg_builder.h"
 #include "codegen/cg_context.h"
 #include "codegen/lower.h"
+#include "codegen/meta_decode.h"
 #include "codegen/mlir_to_ptx.h"
 #include "codegen/ptxas.h"
 
@@ -29,6 +30,8 @@ static const char *ptx_features(const char *target) {
 static void meta_kernel(CgStrBuf *sb, const Func *f, const CgKernelInfo *ki, const CgOptions *o) {
   const AttrList *a = &f->attrs;
   int hd = (int)attr_int(a, "head_dim", 0);
+  if (cg_meta_is_combine(f))
+    return; /* described by its split kernel's lines (meta_decode.c) */
   cg_strbuf_puts(sb, "// flashc.meta version 1\n");
   cg_strbuf_printf(sb, "// flashc.meta kernel %s\n", f->name);
   cg_strbuf_printf(sb, "// flashc.meta mode %s\n", attr_str(a, "mode", "forward"));
@@ -46,11 +49,15 @@ static void meta_kernel(CgStrBuf *sb, const Func *f, const CgKernelInfo *ki, con
   cg_strbuf_printf(sb, "// flashc.meta threads %d\n", ki->threads);
   cg_strbuf_printf(sb, "// flashc.meta smem_bytes %d\n", ki->smem_bytes);
   cg_strbuf_printf(sb, "// flashc.meta grid %s\n",
-                   ki->parallel_loops >= 3 ? "q_tiles,heads,batch" : "1,heads,batch");
+                   cg_meta_is_decode(f)     ? "splits,kv_heads,batch"
+                   : ki->parallel_loops >= 3 ? "q_tiles,heads,batch"
+                                             : "1,heads,batch");
   cg_strbuf_printf(sb, "// flashc.meta workspace_floats_per_row %d\n",
                    ki->workspace_floats_per_row);
   cg_strbuf_printf(sb, "// flashc.meta target %s\n", o->target);
   cg_strbuf_printf(sb, "// flashc.meta passes %s\n", o->passes && o->passes[0] ? o->passes : "none");
+  if (cg_meta_is_decode(f))
+    cg_meta_decode(sb, f);
 }
 
 /* ------------------------------------------------------------ emitting */

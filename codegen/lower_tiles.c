@@ -373,7 +373,23 @@ typedef struct EwArgs {
   const CgVal *v[3];
   ElemType et[3];
   int n;
+  double k0; /* exp(sub): the factor of operand 0 in the exponent (log2e, or c * log2e) */
 } EwArgs;
+
+/* exp(sub(mul(x, c), m)) with c a scalar constant (passes/fold_scale.c):
+ * x and c, so that the exponent is one FMA, x * (c log2e) - m log2e. */
+static bool scaled_operand(const Op *sub, const Value **x, double *c) {
+  const Op *d = sub->operands[0]->def;
+  if (!d || d->kind != OP_MUL || d->noperands != 2)
+    return false;
+  const Value *a = d->operands[0], *k = d->operands[1];
+  if (a->type.kind != TYPE_TILE || !is_float(a->type.elem) || k->type.kind != TYPE_SCALAR ||
+      !k->def || k->def->kind != OP_CONST || !is_float(k->type.elem))
+    return false;
+  *x = a;
+  *c = attr_float(&k->def->attrs, "value", 1.0);
+  return true;
+}
 
 static MlirValue ew_element(Lowerer *L, const Op *op, const EwArgs *a, ElemType et,
                             const Op *sub, TileClass rc, int mi, int ni, int e) {
@@ -391,7 +407,7 @@ static MlirValue ew_element(Lowerer *L, const Op *op, const EwArgs *a, ElemType 
   }
   if (sub) {
     MlirValue nb = cg_mulf(b, x[1], cg_const_f32(b, -LOG2E));
-    return exp2f_(L, fma_(L, x[0], cg_const_f32(b, LOG2E), nb));
+    return exp2f_(L, fma_(L, x[0], cg_const_f32(b, a->k0), nb));
   }
   if (op->kind == OP_SELECT)
     return cg_select(b, x[0], x[1], x[2]);
@@ -406,12 +422,17 @@ void lw_elementwise(Lowerer *L, const Op *op) {
     return;
   }
   const Op *sub = NULL;
-  EwArgs a = {.n = op->noperands};
+  EwArgs a = {.n = op->noperands, .k0 = LOG2E};
   const Op *src = exp_of_sub(op, &sub) ? sub : op;
+  const Value *sx = NULL;
+  double sc = 1.0;
+  if (sub && scaled_operand(sub, &sx, &sc))
+    a.k0 = sc * LOG2E;
   a.n = src->noperands;
   for (int i = 0; i < a.n; i++) {
-    a.v[i] = lw_get(L, src->operands[i]);
-    a.et[i] = src->operands[i]->type.elem;
+    const Value *ov = (i == 0 && sx) ? sx : src->operands[i];
+    a.v[i] = lw_get(L, ov);
+    a.et[i] = ov->type.elem;
     if (!a.v[i] || a.v[i]->kind == CV_SMEM) {
       lw_error(L, op, "operand %d is not in registers", i);
       return;

@@ -63,5 +63,6 @@ int pass_pack_gqa(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_split_kv(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_unified_max(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_software_pipeline(Module *m, Func *f, const PassOptions *opts, FILE *diag);
+int pass_fold_scale(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 
 #endif

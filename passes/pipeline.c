@@ -33,6 +33,8 @@ static const Pass pipeline[] = {
      pass_unified_max},
     {"pipeline", "software-pipeline the K/V loop: load the next K tile while this one is used",
      false, pass_software_pipeline},
+    {"fold-scale", "move the softmax scale past masks and row max: codegen folds it into exp2",
+     false, pass_fold_scale},
 };
 
 enum { NPASSES = sizeof pipeline / sizeof pipeline[0] };

@@ -74,6 +74,8 @@ static long regs_per_thread(const Sched *s, const Shape *sh) {
   return acc_s + acc_o + REG_OVERHEAD;
 }
 
+static bool fits(const Sched *s, const Shape *sh, const TargetInfo *t);
+
 static Sched default_sched(const Shape *sh) {
   int d = sh->d > sh->dv ? sh->d : sh->dv;
   if (d <= 64)
@@ -83,6 +85,25 @@ static Sched default_sched(const Shape *sh) {
   /* One stage: a second K buffer (33 KB at d = 256) leaves one block per
    * SM, which cost more than the prefetch gained (H100, docs/perf.md). */
   return (Sched){64, 64, 4, 1};
+}
+
+/* Forward kernels: at d 256, FA2's 128 x 64 with 8 warps (16 query rows per
+ * warp) and a K double buffer, where the shared memory holds it (Hopper:
+ * 165 KB, one block of 8 warps per SM). H100, docs/perf.md 2026-11-22: +5..9%
+ * over 64 x 64, 4 warps, 1 stage without causal, -2..+3% with. Elsewhere
+ * (sm_80's 163 KB) the 64 x 64 default. */
+static Sched forward_sched(const Shape *sh, const TargetInfo *t, const PassOptions *opts) {
+  Sched s = default_sched(sh);
+  int d = sh->d > sh->dv ? sh->d : sh->dv;
+  Sched big = {128, 64, 8, 2};
+  /* Without partition-warps the warps split S's 64 columns (8 each), and P
+   * as an MMA A operand needs 16 per warp: keep 4 warps then. */
+  bool split_k = false;
+  for (int i = 0; opts && i < opts->ndisabled; i++)
+    split_k |= opts->disabled[i] && strcmp(opts->disabled[i], "partition-warps") == 0;
+  if (d > 128 && !split_k && fits(&big, sh, t))
+    return big;
+  return s;
 }
 
 static Sched decode_sched(const Shape *sh, int group) {
@@ -170,7 +191,7 @@ static int choose(Func *f, const PassOptions *opts, FILE *diag, Sched *out) {
 
   bool decode = strcmp(attr_str(&f->attrs, "mode", "forward"), "decode") == 0;
   int heads = (int)attr_int(&f->attrs, "heads", 1), kv = (int)attr_int(&f->attrs, "kv_heads", 1);
-  Sched auto_s = decode ? decode_sched(&sh, kv > 0 ? heads / kv : 1) : default_sched(&sh);
+  Sched auto_s = decode ? decode_sched(&sh, kv > 0 ? heads / kv : 1) : forward_sched(&sh, t, opts);
   Sched user = {(int)attr_int(&f->attrs, "sched_tile_q", 0),
                 (int)attr_int(&f->attrs, "sched_tile_kv", 0),
                 (int)attr_int(&f->attrs, "sched_warps", 0),

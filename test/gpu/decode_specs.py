@@ -68,7 +68,7 @@ def spec_text(name, s):
     """The .fa text of a decode spec (docs/decode.md's syntax)."""
     lines = [f"# {name}: checked by test/gpu/decode.py (math in test/gpu/decode_specs.py)",
              f"attention {name} {{",
-             f"  dtype = {s['dtype']}; head_dim = {s['head_dim']}; heads = {s['heads']}; "
+             f"  dtype = {'fp16' if s['dtype'] == 'f16' else s['dtype']}; head_dim = {s['head_dim']}; heads = {s['heads']}; "
              f"kv_heads = {s['kv_heads']};",
              f"  mask = {'causal' if s['causal'] else 'none'};",
              "  mode = decode;",

@@ -387,6 +387,14 @@ static int load_specs(Specs *sp, int argc, char **argv) {
   return 0;
 }
 
+static void free_specs(Specs *sp) {
+  for (int i = 0; i < sp->n; i++)
+    free(sp->src[i]);
+  free(sp->src);
+  free(sp->len);
+  free(sp->ref);
+}
+
 /* The reference digests: each spec compiled alone, cache off. */
 static int reference(Specs *sp) {
   for (int j = 0; j < sp->n; j++) {
@@ -433,6 +441,9 @@ static int cmd_threads(int argc, char **argv) {
          failures, mismatches);
   /* Threads that miss on one key at once wait for the first one's entry. */
   printf("compiler ran %d times, cache hits %d\n", compiled, hits);
+  free(w);
+  free(t);
+  free_specs(&sp);
   return failures || mismatches;
 }
 
@@ -486,6 +497,8 @@ static int cmd_procs(int argc, char **argv) {
     bad += strcmp(d, sp.ref[j]) != 0;
   }
   printf("processes %d, compiles %d of %d: mismatches %d\n", np, lines, np * sp.n, bad);
+  free(got);
+  free_specs(&sp);
   return bad || lines != np * sp.n;
 }
 

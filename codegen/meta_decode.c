@@ -1,0 +1,49 @@
+/* meta_decode.c - metadata keys of decode kernels, as runtime/meta.c parses
+ * them (docs/decode.md, "Metadata keys of a decode kernel"). */
+#include "codegen/meta_decode.h"
+
+#include <string.h>
+
+bool cg_meta_is_combine(const Func *f) { return attr_get(&f->attrs, "combine_of") != NULL; }
+
+bool cg_meta_is_decode(const Func *f) {
+  return strcmp(attr_str(&f->attrs, "mode", "forward"), "decode") == 0 && !cg_meta_is_combine(f);
+}
+
+/* The module's combine kernel of f, or NULL (split-kv did not run, or
+ * split = 1). */
+static const Func *combine_of(const Func *f) {
+  const Module *m = f->module;
+  for (int i = 0; m && i < m->nfuncs; i++) {
+    const char *of = attr_str(&m->funcs[i]->attrs, "combine_of", NULL);
+    if (of && strcmp(of, f->name) == 0)
+      return m->funcs[i];
+  }
+  return NULL;
+}
+
+void cg_meta_decode(CgStrBuf *sb, const Func *f) {
+  const AttrList *a = &f->attrs;
+  const char *cache = attr_str(a, "cache", "contiguous");
+  cg_strbuf_printf(sb, "// flashc.meta cache %s\n", cache);
+  if (strcmp(cache, "paged") == 0)
+    cg_strbuf_printf(sb, "// flashc.meta page_size %d\n", (int)attr_int(a, "page_size", 0));
+  /* Without a combine kernel the split kernel writes O itself: split 1,
+   * whatever the spec asked for. */
+  const Func *c = combine_of(f);
+  int split = (int)attr_int(a, "split", 0);
+  if (!c)
+    cg_strbuf_puts(sb, "// flashc.meta split 1\n");
+  else if (split == 0)
+    cg_strbuf_puts(sb, "// flashc.meta split auto\n");
+  else
+    cg_strbuf_printf(sb, "// flashc.meta split %d\n", split);
+  cg_strbuf_puts(sb, "// flashc.meta q_len_max 16\n");
+  if (c) {
+    cg_strbuf_printf(sb, "// flashc.meta combine_kernel %s\n", c->name);
+    cg_strbuf_printf(sb, "// flashc.meta combine_threads %d\n",
+                     32 * (int)attr_int(&c->attrs, "warps", 4));
+  }
+  if (attr_get(a, "unified_max"))
+    cg_strbuf_printf(sb, "// flashc.meta unified_max %.9g\n", attr_float(a, "unified_max", 0));
+}

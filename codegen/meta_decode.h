@@ -1,0 +1,20 @@
+/* meta_decode.h - the metadata of decode kernels (docs/decode.md), written
+ * by codegen.c's metadata writer through these hooks (meta_decode.c). */
+#ifndef FLASHC_META_DECODE_H
+#define FLASHC_META_DECODE_H
+
+#include <stdbool.h>
+
+#include "codegen/cg_strbuf.h"
+#include "ir/ir.h"
+
+/* A decode program's split kernel (mode decode, not a combine kernel). */
+bool cg_meta_is_decode(const Func *f);
+/* A combine kernel: its facts go into its split kernel's block, none of its
+ * own (the runtime reads every metadata line of the PTX as one kernel's). */
+bool cg_meta_is_combine(const Func *f);
+/* The decode keys of split kernel f: cache, page_size, split, q_len_max,
+ * combine_kernel, combine_threads, unified_max. */
+void cg_meta_decode(CgStrBuf *sb, const Func *f);
+
+#endif
