@@ -848,18 +848,7 @@ void lw_matmul(Lowerer *L, const Op *op) {
       for (int j = 0; j < (pair ? 2 : 1); j++)
         for (int mi = 0; mi < p.nm; mi++) {
           MlirValue *d = &r->e[(mi * g.nn + ni + j) * 4];
-          if (L->decode && p.trans_b) {
-            /* Decode's S = Q K^T: each k16 step from zero, summed with
-             * round-to-nearest adds. The tensor cores truncate products
-             * aligned to a large running sum (a hot score ~100 lost ~3e-4
-             * of LSE); the adds are free in a memory-bound kernel. */
-            MlirValue z[4] = {zero, zero, zero, zero}, t[4];
-            cg_mma_16816(&L->b, p.mt, afr[mi], &bfr[2 * j], z, t);
-            for (int c = 0; c < 4; c++)
-              d[c] = cg_addf(&L->b, d[c], t[c]);
-          } else {
-            cg_mma_16816(&L->b, p.mt, afr[mi], &bfr[2 * j], d, d);
-          }
+          cg_mma_16816(&L->b, p.mt, afr[mi], &bfr[2 * j], d, d);
         }
     }
   }

@@ -27,6 +27,8 @@ static const Pass pipeline[] = {
      pass_pack_gqa},
     {"mask-skip", "classify tiles by the mask: skip empty ones, mask only partial ones", false,
      pass_mask_skip},
+    {"heavy-first", "causal forward: launch the longest Q tiles first (reverse blockIdx.x order)",
+     false, pass_heavy_first},
     {"split-kv", "decode: split the KV cache among blocks, combine partials in a second kernel",
      false, pass_split_kv},
     {"unified-max", "decode: FlashDecoding++ softmax against a fixed max, exact fallback", false,
