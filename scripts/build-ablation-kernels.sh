@@ -1,7 +1,8 @@
 #!/bin/sh
 # Build machine: the ablation kernels (bench/configs.py ablation_grid) once
 # with every pass and once per optional pass disabled, one PTX directory per
-# variant under .device/ablation; bench.py --ablation runs them.
+# variant under .device/ablation (decode-only passes leave forward kernels
+# unchanged and are skipped); bench.py --ablation runs them.
 set -e
 FLASHC=${FLASHC:-build/tools/flashc}
 ROOT=${ABLATION_DIR:-.device/ablation}
@@ -9,7 +10,7 @@ rm -rf "$ROOT"
 mkdir -p "$ROOT/specs"
 python3 bench/configs.py --write-ablation-specs "$ROOT/specs" >/dev/null
 variants="all-passes"
-for p in $("$FLASHC" --list-passes | awk '!/\(required\)/ {print $1}'); do
+for p in $("$FLASHC" --list-passes | awk '!/\(required\)/ && !/ decode: / {print $1}'); do
   variants="$variants no-$p"
 done
 for v in $variants; do
