@@ -276,6 +276,10 @@ typedef struct Rows {
   int pack;             /* G query heads per K/V head; 0: not packed */
   int page;             /* page size; 0: not paged */
   MlirValue bt_row;     /* paged: !llvm.ptr<1> to block_table[b, 0] */
+  /* paged, a staged tile of at most page rows: it spans pages pi_lo and
+   * pi_lo + 1 at most, whose entries (pg_lo, pg_hi: i64) are read once per
+   * tile instead of once per 16-byte chunk; null otherwise. */
+  MlirValue pi_lo, pg_lo, pg_hi;
   MlirValue bh;         /* plain: b * sb + h * sh */
 } Rows;
 
@@ -298,6 +302,13 @@ static void row_at(Lowerer *L, const Rows *m, MlirValue r, MlirValue *off, MlirV
     MlirValue sr = cg_select(b, *ok, R, zero);
     MlirValue pi = cg_arith2(b, "arith.divui", sr, cg_const_i64(b, m->page));
     MlirValue slot = cg_arith2(b, "arith.remui", sr, cg_const_i64(b, m->page));
+    if (!mlirValueIsNull(m->pg_lo)) {
+      MlirValue page = cg_select(b, cg_cmpi(b, "eq", pi, m->pi_lo), m->pg_lo, m->pg_hi);
+      o = cg_addi(b, cg_addi(b, cg_muli(b, page, m->t.sb), cg_muli(b, slot, m->t.ss)),
+                  cg_muli(b, m->h, m->t.sh));
+      *off = cg_select(b, *ok, o, zero);
+      return;
+    }
     /* The table is read only for rows that are there. */
     MlirBlock tb, eb, outer = b->block;
     MlirOperation ifop = cg_if(b, *ok, &b->i32, 1, true, &tb, &eb);
@@ -346,11 +357,45 @@ static bool make_rows(Lowerer *L, const Op *op, int t, int at, Rows *m) {
 
 /* ------------------------------------------------------------ loads */
 
+/* block_table[b, pi] as i64 when `ok`, else 0 (the table is read only for
+ * rows that are there). */
+static MlirValue page_entry(Lowerer *L, const Rows *m, MlirValue pi, MlirValue ok) {
+  CgBuilder *b = &L->b;
+  MlirBlock tb, eb, outer = b->block;
+  MlirOperation ifop = cg_if(b, ok, &b->i32, 1, true, &tb, &eb);
+  cg_builder_set_block(b, tb);
+  MlirValue e = cg_load(b, cg_gep(b, m->bt_row, pi, b->i32), b->i32, 4);
+  cg_yield(b, &e, 1);
+  cg_builder_set_block(b, eb);
+  MlirValue z = cg_const_i32(b, 0);
+  cg_yield(b, &z, 1);
+  cg_builder_set_block(b, outer);
+  return cg_int_cast(b, cg_result(ifop, 0), b->i64);
+}
+
+/* A tile of R <= page rows starting at row0 touches pages row0 / P and
+ * (row0 + R - 1) / P only (the same one when row0 is page-aligned): both
+ * entries up front, clamped to the rows that are there. */
+static void hoist_pages(Lowerer *L, Rows *m, int R) {
+  CgBuilder *b = &L->b;
+  MlirValue P = cg_const_i64(b, m->page), zero = cg_const_i64(b, 0);
+  MlirValue ok_lo = cg_cmpi(b, "slt", m->row0, m->limit);
+  m->pi_lo = cg_arith2(b, "arith.divui", cg_select(b, ok_lo, m->row0, zero), P);
+  MlirValue last = cg_arith2(b, "arith.minsi", cg_addi(b, m->row0, cg_const_i64(b, R - 1)),
+                             cg_subi(b, m->limit, cg_const_i64(b, 1)));
+  MlirValue ok_hi = cg_arith2(b, "arith.andi", ok_lo, cg_cmpi(b, "sge", last, zero));
+  MlirValue pi_hi = cg_arith2(b, "arith.divui", cg_select(b, ok_hi, last, zero), P);
+  m->pg_lo = page_entry(L, m, m->pi_lo, ok_lo);
+  m->pg_hi = page_entry(L, m, pi_hi, ok_hi);
+}
+
 /* cp.async of the tile's rows into shared memory, 16 bytes a thread; rows
  * that are not there are zero-filled (src-size 0 reads nothing). */
-static void stage_rows(Lowerer *L, const Rows *m, CgVal *s) {
+static void stage_rows(Lowerer *L, Rows *m, CgVal *s) {
   CgBuilder *b = &L->b;
   int R = s->type.rows, C = s->type.cols, T = L->threads;
+  if (m->page && !m->pack && R <= m->page)
+    hoist_pages(L, m, R);
   int cpr = C / 8, total = R * cpr, iters = (total + T - 1) / T;
   bool regular = T % cpr == 0; /* the thread keeps its column chunk */
   MlirValue cc_reg = cg_arith2(b, "arith.remui", L->tid, cg_const_i32(b, cpr));

@@ -374,6 +374,12 @@ typedef struct EwArgs {
   ElemType et[3];
   int n;
   double k0; /* exp(sub): the factor of operand 0 in the exponent (log2e, or c * log2e) */
+  /* exp(sub) of row vectors or scalars (the online softmax's rescale factor
+   * exp(m_old - m_new)): exp2((a - b) log2e), so that a == b gives exactly
+   * 1. The FMA form gives 2^(rounding error of b log2e), about 1 + 5e-6 at
+   * m = 120, and that factor compounds over every K/V step of a long split:
+   * l drifts by 3e-4 after 60 steps (O/l does not: O has the same factor). */
+  bool exact_sub;
 } EwArgs;
 
 /* exp(sub(mul(x, c), m)) with c a scalar constant (passes/fold_scale.c):
@@ -405,6 +411,8 @@ static MlirValue ew_element(Lowerer *L, const Op *op, const EwArgs *a, ElemType 
     bool keep = (op->kind == OP_SELECT && i == 0) || (op->kind == OP_MASK && i == 1);
     x[i] = keep ? v : convert(L, v, a->et[i], to, tt);
   }
+  if (sub && a->exact_sub) /* (a - b) log2e: exactly 1 when a == b */
+    return exp2f_(L, cg_mulf(b, cg_subf(b, x[0], x[1]), cg_const_f32(b, a->k0)));
   if (sub) {
     MlirValue nb = cg_mulf(b, x[1], cg_const_f32(b, -LOG2E));
     return exp2f_(L, fma_(L, x[0], cg_const_f32(b, a->k0), nb));
@@ -428,6 +436,8 @@ void lw_elementwise(Lowerer *L, const Op *op) {
   double sc = 1.0;
   if (sub && scaled_operand(sub, &sx, &sc))
     a.k0 = sc * LOG2E;
+  else if (sub)
+    a.exact_sub = op->results[0]->type.kind == TYPE_SCALAR || op->results[0]->type.cols == 1;
   a.n = src->noperands;
   for (int i = 0; i < a.n; i++) {
     const Value *ov = (i == 0 && sx) ? sx : src->operands[i];

@@ -40,8 +40,10 @@
 #include "passes/pass_util.h"
 #include "passes/passes.h"
 
+/* Plain and paged loads (decode: the page lookup is per row, so the next
+ * tile's copy needs nothing from this step either). */
 static bool is_staged_load(const Op *op) {
-  if (op->kind != OP_LOAD || op->nresults != 1)
+  if ((op->kind != OP_LOAD && op->kind != OP_LOAD_PAGED) || op->nresults != 1)
     return false;
   Type t = op->results[0]->type;
   return t.kind == TYPE_TILE && t.dist == DIST_NONE && (t.elem == ELEM_BF16 || t.elem == ELEM_F16);
