@@ -40,6 +40,7 @@ typedef struct Step {
   bool normalized;
   double phi_value;
   Value *phi, *ninf, *hi, *lo;
+  Value *rm; /* the tile's row max (emit_ok) */
 } Step;
 
 static bool is_decode(Func *f) {
@@ -158,6 +159,7 @@ static Value *pv_product(Builder *b, Value *p, Value *v, Value *acc) {
 static Value *emit_ok(Builder *b, Step *st) {
   Value *mt = for_iter_arg(st->loop, st->im);
   Value *rm = row_reduce(b, OP_ROWMAX, st->s);
+  st->rm = rm;
   Value *d = build_binary(b, OP_SUB, rm, st->phi);
   /* one builder call per statement: C leaves the order of arguments open */
   Value *below = build_cmp(b, "le", d, st->hi);
@@ -192,7 +194,13 @@ static void emit_unified(Builder *b, Step *st, Value **out) {
   }
   out[st->io] = onew;
   out[st->il] = lnew;
-  out[st->im] = build_full(b, for_iter_arg(st->loop, st->im)->type, st->phi_value);
+  /* m = phi only for rows this tile has keys for: a row that has seen none
+   * keeps m = -inf, or a later fallback step would subtract phi from scores
+   * far below it and underflow the whole row to l = 0 (LSE -inf). */
+  Value *mt = for_iter_arg(st->loop, st->im);
+  Value *masked = build_cmp(b, "eq", st->rm, st->ninf);
+  Value *phi = build_full(b, mt->type, st->phi_value);
+  out[st->im] = build_select(b, masked, mt, phi);
 }
 
 static void rewrite(Module *m, Func *f, Step *st) {

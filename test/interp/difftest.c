@@ -58,7 +58,7 @@ static const Shape kShapes[] = {
 enum { NSHAPES = sizeof kShapes / sizeof kShapes[0] };
 
 typedef struct Opts {
-  bool quick, round, verbose, emit, hot_generated;
+  bool quick, round, verbose, emit;
   int nshapes;
   int br, bc;
 } Opts;
@@ -491,12 +491,6 @@ static void test_decode(const KernelSpec *k, int kindex, const Variant *vs, int 
   int nds = o->nshapes >= NSHAPES ? NDSHAPES : o->nshapes;
   for (int si = 0; si < nds && si < NDSHAPES; si++) {
     const DShape *s = &kDecodeShapes[si];
-    /* KNOWN BUG (2026-11-22, not fixed yet): `difftest --generate 20 --seed 1
-     * --hot-generated` fails gen_s1_16 (window 26 + score modifier, split 2)
-     * full-without-mask-skip on the 4096-key hot shape: 2 rows LSE -inf, O 0.
-     * Until it is fixed, generated kernels skip the hot shapes by default. */
-    if (s->hot && !o->hot_generated && k->loc.file && strcmp(k->loc.file, "<generated>") == 0)
-      continue;
     uint64_t seed = 1000003ull * (uint64_t)(kindex + 1) + (uint64_t)si;
     DInputs in = make_dinputs(k, s, seed);
     int64_t splits[4];
@@ -922,8 +916,6 @@ int main(int argc, char **argv) {
       seed = strtoull(argv[++i], NULL, 10);
     else if (strcmp(argv[i], "--shapes") == 0 && i + 1 < argc)
       o.nshapes = atoi(argv[++i]);
-    else if (strcmp(argv[i], "--hot-generated") == 0)
-      o.hot_generated = true;
     else if (strcmp(argv[i], "--quick") == 0)
       o.quick = true;
     else if (strcmp(argv[i], "--round") == 0)
