@@ -25,26 +25,10 @@ typedef struct Ctx {
   const char *name[4];
   char *msg;
   size_t len;
+  fa_launch_tensors lt; /* the same tensors, for tensor_check.c */
 } Ctx;
 
 enum { Q, K, V, O };
-
-/* a * b for a, b >= 0; returns 0 on overflow of int64. */
-static int mul_ok(int64_t a, int64_t b, int64_t *r) {
-  if (a != 0 && b > INT64_MAX / a) return 0;
-  *r = a * b;
-  return 1;
-}
-
-static int add_ok(int64_t a, int64_t b, int64_t *r) {
-  if (b > INT64_MAX - a) return 0;
-  *r = a + b;
-  return 1;
-}
-
-static int has_elements(const fa_tensor *t) {
-  return t->dim[0] > 0 && t->dim[1] > 0 && t->dim[2] > 0 && t->dim[3] > 0;
-}
 
 /* The info may be built by hand instead of by fa_meta_parse: the values the
  * checks below divide by or index with must be sane. */
@@ -60,36 +44,6 @@ static fa_status check_info(Ctx *c) {
            in->threads);
     return FA_ERR_META;
   }
-  return FA_OK;
-}
-
-static fa_status check_nulls(Ctx *c) {
-  for (int i = 0; i < 4; i++)
-    if (!c->t[i]->data && has_elements(c->t[i])) {
-      fa_fmt(c->msg, c->len, "%s: data pointer is NULL", c->name[i]);
-      return FA_ERR_NULL_POINTER;
-    }
-  return FA_OK;
-}
-
-static fa_status check_dtypes(Ctx *c) {
-  for (int i = 0; i < 4; i++)
-    if (c->t[i]->dtype != c->info->dtype) {
-      fa_fmt(c->msg, c->len, "%s: dtype is %s but the kernel was compiled for %s", c->name[i],
-             fa_dtype_name(c->t[i]->dtype), fa_dtype_name(c->info->dtype));
-      return FA_ERR_DTYPE;
-    }
-  return FA_OK;
-}
-
-static fa_status check_nonnegative(Ctx *c) {
-  for (int i = 0; i < 4; i++)
-    for (int d = 0; d < 4; d++)
-      if (c->t[i]->dim[d] < 0) {
-        fa_fmt(c->msg, c->len, "%s: dim[%d] (%s) is %" PRId64 ", a size cannot be negative",
-               c->name[i], d, dim_names[d], c->t[i]->dim[d]);
-        return FA_ERR_SHAPE;
-      }
   return FA_OK;
 }
 
@@ -155,7 +109,7 @@ static fa_status check_sizes(Ctx *c) {
       return FA_ERR_TOO_LARGE;
     }
   int64_t rows;
-  if (!mul_ok(batch, in->heads, &rows) || !mul_ok(rows, sq, &rows) || rows > INT32_MAX) {
+  if (!fa_mul_ok(batch, in->heads, &rows) || !fa_mul_ok(rows, sq, &rows) || rows > INT32_MAX) {
     fa_fmt(c->msg, c->len,
            "lse: batch %" PRId64 " x heads %d x seqlen_q %" PRId64
            " rows exceed the int32 limit %d",
@@ -172,125 +126,6 @@ static fa_status check_sizes(Ctx *c) {
   return FA_ERR_TOO_LARGE;
 }
 
-static fa_status check_strides(Ctx *c) {
-  for (int i = 0; i < 4; i++) {
-    const fa_tensor *t = c->t[i];
-    for (int d = 0; d < 4; d++)
-      if (t->stride[d] < 0) {
-        fa_fmt(c->msg, c->len, "%s: stride[%d] (%s) is %" PRId64 ", strides cannot be negative",
-               c->name[i], d, dim_names[d], t->stride[d]);
-        return FA_ERR_STRIDE;
-      }
-    if (t->stride[3] != 1) {
-      fa_fmt(c->msg, c->len,
-             "%s: the last dimension (head_dim) is not contiguous: stride[3] is %" PRId64
-             ", must be 1",
-             c->name[i], t->stride[3]);
-      return FA_ERR_STRIDE;
-    }
-  }
-  return FA_OK;
-}
-
-/* Kernels load 16 bytes at a time: every row start must be 16-byte aligned. */
-static fa_status check_alignment(Ctx *c) {
-  for (int i = 0; i < 4; i++) {
-    const fa_tensor *t = c->t[i];
-    uintptr_t p = (uintptr_t)t->data;
-    if (p % 16) {
-      fa_fmt(c->msg, c->len, "%s: data pointer 0x%" PRIxPTR " is not 16-byte aligned (offset %u)",
-             c->name[i], p, (unsigned)(p % 16));
-      return FA_ERR_ALIGNMENT;
-    }
-    int64_t per16 = 16 / (int64_t)fa_dtype_size(t->dtype);
-    for (int d = 0; d < 3; d++)
-      if (t->stride[d] % per16) {
-        fa_fmt(c->msg, c->len,
-               "%s: stride[%d] (%s) is %" PRId64 " elements, not a multiple of %" PRId64
-               " (16 bytes)",
-               c->name[i], d, dim_names[d], t->stride[d], per16);
-        return FA_ERR_ALIGNMENT;
-      }
-  }
-  if ((uintptr_t)c->a->lse % 4) {
-    fa_fmt(c->msg, c->len, "lse: pointer 0x%" PRIxPTR " is not 4-byte aligned",
-           (uintptr_t)c->a->lse);
-    return FA_ERR_ALIGNMENT;
-  }
-  return FA_OK;
-}
-
-/* Bytes from data to one past the last element: 0 for a tensor without
- * elements, -1 when that reaches MAX_BYTES. */
-static int64_t extent_bytes(const fa_tensor *t) {
-  if (!has_elements(t)) return 0;
-  int64_t off = 0, term;
-  for (int d = 0; d < 4; d++)
-    if (!mul_ok(t->dim[d] - 1, t->stride[d], &term) || !add_ok(off, term, &off)) return -1;
-  int64_t es = (int64_t)fa_dtype_size(t->dtype), bytes;
-  if (!mul_ok(off + 1, es, &bytes) || bytes >= MAX_BYTES) return -1;
-  return bytes;
-}
-
-static fa_status check_extents(Ctx *c, int64_t ext[4]) {
-  for (int i = 0; i < 4; i++) {
-    ext[i] = extent_bytes(c->t[i]);
-    if (ext[i] < 0) {
-      const fa_tensor *t = c->t[i];
-      fa_fmt(c->msg, c->len,
-             "%s: the largest element offset overflows (dims %" PRId64 "x%" PRId64 "x%" PRId64
-             "x%" PRId64 ", strides %" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64
-             "): more than 2^62 bytes",
-             c->name[i], t->dim[0], t->dim[1], t->dim[2], t->dim[3], t->stride[0], t->stride[1],
-             t->stride[2], t->stride[3]);
-      return FA_ERR_TOO_LARGE;
-    }
-  }
-  return FA_OK;
-}
-
-/* O is written by many blocks at once: two of its elements must never share
- * an address. Sufficient test: sorted by stride, each dimension (extent > 1)
- * steps over the whole span of the ones inside it. */
-static fa_status check_o_overlap(Ctx *c) {
-  const fa_tensor *t = c->t[O];
-  int idx[4] = {0, 1, 2, 3};
-  for (int a = 1; a < 4; a++) /* insertion sort by stride, ties: inner dim first */
-    for (int b = a; b > 0; b--) {
-      int x = idx[b - 1], y = idx[b];
-      if (t->stride[x] > t->stride[y] || (t->stride[x] == t->stride[y] && x < y)) {
-        idx[b - 1] = y;
-        idx[b] = x;
-      }
-    }
-  int64_t span = 1; /* elements covered by the dims inside */
-  for (int a = 0; a < 4; a++) {
-    int d = idx[a];
-    if (t->dim[d] <= 1) continue;
-    if (t->stride[d] == 0) {
-      fa_fmt(c->msg, c->len,
-             "o: stride[%d] (%s) is 0 but the dimension has %" PRId64
-             " elements: O would overlap itself",
-             d, dim_names[d], t->dim[d]);
-      return FA_ERR_STRIDE;
-    }
-    if (t->stride[d] < span) {
-      fa_fmt(c->msg, c->len,
-             "o: stride[%d] (%s) is %" PRId64 " but the dimensions inside it span %" PRId64
-             " elements: O would overlap itself",
-             d, dim_names[d], t->stride[d], span);
-      return FA_ERR_STRIDE;
-    }
-    if (!mul_ok(t->stride[d], t->dim[d], &span)) span = INT64_MAX;
-  }
-  return FA_OK;
-}
-
-static int ranges_meet(uintptr_t a, int64_t alen, uintptr_t b, int64_t blen) {
-  if (alen == 0 || blen == 0) return 0;
-  return a < b + (uintptr_t)blen && b < a + (uintptr_t)alen;
-}
-
 /* The outputs must not share memory with an input or each other: a block
  * could overwrite what another still reads. Compares address ranges, which
  * is conservative for interleaved layouts. */
@@ -301,18 +136,18 @@ static fa_status check_aliasing(Ctx *c, const int64_t ext[4]) {
     lse_bytes = c->t[Q]->dim[0] * c->info->heads * c->t[Q]->dim[1] * (int64_t)sizeof(float);
   for (int i = 0; i < 3; i++) {
     uintptr_t p = (uintptr_t)c->t[i]->data;
-    if (ranges_meet(o, ext[O], p, ext[i])) {
+    if (fa_ranges_meet(o, ext[O], p, ext[i])) {
       fa_fmt(c->msg, c->len, "o: memory [0x%" PRIxPTR ", +%" PRId64 ") overlaps %s [0x%" PRIxPTR
              ", +%" PRId64 ")", o, ext[O], c->name[i], p, ext[i]);
       return FA_ERR_INVALID_ARGUMENT;
     }
-    if (ranges_meet(lse, lse_bytes, p, ext[i])) {
+    if (fa_ranges_meet(lse, lse_bytes, p, ext[i])) {
       fa_fmt(c->msg, c->len, "lse: memory [0x%" PRIxPTR ", +%" PRId64 ") overlaps %s",
              lse, lse_bytes, c->name[i]);
       return FA_ERR_INVALID_ARGUMENT;
     }
   }
-  if (ranges_meet(lse, lse_bytes, o, ext[O])) {
+  if (fa_ranges_meet(lse, lse_bytes, o, ext[O])) {
     fa_fmt(c->msg, c->len, "lse: memory [0x%" PRIxPTR ", +%" PRId64 ") overlaps o", lse,
            lse_bytes);
     return FA_ERR_INVALID_ARGUMENT;
@@ -358,17 +193,20 @@ fa_status fa_forward_check(const fa_kernel_info *info, const fa_forward_args *ar
            info->kernel, info->mode == FA_MODE_DECODE ? "decode" : "backward");
     return FA_ERR_UNSUPPORTED;
   }
+  fa_launch_tensors lt = {{&args->q, &args->k, &args->v, &args->o}, {"q", "k", "v", "o"},
+                          {dim_names, dim_names, dim_names, dim_names}, info->dtype, msg, msglen};
   Ctx c = {info, args, {&args->q, &args->k, &args->v, &args->o}, {"q", "k", "v", "o"},
-           msg, msglen};
+           msg, msglen, lt};
   fa_status st;
   int64_t ext[4];
-  if ((st = check_info(&c)) || (st = check_nulls(&c)) || (st = check_dtypes(&c)) || (st = check_nonnegative(&c)) ||
-      (st = check_meta_dims(&c)) || (st = check_cross_dims(&c)))
+  if ((st = check_info(&c)) || (st = fa_check_nulls(&c.lt)) || (st = fa_check_dtypes(&c.lt)) ||
+      (st = fa_check_nonnegative(&c.lt)) || (st = check_meta_dims(&c)) || (st = check_cross_dims(&c)))
     return st;
   /* Nothing is launched for an empty Q; its pointers and strides are never used. */
   if (args->q.dim[0] == 0 || args->q.dim[1] == 0) return FA_OK;
-  if ((st = check_sizes(&c)) || (st = check_strides(&c)) || (st = check_alignment(&c)) ||
-      (st = check_extents(&c, ext)) || (st = check_o_overlap(&c)) ||
+  if ((st = check_sizes(&c)) || (st = fa_check_strides(&c.lt)) ||
+      (st = fa_check_alignment(&c.lt, args->lse)) || (st = fa_check_extents(&c.lt, ext)) ||
+      (st = fa_check_o_overlap(&c.lt)) ||
       (st = check_aliasing(&c, ext)))
     return st;
   return FA_OK;

@@ -31,24 +31,16 @@ typedef struct DCtx {
   int64_t capacity; /* positions a sequence may hold; set by check_cache */
   char *msg;
   size_t len;
+  fa_launch_tensors lt; /* the same tensors, for tensor_check.c */
 } DCtx;
 
+static const char *const q_dims[4] = {"batch", "q_len", "heads", "head_dim"};
+static const char *const contig_dims[4] = {"batch", "capacity", "kv_heads", "head_dim"};
+static const char *const paged_dims[4] = {"num_pages", "page_size", "kv_heads", "head_dim"};
+
 static const char *dim_name(const DCtx *c, int i, int d) {
-  static const char *const q_names[4] = {"batch", "q_len", "heads", "head_dim"};
-  static const char *const contig[4] = {"batch", "capacity", "kv_heads", "head_dim"};
-  static const char *const paged[4] = {"num_pages", "page_size", "kv_heads", "head_dim"};
-  if (i == Q || i == O) return q_names[d];
-  return c->paged ? paged[d] : contig[d];
-}
-
-static int mul_ok(int64_t a, int64_t b, int64_t *r) {
-  if (a != 0 && b > INT64_MAX / a) return 0;
-  *r = a * b;
-  return 1;
-}
-
-static int has_elements(const fa_tensor *t) {
-  return t->dim[0] > 0 && t->dim[1] > 0 && t->dim[2] > 0 && t->dim[3] > 0;
+  if (i == Q || i == O) return q_dims[d];
+  return c->paged ? paged_dims[d] : contig_dims[d];
 }
 
 static int has_combine(const fa_kernel_info *in) { return in->decode.combine_kernel[0] != 0; }
@@ -72,36 +64,6 @@ static fa_status check_info(DCtx *c) {
            (int)d->cache, d->page_size, d->split);
     return FA_ERR_META;
   }
-  return FA_OK;
-}
-
-static fa_status check_nulls(DCtx *c) {
-  for (int i = 0; i < 4; i++)
-    if (!c->t[i]->data && has_elements(c->t[i])) {
-      fa_fmt(c->msg, c->len, "%s: data pointer is NULL", c->name[i]);
-      return FA_ERR_NULL_POINTER;
-    }
-  return FA_OK;
-}
-
-static fa_status check_dtypes(DCtx *c) {
-  for (int i = 0; i < 4; i++)
-    if (c->t[i]->dtype != c->info->dtype) {
-      fa_fmt(c->msg, c->len, "%s: dtype is %s but the kernel was compiled for %s", c->name[i],
-             fa_dtype_name(c->t[i]->dtype), fa_dtype_name(c->info->dtype));
-      return FA_ERR_DTYPE;
-    }
-  return FA_OK;
-}
-
-static fa_status check_nonnegative(DCtx *c) {
-  for (int i = 0; i < 4; i++)
-    for (int d = 0; d < 4; d++)
-      if (c->t[i]->dim[d] < 0) {
-        fa_fmt(c->msg, c->len, "%s: dim[%d] (%s) is %" PRId64 ", a size cannot be negative",
-               c->name[i], d, dim_name(c, i, d), c->t[i]->dim[d]);
-        return FA_ERR_SHAPE;
-      }
   return FA_OK;
 }
 
@@ -184,12 +146,12 @@ static fa_status check_cache(DCtx *c) {
              ": need max_pages >= 1 and stride >= max_pages", mp, stride);
       return mp < 1 ? FA_ERR_SHAPE : FA_ERR_STRIDE;
     }
-    if (!mul_ok(batch, stride, &rows) || rows > INT32_MAX) {
+    if (!fa_mul_ok(batch, stride, &rows) || rows > INT32_MAX) {
       fa_fmt(c->msg, c->len, "block_table: batch %" PRId64 " x row stride %" PRId64
              " entries exceed the int32 limit %d", batch, stride, INT32_MAX);
       return FA_ERR_TOO_LARGE;
     }
-    if (!mul_ok(mp, c->info->decode.page_size, &c->capacity)) c->capacity = INT64_MAX;
+    if (!fa_mul_ok(mp, c->info->decode.page_size, &c->capacity)) c->capacity = INT64_MAX;
   }
   if (c->capacity > INT32_MAX) {
     fa_fmt(c->msg, c->len, "k: the cache holds %" PRId64 " positions, more than the kernel's "
@@ -231,114 +193,12 @@ static fa_status check_sizes(DCtx *c) {
            MAX_GRID_YZ);
     return FA_ERR_TOO_LARGE;
   }
-  if (!mul_ok(batch * c->t[Q]->dim[1], c->info->heads, &rows) || rows > INT32_MAX) {
+  if (!fa_mul_ok(batch * c->t[Q]->dim[1], c->info->heads, &rows) || rows > INT32_MAX) {
     fa_fmt(c->msg, c->len, "lse: batch %" PRId64 " x heads %d x q_len %" PRId64
            " rows exceed the int32 limit %d", batch, c->info->heads, c->t[Q]->dim[1], INT32_MAX);
     return FA_ERR_TOO_LARGE;
   }
   return FA_OK;
-}
-
-static fa_status check_strides(DCtx *c) {
-  for (int i = 0; i < 4; i++) {
-    const fa_tensor *t = c->t[i];
-    for (int d = 0; d < 4; d++)
-      if (t->stride[d] < 0) {
-        fa_fmt(c->msg, c->len, "%s: stride[%d] (%s) is %" PRId64 ", strides cannot be negative",
-               c->name[i], d, dim_name(c, i, d), t->stride[d]);
-        return FA_ERR_STRIDE;
-      }
-    if (t->stride[3] != 1) {
-      fa_fmt(c->msg, c->len, "%s: the last dimension (head_dim) is not contiguous: stride[3] "
-             "is %" PRId64 ", must be 1", c->name[i], t->stride[3]);
-      return FA_ERR_STRIDE;
-    }
-  }
-  return FA_OK;
-}
-
-/* Kernels move 16 bytes at a time: every row start must be 16-byte aligned. */
-static fa_status check_alignment(DCtx *c) {
-  for (int i = 0; i < 4; i++) {
-    const fa_tensor *t = c->t[i];
-    uintptr_t p = (uintptr_t)t->data;
-    if (p % 16) {
-      fa_fmt(c->msg, c->len, "%s: data pointer 0x%" PRIxPTR " is not 16-byte aligned "
-             "(offset %u)", c->name[i], p, (unsigned)(p % 16));
-      return FA_ERR_ALIGNMENT;
-    }
-    for (int d = 0; d < 3; d++)
-      if (t->stride[d] % 8) {
-        fa_fmt(c->msg, c->len, "%s: stride[%d] (%s) is %" PRId64 " elements, not a multiple "
-               "of 8 (16 bytes)", c->name[i], d, dim_name(c, i, d), t->stride[d]);
-        return FA_ERR_ALIGNMENT;
-      }
-  }
-  if ((uintptr_t)c->a->lse % 4) {
-    fa_fmt(c->msg, c->len, "lse: pointer 0x%" PRIxPTR " is not 4-byte aligned",
-           (uintptr_t)c->a->lse);
-    return FA_ERR_ALIGNMENT;
-  }
-  return FA_OK;
-}
-
-/* Bytes from data to one past the last element (0 without elements); -1
- * when that reaches MAX_BYTES. */
-static int64_t extent_bytes(const fa_tensor *t) {
-  if (!has_elements(t)) return 0;
-  int64_t off = 0, term;
-  for (int d = 0; d < 4; d++) {
-    if (!mul_ok(t->dim[d] - 1, t->stride[d], &term) || term > INT64_MAX - off) return -1;
-    off += term;
-  }
-  int64_t bytes;
-  if (!mul_ok(off + 1, (int64_t)fa_dtype_size(t->dtype), &bytes) || bytes >= MAX_BYTES)
-    return -1;
-  return bytes;
-}
-
-static fa_status check_extents(DCtx *c, int64_t ext[4]) {
-  for (int i = 0; i < 4; i++)
-    if ((ext[i] = extent_bytes(c->t[i])) < 0) {
-      fa_fmt(c->msg, c->len, "%s: the largest element offset overflows: more than 2^62 bytes",
-             c->name[i]);
-      return FA_ERR_TOO_LARGE;
-    }
-  return FA_OK;
-}
-
-/* O is written by many blocks: no two of its elements may share an address.
- * As check.c: sorted by stride, each dimension with more than one element
- * must step over the whole span of the ones inside it. */
-static fa_status check_o_overlap(DCtx *c) {
-  const fa_tensor *t = c->t[O];
-  int idx[4] = {0, 1, 2, 3};
-  for (int a = 1; a < 4; a++)
-    for (int b = a; b > 0; b--) {
-      int x = idx[b - 1], y = idx[b];
-      if (t->stride[x] > t->stride[y] || (t->stride[x] == t->stride[y] && x < y)) {
-        idx[b - 1] = y;
-        idx[b] = x;
-      }
-    }
-  int64_t span = 1;
-  for (int a = 0; a < 4; a++) {
-    int d = idx[a];
-    if (t->dim[d] <= 1) continue;
-    if (t->stride[d] < span || t->stride[d] == 0) {
-      fa_fmt(c->msg, c->len, "o: stride[%d] (%s) is %" PRId64 " but the dimensions inside it "
-             "span %" PRId64 " elements: O would overlap itself", d, dim_name(c, O, d),
-             t->stride[d], span);
-      return FA_ERR_STRIDE;
-    }
-    if (!mul_ok(t->stride[d], t->dim[d], &span)) span = INT64_MAX;
-  }
-  return FA_OK;
-}
-
-static int ranges_meet(uintptr_t a, int64_t alen, uintptr_t b, int64_t blen) {
-  if (alen == 0 || blen == 0) return 0;
-  return a < b + (uintptr_t)blen && b < a + (uintptr_t)alen;
 }
 
 /* The outputs (O, LSE) must not share memory with an input or each other. */
@@ -361,7 +221,7 @@ static fa_status check_aliasing(DCtx *c, const int64_t ext[4]) {
       const char *nm = i < 5 ? in_name[i] : "o";
       uintptr_t p = i < 5 ? in_ptr[i] : out_ptr[0];
       int64_t n = i < 5 ? in_len[i] : out_len[0];
-      if (ranges_meet(out_ptr[o], out_len[o], p, n)) {
+      if (fa_ranges_meet(out_ptr[o], out_len[o], p, n)) {
         fa_fmt(c->msg, c->len, "%s: memory [0x%" PRIxPTR ", +%" PRId64 ") overlaps %s [0x%"
                PRIxPTR ", +%" PRId64 ")", out_name[o], out_ptr[o], out_len[o], nm, p, n);
         return FA_ERR_INVALID_ARGUMENT;
@@ -431,19 +291,23 @@ fa_status fa_decode_check(const fa_kernel_info *info, const fa_decode_args *args
            info->kernel, info->mode == FA_MODE_FORWARD ? "forward" : "backward");
     return FA_ERR_UNSUPPORTED;
   }
+  int paged = info->decode.cache == FA_CACHE_PAGED;
+  const char *const *cache_dims = paged ? paged_dims : contig_dims;
+  fa_launch_tensors lt = {{&args->q, &args->k, &args->v, &args->o}, {"q", "k", "v", "o"},
+                          {q_dims, cache_dims, cache_dims, q_dims}, info->dtype, msg, msglen};
   DCtx c = {info, args, {&args->q, &args->k, &args->v, &args->o}, {"q", "k", "v", "o"},
-            info->decode.cache == FA_CACHE_PAGED, 0, msg, msglen};
+            paged, 0, msg, msglen, lt};
   fa_status st;
   int64_t ext[4];
-  if ((st = check_info(&c)) || (st = check_nulls(&c)) || (st = check_dtypes(&c)) ||
-      (st = check_nonnegative(&c)) || (st = check_meta_dims(&c)) ||
+  if ((st = check_info(&c)) || (st = fa_check_nulls(&c.lt)) || (st = fa_check_dtypes(&c.lt)) ||
+      (st = fa_check_nonnegative(&c.lt)) || (st = check_meta_dims(&c)) ||
       (st = check_cross_dims(&c)) || (st = check_q_len(&c)) || (st = check_nsplit(&c)))
     return st;
   /* Nothing is launched for an empty Q; its pointers and strides are never used. */
   if (args->q.dim[0] == 0 || args->q.dim[1] == 0) return FA_OK;
-  if ((st = check_cache(&c)) || (st = check_sizes(&c)) || (st = check_strides(&c)) ||
-      (st = check_alignment(&c)) || (st = check_extents(&c, ext)) ||
-      (st = check_o_overlap(&c)) || (st = check_aliasing(&c, ext)))
+  if ((st = check_cache(&c)) || (st = check_sizes(&c)) || (st = fa_check_strides(&c.lt)) ||
+      (st = fa_check_alignment(&c.lt, args->lse)) || (st = fa_check_extents(&c.lt, ext)) ||
+      (st = fa_check_o_overlap(&c.lt)) || (st = check_aliasing(&c, ext)))
     return st;
   if (args->host_cache_seqlens && (st = check_host_seqlens(&c))) return st;
   if (c.paged && args->host_cache_seqlens && args->host_block_table &&

@@ -36,4 +36,30 @@ int *fa_module_last_nsplit_(fa_module *m);
  * it cannot see struct fa_context). NULL ctx is a no-op. */
 void fa_context_set_errmsg(fa_context *ctx, const char *msg);
 
+/* ---- the checks of a launch's four tensors (tensor_check.c) ---- */
+
+/* q, k, v, o of one launch, their names, each one's dimension names, the
+ * kernel's dtype, and where the message of a failure goes. */
+typedef struct fa_launch_tensors {
+  const fa_tensor *t[4];
+  const char *name[4];
+  const char *const *dims[4];
+  fa_dtype dtype;
+  char *msg;
+  size_t len;
+} fa_launch_tensors;
+
+int fa_mul_ok(int64_t a, int64_t b, int64_t *r); /* a * b for a, b >= 0; 0 on overflow */
+int fa_add_ok(int64_t a, int64_t b, int64_t *r);
+int fa_has_elements(const fa_tensor *t);
+int fa_ranges_meet(uintptr_t a, int64_t alen, uintptr_t b, int64_t blen);
+fa_status fa_check_nulls(const fa_launch_tensors *c);
+fa_status fa_check_dtypes(const fa_launch_tensors *c);
+fa_status fa_check_nonnegative(const fa_launch_tensors *c);
+fa_status fa_check_strides(const fa_launch_tensors *c);
+fa_status fa_check_alignment(const fa_launch_tensors *c, const void *lse);
+/* ext[i] receives tensor i's extent in bytes. */
+fa_status fa_check_extents(const fa_launch_tensors *c, int64_t ext[4]);
+fa_status fa_check_o_overlap(const fa_launch_tensors *c);
+
 #endif
