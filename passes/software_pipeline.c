@@ -143,30 +143,6 @@ static void loops_fn(Op *op, void *ctx) {
     oplist_push(ctx, op);
 }
 
-/* Carries staged load `ld` one step ahead: prologue before the loop, the
- * next step's copy before `top` (after the K copy: codegen expects the
- * prologue's and the body's copies in one order), the loop's new iter_arg in place
- * of the load. */
-static void carry_load(Module *m, Op *loop, Op *ld, Op *top) {
-  Block *body = for_body(loop);
-  Op *term = block_terminator(body);
-  Builder pb = builder_before(m, loop);
-  pb.loc = ld->loc;
-  Value *pro = clone_load(&pb, ld, loop, loop->operands[0]);
-  Builder nb = builder_before(m, top);
-  nb.loc = ld->loc;
-  Value *one = build_index(&nb, 1);
-  Value *jn = build_binary(&nb, OP_ADD, for_iv(loop), one);
-  Value *next = clone_load(&nb, ld, loop, jn);
-  op_set_attr_int(next->def, "prefetch", 1);
-  op_append_operand(m, loop, pro);
-  Value *cur = block_add_arg(m, body, pro->type, NULL);
-  op_append_result(m, loop, pro->type);
-  value_replace_all_uses(ld->results[0], cur);
-  op_erase(ld);
-  op_append_operand(m, term, next);
-}
-
 /* Pipelines one loop; returns true when it changed it. */
 static bool pipeline_loop(Module *m, Op *loop, int stages) {
   if (attr_get(&loop->attrs, "pipelined"))
@@ -191,14 +167,11 @@ static bool pipeline_loop(Module *m, Op *loop, int stages) {
     oplist_free(&ok);
     return false;
   }
-  /* The carried tile: the first staged load in program order (K). With
-   * FLASHC_PIPE_V set (experiment, docs/perf.md), every staged load is
-   * carried (V too). */
-  int ncarry = getenv("FLASHC_PIPE_V") ? ok.n : 1;
+  /* The carried tile: the first staged load in program order (K). */
   Op *carried = ok.v[0];
   Op *top = body->first;
   /* Hoisted tiles of this step, in order, at the top of the body. */
-  for (int i = ncarry; i < ok.n; i++) {
+  for (int i = 1; i < ok.n; i++) {
     Builder b = builder_before(m, top);
     b.loc = ok.v[i]->loc;
     Value *nv = clone_load(&b, ok.v[i], loop, for_iv(loop));
@@ -234,8 +207,6 @@ static bool pipeline_loop(Module *m, Op *loop, int stages) {
     next->name = nn;
     pro->name = pn;
   }
-  for (int c = 1; c < ncarry; c++)
-    carry_load(m, loop, ok.v[c], top);
   op_set_attr_int(loop, "pipelined", 2); /* stages > 2: still one tile ahead */
   (void)stages;
   oplist_free(&ok);
