@@ -256,7 +256,7 @@ fa_status fa_forward(fa_module *mod, const fa_forward_args *args);
 
 #define FA_DECODE_MAX_Q_LEN 16
 #define FA_DECODE_MAX_SPLITS 64   /* fa_decode_splits' cap; an explicit nsplit may go to 1024 */
-#define FA_DECODE_MIN_CHUNK 256   /* keys per split at least, for split = auto */
+#define FA_DECODE_MIN_CHUNK 512   /* keys per split at least, for split = auto (docs/perf.md dperf) */
 
 /* Arguments of one decode launch: q_len (1..16) new tokens per sequence
  * against a KV cache holding cache_seqlens[b] tokens of sequence b (the new
