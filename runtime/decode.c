@@ -360,6 +360,13 @@ fa_status fa_decode_plan(const fa_kernel_info *info, const fa_decode_args *args,
     n = (int)(INT32_MAX / per_split) > 1 ? (int)(INT32_MAX / per_split) : 1;
   *nsplit = n;
   *workspace_bytes = 0;
+  if (info->workspace_floats_per_row > 0) {
+    /* The FlashAttention-1 loop order (-disable-pass=reorder-q-outer) keeps
+     * O, m and l in global memory: that many floats per query row. */
+    int64_t need = args->q.dim[0] * info->heads * args->q.dim[1] * info->workspace_floats_per_row;
+    if (need > INT32_MAX) return FA_ERR_TOO_LARGE;
+    *workspace_bytes = (size_t)need * sizeof(float);
+  }
   if (n == 1) return FA_OK;
   if (n * per_split > INT32_MAX) return FA_ERR_TOO_LARGE;
   *workspace_bytes = (size_t)(n * per_split) * sizeof(float);

@@ -319,8 +319,10 @@ int fa_decode_splits(const fa_kernel_info *info, int64_t batch, int64_t kv_heads
 /* The split count fa_decode would use for args on a GPU of sm_count SMs
  * (args->nsplit, else the kernel's split = N, else fa_decode_splits), and
  * the workspace it needs in bytes (o_part + lse_part, docs/decode.md; 0
- * when nsplit is 1). Returns FA_ERR_TOO_LARGE when the workspace would not
- * fit the kernels' int32 float indices. */
+ * when nsplit is 1; a kernel compiled in the FlashAttention-1 loop order,
+ * whose metadata has workspace_floats_per_row > 0, gets that many floats
+ * per query row for its O, m, l instead). Returns FA_ERR_TOO_LARGE when the
+ * workspace would not fit the kernels' int32 float indices. */
 fa_status fa_decode_plan(const fa_kernel_info *info, const fa_decode_args *args, int sm_count,
                          int *nsplit, size_t *workspace_bytes);
 

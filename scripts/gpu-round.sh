@@ -158,6 +158,20 @@ if [ -d "$VARIANTS_DIR" ]; then
   done
 fi
 
+DECODE_VARIANTS_DIR=${DECODE_VARIANTS_DIR:-.device/decode-variants}
+if [ -d "$DECODE_VARIANTS_DIR" ]; then
+  step "decode suite with each optional pass disabled"
+  for d in "$DECODE_VARIANTS_DIR"/*/; do
+    v=$(basename "$d")
+    if python3 test/gpu/decode.py "$d" --lib $BUILD/libflashc_runtime.so > $OUT/decode-variant-$v.log 2>&1; then
+      note "decode $v: $(tail -1 $OUT/decode-variant-$v.log)"
+    else
+      note "decode $v: $(tail -1 $OUT/decode-variant-$v.log) (FAILED)"; status=1
+      grep -E "^FAIL" $OUT/decode-variant-$v.log | head -5
+    fi
+  done
+fi
+
 ABLATION_DIR=${ABLATION_DIR:-.device/ablation}
 if [ "${ABLATION:-0}" = 1 ] && [ -d "$ABLATION_DIR" ]; then
   step "ablation (-disable-pass, one variant per directory)"

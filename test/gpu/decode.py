@@ -150,8 +150,12 @@ def run_case(mod, name, spec, c, seed):
     seqlens = seqlens_h.cuda()
     bt_dev = bt.cuda() if bt is not None else None
     t0 = time.time()
+    # A kernel compiled without split-kv (-disable-pass=split-kv, or the FA1
+    # loop order) has no combine kernel and runs one split: the runtime
+    # refuses a forced nsplit > 1 for it, so such a case runs with auto.
+    nsplit_asked = c["nsplit"] if mod.info["decode"]["combine_kernel"] else 0
     mod.decode(q, k, v, o, seqlens, bt_dev, lse, host_seqlens=seqlens_h, host_block_table=bt,
-               nsplit=c["nsplit"])
+               nsplit=nsplit_asked)
     torch.cuda.synchronize()
     nsplit = mod.last_nsplit()
     r = check_case(spec, c, q, ks, vs, o, lse)
