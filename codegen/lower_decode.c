@@ -156,121 +156,11 @@ void lw_decode_parallel_for(Lowerer *L, const Op *op) {
   L->parallel_seen = saved;
 }
 
-/* ---------------------------------------------------------- tensors */
-
-typedef struct DRef {
-  MlirValue base; /* !llvm.ptr<1> */
-  ElemType elem;
-  MlirType et;
-  MlirValue sb, ss, sh; /* element strides (i64): batch, row, head */
-  MlirValue extent;     /* rows (i64) */
-  int cols;
-} DRef;
-
-static MlirValue dim_val(Lowerer *L, int d) {
-  CgBuilder *b = &L->b;
-  switch (d) {
-  case DIM_BATCH: return L->batch;
-  case DIM_SEQLEN_Q:
-  case DIM_Q_LEN: return L->q_len;
-  case DIM_SEQLEN_K:
-  case DIM_CAPACITY: return L->seqlen_k;
-  case DIM_BATCH_NSPLIT: return cg_muli(b, L->batch, L->nsplit);
-  default: /* num_pages, max_pages: never a row extent of a tile */
-    return cg_const_i64(b, d > 0 ? d : (int64_t)1 << 40);
-  }
-}
-
-static const Value *arg_named(const Func *f, const char *name) {
-  for (int i = 0; i < f->nargs; i++)
-    if (f->args[i]->name && strcmp(f->args[i]->name, name) == 0)
-      return f->args[i];
-  return NULL;
-}
-
-static MlirValue floats_of(Lowerer *L, const Value *a) {
-  MlirValue n = cg_const_i64(&L->b, a ? 1 : 0);
-  for (int i = 0; a && i < a->type.rank; i++)
-    n = cg_muli(&L->b, n, dim_val(L, a->type.dims[i]));
-  return n;
-}
-
-/* Dense strides of [B, S, H, D] (rank 4) or [B, H, S] (rank 3). */
-static void dense(Lowerer *L, const Type *t, DRef *r) {
-  CgBuilder *b = &L->b;
-  if (t->rank == 4) {
-    r->sh = cg_const_i64(b, t->dims[3]);
-    r->ss = cg_muli(b, dim_val(L, t->dims[2]), r->sh);
-    r->sb = cg_muli(b, dim_val(L, t->dims[1]), r->ss);
-  } else {
-    r->ss = cg_const_i64(b, 1);
-    r->sh = dim_val(L, t->dims[2]);
-    r->sb = cg_muli(b, dim_val(L, t->dims[1]), r->sh);
-  }
-}
-
-/* Float offset of a workspace tensor: o_part then lse_part (split-kv), or
- * the FA1 schedule's o_acc, m_buf, l_buf. Null when not a workspace part. */
-static MlirValue workspace_offset(Lowerer *L, const char *n) {
-  CgBuilder *b = &L->b;
-  const Func *f = L->f;
-  if (strcmp(n, "o_part") == 0 || strcmp(n, "o_acc") == 0)
-    return cg_const_i64(b, 0);
-  if (strcmp(n, "lse_part") == 0)
-    return floats_of(L, arg_named(f, "o_part"));
-  if (strcmp(n, "m_buf") == 0)
-    return floats_of(L, arg_named(f, "o_acc"));
-  if (strcmp(n, "l_buf") == 0)
-    return cg_addi(b, floats_of(L, arg_named(f, "o_acc")), floats_of(L, arg_named(f, "m_buf")));
-  return (MlirValue){NULL};
-}
-
-static bool dref(Lowerer *L, const Op *op, const Value *tv, DRef *r) {
-  CgBuilder *b = &L->b;
-  const char *n = tv->name ? tv->name : "";
-  const Type *t = &tv->type;
-  memset(r, 0, sizeof *r);
-  if (t->kind != TYPE_TENSOR || (t->rank != 3 && t->rank != 4)) {
-    lw_error(L, op, "the first operand must be a rank 3 or 4 tensor argument");
-    return false;
-  }
-  r->elem = t->elem;
-  r->et = lw_elem_type(L, t->elem);
-  r->cols = t->rank == 4 ? t->dims[3] : 1;
-  r->extent = dim_val(L, t->rank == 4 ? t->dims[1] : t->dims[2]);
-  static const char *const abi4[4] = {"q", "k", "v", "o"};
-  MlirValue ptrs[4] = {L->p_q, L->p_k, L->p_v, L->p_o};
-  MlirValue ptr = (MlirValue){NULL};
-  for (int i = 0; i < 4; i++)
-    if (strcmp(n, abi4[i]) == 0 && !mlirValueIsNull(ptrs[i])) {
-      ptr = ptrs[i];
-      r->sb = L->strides[i][0];
-      r->ss = L->strides[i][1];
-      r->sh = L->strides[i][2];
-    }
-  if (strcmp(n, "lse") == 0) {
-    ptr = L->p_lse;
-    dense(L, t, r);
-  }
-  MlirValue ws = workspace_offset(L, n);
-  if (!mlirValueIsNull(ws)) {
-    dense(L, t, r);
-    r->base = cg_gep(b, cg_addrspacecast(b, L->p_ws, b->gptr), ws, b->f32);
-    return true;
-  }
-  if (mlirValueIsNull(ptr)) {
-    lw_error(L, op, "tensor %%%s has no place in the decode kernel ABI", n);
-    return false;
-  }
-  r->base = cg_addrspacecast(b, ptr, b->gptr);
-  return true;
-}
-
 /* ------------------------------------------------------------- rows */
 
 /* Where logical row R = row0 + r of a tile lives. */
 typedef struct Rows {
-  DRef t;
+  TensorRef t;
   MlirValue b, h, row0; /* i64 */
   MlirValue limit;      /* rows at or past it are missing (i64) */
   int pack;             /* G query heads per K/V head; 0: not packed */
@@ -341,7 +231,7 @@ static MlirValue scalar_of(Lowerer *L, const Op *op, int i) {
 static bool make_rows(Lowerer *L, const Op *op, int t, int at, Rows *m) {
   CgBuilder *b = &L->b;
   memset(m, 0, sizeof *m);
-  if (!dref(L, op, op->operands[t], &m->t))
+  if (!lw_tensor_ref(L, op, op->operands[t], &m->t))
     return false;
   m->b = scalar_of(L, op, at);
   m->h = scalar_of(L, op, at + 1);
@@ -519,7 +409,7 @@ void lw_decode_load_scalar(Lowerer *L, const Op *op) {
 
 /* Row (mi, h) of a thread's share at element offset off; the two adjacent
  * columns of an n8 fragment go together. */
-static void store_row(Lowerer *L, const DRef *t, const CgVal *x, MlirValue off, int mi, int h) {
+static void store_row(Lowerer *L, const TensorRef *t, const CgVal *x, MlirValue off, int mi, int h) {
   CgBuilder *b = &L->b;
   const TileGeom *g = &x->g;
   int esize = t->elem == ELEM_F32 ? 4 : 2;

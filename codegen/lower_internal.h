@@ -124,6 +124,17 @@ typedef struct Lowerer {
   MlirValue q_len, capacity, nsplit, bt_stride; /* i64 */
 } Lowerer;
 
+/* Where a tensor argument's rows live: base pointer, element strides,
+ * row extent (lower_mem.c: lw_tensor_ref). */
+typedef struct TensorRef {
+  MlirValue base; /* !llvm.ptr<1> */
+  ElemType elem;
+  MlirType et;
+  MlirValue sb, ss, sh; /* element strides (i64) of batch, row, head */
+  MlirValue extent;     /* rows (i64) */
+  int cols;
+} TensorRef;
+
 /* lower.c */
 void *lw_alloc(Lowerer *L, size_t size); /* zeroed, freed with the Lowerer */
 CgVal *lw_get(Lowerer *L, const Value *v);
@@ -190,6 +201,9 @@ void lw_lower_seq_for(Lowerer *L, const Op *op);
 
 /* lower_decode.c (docs/decode.md): decode split and combine kernels. */
 bool lw_decode_init(Lowerer *L); /* true for a decode kernel; sets L->decode/combine */
+/* lower_mem.c: a tensor argument of op (q, k, v, o, lse, or a workspace part:
+ * o_acc, m_buf, l_buf, o_part, lse_part) as a TensorRef; false after an error. */
+bool lw_tensor_ref(Lowerer *L, const Op *op, const Value *tv, TensorRef *r);
 int lw_decode_param_types(Lowerer *L, MlirType *params); /* returns the count */
 void lw_decode_params(Lowerer *L, MlirBlock entry);
 MlirValue lw_decode_index_arg(Lowerer *L, const char *name); /* null when none */

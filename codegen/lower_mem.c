@@ -19,15 +19,6 @@
 #include "mlir-c/BuiltinTypes.h"
 
 
-typedef struct TensorRef {
-  MlirValue base; /* !llvm.ptr<1> */
-  ElemType elem;
-  MlirType et;
-  MlirValue sb, ss, sh; /* element strides (i64) of batch, row, head */
-  MlirValue extent;     /* rows (i64) */
-  int cols;
-} TensorRef;
-
 int lw_workspace_floats_per_row(const Func *f) {
   int n = 0;
   for (int i = 0; i < f->nargs; i++) {
@@ -42,12 +33,18 @@ int lw_workspace_floats_per_row(const Func *f) {
   return n;
 }
 
+/* A tensor extent as an i64 value (decode kernels: seqlen_q is q_len and
+ * seqlen_k the cache capacity, set by lw_decode_init). */
 static MlirValue dim_value(Lowerer *L, int d) {
   switch (d) {
   case DIM_BATCH: return L->batch;
-  case DIM_SEQLEN_Q: return L->seqlen_q;
-  case DIM_SEQLEN_K: return L->seqlen_k;
-  default: return cg_const_i64(&L->b, d);
+  case DIM_SEQLEN_Q:
+  case DIM_Q_LEN: return L->seqlen_q;
+  case DIM_SEQLEN_K:
+  case DIM_CAPACITY: return L->seqlen_k;
+  case DIM_BATCH_NSPLIT: return cg_muli(&L->b, L->batch, L->nsplit);
+  default: /* num_pages, max_pages: never a row extent of a tile */
+    return cg_const_i64(&L->b, d > 0 ? d : (int64_t)1 << 40);
   }
 }
 
@@ -60,7 +57,7 @@ static const Value *find_arg(const Func *f, const char *name) {
 
 /* Number of floats of a workspace tensor (for the offsets of the next). */
 static MlirValue tensor_floats(Lowerer *L, const Value *a) {
-  MlirValue n = cg_const_i64(&L->b, 1);
+  MlirValue n = cg_const_i64(&L->b, a ? 1 : 0);
   for (int i = 0; a && i < a->type.rank; i++)
     n = cg_muli(&L->b, n, dim_value(L, a->type.dims[i]));
   return n;
@@ -81,7 +78,7 @@ static void contiguous_strides(Lowerer *L, const Type *t, TensorRef *r) {
   }
 }
 
-static bool tensor_ref(Lowerer *L, const Op *op, const Value *tv, TensorRef *r) {
+bool lw_tensor_ref(Lowerer *L, const Op *op, const Value *tv, TensorRef *r) {
   CgBuilder *b = &L->b;
   const char *n = tv->name ? tv->name : "";
   const Type *t = &tv->type;
@@ -95,11 +92,11 @@ static bool tensor_ref(Lowerer *L, const Op *op, const Value *tv, TensorRef *r) 
   r->cols = t->rank == 4 ? t->dims[3] : 1;
   r->extent = dim_value(L, t->rank == 4 ? t->dims[1] : t->dims[2]);
   static const char *const abi4[4] = {"q", "k", "v", "o"};
+  MlirValue ptrs[4] = {L->p_q, L->p_k, L->p_v, L->p_o}; /* the combine kernel has o only */
   MlirValue ptr = (MlirValue){NULL};
   for (int i = 0; i < 4; i++)
-    if (strcmp(n, abi4[i]) == 0) {
-      MlirValue p[4] = {L->p_q, L->p_k, L->p_v, L->p_o};
-      ptr = p[i];
+    if (strcmp(n, abi4[i]) == 0 && !mlirValueIsNull(ptrs[i])) {
+      ptr = ptrs[i];
       r->sb = L->strides[i][0];
       r->ss = L->strides[i][1];
       r->sh = L->strides[i][2];
@@ -108,9 +105,13 @@ static bool tensor_ref(Lowerer *L, const Op *op, const Value *tv, TensorRef *r) 
     ptr = L->p_lse;
     contiguous_strides(L, t, r);
   }
+  /* Workspace parts: the FA1 schedule's o_acc, m_buf, l_buf, or split-kv's
+   * o_part, lse_part, one after the other from the workspace pointer. */
   MlirValue ws_off = (MlirValue){NULL};
-  if (strcmp(n, "o_acc") == 0)
+  if (strcmp(n, "o_acc") == 0 || strcmp(n, "o_part") == 0)
     ws_off = cg_const_i64(b, 0);
+  else if (strcmp(n, "lse_part") == 0)
+    ws_off = tensor_floats(L, find_arg(L->f, "o_part"));
   else if (strcmp(n, "m_buf") == 0)
     ws_off = tensor_floats(L, find_arg(L->f, "o_acc"));
   else if (strcmp(n, "l_buf") == 0)
@@ -363,7 +364,7 @@ void lw_load(Lowerer *L, const Op *op) {
   }
   TensorRef t;
   MlirValue ix[3];
-  if (op->noperands != 4 || !tensor_ref(L, op, op->operands[0], &t) || !index_operands(L, op, ix))
+  if (op->noperands != 4 || !lw_tensor_ref(L, op, op->operands[0], &t) || !index_operands(L, op, ix))
     return;
   Type rt = op->results[0]->type;
   if (rt.kind != TYPE_TILE) {
@@ -408,7 +409,7 @@ void lw_store(Lowerer *L, const Op *op) {
   CgBuilder *b = &L->b;
   TensorRef t;
   MlirValue ix[3];
-  if (op->noperands != 5 || !tensor_ref(L, op, op->operands[0], &t) || !index_operands(L, op, ix))
+  if (op->noperands != 5 || !lw_tensor_ref(L, op, op->operands[0], &t) || !index_operands(L, op, ix))
     return;
   CgVal *x = lw_get(L, op->operands[4]);
   if (x->kind != CV_TILE) {
