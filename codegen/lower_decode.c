@@ -409,48 +409,16 @@ void lw_decode_load_scalar(Lowerer *L, const Op *op) {
 
 /* Row (mi, h) of a thread's share at element offset off; the two adjacent
  * columns of an n8 fragment go together. */
-static void store_row(Lowerer *L, const TensorRef *t, const CgVal *x, MlirValue off, int mi, int h) {
-  CgBuilder *b = &L->b;
-  const TileGeom *g = &x->g;
-  int esize = t->elem == ELEM_F32 ? 4 : 2;
-  if (g->cls == TC_ROWV || g->cls == TC_ONE) {
-    MlirValue v = cg_float_cast(b, lw_elem(L, x, g->cls, mi, 0, 2 * h), t->et);
-    cg_store(b, v, cg_gep(b, t->base, off, t->et), esize);
-    return;
-  }
-  MlirType v2 = mlirVectorTypeGet(1, (int64_t[]){2}, t->et);
-  for (int ni = 0; ni < g->nn; ni++) {
-    MlirValue e2[2] = {cg_float_cast(b, lw_elem(L, x, TC_FULL, mi, ni, 2 * h), t->et),
-                       cg_float_cast(b, lw_elem(L, x, TC_FULL, mi, ni, 2 * h + 1), t->et)};
-    MlirValue col = cg_int_cast(b, lw_elem_col(L, g, ni, 0), b->i64);
-    MlirValue p = cg_gep(b, t->base, cg_addi(b, off, col), t->et);
-    cg_store(b, cg_vector_from(b, e2, 2, v2), p, 2 * esize);
-  }
-}
-
 void lw_decode_store(Lowerer *L, const Op *op) {
   CgBuilder *b = &L->b;
   Rows m;
   if (op->noperands != 5 || !make_rows(L, op, 0, 1, &m))
     return;
-  CgVal *x = lw_get(L, op->operands[4]);
-  if (x->kind != CV_TILE) {
-    lw_error(L, op, "only register tiles can be stored");
+  MlirValue only;
+  const CgVal *x = lw_store_begin(L, op, m.t.cols, &only);
+  if (!x)
     return;
-  }
   const TileGeom *g = &x->g;
-  if ((g->cls == TC_FULL) != (m.t.cols > 1) ||
-      (g->cls == TC_FULL && g->cols != m.t.cols && !g->col_split)) {
-    lw_error(L, op, "tile shape does not match the tensor");
-    return;
-  }
-  /* One copy of replicated data: lane q = 0 of a quad for row vectors,
-   * warp 0 when every warp holds the whole tile. */
-  MlirValue only = cg_const_int(b, b->i1, 1);
-  if (g->cls == TC_ROWV || g->cls == TC_ONE)
-    only = cg_cmpi(b, "eq", L->lq, cg_const_i32(b, 0));
-  if (!g->row_split && !g->col_split && L->warps > 1)
-    only = cg_arith2(b, "arith.andi", only, cg_cmpi(b, "eq", L->warp, cg_const_i32(b, 0)));
   int nm = g->cls == TC_ONE ? 1 : g->nm, nh = g->cls == TC_ONE ? 1 : 2;
   for (int mi = 0; mi < nm; mi++)
     for (int h = 0; h < nh; h++) {
@@ -460,7 +428,7 @@ void lw_decode_store(Lowerer *L, const Op *op) {
       MlirBlock then_block, outer = b->block;
       cg_if(b, cg_arith2(b, "arith.andi", only, ok), NULL, 0, false, &then_block, NULL);
       cg_builder_set_block(b, then_block);
-      store_row(L, &m.t, x, off, mi, h);
+      lw_store_row(L, &m.t, x, off, mi, h);
       cg_yield(b, NULL, 0);
       cg_builder_set_block(b, outer);
     }

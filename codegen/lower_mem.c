@@ -381,8 +381,7 @@ void lw_load(Lowerer *L, const Op *op) {
 
 /* One row (mi, h) of a thread's share: the n8 fragments' two adjacent
  * elements are stored together. */
-static void store_row(Lowerer *L, const TensorRef *t, const CgVal *x, MlirValue off, int mi,
-                      int h) {
+void lw_store_row(Lowerer *L, const TensorRef *t, const CgVal *x, MlirValue off, int mi, int h) {
   CgBuilder *b = &L->b;
   const TileGeom *g = &x->g;
   if (g->cls == TC_ROWV || g->cls == TC_ONE) {
@@ -401,6 +400,30 @@ static void store_row(Lowerer *L, const TensorRef *t, const CgVal *x, MlirValue 
   }
 }
 
+/* The tile a store writes (operand 4) checked against a tensor of `cols`
+ * columns, and *only: the predicate that keeps one copy of replicated data
+ * (lane q = 0 of a quad for row vectors, warp 0 when every warp holds the
+ * whole tile). NULL after an error. */
+const CgVal *lw_store_begin(Lowerer *L, const Op *op, int cols, MlirValue *only) {
+  CgBuilder *b = &L->b;
+  CgVal *x = lw_get(L, op->operands[4]);
+  if (x->kind != CV_TILE) {
+    lw_error(L, op, "only register tiles can be stored");
+    return NULL;
+  }
+  const TileGeom *g = &x->g;
+  if ((g->cls == TC_FULL) != (cols > 1) || (g->cls == TC_FULL && g->cols != cols && !g->col_split)) {
+    lw_error(L, op, "tile shape does not match the tensor");
+    return NULL;
+  }
+  *only = cg_const_int(b, b->i1, 1);
+  if (g->cls == TC_ROWV || g->cls == TC_ONE)
+    *only = cg_cmpi(b, "eq", L->lq, cg_const_i32(b, 0));
+  if (!g->row_split && !g->col_split && L->warps > 1)
+    *only = cg_arith2(b, "arith.andi", *only, cg_cmpi(b, "eq", L->warp, cg_const_i32(b, 0)));
+  return x;
+}
+
 void lw_store(Lowerer *L, const Op *op) {
   if (L->decode) {
     lw_decode_store(L, op);
@@ -411,23 +434,11 @@ void lw_store(Lowerer *L, const Op *op) {
   MlirValue ix[3];
   if (op->noperands != 5 || !lw_tensor_ref(L, op, op->operands[0], &t) || !index_operands(L, op, ix))
     return;
-  CgVal *x = lw_get(L, op->operands[4]);
-  if (x->kind != CV_TILE) {
-    lw_error(L, op, "only register tiles can be stored");
+  MlirValue only;
+  const CgVal *x = lw_store_begin(L, op, t.cols, &only);
+  if (!x)
     return;
-  }
   const TileGeom *g = &x->g;
-  if ((g->cls == TC_FULL) != (t.cols > 1) || (g->cls == TC_FULL && g->cols != t.cols && !g->col_split)) {
-    lw_error(L, op, "tile shape does not match the tensor");
-    return;
-  }
-  /* Only one copy of replicated data is written: lane q = 0 of a quad for
-   * row vectors, warp 0 when every warp holds the whole tile. */
-  MlirValue only = cg_const_int(b, b->i1, 1);
-  if (g->cls == TC_ROWV || g->cls == TC_ONE)
-    only = cg_cmpi(b, "eq", L->lq, cg_const_i32(b, 0));
-  if (!g->row_split && !g->col_split && L->warps > 1)
-    only = cg_arith2(b, "arith.andi", only, cg_cmpi(b, "eq", L->warp, cg_const_i32(b, 0)));
   int nm = g->cls == TC_ONE ? 1 : g->nm, nh = g->cls == TC_ONE ? 1 : 2;
   for (int mi = 0; mi < nm; mi++)
     for (int h = 0; h < nh; h++) {
@@ -437,7 +448,7 @@ void lw_store(Lowerer *L, const Op *op) {
       MlirBlock then_block, outer = b->block;
       cg_if(b, ok, NULL, 0, false, &then_block, NULL);
       cg_builder_set_block(b, then_block);
-      store_row(L, &t, x, row_offset(L, &t, ix[0], ix[1], row), mi, h);
+      lw_store_row(L, &t, x, row_offset(L, &t, ix[0], ix[1], row), mi, h);
       cg_yield(b, NULL, 0);
       cg_builder_set_block(b, outer);
     }
