@@ -628,23 +628,27 @@ int lw_count_parallel(const Func *f) {
 /* ABI parameter types, in order (docs/abi.md). */
 enum { ABI_NPARAMS = 21 };
 
-static void make_params(Lowerer *L, MlirBlock entry) {
-  CgBuilder *b = &L->b;
-  MlirValue a[ABI_NPARAMS];
-  for (int i = 0; i < ABI_NPARAMS; i++)
-    a[i] = mlirBlockGetArgument(entry, i);
+void lw_bind_io_params(Lowerer *L, const MlirValue *a, int strides_at) {
   L->p_q = a[0];
   L->p_k = a[1];
   L->p_v = a[2];
   L->p_o = a[3];
   L->p_lse = a[4];
   L->p_ws = a[5];
+  for (int t = 0; t < 4; t++)
+    for (int s = 0; s < 3; s++)
+      L->strides[t][s] = a[strides_at + 3 * t + s];
+}
+
+static void make_params(Lowerer *L, MlirBlock entry) {
+  CgBuilder *b = &L->b;
+  MlirValue a[ABI_NPARAMS];
+  for (int i = 0; i < ABI_NPARAMS; i++)
+    a[i] = mlirBlockGetArgument(entry, i);
+  lw_bind_io_params(L, a, 9);
   L->batch = cg_int_cast(b, a[6], b->i64);
   L->seqlen_q = cg_int_cast(b, a[7], b->i64);
   L->seqlen_k = cg_int_cast(b, a[8], b->i64);
-  for (int t = 0; t < 4; t++)
-    for (int s = 0; s < 3; s++)
-      L->strides[t][s] = a[9 + 3 * t + s];
 }
 
 static void make_thread_ids(Lowerer *L) {

@@ -71,12 +71,7 @@ void lw_decode_params(Lowerer *L, MlirBlock entry) {
     for (int s = 0; s < 3; s++)
       L->strides[3][s] = a[7 + s];
   } else {
-    L->p_q = a[0];
-    L->p_k = a[1];
-    L->p_v = a[2];
-    L->p_o = a[3];
-    L->p_lse = a[4];
-    L->p_ws = a[5];
+    lw_bind_io_params(L, a, 13);
     L->p_seqlens = a[6];
     L->p_bt = a[7];
     L->batch = cg_int_cast(b, a[8], b->i64);
@@ -84,9 +79,6 @@ void lw_decode_params(Lowerer *L, MlirBlock entry) {
     L->capacity = cg_int_cast(b, a[10], b->i64);
     L->nsplit = cg_int_cast(b, a[11], b->i64);
     L->bt_stride = cg_int_cast(b, a[12], b->i64);
-    for (int t = 0; t < 4; t++)
-      for (int s = 0; s < 3; s++)
-        L->strides[t][s] = a[13 + 3 * t + s];
   }
   /* The forward names, for code that asks for them. */
   L->seqlen_q = L->q_len;

@@ -195,6 +195,9 @@ int lw_alloc_smem(Lowerer *L, int bytes);
 CgVal *lw_stage_begin(Lowerer *L, const Op *op);
 void lw_stage_end(Lowerer *L, const Op *op, CgVal *s);
 
+/* lower.c: the pointers q, k, v, o, lse, workspace (parameters 0..5 of both
+ * ABIs) and the q, k, v, o strides starting at parameter strides_at. */
+void lw_bind_io_params(Lowerer *L, const MlirValue *a, int strides_at);
 /* lower.c: regions and sequential loops, for lower_decode.c's loops. */
 void lw_lower_region(Lowerer *L, const Block *blk, MlirBlock into);
 void lw_lower_seq_for(Lowerer *L, const Op *op);
