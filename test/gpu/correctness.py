@@ -16,9 +16,6 @@ LSE = -inf exactly; the padding around a padded O must stay NaN (unwritten).
 Prints one line per case and `N passed, N failed` last; writes
 $OUT/correctness.json when OUT is set; exits 1 on any failure.
 """
-import argparse
-import json
-import math
 import os
 import sys
 import time
@@ -26,8 +23,8 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import flashc_rt  # noqa: E402
 from specs import SPECS  # noqa: E402
+from suite import Suite  # noqa: E402
 
 DT = {"bf16": torch.bfloat16, "f16": torch.float16}
 CHUNK_BYTES = 1 << 29  # float64 scores per reference chunk
@@ -216,74 +213,27 @@ def validation_cases(mod, spec):
 # ---- main ----------------------------------------------------------------------
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("ptx_dir")
-    ap.add_argument("--lib", default=os.environ.get("FLASHC_RUNTIME_LIB",
-                                                    "build-gpu/libflashc_runtime.so"))
-    ap.add_argument("--seed", type=int, default=None)
-    ap.add_argument("--only", default="")
-    ap.add_argument("--quick", action="store_true", help="first case of each kernel only")
-    a = ap.parse_args()
-    seed = a.seed if a.seed is not None else int(time.time()) % 100000
-    print(f"correctness: seed {seed} (rerun with --seed {seed}), ptx dir {a.ptx_dir}")
-    rt = flashc_rt.Runtime(a.lib)
-    ctx = rt.context(0)
-    torch.cuda.init()
-    torch.backends.cuda.matmul.allow_tf32 = False  # the float32 LSE baseline must be float32
-    names = sorted(n[:-4] for n in os.listdir(a.ptx_dir) if n.endswith(".ptx"))
-    if a.only:
-        names = [n for n in names if n in a.only.split(",")]
-    results, passed, failed = [], 0, 0
-    t_start = time.time()
-    for name in names:
-        if name not in SPECS:
-            print(f"SKIP {name}: no entry in test/gpu/specs.py")
+    def add_args(ap):
+        ap.add_argument("--quick", action="store_true", help="first case of each kernel only")
+    st = Suite("correctness", add_args)
+    first = True
+    for name, spec in st.kernels(SPECS, "test/gpu/specs.py"):
+        mod = st.load(name, st.ctx.load_ptx)
+        if mod is None:
             continue
-        spec = SPECS[name]
-        try:
-            mod = ctx.load_ptx(os.path.join(a.ptx_dir, name + ".ptx"))
-        except flashc_rt.FlashcError as e:
-            print(f"FAIL {name}: load: {e}")
-            failed += 1
-            results.append(dict(kernel=name, passed=False, error=str(e)))
-            continue
-        info = mod.info
-        for key in ("head_dim", "v_head_dim", "heads", "kv_heads", "dtype"):
-            if info[key] != spec[key]:
-                print(f"FAIL {name}: metadata {key} = {info[key]} but specs.py says {spec[key]}")
-                failed += 1
-        cases = spec["cases"][:1] if a.quick else spec["cases"]
+        st.check_meta(name, mod.info, {k: spec[k] for k in ("head_dim", "v_head_dim", "heads",
+                                                            "kv_heads", "dtype")}, "specs.py")
+        cases = spec["cases"][:1] if st.args.quick else spec["cases"]
         for i, case in enumerate(cases):
-            try:
-                want_lse = i % 3 != 2 or spec["expect_fail"]
-                r = run_case(mod, name, spec, case, seed * 1000 + i, want_lse=want_lse)
-            except Exception as e:  # a crash of one case is a failure, not the end
-                r = dict(kernel=name, case=list(case), passed=False, error=repr(e))
-                print(f"FAIL {name} {case}: {e!r}")
-            else:
-                line = describe(r)
-                if spec["expect_fail"]:  # a negative control: failing is passing
-                    r["passed"] = not r["passed"]
-                    line = ("PASS (planted bug caught: " if r["passed"] else
-                            "FAIL (planted bug NOT caught: ") + line + ")"
-                print(line, flush=True)
-            results.append(r)
-            passed += r["passed"]
-            failed += not r["passed"]
-        for label, ok, msg in validation_cases(mod, spec) if name == names[0] else []:
-            print(f"{'PASS' if ok else 'FAIL'} {name:<22} validation {label}: {msg}")
-            results.append(dict(kernel=name, validation=label, passed=ok, message=msg))
-            passed += ok
-            failed += not ok
+            want_lse = i % 3 != 2 or spec["expect_fail"]
+            st.run_case(name, spec, list(case),
+                        lambda: run_case(mod, name, spec, case, st.seed * 1000 + i,
+                                         want_lse=want_lse), describe)
+        if first:
+            st.validation(name, 22, validation_cases(mod, spec))
+            first = False
         mod.close()
-    print(f"correctness: {time.time() - t_start:.1f} s on {torch.cuda.get_device_name()}")
-    print(f"{passed} passed, {failed} failed")
-    out = os.environ.get("OUT")
-    if out:
-        with open(os.path.join(out, "correctness.json"), "w") as f:
-            json.dump(dict(seed=seed, passed=passed, failed=failed, results=results), f,
-                      indent=1, default=str)
-    return 1 if failed or passed == 0 else 0
+    return st.finish("correctness.json")
 
 
 if __name__ == "__main__":

@@ -14,8 +14,6 @@ float32 attention's error + 1e-4; rows without keys O = 0, LSE = -inf; the
 padding of a strided O stays NaN. Prints one line per case and
 `N passed, N failed` last; writes $OUT/decode.json when OUT is set.
 """
-import argparse
-import json
 import os
 import sys
 import time
@@ -23,11 +21,11 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import flashc_rt  # noqa: E402
 from correctness import LSE_SLACK, compare  # noqa: E402
 from decode_specs import DECODE_SPECS  # noqa: E402
 from flashc_rt_decode import DecodeModule  # noqa: E402
 from specs import causal  # noqa: E402
+from suite import Suite  # noqa: E402
 
 DT = {"bf16": torch.bfloat16, "f16": torch.float16}
 NAN = float("nan")
@@ -222,81 +220,29 @@ def validation_cases(mod, spec):
 # ---- main ----------------------------------------------------------------------
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("ptx_dir")
-    ap.add_argument("--lib", default=os.environ.get("FLASHC_RUNTIME_LIB",
-                                                    "build-gpu/libflashc_runtime.so"))
-    ap.add_argument("--seed", type=int, default=None)
-    ap.add_argument("--only", default="")
-    a = ap.parse_args()
-    seed = a.seed if a.seed is not None else int(time.time()) % 100000
-    print(f"decode: seed {seed} (rerun with --seed {seed}), ptx dir {a.ptx_dir}")
-    rt = flashc_rt.Runtime(a.lib)
-    ctx = rt.context(0)
-    torch.cuda.init()
-    torch.backends.cuda.matmul.allow_tf32 = False  # the float32 LSE baseline must be float32
-    names = sorted(n[:-4] for n in os.listdir(a.ptx_dir) if n.endswith(".ptx"))
-    if a.only:
-        names = [n for n in names if n in a.only.split(",")]
-    results, passed, failed, validated = [], 0, 0, False
-    t_start = time.time()
-    for name in names:
-        if name not in DECODE_SPECS:
-            print(f"SKIP {name}: no entry in test/gpu/decode_specs.py")
-            continue
-        spec = DECODE_SPECS[name]
-        try:
-            mod = DecodeModule(ctx, os.path.join(a.ptx_dir, name + ".ptx"))
-        except flashc_rt.FlashcError as e:
-            print(f"FAIL {name}: load: {e}")
-            failed += 1
-            results.append(dict(kernel=name, passed=False, error=str(e)))
+    st = Suite("decode")
+    validated = False
+    for name, spec in st.kernels(DECODE_SPECS, "test/gpu/decode_specs.py"):
+        mod = st.load(name, lambda path: DecodeModule(st.ctx, path))
+        if mod is None:
             continue
         info = mod.info
-        want = dict(head_dim=spec["head_dim"], v_head_dim=spec["v_head_dim"],
-                    heads=spec["heads"], kv_heads=spec["kv_heads"], dtype=spec["dtype"])
-        for key, val in want.items():
-            if info[key] != val:
-                print(f"FAIL {name}: metadata {key} = {info[key]} but decode_specs.py says {val}")
-                failed += 1
+        st.check_meta(name, info, {k: spec[k] for k in ("head_dim", "v_head_dim", "heads",
+                                                        "kv_heads", "dtype")}, "decode_specs.py")
         dinfo = info["decode"]
         if dinfo["cache"] != spec["cache"] or dinfo["page_size"] != spec["page_size"]:
             print(f"FAIL {name}: metadata cache {dinfo['cache']}/{dinfo['page_size']} but "
                   f"decode_specs.py says {spec['cache']}/{spec['page_size']}")
-            failed += 1
+            st.failed += 1
         for i, c in enumerate(spec["cases"]):
-            try:
-                r = run_case(mod, name, spec, c, seed * 1000 + i)
-            except Exception as e:  # a crash of one case is a failure, not the end
-                r = dict(kernel=name, case=c, passed=False, error=repr(e))
-                print(f"FAIL {name} {c}: {e!r}", flush=True)
-            else:
-                line = describe(r)
-                if spec["expect_fail"]:  # a negative control: failing is passing
-                    r["passed"] = not r["passed"]
-                    line = ("PASS (planted bug caught: " if r["passed"] else
-                            "FAIL (planted bug NOT caught: ") + line + ")"
-                print(line, flush=True)
-            results.append(r)
-            passed += r["passed"]
-            failed += not r["passed"]
+            st.run_case(name, spec, c, lambda: run_case(mod, name, spec, c, st.seed * 1000 + i),
+                        describe)
         if spec["cache"] == "paged" and not validated and not spec["expect_fail"]:
             validated = True
-            for label, ok, msg in validation_cases(mod, spec):
-                print(f"{'PASS' if ok else 'FAIL'} {name:<30} validation {label}: {msg}")
-                results.append(dict(kernel=name, validation=label, passed=ok, message=msg))
-                passed += ok
-                failed += not ok
+            st.validation(name, 30, validation_cases(mod, spec))
         mod.close()
         torch.cuda.empty_cache()
-    print(f"decode: {time.time() - t_start:.1f} s on {torch.cuda.get_device_name()}")
-    print(f"{passed} passed, {failed} failed")
-    out = os.environ.get("OUT")
-    if out:
-        with open(os.path.join(out, "decode.json"), "w") as f:
-            json.dump(dict(seed=seed, passed=passed, failed=failed, results=results), f,
-                      indent=1, default=str)
-    return 1 if failed or passed == 0 else 0
+    return st.finish("decode.json")
 
 
 if __name__ == "__main__":
