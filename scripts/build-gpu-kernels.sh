@@ -10,30 +10,25 @@ BUILD=${BUILD:-build}
 FLASHC=$BUILD/tools/flashc
 OUT_DIR=.device/ptx
 [ -x "$FLASHC" ] || { echo "build-gpu-kernels: $FLASHC not built (make build)"; exit 1; }
-mkdir -p $OUT_DIR
-ok=0; bad=0
-for fa in test/gpu/specs/*.fa; do
-  name=$(basename "$fa" .fa)
-  if "$FLASHC" "$fa" -emit=ptx --target=sm_90a -o $OUT_DIR/$name.ptx &&
-     ptxas --gpu-name sm_90a $OUT_DIR/$name.ptx -o /dev/null; then
-    ok=$((ok + 1))
-  else
-    echo "build-gpu-kernels: $name FAILED"; rm -f $OUT_DIR/$name.ptx; bad=$((bad + 1))
-  fi
-done
-echo "build-gpu-kernels: $ok PTX in $OUT_DIR, $bad failed ($(du -sh $OUT_DIR | cut -f1))"
+# compile SPEC_DIR OUT_DIR LABEL: every spec of SPEC_DIR to OUT_DIR, checked
+# by ptxas; prints a summary and returns the number of failures.
+compile() {
+  mkdir -p "$2"
+  ok=0; bad=0
+  for fa in "$1"/*.fa; do
+    name=$(basename "$fa" .fa)
+    if "$FLASHC" "$fa" -emit=ptx --target=sm_90a -o "$2/$name.ptx" &&
+       ptxas --gpu-name sm_90a "$2/$name.ptx" -o /dev/null; then
+      ok=$((ok + 1))
+    else
+      echo "build-gpu-kernels: $3 $name FAILED"; rm -f "$2/$name.ptx"; bad=$((bad + 1))
+    fi
+  done
+  echo "build-gpu-kernels: $ok $3 PTX in $2, $bad failed ($(du -sh "$2" | cut -f1))"
+  return $bad
+}
+status=0
+compile test/gpu/specs $OUT_DIR forward || status=1
 # The decode suite's specs (test/gpu/decode.py) -> .device/decode.
-DEC_DIR=.device/decode
-mkdir -p $DEC_DIR
-dok=0; dbad=0
-for fa in test/gpu/decode_specs/*.fa; do
-  name=$(basename "$fa" .fa)
-  if "$FLASHC" "$fa" -emit=ptx --target=sm_90a -o $DEC_DIR/$name.ptx &&
-     ptxas --gpu-name sm_90a $DEC_DIR/$name.ptx -o /dev/null; then
-    dok=$((dok + 1))
-  else
-    echo "build-gpu-kernels: decode $name FAILED"; rm -f $DEC_DIR/$name.ptx; dbad=$((dbad + 1))
-  fi
-done
-echo "build-gpu-kernels: $dok decode PTX in $DEC_DIR, $dbad failed"
-[ $bad = 0 ] && [ $dbad = 0 ]
+compile test/gpu/decode_specs .device/decode decode || status=1
+exit $status

@@ -1,15 +1,22 @@
 #!/bin/sh
-# Build machine: the GPU-suite specs (test/gpu/specs) compiled once per
-# optional pass with that pass disabled, into .device/variants/no-PASS, so the
-# GPU round proves that -disable-pass=PASS keeps every kernel correct.
+# Build machine: the GPU suites' specs compiled once per optional pass with
+# that pass disabled, so the GPU round proves -disable-pass=PASS keeps every
+# kernel correct: test/gpu/specs -> .device/variants/no-PASS (decode-only
+# passes leave forward kernels unchanged and are skipped) and
+# test/gpu/decode_specs -> .device/decode-variants/no-PASS (every pass).
 set -e
 FLASHC=${FLASHC:-build/tools/flashc}
-ROOT=${VARIANTS_DIR:-.device/variants}
-rm -rf "$ROOT"
-for p in $("$FLASHC" --list-passes | awk '!/\(required\)/ && !/ decode: / {print $1}'); do
-  mkdir -p "$ROOT/no-$p"
-  for fa in test/gpu/specs/*.fa; do
-    "$FLASHC" "$fa" -emit=ptx --target=sm_90a -disable-pass="$p" -o "$ROOT/no-$p/$(basename "$fa" .fa).ptx"
+
+# variants SPEC_DIR ROOT AWK_FILTER
+variants() {
+  rm -rf "$2"
+  for p in $("$FLASHC" --list-passes | awk "$3"); do
+    mkdir -p "$2/no-$p"
+    for fa in "$1"/*.fa; do
+      "$FLASHC" "$fa" -emit=ptx --target=sm_90a -disable-pass="$p" -o "$2/no-$p/$(basename "$fa" .fa).ptx"
+    done
+    echo "$2/no-$p: $(ls "$2/no-$p" | wc -l) PTX"
   done
-  echo "no-$p: $(ls "$ROOT/no-$p" | wc -l) PTX"
-done
+}
+variants test/gpu/specs "${VARIANTS_DIR:-.device/variants}" '!/\(required\)/ && !/ decode: / {print $1}'
+variants test/gpu/decode_specs "${DECODE_VARIANTS_DIR:-.device/decode-variants}" '!/\(required\)/ {print $1}'
