@@ -363,6 +363,98 @@ MlirValue cg_pack2(CgBuilder *b, CgMmaType t, MlirValue lo, MlirValue hi) {
   return cg_bitcast(b, cg_vector_from(b, e, 2, v2), b->i32);
 }
 
+/* ------------------------------------------------------ inline PTX */
+
+void cg_ptx(CgBuilder *b, const char *ptx, const MlirValue *args, const char *arg_constraints,
+            int nargs, MlirValue *regs, int nregs) {
+  /* Constraints: one output per reg ("=f"/"=r"), the args, then each reg
+   * again as an input tied to its output ("0", "1", ...). */
+  size_t cap = 16 + strlen(arg_constraints) + (size_t)nregs * 12;
+  char *cons = malloc(cap);
+  MlirType *types = malloc(sizeof(MlirType) * (size_t)(nregs ? nregs : 1));
+  MlirValue *ops = malloc(sizeof(MlirValue) * (size_t)(nargs + nregs + 1));
+  if (!cons || !types || !ops)
+    abort();
+  size_t n = 0;
+  cons[0] = 0;
+  for (int i = 0; i < nregs; i++) {
+    types[i] = mlirValueGetType(regs[i]);
+    n += (size_t)snprintf(cons + n, cap - n, "%s=%c", i ? "," : "",
+                          mlirTypeIsAF32(types[i]) ? 'f' : 'r');
+  }
+  if (nargs)
+    n += (size_t)snprintf(cons + n, cap - n, "%s%s", nregs ? "," : "", arg_constraints);
+  for (int i = 0; i < nregs; i++)
+    n += (size_t)snprintf(cons + n, cap - n, "%s%d", n ? "," : "", i);
+  for (int i = 0; i < nargs; i++)
+    ops[i] = args[i];
+  for (int i = 0; i < nregs; i++)
+    ops[nargs + i] = regs[i];
+  CgNamedAttr a[3] = {
+      {"asm_string", cg_attr_str(b, ptx)},
+      {"constraints", cg_attr_str(b, cons)},
+      {"has_side_effects", mlirUnitAttrGet(b->ctx)},
+  };
+  MlirType rt = nregs == 1 ? types[0] : mlirLLVMStructTypeLiteralGet(b->ctx, nregs, types, false);
+  MlirOperation op = cg_op(b, "llvm.inline_asm", ops, nargs + nregs, &rt, nregs ? 1 : 0, a, 3);
+  if (nregs == 1)
+    regs[0] = cg_result(op, 0);
+  else
+    for (int i = 0; i < nregs; i++)
+      regs[i] = cg_extractvalue(b, cg_result(op, 0), i, types[i]);
+  free(cons);
+  free(types);
+  free(ops);
+}
+
+void cg_wgmma(CgBuilder *b, CgMmaType t, int n, MlirValue *acc, const MlirValue *a_regs,
+              MlirValue a_desc, MlirValue b_desc, bool trans_b) {
+  int nacc = n / 2;
+  const char *ty = t == CG_MMA_BF16 ? "bf16" : "f16";
+  /* $0..$(nacc-1): D; then A (4 regs or a descriptor), B's descriptor. The
+   * scale-d predicate is always 1: the accumulator is read. */
+  char *s = malloc((size_t)nacc * 8 + 256);
+  if (!s)
+    abort();
+  int k = sprintf(s, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {", n, ty, ty);
+  for (int i = 0; i < nacc; i++)
+    k += sprintf(s + k, "%s$%d", i ? ", " : "", i);
+  MlirValue args[5];
+  int nargs = 0;
+  const char *cons;
+  if (a_regs) {
+    k += sprintf(s + k, "}, {$%d, $%d, $%d, $%d}, $%d, 1, 1, 1, %d;", nacc, nacc + 1, nacc + 2,
+                 nacc + 3, nacc + 4, trans_b ? 1 : 0);
+    for (int i = 0; i < 4; i++)
+      args[nargs++] = a_regs[i];
+    cons = "r,r,r,r,l";
+  } else {
+    k += sprintf(s + k, "}, $%d, $%d, 1, 1, 1, 0, %d;", nacc, nacc + 1, trans_b ? 1 : 0);
+    args[nargs++] = a_desc;
+    cons = "l,l";
+  }
+  args[nargs++] = b_desc;
+  cg_ptx(b, s, args, cons, nargs, acc, nacc);
+  free(s);
+}
+
+void cg_wgmma_fence(CgBuilder *b, MlirValue *regs, int nregs) {
+  cg_ptx(b, "wgmma.fence.sync.aligned;", NULL, "", 0, regs, nregs);
+}
+
+void cg_wgmma_commit_wait(CgBuilder *b, MlirValue *acc, int nacc) {
+  cg_ptx(b, "wgmma.commit_group.sync.aligned;\n\twgmma.wait_group.sync.aligned 0;", NULL, "", 0,
+         acc, nacc);
+}
+
+void cg_fence_proxy_async(CgBuilder *b) {
+  cg_ptx(b, "fence.proxy.async.shared::cta;", NULL, "", 0, NULL, 0);
+}
+
+MlirValue cg_shared_addr(CgBuilder *b, MlirValue sptr) {
+  return cg_op1(b, "llvm.ptrtoint", &sptr, 1, b->i64, NULL, 0);
+}
+
 void cg_cp_async16(CgBuilder *b, MlirValue dst_shared, MlirValue src_global,
                    MlirValue src_bytes) {
   if (mlirValueIsNull(src_bytes)) {
@@ -447,7 +539,7 @@ void cg_dynamic_smem_global(CgBuilder *b, const char *name) {
       {"global_type", mlirTypeAttrGet(cg_type(b, "!llvm.array<0 x i8>"))},
       {"linkage", cg_attr(b, "#llvm.linkage<external>")},
       {"addr_space", cg_attr_i32(b, 3)},
-      {"alignment", cg_attr_i64(b, 128)},
+      {"alignment", cg_attr_i64(b, 1024)},
   };
   /* External: no initializer, so its region stays empty. */
   MlirRegion empty = mlirRegionCreate();

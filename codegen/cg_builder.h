@@ -118,6 +118,34 @@ void cg_mma_16816(CgBuilder *b, CgMmaType t, const MlirValue *a, const MlirValue
 /* Packs two f32 into one i32 holding two f16/bf16 (lo = first). */
 MlirValue cg_pack2(CgBuilder *b, CgMmaType t, MlirValue lo, MlirValue hi);
 
+/* Inline PTX with side effects (llvm.inline_asm): operands $0.. are the
+ * outputs, then `args`. `regs` (nregs values, f32 or i32) are passed through
+ * it in place: each comes out as a new SSA value tied to the same register,
+ * so that the code computing them stays before the asm and the code using
+ * them after it (how wgmma's asynchronous accumulators are ordered). */
+void cg_ptx(CgBuilder *b, const char *ptx, const MlirValue *args, const char *arg_constraints,
+            int nargs, MlirValue *regs, int nregs);
+
+/* Warpgroup MMA (sm_90a) m64 x n x k16, f32 accumulate, acc[n/2] in the
+ * accumulator layout of mma.sync m16n8 repeated over n/8 columns (warp w of
+ * the warpgroup holds rows 16w..16w+15), updated in place. A comes from the
+ * shared-memory descriptor a_desc (i64) when a_regs is NULL, else from four
+ * packed registers (the m16n8k16 A fragment of the warp's 16 rows). B is the
+ * descriptor b_desc; trans_b: B is stored N-major (k rows of n). Issued
+ * asynchronously: bracket a sequence with cg_wgmma_fence and
+ * cg_wgmma_commit_wait, which order the registers. */
+void cg_wgmma(CgBuilder *b, CgMmaType t, int n, MlirValue *acc, const MlirValue *a_regs,
+              MlirValue a_desc, MlirValue b_desc, bool trans_b);
+/* wgmma.fence, with the registers the next wgmmas read passed through it. */
+void cg_wgmma_fence(CgBuilder *b, MlirValue *regs, int nregs);
+/* commit_group + wait_group 0, with the accumulators passed through it. */
+void cg_wgmma_commit_wait(CgBuilder *b, MlirValue *acc, int nacc);
+/* fence.proxy.async.shared::cta: this thread's shared-memory writes become
+ * visible to the tensor cores' (async proxy) reads after the next barrier. */
+void cg_fence_proxy_async(CgBuilder *b);
+/* The 32-bit shared-window address of a shared pointer, as i64. */
+MlirValue cg_shared_addr(CgBuilder *b, MlirValue sptr);
+
 /* cp.async (16 bytes, .cg) global -> shared, with an optional zero fill:
  * when `src_bytes` is non-null, only that many bytes are read and the rest
  * of the 16 written as zeros (src_bytes = 0 reads nothing). */

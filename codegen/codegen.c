@@ -55,6 +55,7 @@ static void meta_kernel(CgStrBuf *sb, const Func *f, const CgKernelInfo *ki, con
   cg_strbuf_printf(sb, "// flashc.meta workspace_floats_per_row %d\n",
                    ki->workspace_floats_per_row);
   cg_strbuf_printf(sb, "// flashc.meta target %s\n", o->target);
+  cg_strbuf_printf(sb, "// flashc.meta mma %s\n", ki->wgmma ? "wgmma" : "mma.sync");
   cg_strbuf_printf(sb, "// flashc.meta passes %s\n", o->passes && o->passes[0] ? o->passes : "none");
   if (cg_meta_is_decode(f))
     cg_meta_decode(sb, f);
@@ -94,7 +95,7 @@ static int build_module(Emit *E) {
   int rc = 0;
   for (int i = 0; i < E->m->nfuncs && rc == 0; i++) {
     const Func *f = E->m->funcs[i];
-    rc = cg_lower_kernel(E->cc, gm, f, &E->info[i]);
+    rc = cg_lower_kernel(E->cc, gm, f, E->o->tensor_core, E->o->target, &E->info[i]);
     int limit = smem_limit(E->o->target);
     if (rc == 0 && E->info[i].smem_bytes > limit) {
       cg_builder_set_loc(&E->b, f->loc.file, f->loc.line, f->loc.col);

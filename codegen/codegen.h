@@ -40,10 +40,18 @@ typedef struct CgStats {
   int spill_stores, spill_loads, stack_bytes;
 } CgStats;
 
+/* Which tensor-core instruction the matmuls use. */
+typedef enum CgTensorCore {
+  CG_TC_AUTO,     /* wgmma on sm_90a where the kernel allows it, else mma.sync */
+  CG_TC_MMA_SYNC, /* mma.sync m16n8k16 (sm_80 and up) */
+  CG_TC_WGMMA,    /* wgmma (sm_90a); an error for a kernel that cannot use it */
+} CgTensorCore;
+
 typedef struct CgOptions {
   const char *target;   /* "sm_90a" (default when NULL) or "sm_80" */
   int opt_level;        /* LLVM optimization 0..3; cg_options_init sets 3 */
   const char *ptxas;    /* ptxas to run for CUBIN and stats; NULL: "ptxas" on PATH */
+  CgTensorCore tensor_core; /* CG_TC_AUTO from cg_options_init */
   const char *passes;   /* comma list of tile-IR passes that ran (metadata); may be NULL */
   CgStats *stats;       /* when non-NULL: filled, and ptxas -v runs for PTX too */
 } CgOptions;

@@ -174,7 +174,8 @@ CgVal *lw_unflatten(Lowerer *L, Type t, const MlirValue *in) {
     s->type = t;
     s->smem_off = -1;
     s->smem_dyn = in[0];
-    s->smem_stride = t.cols + SMEM_PAD_ELEMS;
+    s->swizzled = L->wgmma;
+    s->smem_stride = s->swizzled ? t.cols : t.cols + SMEM_PAD_ELEMS;
     s->async_seq = -1;
     s->pair = -1;
     return s;
@@ -691,7 +692,8 @@ static ElemType kernel_dtype(const Func *f) {
   return strcmp(d, "f16") == 0 ? ELEM_F16 : ELEM_BF16;
 }
 
-int cg_lower_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, CgKernelInfo *info) {
+int cg_lower_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, CgTensorCore tc,
+                    const char *target, CgKernelInfo *info) {
   Lowerer *L = calloc(1, sizeof *L);
   if (!L)
     return -1;
@@ -729,7 +731,7 @@ int cg_lower_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, CgKernel
   else
     make_params(L, entry);
   make_thread_ids(L);
-  if (bind_args(L))
+  if (lw_wgmma_plan(L, tc, target) && bind_args(L))
     lower_block(L, f->body);
   lw_flush_async(L, 0);
   cg_gpu_return(&L->b);
@@ -737,6 +739,7 @@ int cg_lower_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, CgKernel
   info->workspace_floats_per_row = lw_workspace_floats_per_row(f);
   info->threads = L->threads;
   info->parallel_loops = L->nparallel;
+  info->wgmma = L->wgmma;
   int rc = L->failed ? -1 : 0;
   for (int i = 0; i < L->nallocs; i++)
     free(L->allocs[i]);

@@ -3,7 +3,10 @@
 #ifndef FLASHC_CG_LOWER_H
 #define FLASHC_CG_LOWER_H
 
+#include <stdbool.h>
+
 #include "codegen/cg_context.h"
+#include "codegen/codegen.h"
 #include "ir/ir.h"
 #include "mlir-c/IR.h"
 
@@ -17,10 +20,12 @@ typedef struct CgKernelInfo {
   int threads;        /* block size */
   int parallel_loops; /* 3: grid q_tiles,heads,batch; 2: 1,heads,batch */
   int workspace_floats_per_row;
+  bool wgmma;         /* its matmuls run on warpgroup MMA (lower_wgmma.c) */
 } CgKernelInfo;
 
 /* Appends gpu.func @<f->name> to the gpu.module body. Errors go to cc's
  * diagnostics at the tile IR's source locations. Returns 0 on success. */
-int cg_lower_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, CgKernelInfo *info);
+int cg_lower_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, CgTensorCore tc,
+                    const char *target, CgKernelInfo *info);
 
 #endif

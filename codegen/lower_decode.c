@@ -123,6 +123,217 @@ static MlirValue grid_dim(CgBuilder *b, const char *dim) {
   return cg_int_cast(b, cg_op1(b, "gpu.grid_dim", NULL, 0, b->index, &a, 1), b->i64);
 }
 
+/* ------------------------------------------------- the combine kernel */
+
+/* The combine kernel (split-kv's @NAME_combine, docs/decode.md) merges, for
+ * each (b, h, token), nsplit partial rows of dv floats weighted by
+ * e^{lse_s - M}. Its tile IR body states that merge on 16-row tiles (the
+ * interpreter runs it), but lowered as tiles it is slow: a 16-row tile holds
+ * q_len <= 16 rows, so at q_len 1 four lanes of the warp carry data, each
+ * split is a serial load round trip, and the max and the weighted sum are two
+ * passes (docs/perf.md: ~0.6 us per split). So the body of the head loop is
+ * lowered here instead, with the same arithmetic on a layout made for it:
+ *   - a thread owns 4 adjacent columns of one token (float4 loads of o_part,
+ *     dv/4 threads per token, tokens side by side when dv/4 < threads);
+ *   - one online pass over the splits, COMBINE_LOADS float4 loads (all of a
+ *     group's splits and its lse values) issued before any is used, so a
+ *     group costs one memory round trip: m' = max(m, lse_s...), rescale by
+ *     e^{m - m'}, add w_s O_s with w_s = e^{lse_s - m'};
+ *   - an empty split (lse -inf) adds nothing and its o_part (maybe never
+ *     written) is never used: the product is selected away, not multiplied
+ *     by 0, so NaN garbage cannot leak; all splits empty: O = 0, LSE = -inf. */
+enum { COMBINE_LOADS = 16, COMBINE_MAX_CHUNKS = 8 };
+
+#define COMB_LOG2E 1.4426950408889634
+#define COMB_LN2 0.6931471805599453
+
+typedef struct Comb {
+  Lowerer *L;
+  TensorRef opart, lpart, o, lse;
+  MlirValue b, h, bs0, nsm1;            /* i64 */
+  MlirValue col[COMBINE_MAX_CHUNKS];    /* first column of each chunk (i64, clamped) */
+  MlirValue col_ok[COMBINE_MAX_CHUNKS]; /* i1: the chunk is inside dv */
+  int nchunk, group;
+  MlirType v4;
+} Comb;
+
+static MlirValue exp_f32(CgBuilder *b, MlirValue x) {
+  MlirValue y = cg_mulf(b, x, cg_const_f32(b, COMB_LOG2E));
+  return cg_intrinsic(b, "llvm.exp2.f32", &y, 1, b->f32);
+}
+
+static MlirValue maxnum_f32(CgBuilder *b, MlirValue x, MlirValue y) {
+  MlirValue ops[2] = {x, y};
+  return cg_intrinsic(b, "llvm.maxnum.f32", ops, 2, b->f32);
+}
+
+/* lse_part and o_part of split s (clamped into range; lse -inf past nsplit). */
+static void comb_load(Comb *c, MlirValue t, MlirValue s, MlirValue *lse, MlirValue *ov) {
+  CgBuilder *b = &c->L->b;
+  MlirValue ok = cg_cmpi(b, "slt", s, c->L->nsplit);
+  MlirValue bs = cg_addi(b, c->bs0, cg_select(b, ok, s, c->nsm1));
+  MlirValue lo = cg_addi(b, cg_addi(b, cg_muli(b, bs, c->lpart.sb), cg_muli(b, c->h, c->lpart.sh)),
+                         cg_muli(b, t, c->lpart.ss));
+  MlirValue l = cg_load(b, cg_gep(b, c->lpart.base, lo, b->f32), b->f32, 4);
+  *lse = cg_select(b, ok, l, cg_const_f32(b, -__builtin_inf()));
+  MlirValue ro = cg_addi(b, cg_addi(b, cg_muli(b, bs, c->opart.sb), cg_muli(b, t, c->opart.ss)),
+                         cg_muli(b, c->h, c->opart.sh));
+  for (int k = 0; k < c->nchunk; k++)
+    ov[k] = cg_load(b, cg_gep(b, c->opart.base, cg_addi(b, ro, c->col[k]), b->f32), c->v4, 16);
+}
+
+/* One group of splits s0 .. s0 + group - 1 folded into (acc, sumw, m):
+ * st = acc[4 * nchunk], sumw, m. */
+static void comb_group(Comb *c, MlirValue t, MlirValue s0, MlirValue *st) {
+  CgBuilder *b = &c->L->b;
+  int na = 4 * c->nchunk;
+  MlirValue lse[COMBINE_LOADS], ov[COMBINE_LOADS][COMBINE_MAX_CHUNKS];
+  for (int u = 0; u < c->group; u++) /* every load of the group first */
+    comb_load(c, t, cg_addi_c(b, s0, u), &lse[u], ov[u]);
+  MlirValue m = st[na + 1], mn = m;
+  for (int u = 0; u < c->group; u++)
+    mn = maxnum_f32(b, mn, lse[u]);
+  MlirValue ninf = cg_const_f32(b, -__builtin_inf()), zero = cg_const_f32(b, 0.0);
+  MlirValue ms = cg_select(b, cg_cmpf(b, "oeq", mn, ninf), zero, mn);
+  MlirValue alpha = exp_f32(b, cg_subf(b, m, ms)); /* m = -inf: 0 (acc is 0 then) */
+  for (int i = 0; i <= na; i++)
+    st[i] = cg_mulf(b, st[i], alpha);
+  for (int u = 0; u < c->group; u++) {
+    MlirValue w = exp_f32(b, cg_subf(b, lse[u], ms));
+    MlirValue dead = cg_cmpf(b, "oeq", lse[u], ninf);
+    st[na] = cg_addf(b, st[na], w);
+    for (int k = 0; k < c->nchunk; k++)
+      for (int e = 0; e < 4; e++) {
+        MlirValue x = cg_mulf(b, w, cg_vector_extract(b, ov[u][k], e));
+        st[4 * k + e] = cg_addf(b, st[4 * k + e], cg_select(b, dead, zero, x));
+      }
+  }
+  st[na + 1] = mn;
+}
+
+/* O and LSE of token t from the merged state. */
+static void comb_store(Comb *c, MlirValue t, const MlirValue *st, MlirValue first) {
+  Lowerer *L = c->L;
+  CgBuilder *b = &L->b;
+  int na = 4 * c->nchunk;
+  MlirValue sumw = st[na], m = st[na + 1], zero = cg_const_f32(b, 0.0);
+  MlirValue inv = cg_select(b, cg_cmpf(b, "oeq", sumw, zero), zero,
+                            cg_arith2(b, "arith.divf", cg_const_f32(b, 1.0), sumw));
+  MlirType et = lw_elem_type(L, c->o.elem);
+  MlirType v4o = mlirVectorTypeGet(1, (int64_t[]){4}, et);
+  MlirValue ro = cg_addi(b, cg_addi(b, cg_muli(b, c->b, c->o.sb), cg_muli(b, t, c->o.ss)),
+                         cg_muli(b, c->h, c->o.sh));
+  for (int k = 0; k < c->nchunk; k++) {
+    MlirValue e4[4];
+    for (int e = 0; e < 4; e++)
+      e4[e] = cg_float_cast(b, cg_mulf(b, st[4 * k + e], inv), et);
+    MlirBlock then_block, outer = b->block;
+    cg_if(b, c->col_ok[k], NULL, 0, false, &then_block, NULL);
+    cg_builder_set_block(b, then_block);
+    cg_store(b, cg_vector_from(b, e4, 4, v4o), cg_gep(b, c->o.base, cg_addi(b, ro, c->col[k]), et),
+             8);
+    cg_yield(b, NULL, 0);
+    cg_builder_set_block(b, outer);
+  }
+  /* LSE = m + log(sum w): one thread per token (the one holding column 0). */
+  MlirValue lse = cg_addf(b, m, cg_mulf(b, cg_intrinsic(b, "llvm.nvvm.lg2.approx.f", &sumw, 1,
+                                                        b->f32),
+                                        cg_const_f32(b, COMB_LN2)));
+  MlirValue lo = cg_addi(b, cg_addi(b, cg_muli(b, c->b, c->lse.sb), cg_muli(b, c->h, c->lse.sh)),
+                         cg_muli(b, t, c->lse.ss));
+  MlirBlock then_block, outer = b->block;
+  cg_if(b, first, NULL, 0, false, &then_block, NULL);
+  cg_builder_set_block(b, then_block);
+  cg_store(b, lse, cg_gep(b, c->lse.base, lo, b->f32), 4);
+  cg_yield(b, NULL, 0);
+  cg_builder_set_block(b, outer);
+}
+
+/* Every token of (b, h): the thread's tokens t = tok0, tok0 + P, ... */
+static void comb_tokens(Comb *c, MlirValue tok0, MlirValue ptok, MlirValue first) {
+  Lowerer *L = c->L;
+  CgBuilder *b = &L->b;
+  int na = 4 * c->nchunk;
+  MlirBlock tb, around = b->block;
+  cg_for(b, tok0, L->q_len, ptok, NULL, 0, &tb);
+  cg_builder_set_block(b, tb);
+  MlirValue t = mlirBlockGetArgument(tb, 0);
+  MlirValue init[4 * COMBINE_MAX_CHUNKS + 2];
+  for (int i = 0; i <= na; i++)
+    init[i] = cg_const_f32(b, 0.0);
+  init[na + 1] = cg_const_f32(b, -__builtin_inf());
+  MlirBlock sb;
+  MlirOperation sl = cg_for(b, cg_const_i64(b, 0), L->nsplit, cg_const_i64(b, c->group), init,
+                            na + 2, &sb);
+  MlirBlock outer = b->block;
+  cg_builder_set_block(b, sb);
+  MlirValue st[4 * COMBINE_MAX_CHUNKS + 2];
+  for (int i = 0; i < na + 2; i++)
+    st[i] = mlirBlockGetArgument(sb, i + 1);
+  comb_group(c, t, mlirBlockGetArgument(sb, 0), st);
+  cg_yield(b, st, na + 2);
+  cg_builder_set_block(b, outer);
+  for (int i = 0; i < na + 2; i++)
+    st[i] = cg_result(sl, i);
+  comb_store(c, t, st, first);
+  cg_yield(b, NULL, 0);
+  cg_builder_set_block(b, around);
+}
+
+static bool comb_refs(Lowerer *L, const Op *op, Comb *c) {
+  Func *f = (Func *)L->f;
+  const char *names[4] = {"o_part", "lse_part", "o", "lse"};
+  TensorRef *r[4] = {&c->opart, &c->lpart, &c->o, &c->lse};
+  for (int i = 0; i < 4; i++) {
+    const Value *v = func_arg(f, names[i]);
+    if (!v || !lw_tensor_ref(L, op, v, r[i]))
+      return false;
+  }
+  return true;
+}
+
+/* The body of the combine's head loop for (b, h) = (the batch loop's iv, hv). */
+static void combine_head(Lowerer *L, const Op *op, MlirValue hv, MlirBlock body) {
+  CgBuilder *b = &L->b;
+  cg_builder_set_block(b, body);
+  const Op *bl = op->parent ? op->parent->parent_op : NULL;
+  int dv = (int)attr_int(&L->f->attrs, "v_head_dim", 0), T = L->threads;
+  Comb c = {.L = L, .h = hv};
+  if (!bl || bl->kind != OP_FOR || dv <= 0 || dv % 4 || !comb_refs(L, op, &c)) {
+    if (!L->failed)
+      lw_error(L, op, "the combine kernel needs a batch loop around its head loop and v_head_dim %% 4 == 0");
+    cg_yield(b, NULL, 0);
+    return;
+  }
+  c.b = lw_get(L, for_iv((Op *)bl))->v;
+  c.bs0 = cg_muli(b, c.b, L->nsplit);
+  c.nsm1 = cg_subi(b, L->nsplit, cg_const_i64(b, 1));
+  c.v4 = mlirVectorTypeGet(1, (int64_t[]){4}, b->f32);
+  int c4 = dv / 4; /* float4 chunks per token */
+  int ptok = c4 <= T ? T / c4 : 1;
+  c.nchunk = c4 <= T ? 1 : (c4 + T - 1) / T;
+  if (c.nchunk > COMBINE_MAX_CHUNKS) {
+    lw_error(L, op, "v_head_dim %d is too wide for the combine kernel's %d threads", dv, T);
+    cg_yield(b, NULL, 0);
+    return;
+  }
+  c.group = COMBINE_LOADS / c.nchunk;
+  MlirValue tid = cg_int_cast(b, L->tid, b->i64), c4v = cg_const_i64(b, c4);
+  MlirValue tok0 = c.nchunk == 1 ? cg_arith2(b, "arith.divui", tid, c4v) : cg_const_i64(b, 0);
+  MlirValue ch = c.nchunk == 1 ? cg_arith2(b, "arith.remui", tid, c4v) : tid;
+  /* Threads past ptok * c4 have no token: start them past q_len. */
+  MlirValue idle = cg_cmpi(b, "sge", tok0, cg_const_i64(b, ptok));
+  tok0 = cg_select(b, idle, L->q_len, tok0);
+  for (int k = 0; k < c.nchunk; k++) {
+    MlirValue chunk = cg_addi_c(b, ch, (int64_t)k * T);
+    c.col_ok[k] = cg_cmpi(b, "slt", chunk, c4v);
+    c.col[k] = cg_muli_c(b, cg_select(b, c.col_ok[k], chunk, cg_const_i64(b, 0)), 4);
+  }
+  MlirValue first = cg_cmpi(b, "eq", ch, cg_const_i64(b, 0));
+  comb_tokens(&c, tok0, cg_const_i64(b, ptok), first);
+  cg_yield(b, NULL, 0);
+}
+
 /* A grid-stride loop: iv = lo + block id, step grid dim (one step when the
  * launch's grid matches the loop, as the runtime's does). The used-dims mask
  * is per kernel: nested loops never share a dim. */
@@ -141,6 +352,13 @@ void lw_decode_parallel_for(Lowerer *L, const Op *op) {
   MlirBlock body;
   cg_for(b, start, hi, grid_dim(b, dim), NULL, 0, &body);
   lw_set(L, for_iv((Op *)op), lw_scalar(L, type_index(), mlirBlockGetArgument(body, 0)));
+  if (L->combine && dim[0] == 'x') { /* the head loop: one (b, h) per step */
+    MlirBlock outer = b->block;
+    combine_head(L, op, mlirBlockGetArgument(body, 0), body);
+    cg_builder_set_block(b, outer);
+    L->parallel_seen = saved;
+    return;
+  }
   /* A second step rewrites the buffers the first one read. */
   L->smem_read_since_barrier = true;
   lw_lower_region(L, for_body((Op *)op), body);

@@ -55,7 +55,8 @@ typedef struct CgVal {
                        * (a tile carried by a pipelined loop); else null */
   int pair;         /* the body argument of a pipelined loop: index into
                      * Lowerer.pairs; -1 otherwise */
-  int smem_stride;  /* elements per row (cols + padding) */
+  int smem_stride;  /* elements per row (cols + padding; cols when swizzled) */
+  bool swizzled;    /* wgmma's 128-byte swizzled layout (lower_wgmma.c) */
   int async_seq;    /* cp.async group number; -1 when ready */
 } CgVal;
 
@@ -86,6 +87,7 @@ typedef struct Lowerer {
   const Func *f;
   int warps, threads;
   ElemType dtype;
+  bool wgmma; /* matmuls on warpgroup MMA, staged tiles swizzled */
   bool failed;
   /* Per-thread ids (i32) made at kernel entry. */
   MlirValue tid, warp, lane, lg, lq; /* lg = lane / 4, lq = lane % 4 */
@@ -170,6 +172,21 @@ MlirValue lw_elem(Lowerer *L, const CgVal *cv, TileClass rc, int mi, int ni, int
 /* Number of result positions and their (mi, ni, e) for a geometry. */
 int lw_positions(const TileGeom *g, int *mi, int *ni, int *e);
 int lw_index_of(const TileGeom *g, int mi, int ni, int e);
+
+/* The m16n8k16 A fragment (4 packed registers) of m16 tile mi at k step kk
+ * of a register tile a (P of P V): two n8 accumulator tiles make one. */
+void lw_a_fragment_regs(Lowerer *L, CgMmaType mt, const CgVal *a, int mi, int kk, MlirValue *out);
+
+/* lower_wgmma.c */
+/* Decides L->wgmma for the kernel (after lw_decode_init). False only after
+ * an error (wgmma forced on a kernel that cannot use it). */
+bool lw_wgmma_plan(Lowerer *L, CgTensorCore tc, const char *target);
+/* Byte offset (i32) of 16-byte chunk `chunk` of row `row` in a swizzled
+ * tile, from the tile's start. */
+MlirValue lw_swizzled_byte(Lowerer *L, const CgVal *t, MlirValue row, MlirValue chunk);
+/* r (initialized with the accumulator) += a * b on warpgroup MMA. */
+void lw_wgmma_matmul(Lowerer *L, const Op *op, CgVal *r, const CgVal *a, const CgVal *bm,
+                     bool trans_b, CgMmaType mt);
 
 /* lower_mem.c */
 int lw_workspace_floats_per_row(const Func *f);

@@ -160,7 +160,9 @@ MlirValue lw_smem_base(Lowerer *L, const CgVal *t, MlirValue x) {
 }
 
 int lw_alloc_smem(Lowerer *L, int bytes) {
-  int off = (L->smem_top + 127) / 128 * 128;
+  /* wgmma's swizzle is a function of the address: 1024-byte buffers. */
+  int align = L->wgmma ? 1024 : 128;
+  int off = (L->smem_top + align - 1) / align * align;
   L->smem_top = off + bytes;
   return off;
 }
@@ -182,6 +184,8 @@ static void wait_through(Lowerer *L, int seq) {
   for (int i = 0; i < L->npending; i++)
     newer += L->pending[i].seq > seq;
   cg_cp_async_wait(&L->b, newer);
+  if (L->wgmma) /* the tensor cores read through the async proxy */
+    cg_fence_proxy_async(&L->b);
   lw_barrier(L);
   int k = 0;
   for (int i = 0; i < L->npending; i++)
@@ -251,8 +255,11 @@ static void stage_tile(Lowerer *L, const Op *op, const TensorRef *t, MlirValue b
     MlirValue goff = cg_addi(b, cg_addi(b, bh, cg_muli(b, crow, t->ss)),
                              cg_int_cast(b, cg_muli_c(b, cc, 8), b->i64));
     MlirValue src = cg_gep(b, t->base, goff, t->et);
-    MlirValue sel = cg_addi(b, cg_muli_c(b, r, s->smem_stride), cg_muli_c(b, cc, 8));
-    MlirValue dst = cg_gep(b, L->smem, lw_smem_base(L, s, cg_muli_c(b, sel, 2)), b->i8);
+    MlirValue byte = s->swizzled
+                         ? lw_swizzled_byte(L, s, r, cc)
+                         : cg_muli_c(b, cg_addi(b, cg_muli_c(b, r, s->smem_stride),
+                                                cg_muli_c(b, cc, 8)), 2);
+    MlirValue dst = cg_gep(b, L->smem, lw_smem_base(L, s, byte), b->i8);
     MlirValue nbytes = cg_select(b, inb, cg_const_i32(b, 16), cg_const_i32(b, 0));
     cg_cp_async16(b, dst, src, nbytes);
     if (guard) {
@@ -280,7 +287,8 @@ CgVal *lw_stage_begin(Lowerer *L, const Op *op) {
   s->kind = CV_SMEM;
   s->type = rt;
   s->pair = -1;
-  s->smem_stride = rt.cols + SMEM_PAD_ELEMS;
+  s->swizzled = L->wgmma;
+  s->smem_stride = s->swizzled ? rt.cols : rt.cols + SMEM_PAD_ELEMS;
   CarryPair *cp = NULL;
   for (int i = 0; i < L->npairs; i++)
     if (L->pairs[i].next_load == op)

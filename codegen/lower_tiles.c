@@ -719,12 +719,16 @@ static void a_fragment(Lowerer *L, const MmaPlan *p, int mi, int kk, MlirValue *
     cg_ldmatrix(&L->b, smem_at(L, p->a_lane, bytes), 4, false, out);
     return;
   }
+  lw_a_fragment_regs(L, p->mt, p->a, mi, kk, out);
+}
+
+void lw_a_fragment_regs(Lowerer *L, CgMmaType mt, const CgVal *a, int mi, int kk, MlirValue *out) {
   for (int half = 0; half < 2; half++) {
     int ni = 2 * kk + half;
-    out[2 * half] = cg_pack2(&L->b, p->mt, lw_elem(L, p->a, TC_FULL, mi, ni, 0),
-                             lw_elem(L, p->a, TC_FULL, mi, ni, 1));
-    out[2 * half + 1] = cg_pack2(&L->b, p->mt, lw_elem(L, p->a, TC_FULL, mi, ni, 2),
-                                 lw_elem(L, p->a, TC_FULL, mi, ni, 3));
+    out[2 * half] = cg_pack2(&L->b, mt, lw_elem(L, a, TC_FULL, mi, ni, 0),
+                             lw_elem(L, a, TC_FULL, mi, ni, 1));
+    out[2 * half + 1] = cg_pack2(&L->b, mt, lw_elem(L, a, TC_FULL, mi, ni, 2),
+                                 lw_elem(L, a, TC_FULL, mi, ni, 3));
   }
 }
 
@@ -812,6 +816,8 @@ static bool plan_matmul(Lowerer *L, const Op *op, const TileGeom *rg, MmaPlan *p
     lw_error(L, op, "the reduction extent %d is not a multiple of 16", K);
     return false;
   }
+  if (L->wgmma)
+    return true; /* no per-lane ldmatrix addresses: lower_wgmma.c */
   MlirValue a_row0 = rg->row_split ? cg_muli_c(b, L->warp, 16 * rg->nm) : cg_const_i32(b, 0);
   MlirValue n0 = rg->col_split ? cg_muli_c(b, L->warp, 8 * rg->nn) : cg_const_i32(b, 0);
   plan_lanes(L, p, a_row0, k0, n0);
@@ -842,6 +848,12 @@ void lw_matmul(Lowerer *L, const Op *op) {
   for (int k = 0; k < r->ne; k++) {
     int mi = k / 4 / g.nn, ni = k / 4 % g.nn, e = k % 4;
     r->e[k] = acc ? lw_elem(L, acc, TC_FULL, mi, ni, e) : zero;
+  }
+  if (L->wgmma) {
+    lw_wgmma_matmul(L, op, r, p.a, p.bm, p.trans_b, p.mt);
+    L->smem_read_since_barrier = true;
+    lw_set(L, op->results[0], r);
+    return;
   }
   MlirValue afr[64][4];
   if (p.nm > 64) {

@@ -101,6 +101,17 @@ static Sched forward_sched(const Shape *sh, const TargetInfo *t, const PassOptio
   bool split_k = false;
   for (int i = 0; opts && i < opts->ndisabled; i++)
     split_k |= opts->disabled[i] && strcmp(opts->disabled[i], "partition-warps") == 0;
+  /* Hopper's warpgroup MMA (codegen/lower_wgmma.c) wants 16 query rows per
+   * warp (a warpgroup's 64-row slab is one wgmma), head dims in whole
+   * 64-column blocks, and a wide N: two warpgroups, 128 x 128 up to d 128
+   * (FA3's shape), 128 x 64 above (the O accumulator is d / 2 registers). */
+  bool wgmma_shape = strcmp(t->name, "sm_90a") == 0 && sh->elem_bytes == 2 && !split_k &&
+                     sh->d % 64 == 0 && sh->dv % 64 == 0;
+  if (wgmma_shape) {
+    Sched h = d <= 128 ? (Sched){128, 128, 8, 2} : big;
+    if (fits(&h, sh, t))
+      return h;
+  }
   if (d > 128 && !split_k && fits(&big, sh, t))
     return big;
   return s;

@@ -47,6 +47,7 @@ typedef struct Options {
   bool split_input;
   bool pipeline_on_tile; /* -pipeline: run every pass on a .tile input */
   bool stats;
+  CgTensorCore tensor_core;
   PassOptions passes;
 } Options;
 
@@ -58,6 +59,8 @@ static void usage(FILE *out) {
           "  -o FILE                 write the output to FILE (default stdout)\n"
           "  --kernel=NAME           compile only the kernel NAME of the file\n"
           "  --target=sm_80|sm_90a   GPU target (default sm_90a)\n"
+          "  -mma=auto|sync|wgmma    tensor-core instruction: wgmma on sm_90a where the kernel\n"
+          "                          allows it (auto, default), mma.sync always, or wgmma always\n"
           "  -disable-pass=NAME      skip an optional pass (repeatable)\n"
           "  -pass=NAME              run only this pass (on a .tile input)\n"
           "  -pipeline               run the whole pipeline on a .tile input\n"
@@ -133,6 +136,17 @@ static int parse_args(int argc, char **argv, Options *o) {
         return EXIT_USAGE;
       }
       o->passes.target = v;
+    } else if (starts_with(a, "-mma=", &v) || starts_with(a, "--mma=", &v)) {
+      if (strcmp(v, "auto") == 0)
+        o->tensor_core = CG_TC_AUTO;
+      else if (strcmp(v, "sync") == 0)
+        o->tensor_core = CG_TC_MMA_SYNC;
+      else if (strcmp(v, "wgmma") == 0)
+        o->tensor_core = CG_TC_WGMMA;
+      else {
+        fprintf(stderr, "flashc: error: unknown -mma '%s' (auto, sync or wgmma)\n", v);
+        return EXIT_USAGE;
+      }
     } else if (starts_with(a, "-disable-pass=", &v) || starts_with(a, "--disable-pass=", &v)) {
       const Pass *p = pass_find(v);
       if (!p) {
@@ -294,6 +308,7 @@ static int emit_code(const Options *o, Module *m, FILE *out, double t_front) {
   CgOptions co;
   cg_options_init(&co);
   co.target = o->passes.target;
+  co.tensor_core = o->tensor_core;
   co.passes = ran;
   co.stats = o->stats ? &stats : NULL;
   CgStage st = o->emit == EMIT_MLIR ? CG_STAGE_MLIR : o->emit == EMIT_LLVM ? CG_STAGE_LLVM

@@ -1,0 +1,179 @@
+/* lower_wgmma.c - matmuls on Hopper's warpgroup MMA (wgmma, sm_90a).
+ *
+ * mma.sync reaches about half of an H100's tensor-core rate; wgmma is the
+ * instruction the rest of it is behind. A warpgroup (4 consecutive warps)
+ * multiplies a 64-row A by a B of up to 256 columns read straight from
+ * shared memory, asynchronously. Its f32 accumulator is, per warp, the
+ * m16n8 layout this codegen already uses (lower_internal.h), repeated over
+ * the columns: warp w of the group holds rows 16w..16w+15. So only the
+ * operands change, never the softmax code around them:
+ *   - S = Q K^T: A (Q) and B (K) from shared memory (both K-major);
+ *   - O += P V: A (P) from registers (the m16n8k16 A fragment), B (V) from
+ *     shared memory, N-major.
+ *
+ * Shared-memory layout (docs/tile-ir.md, "Staged tiles"): a tile of R rows
+ * and C columns (C a multiple of 64) is stored as C/64 column blocks of R
+ * rows x 128 bytes; in each row the eight 16-byte chunks are permuted by
+ * chunk ^ (row % 8) - the tensor cores' 128-byte swizzle, which also keeps
+ * the cp.async writes free of bank conflicts. Buffers are 1024-byte aligned
+ * (the swizzle is a function of the address bits).
+ *
+ * The decision is per kernel (lw_wgmma_plan): every matmul must fit the
+ * shape rules and every staged tile the layout; otherwise the whole kernel
+ * uses mma.sync, so -mma=sync and the -disable-pass variants that leave
+ * other shapes (split-K warps, narrow head dims) stay correct.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen/lower_internal.h"
+
+/* ------------------------------------------------------------- plan */
+
+typedef struct WgScan {
+  const Lowerer *L;
+  const char *why; /* first reason the kernel cannot use wgmma */
+} WgScan;
+
+static bool staged_tile_ok(Type t) { return t.cols % 64 == 0 && t.rows % 8 == 0; }
+
+static const char *matmul_problem(const Lowerer *L, const Op *op) {
+  Type rt = op->results[0]->type, at = op->operands[0]->type, bt = op->operands[1]->type;
+  bool trans_b = attr_int(&op->attrs, "transpose_b", 0) != 0;
+  int rows = 16 * L->warps;
+  if (rt.dist != DIST_ROWS || rt.rows != rows)
+    return "a matmul result is not split into 16 rows per warp";
+  if (rt.cols % 8 || rt.cols > 256)
+    return "a matmul result is wider than 256 columns or not a multiple of 8";
+  if (!lw_is_staged_type(bt) || !staged_tile_ok(bt))
+    return "a matmul B operand is not a staged tile of whole 64-column blocks";
+  int K = trans_b ? bt.cols : bt.rows, N = trans_b ? bt.rows : bt.cols;
+  if (N != rt.cols || K % 16)
+    return "a matmul B operand does not match its result";
+  if (lw_is_staged_type(at)) {
+    if (at.rows != rows || at.cols != K || !staged_tile_ok(at) || at.elem != bt.elem)
+      return "a matmul A operand in shared memory is not the block's rows x K";
+  } else if (at.kind != TYPE_TILE || at.dist != DIST_ROWS || at.rows != rows || at.cols != K) {
+    return "a matmul A operand in registers is not the block's rows x K";
+  }
+  return NULL;
+}
+
+static void wg_scan(Op *op, void *ctx) {
+  WgScan *s = ctx;
+  if (s->why)
+    return;
+  if (op->kind == OP_MATMUL)
+    s->why = matmul_problem(s->L, op);
+  else if ((op->kind == OP_LOAD || op->kind == OP_LOAD_PAGED) &&
+           lw_is_staged_type(op->results[0]->type) && !staged_tile_ok(op->results[0]->type))
+    s->why = "a staged tile is not whole 64-column blocks of 8-row groups";
+}
+
+bool lw_wgmma_plan(Lowerer *L, CgTensorCore tc, const char *target) {
+  L->wgmma = false;
+  if (tc == CG_TC_MMA_SYNC)
+    return true;
+  const char *why = NULL;
+  if (strcmp(target, "sm_90a") != 0)
+    why = "wgmma needs target sm_90a";
+  else if (L->decode || L->combine)
+    why = "decode kernels use mma.sync";
+  else if (L->warps % 4)
+    why = "wgmma needs whole warpgroups (a multiple of 4 warps)";
+  if (!why) {
+    WgScan s = {L, NULL};
+    func_walk((Func *)L->f, wg_scan, &s);
+    why = s.why;
+  }
+  if (!why) {
+    L->wgmma = true;
+    return true;
+  }
+  if (tc == CG_TC_WGMMA) {
+    lw_error(L, NULL, "kernel '%s' cannot use wgmma: %s", L->f->name, why);
+    return false;
+  }
+  return true;
+}
+
+/* ------------------------------------------------------------ layout */
+
+MlirValue lw_swizzled_byte(Lowerer *L, const CgVal *t, MlirValue row, MlirValue chunk) {
+  CgBuilder *b = &L->b;
+  MlirValue c8 = cg_const_i32(b, 8);
+  MlirValue block = cg_arith2(b, "arith.divui", chunk, c8);
+  MlirValue in_row = cg_arith2(b, "arith.xori", cg_arith2(b, "arith.remui", chunk, c8),
+                               cg_arith2(b, "arith.remui", row, c8));
+  MlirValue off = cg_addi(b, cg_muli_c(b, block, t->type.rows * 128), cg_muli_c(b, row, 128));
+  return cg_addi(b, off, cg_muli_c(b, in_row, 16));
+}
+
+/* ----------------------------------------------------------- matmul */
+
+enum { DESC_SWIZZLE_128B = 1 };
+
+/* The matrix descriptor of the swizzled tile t, starting at byte `at` of it
+ * (i64 shared address bits 4..17, leading/stride byte offsets, swizzle). */
+static MlirValue descriptor(Lowerer *L, const CgVal *t, MlirValue at, int lbo, int sbo) {
+  CgBuilder *b = &L->b;
+  MlirValue base = cg_shared_addr(b, L->smem);
+  MlirValue off = cg_int_cast(b, lw_smem_base(L, t, at), b->i64);
+  MlirValue addr = cg_addi(b, base, off);
+  MlirValue lo = cg_arith2(b, "arith.shrui", addr, cg_const_i64(b, 4));
+  int64_t hi = ((int64_t)(lbo >> 4) << 16) | ((int64_t)(sbo >> 4) << 32) |
+               ((int64_t)DESC_SWIZZLE_128B << 62);
+  return cg_arith2(b, "arith.ori", lo, cg_const_i64(b, hi));
+}
+
+/* Byte offset, within a K-major swizzled tile, of k step kk (16 columns). */
+static int kmajor_step_bytes(const CgVal *t, int kk) {
+  return (kk / 4) * t->type.rows * 128 + (kk % 4) * 32;
+}
+
+void lw_wgmma_matmul(Lowerer *L, const Op *op, CgVal *r, const CgVal *a, const CgVal *bm,
+                     bool trans_b, CgMmaType mt) {
+  CgBuilder *b = &L->b;
+  int N = r->g.cols, K = trans_b ? bm->type.cols : bm->type.rows, ksteps = K / 16;
+  int nacc = N / 2;
+  bool a_smem = a->kind == CV_SMEM;
+  if (r->ne != nacc || ksteps > 16) {
+    lw_error(L, op, "wgmma: unexpected accumulator shape");
+    return;
+  }
+  /* A from registers: every k step's fragment, read by the asynchronous
+   * wgmmas, so all are fenced with the accumulators. */
+  MlirValue regs[128 + 64];
+  for (int i = 0; i < nacc; i++)
+    regs[i] = r->e[i];
+  int nregs = nacc;
+  if (!a_smem)
+    for (int kk = 0; kk < ksteps; kk++, nregs += 4)
+      lw_a_fragment_regs(L, mt, a, 0, kk, &regs[nregs]);
+  cg_wgmma_fence(b, regs, nregs);
+
+  /* B: transpose_b means B^T is stored (K's rows are the n index): the
+   * K-major form; else N-major with 64-column blocks lbo bytes apart. */
+  MlirValue zero = cg_const_i32(b, 0);
+  MlirValue bdesc = trans_b ? descriptor(L, bm, zero, 16, 1024)
+                            : descriptor(L, bm, zero, bm->type.rows * 128, 1024);
+  MlirValue adesc = {NULL};
+  if (a_smem) {
+    /* This warpgroup's 64 rows. */
+    MlirValue wg = cg_arith2(b, "arith.divui", L->warp, cg_const_i32(b, 4));
+    adesc = descriptor(L, a, cg_muli_c(b, wg, 64 * 128), 16, 1024);
+  }
+  for (int kk = 0; kk < ksteps; kk++) {
+    int boff = trans_b ? kmajor_step_bytes(bm, kk) : kk * 16 * 128;
+    MlirValue bd = cg_addi(b, bdesc, cg_const_i64(b, boff >> 4));
+    if (a_smem) {
+      MlirValue ad = cg_addi(b, adesc, cg_const_i64(b, kmajor_step_bytes(a, kk) >> 4));
+      cg_wgmma(b, mt, N, regs, NULL, ad, bd, !trans_b);
+    } else {
+      cg_wgmma(b, mt, N, regs, &regs[nacc + 4 * kk], (MlirValue){NULL}, bd, !trans_b);
+    }
+  }
+  cg_wgmma_commit_wait(b, regs, nacc);
+  for (int i = 0; i < nacc; i++)
+    r->e[i] = regs[i];
+}
