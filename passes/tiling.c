@@ -103,12 +103,16 @@ static Sched forward_sched(const Shape *sh, const TargetInfo *t, const PassOptio
     split_k |= opts->disabled[i] && strcmp(opts->disabled[i], "partition-warps") == 0;
   /* Hopper's warpgroup MMA (codegen/lower_wgmma.c) wants 16 query rows per
    * warp (a warpgroup's 64-row slab is one wgmma), head dims in whole
-   * 64-column blocks, and a wide N: two warpgroups, 128 x 128 up to d 128
-   * (FA3's shape), 128 x 64 above (the O accumulator is d / 2 registers). */
+   * 64-column blocks, and a wide N. Each matmul is waited for before the
+   * softmax, so the tensor cores idle during it unless another block's
+   * warps run: at d 64 one warpgroup per block (64 x 128, 56 KB, three
+   * blocks per SM) beat two by 10-25%; at d 128 two warpgroups, 128 x 128,
+   * won on long sequences and tied on short ones; at d 256 128 x 64 beat
+   * every 64-row shape (H100 sweep, docs/perf.md 2026-11-22). */
   bool wgmma_shape = strcmp(t->name, "sm_90a") == 0 && sh->elem_bytes == 2 && !split_k &&
                      sh->d % 64 == 0 && sh->dv % 64 == 0;
   if (wgmma_shape) {
-    Sched h = d <= 128 ? (Sched){128, 128, 8, 2} : big;
+    Sched h = d <= 64 ? (Sched){64, 128, 4, 2} : d <= 128 ? (Sched){128, 128, 8, 2} : big;
     if (fits(&h, sh, t))
       return h;
   }
@@ -203,6 +207,14 @@ static int choose(Func *f, const PassOptions *opts, FILE *diag, Sched *out) {
   bool decode = strcmp(attr_str(&f->attrs, "mode", "forward"), "decode") == 0;
   int heads = (int)attr_int(&f->attrs, "heads", 1), kv = (int)attr_int(&f->attrs, "kv_heads", 1);
   Sched auto_s = decode ? decode_sched(&sh, kv > 0 ? heads / kv : 1) : forward_sched(&sh, t, opts);
+  /* Already tiled (a .tile input that went through this pass): the extents
+   * in its types are that choice, so it stands. */
+  Sched done = {(int)attr_int(&f->attrs, "tile_q", 0), (int)attr_int(&f->attrs, "tile_kv", 0),
+                (int)attr_int(&f->attrs, "warps", 0), (int)attr_int(&f->attrs, "stages", 0)};
+  if (done.tile_q && done.tile_kv && done.warps && done.stages) {
+    *out = done;
+    return 0;
+  }
   Sched user = {(int)attr_int(&f->attrs, "sched_tile_q", 0),
                 (int)attr_int(&f->attrs, "sched_tile_kv", 0),
                 (int)attr_int(&f->attrs, "sched_warps", 0),

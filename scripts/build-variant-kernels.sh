@@ -3,7 +3,8 @@
 # that pass disabled, so the GPU round proves -disable-pass=PASS keeps every
 # kernel correct: test/gpu/specs -> .device/variants/no-PASS (decode-only
 # passes leave forward kernels unchanged and are skipped) and
-# test/gpu/decode_specs -> .device/decode-variants/no-PASS (every pass).
+# test/gpu/decode_specs -> .device/decode-variants/no-PASS (every pass); and
+# the forward specs on mma.sync instead of wgmma -> .device/variants/mma-sync.
 set -e
 FLASHC=${FLASHC:-build/tools/flashc}
 
@@ -19,4 +20,11 @@ variants() {
   done
 }
 variants test/gpu/specs "${VARIANTS_DIR:-.device/variants}" '!/\(required\)/ && !/ decode: / {print $1}'
+# The same forward kernels on mma.sync instead of wgmma (-mma=sync).
+d=${VARIANTS_DIR:-.device/variants}/mma-sync
+mkdir -p "$d"
+for fa in test/gpu/specs/*.fa; do
+  "$FLASHC" "$fa" -emit=ptx --target=sm_90a -mma=sync -o "$d/$(basename "$fa" .fa).ptx"
+done
+echo "$d: $(ls "$d" | wc -l) PTX"
 variants test/gpu/decode_specs "${DECODE_VARIANTS_DIR:-.device/decode-variants}" '!/\(required\)/ {print $1}'
