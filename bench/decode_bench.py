@@ -16,6 +16,8 @@ Reports microseconds, TB/s of K+V read, and the ratio to each peer.
 
     python3 bench/decode_bench.py --ptx-dir .device/decode-bench [--quick] [--json out.json]
     python3 bench/decode_bench.py --write-specs DIR     (the .fa of BENCH_KERNELS)
+    python3 bench/decode_bench.py --sweep DIR1,DIR2 --configs "8,32,8,16384" --nsplit 0,4,8
+        (ours only: each PTX dir, e.g. other schedules, at each forced nsplit; 0 = auto)
 """
 import argparse
 import json
@@ -192,6 +194,55 @@ def run_config(mods, cfg, args, gen):
     return row
 
 
+def sweep(dirs, cfgs, nsplits, args, gen):
+    """Our kernels only, from each PTX directory of `dirs` (the same kernel
+    names, e.g. compiled with other schedules), at each forced nsplit (0 =
+    the runtime's choice): one line per timing, checked against float64 first."""
+    import torch
+    from flashc_rt_decode import DecodeModule
+    rt_ctx = args._ctx
+    mods = {d: {n: DecodeModule(rt_ctx, os.path.join(d, n + ".ptx")) for n in BENCH_KERNELS
+                if os.path.exists(os.path.join(d, n + ".ptx"))} for d in dirs}
+    rows = []
+    for B, H, KH, L in cfgs:
+        sets = make_sets(B, H, KH, L, max(1, min(8, math.ceil(4 * L2_BYTES / (4 * B * L * KH * D)))),
+                         gen)
+        seq = torch.full((B,), L, dtype=torch.int32, device="cuda")
+        paged_sets = [to_paged(k, v, gen) for _, k, v in sets] if args.sweep_paged else None
+        for paged in ((False, True) if args.sweep_paged else (False,)):
+            for d in dirs:
+                mod = mods[d].get(kernel_name(H, KH, paged))
+                if mod is None:
+                    continue
+                for ns in nsplits:
+                    calls, outs = [], []
+                    for i, (q, k, v) in enumerate(sets):
+                        o = torch.full_like(q, float("nan"))
+                        kk, vv, bt = paged_sets[i] if paged else (k, v, None)
+                        outs.append(o)
+                        calls.append(lambda a=(q, kk, vv, o, seq, bt), n=ns:
+                                     mod.decode(*a, max_seqlen=L, nsplit=n))
+                    calls[0]()
+                    torch.cuda.synchronize()
+                    ok, err, _ = check(outs[0], *sets[0], KH)
+                    us = graph_us(calls, args.inner, args.trials) if ok else None
+                    r = dict(dir=d, batch=B, heads=H, kv_heads=KH, seqlen=L, paged=paged,
+                             nsplit=mod.last_nsplit(), forced=ns, ok=ok, us=us)
+                    rows.append(r)
+                    print(f"sweep: {os.path.basename(d.rstrip('/')):>12} B={B:<3} H={H} Hkv={KH:<2} "
+                          f"L={L:<6} {'paged' if paged else 'contig'} nsplit {r['nsplit']:>3} "
+                          f"(asked {ns}): {fmt(us, 8)} us {'ok' if ok else 'WRONG'}", flush=True)
+                    del calls, outs
+        del sets, paged_sets
+        torch.cuda.empty_cache()
+    return rows
+
+
+def parse_cfgs(text):
+    """"B,H,KH,L;B,H,KH,L" -> [(B, H, KH, L), ...]"""
+    return [tuple(int(x) for x in c.split(",")) for c in text.split(";") if c.strip()]
+
+
 def fmt(x, w=7, p=1):
     return f"{x:{w}.{p}f}" if isinstance(x, (int, float)) and x is not None else f"{'-':>{w}}"
 
@@ -222,6 +273,11 @@ def main():
     ap.add_argument("--trials", type=int, default=10, help="timed graph replays (median)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--write-specs", default=None)
+    ap.add_argument("--configs", default=None, help="B,H,KH,L;... instead of the grid")
+    ap.add_argument("--sweep", default=None,
+                    help="comma-separated PTX dirs: time our kernels only, per dir and nsplit")
+    ap.add_argument("--nsplit", default="0", help="sweep: comma-separated forced nsplit (0: auto)")
+    ap.add_argument("--sweep-paged", action="store_true", help="sweep: the paged kernels too")
     args = ap.parse_args()
     if args.write_specs:
         write_specs(args.write_specs)
@@ -234,6 +290,16 @@ def main():
     gen.manual_seed(int(time.time()))
     rt = flashc_rt.Runtime(args.lib)
     ctx = rt.context(0)
+    args._ctx = ctx
+    if args.sweep:
+        rows = sweep(args.sweep.split(","), parse_cfgs(args.configs) if args.configs else GRID,
+                     [int(x) for x in args.nsplit.split(",")], args, gen)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+        bad = [r for r in rows if not r["ok"]]
+        print(f"\nsweep: {len(rows) - len(bad)} passed, {len(bad)} failed")
+        return 1 if bad else 0
     mods = {}
     for name in BENCH_KERNELS:
         path = os.path.join(args.ptx_dir, name + ".ptx")
@@ -241,7 +307,7 @@ def main():
             mods[name] = DecodeModule(ctx, path)
     print(f"decode bench: {len(mods)} kernels from {args.ptx_dir}: {', '.join(sorted(mods))}")
     rows = []
-    for cfg in QUICK if args.quick else GRID:
+    for cfg in parse_cfgs(args.configs) if args.configs else QUICK if args.quick else GRID:
         r = run_config(mods, cfg, args, gen)
         rows.append(r)
         print(f"decode bench: B={cfg[0]} H={cfg[1]} Hkv={cfg[2]} L={cfg[3]}: "

@@ -377,9 +377,12 @@ typedef struct Rows {
   int page;             /* page size; 0: not paged */
   MlirValue bt_row;     /* paged: !llvm.ptr<1> to block_table[b, 0] */
   /* paged, a staged tile of at most page rows: it spans pages pi_lo and
-   * pi_lo + 1 at most, whose entries (pg_lo, pg_hi: i64) are read once per
-   * tile instead of once per 16-byte chunk; null otherwise. */
-  MlirValue pi_lo, pg_lo, pg_hi;
+   * pi_lo + 1 at most, whose entries are read once per tile instead of once
+   * per 16-byte chunk. Row R of the tile then lives at base + R * ss, base
+   * = base_lo below row split_row (= (pi_lo + 1) * P) and base_hi from it:
+   * per chunk one compare and select more than a contiguous cache, instead
+   * of a divide, a remainder and two 64-bit multiply-adds. Null otherwise. */
+  MlirValue split_row, base_lo, base_hi;
   MlirValue bh;         /* plain: b * sb + h * sh */
 } Rows;
 
@@ -398,17 +401,13 @@ static void row_at(Lowerer *L, const Rows *m, MlirValue r, MlirValue *off, MlirV
     MlirValue head = cg_addi(b, cg_muli_c(b, m->h, m->pack), g);
     o = cg_addi(b, cg_addi(b, cg_muli(b, m->b, m->t.sb), cg_muli(b, head, m->t.sh)),
                 cg_muli(b, tok, m->t.ss));
+  } else if (m->page && !mlirValueIsNull(m->base_lo)) {
+    MlirValue lo = cg_cmpi(b, "slt", R, m->split_row);
+    o = cg_addi(b, cg_select(b, lo, m->base_lo, m->base_hi), cg_muli(b, R, m->t.ss));
   } else if (m->page) {
     MlirValue sr = cg_select(b, *ok, R, zero);
     MlirValue pi = cg_arith2(b, "arith.divui", sr, cg_const_i64(b, m->page));
     MlirValue slot = cg_arith2(b, "arith.remui", sr, cg_const_i64(b, m->page));
-    if (!mlirValueIsNull(m->pg_lo)) {
-      MlirValue page = cg_select(b, cg_cmpi(b, "eq", pi, m->pi_lo), m->pg_lo, m->pg_hi);
-      o = cg_addi(b, cg_addi(b, cg_muli(b, page, m->t.sb), cg_muli(b, slot, m->t.ss)),
-                  cg_muli(b, m->h, m->t.sh));
-      *off = cg_select(b, *ok, o, zero);
-      return;
-    }
     /* The table is read only for rows that are there. */
     MlirBlock tb, eb, outer = b->block;
     MlirOperation ifop = cg_if(b, *ok, &b->i32, 1, true, &tb, &eb);
@@ -480,13 +479,20 @@ static void hoist_pages(Lowerer *L, Rows *m, int R) {
   CgBuilder *b = &L->b;
   MlirValue P = cg_const_i64(b, m->page), zero = cg_const_i64(b, 0);
   MlirValue ok_lo = cg_cmpi(b, "slt", m->row0, m->limit);
-  m->pi_lo = cg_arith2(b, "arith.divui", cg_select(b, ok_lo, m->row0, zero), P);
+  MlirValue pi_lo = cg_arith2(b, "arith.divui", cg_select(b, ok_lo, m->row0, zero), P);
   MlirValue last = cg_arith2(b, "arith.minsi", cg_addi(b, m->row0, cg_const_i64(b, R - 1)),
                              cg_subi(b, m->limit, cg_const_i64(b, 1)));
   MlirValue ok_hi = cg_arith2(b, "arith.andi", ok_lo, cg_cmpi(b, "sge", last, zero));
   MlirValue pi_hi = cg_arith2(b, "arith.divui", cg_select(b, ok_hi, last, zero), P);
-  m->pg_lo = page_entry(L, m, m->pi_lo, ok_lo);
-  m->pg_hi = page_entry(L, m, pi_hi, ok_hi);
+  MlirValue pg_lo = page_entry(L, m, pi_lo, ok_lo), pg_hi = page_entry(L, m, pi_hi, ok_hi);
+  /* Rows of page pi_lo are below split_row; rows at or past it (only when
+   * the tile spans two pages) are in pi_lo + 1 = pi_hi. */
+  m->split_row = cg_muli(b, cg_addi(b, pi_lo, cg_const_i64(b, 1)), P);
+  MlirValue hsh = cg_muli(b, m->h, m->t.sh);
+  m->base_lo = cg_subi(b, cg_addi(b, cg_muli(b, pg_lo, m->t.sb), hsh),
+                       cg_muli(b, cg_muli(b, pi_lo, P), m->t.ss));
+  m->base_hi = cg_subi(b, cg_addi(b, cg_muli(b, pg_hi, m->t.sb), hsh),
+                       cg_muli(b, m->split_row, m->t.ss));
 }
 
 /* cp.async of the tile's rows into shared memory, 16 bytes a thread; rows

@@ -324,9 +324,12 @@ int fa_decode_splits(const fa_kernel_info *info, int64_t batch, int64_t kv_heads
   int64_t blocks = batch * kv_heads;
   if (blocks < 1) blocks = 1;
   if (sm_count < 1) sm_count = 132; /* unknown: an H100's */
-  /* Two waves of blocks hide the tail of one; chunks shorter than a few
-   * tiles waste the split kernel's prologue and the combine's reads. */
-  int64_t want = (2 * (int64_t)sm_count + blocks - 1) / blocks;
+  /* About two blocks per SM, rounded down: an SM that gets a third block
+   * while the others hold two finishes last (H100, docs/perf.md 2026-11-22:
+   * batch 8 GQA 16k, 64 (kv_head, batch) pairs: 4 splits = 256 blocks
+   * 194 us, 5 = 320 blocks 259 us). Chunks shorter than a few tiles waste
+   * the split kernel's prologue. */
+  int64_t want = 2 * (int64_t)sm_count / blocks;
   int64_t by_len = max_seqlen / FA_DECODE_MIN_CHUNK;
   int64_t n = want < by_len ? want : by_len;
   if (n > FA_DECODE_MAX_SPLITS) n = FA_DECODE_MAX_SPLITS;

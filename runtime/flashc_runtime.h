@@ -309,8 +309,8 @@ typedef struct fa_decode_args {
 fa_status fa_decode_check(const fa_kernel_info *info, const fa_decode_args *args, char *msg,
                           size_t msglen);
 
-/* The `split = auto` heuristic: enough (split, kv_head, batch) blocks to
- * fill `sm_count` SMs about twice, chunks of at least FA_DECODE_MIN_CHUNK
+/* The `split = auto` heuristic: (split, kv_head, batch) blocks for about
+ * two per SM of `sm_count`, rounded down, chunks of at least FA_DECODE_MIN_CHUNK
  * keys of the longest cache (max_seqlen), at most FA_DECODE_MAX_SPLITS;
  * 1 when the kernel has no combine kernel. Always >= 1. */
 int fa_decode_splits(const fa_kernel_info *info, int64_t batch, int64_t kv_heads,
