@@ -408,11 +408,11 @@ void cg_ptx(CgBuilder *b, const char *ptx, const MlirValue *args, const char *ar
 }
 
 void cg_wgmma(CgBuilder *b, CgMmaType t, int n, MlirValue *acc, const MlirValue *a_regs,
-              MlirValue a_desc, MlirValue b_desc, bool trans_b) {
+              MlirValue a_desc, MlirValue b_desc, bool trans_b, bool accumulate) {
   int nacc = n / 2;
   const char *ty = t == CG_MMA_BF16 ? "bf16" : "f16";
-  /* $0..$(nacc-1): D; then A (4 regs or a descriptor), B's descriptor. The
-   * scale-d predicate is always 1: the accumulator is read. */
+  /* $0..$(nacc-1): D; then A (4 regs or a descriptor), B's descriptor;
+   * scale-d (an immediate predicate): 1 reads the accumulator, 0 ignores it. */
   char *s = malloc((size_t)nacc * 8 + 256);
   if (!s)
     abort();
@@ -423,13 +423,14 @@ void cg_wgmma(CgBuilder *b, CgMmaType t, int n, MlirValue *acc, const MlirValue 
   int nargs = 0;
   const char *cons;
   if (a_regs) {
-    k += sprintf(s + k, "}, {$%d, $%d, $%d, $%d}, $%d, 1, 1, 1, %d;", nacc, nacc + 1, nacc + 2,
-                 nacc + 3, nacc + 4, trans_b ? 1 : 0);
+    k += sprintf(s + k, "}, {$%d, $%d, $%d, $%d}, $%d, %d, 1, 1, %d;", nacc, nacc + 1, nacc + 2,
+                 nacc + 3, nacc + 4, accumulate ? 1 : 0, trans_b ? 1 : 0);
     for (int i = 0; i < 4; i++)
       args[nargs++] = a_regs[i];
     cons = "r,r,r,r,l";
   } else {
-    k += sprintf(s + k, "}, $%d, $%d, 1, 1, 1, 0, %d;", nacc, nacc + 1, trans_b ? 1 : 0);
+    k += sprintf(s + k, "}, $%d, $%d, %d, 1, 1, 0, %d;", nacc, nacc + 1, accumulate ? 1 : 0,
+                 trans_b ? 1 : 0);
     args[nargs++] = a_desc;
     cons = "l,l";
   }

@@ -186,7 +186,7 @@ bool lw_wgmma_plan(Lowerer *L, CgTensorCore tc, const char *target);
 MlirValue lw_swizzled_byte(Lowerer *L, const CgVal *t, MlirValue row, MlirValue chunk);
 /* r (initialized with the accumulator) += a * b on warpgroup MMA. */
 void lw_wgmma_matmul(Lowerer *L, const Op *op, CgVal *r, const CgVal *a, const CgVal *bm,
-                     bool trans_b, CgMmaType mt);
+                     bool trans_b, CgMmaType mt, bool has_acc);
 
 /* lower_mem.c */
 int lw_workspace_floats_per_row(const Func *f);

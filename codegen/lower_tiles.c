@@ -850,7 +850,7 @@ void lw_matmul(Lowerer *L, const Op *op) {
     r->e[k] = acc ? lw_elem(L, acc, TC_FULL, mi, ni, e) : zero;
   }
   if (L->wgmma) {
-    lw_wgmma_matmul(L, op, r, p.a, p.bm, p.trans_b, p.mt);
+    lw_wgmma_matmul(L, op, r, p.a, p.bm, p.trans_b, p.mt, acc != NULL);
     L->smem_read_since_barrier = true;
     lw_set(L, op->results[0], r);
     return;

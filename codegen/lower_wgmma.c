@@ -132,7 +132,7 @@ static int kmajor_step_bytes(const CgVal *t, int kk) {
 }
 
 void lw_wgmma_matmul(Lowerer *L, const Op *op, CgVal *r, const CgVal *a, const CgVal *bm,
-                     bool trans_b, CgMmaType mt) {
+                     bool trans_b, CgMmaType mt, bool has_acc) {
   CgBuilder *b = &L->b;
   int N = r->g.cols, K = trans_b ? bm->type.cols : bm->type.rows, ksteps = K / 16;
   int nacc = N / 2;
@@ -142,15 +142,21 @@ void lw_wgmma_matmul(Lowerer *L, const Op *op, CgVal *r, const CgVal *a, const C
     return;
   }
   /* A from registers: every k step's fragment, read by the asynchronous
-   * wgmmas, so all are fenced with the accumulators. */
+   * wgmmas, so all are fenced with the accumulators. Without an incoming
+   * accumulator the first k step ignores D (scale-d 0): its registers start
+   * as poison, nothing zeroes or fences them. */
   MlirValue regs[128 + 64];
+  MlirValue poison = cg_op1(b, "llvm.mlir.poison", NULL, 0, b->f32, NULL, 0);
   for (int i = 0; i < nacc; i++)
-    regs[i] = r->e[i];
+    regs[i] = has_acc ? r->e[i] : poison;
   int nregs = nacc;
   if (!a_smem)
     for (int kk = 0; kk < ksteps; kk++, nregs += 4)
       lw_a_fragment_regs(L, mt, a, 0, kk, &regs[nregs]);
-  cg_wgmma_fence(b, regs, nregs);
+  if (has_acc)
+    cg_wgmma_fence(b, regs, nregs);
+  else /* fence the A fragments alone */
+    cg_wgmma_fence(b, regs + nacc, nregs - nacc);
 
   /* B: transpose_b means B^T is stored (K's rows are the n index): the
    * K-major form; else N-major with 64-column blocks lbo bytes apart. */
@@ -168,9 +174,10 @@ void lw_wgmma_matmul(Lowerer *L, const Op *op, CgVal *r, const CgVal *a, const C
     MlirValue bd = cg_addi(b, bdesc, cg_const_i64(b, boff >> 4));
     if (a_smem) {
       MlirValue ad = cg_addi(b, adesc, cg_const_i64(b, kmajor_step_bytes(a, kk) >> 4));
-      cg_wgmma(b, mt, N, regs, NULL, ad, bd, !trans_b);
+      cg_wgmma(b, mt, N, regs, NULL, ad, bd, !trans_b, has_acc || kk > 0);
     } else {
-      cg_wgmma(b, mt, N, regs, &regs[nacc + 4 * kk], (MlirValue){NULL}, bd, !trans_b);
+      cg_wgmma(b, mt, N, regs, &regs[nacc + 4 * kk], (MlirValue){NULL}, bd, !trans_b,
+               has_acc || kk > 0);
     }
   }
   cg_wgmma_commit_wait(b, regs, nacc);
