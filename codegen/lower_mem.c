@@ -226,35 +226,60 @@ void lw_flush_async(Lowerer *L, int mark) {
 /* ------------------------------------------------------------ loads */
 
 /* Copies rows row0.. of (batch, head) into a staged tile: each thread moves
- * 16-byte chunks tid, tid + T, ...; rows past the end are zero-filled. */
+ * 16-byte chunks tid, tid + T, ...; rows past the end are zero-filled (their
+ * copy reads nothing, from the tensor's row 0, a valid address).
+ *
+ * When T is a multiple of the chunks per row, a thread keeps its column and
+ * steps T / cpr rows at a time, so its source address is strength-reduced:
+ * one pointer add per chunk, and the bound check compares the step's row
+ * offset with the rows left, a constant per chunk. */
 static void stage_tile(Lowerer *L, const Op *op, const TensorRef *t, MlirValue bi,
                        MlirValue hi, MlirValue row0, CgVal *s) {
   CgBuilder *b = &L->b;
   int R = s->type.rows, C = s->type.cols, T = L->threads;
   int cpr = C / 8, total = R * cpr, iters = (total + T - 1) / T;
   MlirValue bh = row_offset(L, t, bi, hi, cg_const_i64(b, 0));
-  MlirValue zero64 = cg_const_i64(b, 0);
+  MlirValue row_zero = cg_gep(b, t->base, bh, t->et);
   bool regular = T % cpr == 0; /* the thread keeps its column chunk */
+  int step = T / cpr;          /* rows between a thread's chunks (regular) */
   MlirValue cc_reg = cg_arith2(b, "arith.remui", L->tid, cg_const_i32(b, cpr));
   MlirValue r_reg = cg_arith2(b, "arith.divui", L->tid, cg_const_i32(b, cpr));
+  MlirValue src_reg = {NULL}, left = {NULL}, delta = {NULL};
+  if (regular) {
+    MlirValue grow = cg_addi(b, row0, cg_int_cast(b, r_reg, b->i64));
+    left = cg_subi(b, t->extent, grow);
+    MlirValue col = cg_int_cast(b, cg_muli_c(b, cc_reg, 8), b->i64);
+    src_reg = cg_gep(b, t->base, cg_addi(b, bh, cg_addi(b, cg_muli(b, grow, t->ss), col)), t->et);
+    delta = cg_muli_c(b, t->ss, step);
+  }
   (void)op;
   for (int it = 0; it < iters; it++) {
     MlirValue chunk = cg_addi_c(b, L->tid, it * T);
-    MlirValue r = regular ? cg_addi_c(b, r_reg, it * (T / cpr))
+    MlirValue r = regular ? cg_addi_c(b, r_reg, it * step)
                           : cg_arith2(b, "arith.divui", chunk, cg_const_i32(b, cpr));
     MlirValue cc = regular ? cc_reg : cg_arith2(b, "arith.remui", chunk, cg_const_i32(b, cpr));
+    MlirValue src_it = {NULL};
+    if (regular && it > 0)
+      src_reg = cg_gep(b, src_reg, delta, t->et); /* the chain stays outside any guard */
+    src_it = src_reg;
     MlirBlock outer = b->block, guarded;
     bool guard = (it + 1) * T > total;
     if (guard) {
       cg_if(b, cg_cmpi(b, "ult", chunk, cg_const_i32(b, total)), NULL, 0, false, &guarded, NULL);
       cg_builder_set_block(b, guarded);
     }
-    MlirValue grow = cg_addi(b, row0, cg_int_cast(b, r, b->i64));
-    MlirValue inb = cg_cmpi(b, "slt", grow, t->extent);
-    MlirValue crow = cg_select(b, inb, grow, zero64);
-    MlirValue goff = cg_addi(b, cg_addi(b, bh, cg_muli(b, crow, t->ss)),
-                             cg_int_cast(b, cg_muli_c(b, cc, 8), b->i64));
-    MlirValue src = cg_gep(b, t->base, goff, t->et);
+    MlirValue inb, src;
+    if (regular) {
+      inb = cg_cmpi(b, "slt", cg_const_i64(b, (int64_t)it * step), left);
+      src = cg_select(b, inb, src_it, row_zero);
+    } else {
+      MlirValue grow = cg_addi(b, row0, cg_int_cast(b, r, b->i64));
+      inb = cg_cmpi(b, "slt", grow, t->extent);
+      MlirValue crow = cg_select(b, inb, grow, cg_const_i64(b, 0));
+      MlirValue goff = cg_addi(b, cg_addi(b, bh, cg_muli(b, crow, t->ss)),
+                               cg_int_cast(b, cg_muli_c(b, cc, 8), b->i64));
+      src = cg_gep(b, t->base, goff, t->et);
+    }
     MlirValue byte = s->swizzled
                          ? lw_swizzled_byte(L, s, r, cc)
                          : cg_muli_c(b, cg_addi(b, cg_muli_c(b, r, s->smem_stride),
