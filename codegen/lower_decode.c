@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "codegen/lower_internal.h"
+#include "codegen/meta_decode.h"
 #include "mlir-c/BuiltinTypes.h"
 
 /* ------------------------------------------------------- parameters */
@@ -52,6 +53,20 @@ int lw_decode_param_types(Lowerer *L, MlirType *p) {
   for (int i = 0; i < SPLIT_NPARAMS; i++)
     p[i] = i < 8 ? b->ptr : i < 13 ? b->i32 : b->i64;
   return SPLIT_NPARAMS;
+}
+
+/* Programmatic dependent launch (sm_90+, docs/decode.md): the split kernel
+ * lets the combine kernel be scheduled at once (it has nothing to hand over
+ * early: the trigger only moves the combine's launch and prologue under the
+ * split kernel's run), and the combine kernel waits, before its first read
+ * of the workspace, until the split kernel has finished and its stores are
+ * visible. Without a PDL launch the wait returns at once and the trigger
+ * does nothing, so both are correct under a plain launch too. */
+static void pdl_entry(Lowerer *L) {
+  if (!cg_decode_pdl(L->f))
+    return;
+  cg_ptx(&L->b, L->combine ? "griddepcontrol.wait;" : "griddepcontrol.launch_dependents;", NULL,
+         "", 0, NULL, 0);
 }
 
 void lw_decode_params(Lowerer *L, MlirBlock entry) {
@@ -83,6 +98,7 @@ void lw_decode_params(Lowerer *L, MlirBlock entry) {
   /* The forward names, for code that asks for them. */
   L->seqlen_q = L->q_len;
   L->seqlen_k = mlirValueIsNull(L->capacity) ? L->q_len : L->capacity;
+  pdl_entry(L);
 }
 
 MlirValue lw_decode_index_arg(Lowerer *L, const char *name) {

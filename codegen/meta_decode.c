@@ -2,12 +2,18 @@
  * them (docs/decode.md, "Metadata keys of a decode kernel"). */
 #include "codegen/meta_decode.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 bool cg_meta_is_combine(const Func *f) { return attr_get(&f->attrs, "combine_of") != NULL; }
 
 bool cg_meta_is_decode(const Func *f) {
   return strcmp(attr_str(&f->attrs, "mode", "forward"), "decode") == 0 && !cg_meta_is_combine(f);
+}
+
+bool cg_decode_pdl(const Func *f) {
+  const char *t = attr_str(&f->attrs, "target", "sm_90a");
+  return strncmp(t, "sm_", 3) == 0 && atoi(t + 3) >= 90;
 }
 
 /* The module's combine kernel of f, or NULL (split-kv did not run, or
@@ -43,6 +49,8 @@ void cg_meta_decode(CgStrBuf *sb, const Func *f) {
     cg_strbuf_printf(sb, "// flashc.meta combine_kernel %s\n", c->name);
     cg_strbuf_printf(sb, "// flashc.meta combine_threads %d\n",
                      32 * (int)attr_int(&c->attrs, "warps", 4));
+    if (cg_decode_pdl(f))
+      cg_strbuf_puts(sb, "// flashc.meta combine_pdl 1\n");
   }
   if (attr_get(a, "unified_max"))
     cg_strbuf_printf(sb, "// flashc.meta unified_max %.9g\n", attr_float(a, "unified_max", 0));

@@ -14,7 +14,13 @@ bool cg_meta_is_decode(const Func *f);
  * own (the runtime reads every metadata line of the PTX as one kernel's). */
 bool cg_meta_is_combine(const Func *f);
 /* The decode keys of split kernel f: cache, page_size, split, q_len_max,
- * combine_kernel, combine_threads, unified_max. */
+ * combine_kernel, combine_threads, unified_max, combine_pdl. */
 void cg_meta_decode(CgStrBuf *sb, const Func *f);
+
+/* Decode kernel f (split or combine) is for sm_90 or later, where the split
+ * kernel lets its combine kernel launch early (griddepcontrol) and the
+ * combine kernel waits for it: the runtime may then launch the combine
+ * programmatically dependent (metadata combine_pdl 1, docs/decode.md). */
+bool cg_decode_pdl(const Func *f);
 
 #endif

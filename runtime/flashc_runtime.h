@@ -85,6 +85,9 @@ typedef struct fa_decode_info {
   int combine_threads;               /* key combine_threads: 1..1024 (default 128) */
   int has_unified_max;               /* key unified_max given (informational) */
   double unified_max;                /* its phi */
+  int combine_pdl;                   /* key combine_pdl: 1 = the combine kernel waits for the
+                                      * split kernel itself (griddepcontrol.wait), so the
+                                      * runtime may launch it programmatically dependent */
 } fa_decode_info;
 
 /* What the `// flashc.meta KEY VALUE` lines say (docs/abi.md, "Metadata").

@@ -39,6 +39,9 @@ typedef struct Driver {
                            unsigned, unsigned, CUstream, void **, void **);
   CUresult (*MemAlloc)(CUdeviceptr *, size_t);
   CUresult (*MemFree)(CUdeviceptr);
+  /* Optional (CUDA 11.8+): NULL on older drivers, which launch the combine
+   * kernel the plain way. */
+  CUresult (*LaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
 } Driver;
 
 struct fa_context {
@@ -48,6 +51,7 @@ struct fa_context {
   CUcontext ctx;
   int max_smem_optin;      /* bytes of dynamic shared memory a block may opt into */
   int sm_count;            /* multiprocessors, for decode's split = auto */
+  int cc_major;            /* compute capability: griddepcontrol needs 9.0 */
   atomic_int refs;         /* 1 for the caller's handle + 1 per live module */
   char errmsg[24576];      /* room for a JIT error log */
 };
@@ -106,6 +110,8 @@ static fa_status load_symbols(Driver *cu, char *err, size_t errlen) {
       return FA_ERR_NO_DEVICE;
     }
   }
+  /* Not in the list above: a driver without it still runs everything. */
+  *(void **)&cu->LaunchKernelEx = dlsym(cu->lib, "cuLaunchKernelEx");
   return FA_OK;
 }
 
@@ -160,6 +166,8 @@ static fa_status open_device(fa_context *c, int device, char *err, size_t errlen
                          CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, c->dev);
   c->sm_count = 0;
   cu->DeviceGetAttribute(&c->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, c->dev);
+  c->cc_major = 0;
+  cu->DeviceGetAttribute(&c->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, c->dev);
   return FA_OK;
 }
 
@@ -310,6 +318,12 @@ static fa_status prepare_function(fa_context *c, fa_module *m) {
     fa_fmt(msg, len, "kernel %s: %s for %d bytes", m->info.kernel, head, smem);
     return FA_ERR_LOAD;
   }
+  /* All of the SM's unified L1/shared memory as shared: with the driver's
+   * own carveout a second or third block of a 56-112 KB kernel may not fit,
+   * and co-resident blocks are what hide one block's softmax behind another's
+   * matmuls. A hint: a driver that refuses it changes nothing. */
+  c->cu.FuncSetAttribute(m->fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                         CU_SHAREDMEM_CARVEOUT_MAX_SHARED);
   c->cu.FuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, m->fn);
   if (max_threads > 0 && m->info.threads > max_threads) {
     fa_fmt(msg, len,
@@ -528,12 +542,43 @@ fa_status fa_module_scratch_(fa_module *m, size_t bytes, uint64_t *base) {
   return st;
 }
 
+/* Programmatic dependent launch of the combine kernel (docs/decode.md): it
+ * may start while the split kernel still runs, its griddepcontrol.wait
+ * holding it until the split kernel has finished and its stores are
+ * visible; what it saves is the launch gap between the two kernels.
+ * Only when the kernel says it waits (metadata combine_pdl 1), the driver
+ * has cuLaunchKernelEx, the device is sm_90 or later, and FLASHC_DECODE_PDL
+ * is not "0" (an A/B switch). */
+static int use_pdl(const fa_module *m) {
+  static int env = -1; /* read once: getenv is not free in a launch path */
+  if (env < 0) {
+    const char *e = getenv("FLASHC_DECODE_PDL");
+    env = !(e && strcmp(e, "0") == 0);
+  }
+  return env && m->info.decode.combine_pdl && m->ctx->cu.LaunchKernelEx && m->ctx->cc_major >= 9;
+}
+
+static CUresult launch_pdl(fa_module *m, CUfunction fn, const unsigned grid[3], unsigned block,
+                           unsigned smem, void *stream, void **params) {
+  CUlaunchAttribute attr;
+  memset(&attr, 0, sizeof attr);
+  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig cfg = {grid[0], grid[1], grid[2], block, 1, 1, smem, (CUstream)stream, &attr, 1};
+  return m->ctx->cu.LaunchKernelEx(&cfg, fn, params, NULL);
+}
+
 fa_status fa_module_launch_(fa_module *m, int combine, const unsigned grid[3], unsigned block,
                             unsigned smem, void *stream, void **params) {
   CUfunction fn = combine ? m->combine : m->fn;
   const char *name = combine ? m->info.decode.combine_kernel : m->info.kernel;
-  CUresult r = m->ctx->cu.LaunchKernel(fn, grid[0], grid[1], grid[2], block, 1, 1, smem,
-                                       (CUstream)stream, params, NULL);
+  CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+  if (combine && use_pdl(m)) r = launch_pdl(m, fn, grid, block, smem, stream, params);
+  /* Refused (an old driver, or a stream that cannot take the attribute):
+   * the plain launch is always correct, only without the overlap. */
+  if (r == CUDA_ERROR_NOT_SUPPORTED)
+    r = m->ctx->cu.LaunchKernel(fn, grid[0], grid[1], grid[2], block, 1, 1, smem,
+                                (CUstream)stream, params, NULL);
   if (r == CUDA_SUCCESS) return FA_OK;
   char head[256];
   cuda_msg(&m->ctx->cu, head, sizeof head, "cuLaunchKernel", r);
