@@ -251,6 +251,11 @@ MlirValue cg_load(CgBuilder *b, MlirValue ptr, MlirType t, int align) {
   return cg_op1(b, "llvm.load", &ptr, 1, t, &a, 1);
 }
 
+MlirValue cg_load_volatile(CgBuilder *b, MlirValue ptr, MlirType t, int align) {
+  CgNamedAttr a[2] = {{"alignment", cg_attr_i64(b, align)}, {"volatile_", mlirUnitAttrGet(b->ctx)}};
+  return cg_op1(b, "llvm.load", &ptr, 1, t, a, 2);
+}
+
 void cg_store(CgBuilder *b, MlirValue val, MlirValue ptr, int align) {
   CgNamedAttr a = {"alignment", cg_attr_i64(b, align)};
   MlirValue ops[2] = {val, ptr};

@@ -96,6 +96,9 @@ MlirValue cg_shuffle_xor(CgBuilder *b, MlirValue v, int mask);
 /* llvm.getelementptr base[idx] over elements of type elem. */
 MlirValue cg_gep(CgBuilder *b, MlirValue base, MlirValue idx, MlirType elem);
 MlirValue cg_load(CgBuilder *b, MlirValue ptr, MlirType t, int align);
+/* A volatile load (ld.volatile: not served from a stale L1 line; for data
+ * other blocks of the same launch wrote). */
+MlirValue cg_load_volatile(CgBuilder *b, MlirValue ptr, MlirType t, int align);
 void cg_store(CgBuilder *b, MlirValue val, MlirValue ptr, int align);
 MlirValue cg_addrspacecast(CgBuilder *b, MlirValue p, MlirType to);
 MlirValue cg_addressof(CgBuilder *b, const char *global, MlirType ptr_type);

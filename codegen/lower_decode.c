@@ -38,6 +38,7 @@ bool lw_decode_init(Lowerer *L) {
     return false;
   L->decode = true;
   L->combine = attr_get(a, "combine_of") != NULL;
+  L->fused = cg_decode_fused(L->f);
   return true;
 }
 
@@ -63,7 +64,7 @@ int lw_decode_param_types(Lowerer *L, MlirType *p) {
  * visible. Without a PDL launch the wait returns at once and the trigger
  * does nothing, so both are correct under a plain launch too. */
 static void pdl_entry(Lowerer *L) {
-  if (!cg_decode_pdl(L->f))
+  if (!cg_decode_pdl(L->f) || L->fused) /* a fused split kernel has no dependent */
     return;
   cg_ptx(&L->b, L->combine ? "griddepcontrol.wait;" : "griddepcontrol.launch_dependents;", NULL,
          "", 0, NULL, 0);
@@ -166,7 +167,11 @@ enum { COMBINE_LOADS = 16, COMBINE_MAX_CHUNKS = 8 };
 typedef struct Comb {
   Lowerer *L;
   TensorRef opart, lpart, o, lse;
-  MlirValue b, h, bs0, nsm1;            /* i64 */
+  MlirValue b, h, bs0, nsm1;            /* i64; h: the unit's query head */
+  MlirValue h0;                         /* i64: packed: first head of the group, else the head */
+  int pack;                             /* unit u is head h0 + u / q_len, token u % q_len;
+                                         * 0: head h0, token u */
+  bool vol;                             /* fused: partials other blocks wrote, past L1 */
   MlirValue col[COMBINE_MAX_CHUNKS];    /* first column of each chunk (i64, clamped) */
   MlirValue col_ok[COMBINE_MAX_CHUNKS]; /* i1: the chunk is inside dv */
   int nchunk, group;
@@ -190,12 +195,13 @@ static void comb_load(Comb *c, MlirValue t, MlirValue s, MlirValue *lse, MlirVal
   MlirValue bs = cg_addi(b, c->bs0, cg_select(b, ok, s, c->nsm1));
   MlirValue lo = cg_addi(b, cg_addi(b, cg_muli(b, bs, c->lpart.sb), cg_muli(b, c->h, c->lpart.sh)),
                          cg_muli(b, t, c->lpart.ss));
-  MlirValue l = cg_load(b, cg_gep(b, c->lpart.base, lo, b->f32), b->f32, 4);
+  MlirValue (*ld)(CgBuilder *, MlirValue, MlirType, int) = c->vol ? cg_load_volatile : cg_load;
+  MlirValue l = ld(b, cg_gep(b, c->lpart.base, lo, b->f32), b->f32, 4);
   *lse = cg_select(b, ok, l, cg_const_f32(b, -__builtin_inf()));
   MlirValue ro = cg_addi(b, cg_addi(b, cg_muli(b, bs, c->opart.sb), cg_muli(b, t, c->opart.ss)),
                          cg_muli(b, c->h, c->opart.sh));
   for (int k = 0; k < c->nchunk; k++)
-    ov[k] = cg_load(b, cg_gep(b, c->opart.base, cg_addi(b, ro, c->col[k]), b->f32), c->v4, 16);
+    ov[k] = ld(b, cg_gep(b, c->opart.base, cg_addi(b, ro, c->col[k]), b->f32), c->v4, 16);
 }
 
 /* One group of splits s0 .. s0 + group - 1 folded into (acc, sumw, m):
@@ -265,15 +271,22 @@ static void comb_store(Comb *c, MlirValue t, const MlirValue *st, MlirValue firs
   cg_builder_set_block(b, outer);
 }
 
-/* Every token of (b, h): the thread's tokens t = tok0, tok0 + P, ... */
-static void comb_tokens(Comb *c, MlirValue tok0, MlirValue ptok, MlirValue first) {
+/* The thread's units u = u0, u0 + step, ... below uend; a unit is one
+ * (head, token) row: the tokens of head h0 (combine kernel), or the packed
+ * rows of one Q tile (fused split kernel). */
+static void comb_units(Comb *c, MlirValue u0, MlirValue uend, MlirValue step, MlirValue first) {
   Lowerer *L = c->L;
   CgBuilder *b = &L->b;
   int na = 4 * c->nchunk;
   MlirBlock tb, around = b->block;
-  cg_for(b, tok0, L->q_len, ptok, NULL, 0, &tb);
+  cg_for(b, u0, uend, step, NULL, 0, &tb);
   cg_builder_set_block(b, tb);
-  MlirValue t = mlirBlockGetArgument(tb, 0);
+  MlirValue u = mlirBlockGetArgument(tb, 0), t = u;
+  c->h = c->h0;
+  if (c->pack) {
+    c->h = cg_addi(b, c->h0, cg_arith2(b, "arith.divui", u, L->q_len));
+    t = cg_arith2(b, "arith.remui", u, L->q_len);
+  }
   MlirValue init[4 * COMBINE_MAX_CHUNKS + 2];
   for (int i = 0; i <= na; i++)
     init[i] = cg_const_f32(b, 0.0);
@@ -308,13 +321,15 @@ static bool comb_refs(Lowerer *L, const Op *op, Comb *c) {
   return true;
 }
 
+static bool comb_threads(Comb *c, int dv, MlirValue *u0, MlirValue *step, MlirValue *first);
+
 /* The body of the combine's head loop for (b, h) = (the batch loop's iv, hv). */
 static void combine_head(Lowerer *L, const Op *op, MlirValue hv, MlirBlock body) {
   CgBuilder *b = &L->b;
   cg_builder_set_block(b, body);
   const Op *bl = op->parent ? op->parent->parent_op : NULL;
-  int dv = (int)attr_int(&L->f->attrs, "v_head_dim", 0), T = L->threads;
-  Comb c = {.L = L, .h = hv};
+  int dv = (int)attr_int(&L->f->attrs, "v_head_dim", 0);
+  Comb c = {.L = L, .h0 = hv};
   if (!bl || bl->kind != OP_FOR || dv <= 0 || dv % 4 || !comb_refs(L, op, &c)) {
     if (!L->failed)
       lw_error(L, op, "the combine kernel needs a batch loop around its head loop and v_head_dim %% 4 == 0");
@@ -322,32 +337,44 @@ static void combine_head(Lowerer *L, const Op *op, MlirValue hv, MlirBlock body)
     return;
   }
   c.b = lw_get(L, for_iv((Op *)bl))->v;
-  c.bs0 = cg_muli(b, c.b, L->nsplit);
-  c.nsm1 = cg_subi(b, L->nsplit, cg_const_i64(b, 1));
-  c.v4 = mlirVectorTypeGet(1, (int64_t[]){4}, b->f32);
+  MlirValue u0, step, first;
+  if (comb_threads(&c, dv, &u0, &step, &first))
+    comb_units(&c, u0, L->q_len, step, first);
+  cg_yield(b, NULL, 0);
+}
+
+/* The thread layout: float4 column chunks of a unit, units side by side.
+ * Sets the columns of c and the thread's first unit (offset), step and
+ * whether it owns column 0; false (error reported) when dv is too wide. */
+static bool comb_threads(Comb *c, int dv, MlirValue *u0, MlirValue *step, MlirValue *first) {
+  Lowerer *L = c->L;
+  CgBuilder *b = &L->b;
+  int T = L->threads;
+  c->bs0 = cg_muli(b, c->b, L->nsplit);
+  c->nsm1 = cg_subi(b, L->nsplit, cg_const_i64(b, 1));
+  c->v4 = mlirVectorTypeGet(1, (int64_t[]){4}, b->f32);
   int c4 = dv / 4; /* float4 chunks per token */
   int ptok = c4 <= T ? T / c4 : 1;
-  c.nchunk = c4 <= T ? 1 : (c4 + T - 1) / T;
-  if (c.nchunk > COMBINE_MAX_CHUNKS) {
-    lw_error(L, op, "v_head_dim %d is too wide for the combine kernel's %d threads", dv, T);
-    cg_yield(b, NULL, 0);
-    return;
+  c->nchunk = c4 <= T ? 1 : (c4 + T - 1) / T;
+  if (c->nchunk > COMBINE_MAX_CHUNKS) {
+    lw_error(L, NULL, "v_head_dim %d is too wide for the merge's %d threads", dv, T);
+    return false;
   }
-  c.group = COMBINE_LOADS / c.nchunk;
+  c->group = COMBINE_LOADS / c->nchunk;
   MlirValue tid = cg_int_cast(b, L->tid, b->i64), c4v = cg_const_i64(b, c4);
-  MlirValue tok0 = c.nchunk == 1 ? cg_arith2(b, "arith.divui", tid, c4v) : cg_const_i64(b, 0);
-  MlirValue ch = c.nchunk == 1 ? cg_arith2(b, "arith.remui", tid, c4v) : tid;
-  /* Threads past ptok * c4 have no token: start them past q_len. */
+  MlirValue tok0 = c->nchunk == 1 ? cg_arith2(b, "arith.divui", tid, c4v) : cg_const_i64(b, 0);
+  MlirValue ch = c->nchunk == 1 ? cg_arith2(b, "arith.remui", tid, c4v) : tid;
+  /* Threads past ptok * c4 have no unit: a huge offset starts them past the end. */
   MlirValue idle = cg_cmpi(b, "sge", tok0, cg_const_i64(b, ptok));
-  tok0 = cg_select(b, idle, L->q_len, tok0);
-  for (int k = 0; k < c.nchunk; k++) {
+  *u0 = cg_select(b, idle, cg_const_i64(b, (int64_t)1 << 40), tok0);
+  for (int k = 0; k < c->nchunk; k++) {
     MlirValue chunk = cg_addi_c(b, ch, (int64_t)k * T);
-    c.col_ok[k] = cg_cmpi(b, "slt", chunk, c4v);
-    c.col[k] = cg_muli_c(b, cg_select(b, c.col_ok[k], chunk, cg_const_i64(b, 0)), 4);
+    c->col_ok[k] = cg_cmpi(b, "slt", chunk, c4v);
+    c->col[k] = cg_muli_c(b, cg_select(b, c->col_ok[k], chunk, cg_const_i64(b, 0)), 4);
   }
-  MlirValue first = cg_cmpi(b, "eq", ch, cg_const_i64(b, 0));
-  comb_tokens(&c, tok0, cg_const_i64(b, ptok), first);
-  cg_yield(b, NULL, 0);
+  *first = cg_cmpi(b, "eq", ch, cg_const_i64(b, 0));
+  *step = cg_const_i64(b, ptok);
+  return true;
 }
 
 /* A grid-stride loop: iv = lo + block id, step grid dim (one step when the
@@ -641,6 +668,8 @@ void lw_decode_load_scalar(Lowerer *L, const Op *op) {
 
 /* Row (mi, h) of a thread's share at element offset off; the two adjacent
  * columns of an n8 fragment go together. */
+static void fused_merge(Lowerer *L, const Op *st);
+
 void lw_decode_store(Lowerer *L, const Op *op) {
   CgBuilder *b = &L->b;
   Rows m;
@@ -664,7 +693,12 @@ void lw_decode_store(Lowerer *L, const Op *op) {
       cg_yield(b, NULL, 0);
       cg_builder_set_block(b, outer);
     }
+  /* split-kv stores o_part, then lse_part: the unit's partials are out. */
+  const Value *t = op->operands[0];
+  if (L->fused && t->name && strcmp(t->name, "lse_part") == 0)
+    fused_merge(L, op);
 }
+
 
 /* ----------------------------------------------------------- reduce */
 
@@ -768,4 +802,96 @@ void lw_decode_reduce(Lowerer *L, const Op *op) {
   if (rt.elem == ELEM_INDEX && et == ELEM_INDEX)
     r = cg_int_cast(b, r, b->i64); /* index tiles hold i32 */
   lw_set(L, op->results[0], lw_scalar(L, rt, r));
+}
+
+/* ------------------------------------------------------ fused combine */
+
+/* The split kernel merges its own partials (docs/decode.md, "Fused
+ * combine"), which saves the combine kernel's launch and its run after the
+ * split kernel's last block. A unit (sequence b, head-loop iteration h, Q
+ * tile q0 / rows) is computed by nsplit blocks, one per split; each, after
+ * storing its o_part/lse_part rows:
+ *   every thread: fence.acq_rel.gpu (its stores before the count);
+ *   bar.sync; thread 0: old = atom.add counter[unit], 1;
+ *   last = (old == nsplit - 1), thread 0 resets the counter to 0 (no other
+ *   block of this launch touches it again; the next launch finds it zeroed)
+ *   and fences (acquire); one bar.red.or hands `last` to the block;
+ *   last block: merge every row of the unit as the combine kernel would
+ *   (comb_units), loading the partials volatile (other SMs wrote them: a
+ *   line of lse_part that this SM cached earlier may be stale).
+ * The counters are i32s right before the workspace (the runtime puts
+ * round_up(batch * N, 64) of them there, N = metadata combine_fused, and
+ * zeroes them when it first hands out that memory). */
+static MlirValue fused_counter(Lowerer *L, MlirValue bv, MlirValue h, MlirValue q0, int rows) {
+  CgBuilder *b = &L->b;
+  const AttrList *a = &L->f->attrs;
+  int n = cg_decode_counters(L->f);
+  int pack = (int)attr_int(a, "pack", 0), br = (int)attr_int(a, "tile_q", rows);
+  int nq = n / (int)attr_int(a, pack ? "kv_heads" : "heads", 1);
+  MlirValue tile = cg_arith2(b, "arith.divui", q0, cg_const_i64(b, br > 0 ? br : rows));
+  MlirValue unit = cg_addi(b, cg_muli_c(b, cg_addi(b, cg_muli_c(b, bv, n / nq), h), nq), tile);
+  MlirValue all = cg_muli_c(b, L->batch, n);
+  MlirValue pad = cg_arith2(b, "arith.andi", cg_addi_c(b, all, 63), cg_const_i64(b, ~(int64_t)63));
+  return cg_gep(b, L->p_ws, cg_subi(b, unit, pad), b->i32);
+}
+
+/* Thread 0's arrival: true in every thread of the block that came last. */
+static MlirValue fused_arrive(Lowerer *L, MlirValue ctr) {
+  CgBuilder *b = &L->b;
+  cg_ptx(b, "fence.acq_rel.gpu;", NULL, "", 0, NULL, 0);
+  lw_barrier(L);
+  MlirBlock tb, eb, outer = b->block;
+  MlirOperation ifop = cg_if(b, cg_cmpi(b, "eq", L->tid, cg_const_i32(b, 0)), &b->i1, 1, true,
+                             &tb, &eb);
+  cg_builder_set_block(b, tb);
+  MlirValue addr = cg_op1(b, "llvm.ptrtoint", &ctr, 1, b->i64, NULL, 0);
+  MlirValue old = cg_const_i32(b, 0);
+  cg_ptx(b, "atom.add.u32 $0, [$1], 1;", &addr, "l", 1, &old, 1);
+  MlirValue nm1 = cg_int_cast(b, cg_subi(b, L->nsplit, cg_const_i64(b, 1)), b->i32);
+  MlirValue last = cg_cmpi(b, "eq", old, nm1);
+  MlirBlock rb, around = b->block;
+  cg_if(b, last, NULL, 0, false, &rb, NULL);
+  cg_builder_set_block(b, rb);
+  cg_store(b, cg_const_i32(b, 0), ctr, 4);
+  cg_ptx(b, "fence.acq_rel.gpu;", NULL, "", 0, NULL, 0);
+  cg_yield(b, NULL, 0);
+  cg_builder_set_block(b, around);
+  cg_yield(b, &last, 1);
+  cg_builder_set_block(b, eb);
+  MlirValue no = cg_const_int(b, b->i1, 0);
+  cg_yield(b, &no, 1);
+  cg_builder_set_block(b, outer);
+  MlirValue ops[2] = {cg_const_i32(b, 0), cg_result(ifop, 0)};
+  MlirValue any = cg_intrinsic(b, "llvm.nvvm.barrier.cta.red.or.aligned.all", ops, 2, b->i1);
+  L->epoch++; /* bar.red is a barrier too */
+  return any;
+}
+
+/* st: split-kv's `store %lse_part, %bs, %h, %q0, %lset {pack}`. */
+static void fused_merge(Lowerer *L, const Op *st) {
+  CgBuilder *b = &L->b;
+  int dv = (int)attr_int(&L->f->attrs, "v_head_dim", 0);
+  int rows = st->operands[4]->type.rows, pack = (int)attr_int(&st->attrs, "pack", 0);
+  MlirValue bs = scalar_of(L, st, 1), h = scalar_of(L, st, 2), q0 = scalar_of(L, st, 3);
+  Comb c = {.L = L, .pack = pack, .vol = true};
+  if (L->failed || dv <= 0 || dv % 4 || rows <= 0 || !comb_refs(L, st, &c)) {
+    if (!L->failed)
+      lw_error(L, st, "the fused combine needs v_head_dim %% 4 == 0");
+    return;
+  }
+  c.b = cg_arith2(b, "arith.divui", bs, L->nsplit);
+  c.h0 = pack ? cg_muli_c(b, h, pack) : h;
+  MlirValue last = fused_arrive(L, fused_counter(L, c.b, h, q0, rows));
+  MlirBlock mb, outer = b->block;
+  cg_if(b, last, NULL, 0, false, &mb, NULL);
+  cg_builder_set_block(b, mb);
+  cg_ptx(b, "fence.acq_rel.gpu;", NULL, "", 0, NULL, 0);
+  MlirValue u0, step, first;
+  if (comb_threads(&c, dv, &u0, &step, &first)) {
+    MlirValue limit = pack ? cg_muli_c(b, L->q_len, pack) : L->q_len;
+    MlirValue uend = cg_arith2(b, "arith.minsi", cg_addi_c(b, q0, rows), limit);
+    comb_units(&c, cg_addi(b, q0, u0), uend, step, first);
+  }
+  cg_yield(b, NULL, 0);
+  cg_builder_set_block(b, outer);
 }

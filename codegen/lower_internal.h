@@ -122,6 +122,7 @@ typedef struct Lowerer {
   /* Decode kernels (lower_decode.c, docs/decode.md): the split kernel's
    * extra parameters, or the combine kernel's (o, lse, workspace only). */
   bool decode, combine;
+  bool fused; /* split kernel that merges its partials (cg_decode_fused) */
   MlirValue p_seqlens, p_bt;                   /* generic pointers */
   MlirValue q_len, capacity, nsplit, bt_stride; /* i64 */
 } Lowerer;

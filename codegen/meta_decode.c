@@ -28,6 +28,26 @@ static const Func *combine_of(const Func *f) {
   return NULL;
 }
 
+bool cg_decode_fused(const Func *f) {
+  return cg_meta_is_decode(f) && combine_of(f) &&
+         strcmp(attr_str(&f->attrs, "combine", "fused"), "fused") == 0;
+}
+
+/* One counter per unit that nsplit blocks finish together: (head-loop
+ * iteration, Q tile) of a sequence. The head loop runs over the K/V heads
+ * when pack-gqa packed the group into the Q tile (attribute pack), else over
+ * the query heads; a Q tile holds tile_q of the q_len_max (16) * pack rows. */
+int cg_decode_counters(const Func *f) {
+  if (!cg_decode_fused(f))
+    return 0;
+  const AttrList *a = &f->attrs;
+  int pack = (int)attr_int(a, "pack", 0);
+  int hl = (int)attr_int(a, pack ? "kv_heads" : "heads", 1);
+  int br = (int)attr_int(a, "tile_q", 16);
+  int rows = 16 * (pack ? pack : 1);
+  return hl * ((rows + br - 1) / br);
+}
+
 void cg_meta_decode(CgStrBuf *sb, const Func *f) {
   const AttrList *a = &f->attrs;
   const char *cache = attr_str(a, "cache", "contiguous");
@@ -49,7 +69,9 @@ void cg_meta_decode(CgStrBuf *sb, const Func *f) {
     cg_strbuf_printf(sb, "// flashc.meta combine_kernel %s\n", c->name);
     cg_strbuf_printf(sb, "// flashc.meta combine_threads %d\n",
                      32 * (int)attr_int(&c->attrs, "warps", 4));
-    if (cg_decode_pdl(f))
+    if (cg_decode_fused(f))
+      cg_strbuf_printf(sb, "// flashc.meta combine_fused %d\n", cg_decode_counters(f));
+    else if (cg_decode_pdl(f))
       cg_strbuf_puts(sb, "// flashc.meta combine_pdl 1\n");
   }
   if (attr_get(a, "unified_max"))

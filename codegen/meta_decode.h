@@ -23,4 +23,13 @@ void cg_meta_decode(CgStrBuf *sb, const Func *f);
  * programmatically dependent (metadata combine_pdl 1, docs/decode.md). */
 bool cg_decode_pdl(const Func *f);
 
+/* Split kernel f merges the partials itself (docs/decode.md, "Fused
+ * combine"): the last of the nsplit blocks of a unit to finish merges them.
+ * On unless the tool set attribute combine = separate (flashc
+ * -decode-combine=separate); needs a combine kernel in the module. */
+bool cg_decode_fused(const Func *f);
+/* Arrival counters per sequence of fused split kernel f (0 when not fused):
+ * metadata combine_fused N. */
+int cg_decode_counters(const Func *f);
+
 #endif

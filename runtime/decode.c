@@ -430,18 +430,28 @@ fa_status fa_decode(fa_module *mod, const fa_decode_args *args) {
            in->heads, args->q.dim[1], in->v_head_dim);
     return st;
   }
-  /* Scratch layout: [LSE rows when the caller wants none][workspace], the
-   * workspace 256-byte aligned so kernels may use vector accesses. */
+  /* Scratch layout: [counters][LSE rows when the caller wants none][workspace],
+   * or for a fused kernel [counters][workspace][LSE rows] (the kernel finds
+   * its counters right before the workspace); the workspace 256-byte
+   * aligned so kernels may use vector accesses. The counters (fused only:
+   * round_up(batch * N, 64) i32s) stay at the scratch's start whatever the
+   * batch, so that the zero they are left at holds from launch to launch. */
   size_t rows = (size_t)args->q.dim[0] * (size_t)in->heads * (size_t)args->q.dim[1];
   size_t lse_bytes = args->lse ? 0 : (rows * sizeof(float) + 255) & ~(size_t)255;
+  size_t ctr_bytes = 0;
+  int fused = in->decode.combine_fused > 0;
+  if (fused)
+    ctr_bytes = ((size_t)args->q.dim[0] * (size_t)in->decode.combine_fused * 4 + 255) &
+                ~(size_t)255;
   if ((st = fa_module_enter_(mod))) return st;
   uint64_t base = 0;
-  st = fa_module_scratch_(mod, lse_bytes + ws_bytes, &base);
+  st = fa_module_scratch_(mod, ctr_bytes + lse_bytes + ws_bytes, &base);
+  if (st == FA_OK && fused) st = fa_module_zero_head_(mod, ctr_bytes, args->stream);
   if (st == FA_OK) {
-    uint64_t lse = args->lse ? devptr(args->lse) : base;
-    uint64_t ws = ws_bytes ? base + lse_bytes : 0;
+    uint64_t lse = args->lse ? devptr(args->lse) : base + ctr_bytes + (fused ? ws_bytes : 0);
+    uint64_t ws = ws_bytes ? base + ctr_bytes + (fused ? 0 : lse_bytes) : 0;
     st = launch_split(mod, args, nsplit, lse, ws);
-    if (st == FA_OK && nsplit > 1) st = launch_combine(mod, args, nsplit, lse, ws);
+    if (st == FA_OK && nsplit > 1 && !fused) st = launch_combine(mod, args, nsplit, lse, ws);
   }
   fa_module_leave_(mod);
   if (st == FA_OK) *fa_module_last_nsplit_(mod) = nsplit;

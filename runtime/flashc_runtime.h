@@ -88,6 +88,11 @@ typedef struct fa_decode_info {
   int combine_pdl;                   /* key combine_pdl: 1 = the combine kernel waits for the
                                       * split kernel itself (griddepcontrol.wait), so the
                                       * runtime may launch it programmatically dependent */
+  int combine_fused;                 /* key combine_fused N: the split kernel merges the
+                                      * partials itself (the last block of each unit) and
+                                      * needs N i32 arrival counters per sequence, zero on
+                                      * entry, right before the workspace; the combine kernel
+                                      * is not launched. 0 (default): separate combine */
 } fa_decode_info;
 
 /* What the `// flashc.meta KEY VALUE` lines say (docs/abi.md, "Metadata").

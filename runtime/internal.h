@@ -25,6 +25,11 @@ fa_status fa_module_enter_(fa_module *m);
 void fa_module_leave_(fa_module *m);
 /* The module's scratch grown to `bytes` at least; *base its device address. */
 fa_status fa_module_scratch_(fa_module *m, size_t bytes, uint64_t *base);
+/* The scratch's first `bytes` (a multiple of 4) zero before the next work
+ * on `stream`: zeroes what is not known to be (cuMemsetD32Async on the
+ * stream), and from then on only those bytes count as zero. Fused decode
+ * kernels keep their arrival counters there and leave them zero. */
+fa_status fa_module_zero_head_(fa_module *m, size_t bytes, void *stream);
 /* Launches the main entry point (combine = 0) or the decode combine kernel. */
 fa_status fa_module_launch_(fa_module *m, int combine, const unsigned grid[3], unsigned block,
                             unsigned smem, void *stream, void **params);

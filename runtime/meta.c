@@ -45,7 +45,7 @@ enum {
   K_WORKSPACE, K_TARGET, K_PASSES,
   /* decode keys (docs/decode.md); refused for other modes */
   K_CACHE, K_PAGE_SIZE, K_SPLIT, K_Q_LEN_MAX, K_COMBINE, K_COMBINE_THREADS, K_UNIFIED_MAX,
-  K_COMBINE_PDL, K_COUNT
+  K_COMBINE_PDL, K_COMBINE_FUSED, K_COUNT
 };
 #define FIRST_DECODE_KEY K_CACHE
 
@@ -54,7 +54,7 @@ static const char *const key_names[K_COUNT] = {
   "mask", "scale", "tile_q", "tile_kv", "warps", "stages", "threads", "smem_bytes", "grid",
   "workspace_floats_per_row", "target", "passes",
   "cache", "page_size", "split", "q_len_max", "combine_kernel", "combine_threads", "unified_max",
-  "combine_pdl",
+  "combine_pdl", "combine_fused",
 };
 
 static const int required_keys[] = {K_VERSION, K_KERNEL, K_DTYPE, K_HEAD_DIM, K_HEADS,
@@ -129,7 +129,7 @@ static fa_status parse_scale(Parser *p, const char *v) {
 }
 
 /* The decode keys: cache, page_size, split, q_len_max, combine_kernel,
- * combine_threads, unified_max, combine_pdl. */
+ * combine_threads, unified_max, combine_pdl, combine_fused. */
 static fa_status set_decode_key(Parser *p, int k, const char *v) {
   fa_decode_info *d = &p->info->decode;
   const char *key = key_names[k];
@@ -156,6 +156,7 @@ static fa_status set_decode_key(Parser *p, int k, const char *v) {
     return parse_name(p, key, v, d->combine_kernel, sizeof d->combine_kernel, 1);
   case K_COMBINE_THREADS: return parse_int(p, key, v, 1, 1024, &d->combine_threads);
   case K_COMBINE_PDL: return parse_int(p, key, v, 0, 1, &d->combine_pdl);
+  case K_COMBINE_FUSED: return parse_int(p, key, v, 0, 1 << 20, &d->combine_fused);
   case K_UNIFIED_MAX: {
     char *end;
     errno = 0;

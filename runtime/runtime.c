@@ -42,6 +42,9 @@ typedef struct Driver {
   /* Optional (CUDA 11.8+): NULL on older drivers, which launch the combine
    * kernel the plain way. */
   CUresult (*LaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
+  /* Optional too: a fused decode kernel's counters are zeroed with it (a
+   * driver without it refuses those launches, nothing else). */
+  CUresult (*MemsetD32Async)(CUdeviceptr, unsigned, size_t, CUstream);
 } Driver;
 
 struct fa_context {
@@ -65,6 +68,7 @@ struct fa_module {
   fa_kernel_info info;
   CUdeviceptr scratch;     /* LSE scratch + workspace, see fa_forward */
   size_t scratch_bytes;
+  size_t zero_bytes;       /* the scratch's first zero_bytes are zero (fused decode counters) */
   char *jit_log;
   char errmsg[1024];
 };
@@ -112,6 +116,7 @@ static fa_status load_symbols(Driver *cu, char *err, size_t errlen) {
   }
   /* Not in the list above: a driver without it still runs everything. */
   *(void **)&cu->LaunchKernelEx = dlsym(cu->lib, "cuLaunchKernelEx");
+  *(void **)&cu->MemsetD32Async = dlsym(cu->lib, "cuMemsetD32Async");
   return FA_OK;
 }
 
@@ -466,6 +471,7 @@ static fa_status ensure_scratch(fa_module *m, size_t bytes) {
     c->cu.MemFree(m->scratch);
     m->scratch = 0;
     m->scratch_bytes = 0;
+    m->zero_bytes = 0;
   }
   if ((r = c->cu.MemAlloc(&m->scratch, want)) != CUDA_SUCCESS) {
     m->scratch = 0;
@@ -539,6 +545,28 @@ void fa_module_leave_(fa_module *m) { pop(m->ctx); }
 fa_status fa_module_scratch_(fa_module *m, size_t bytes, uint64_t *base) {
   fa_status st = ensure_scratch(m, bytes);
   *base = (uint64_t)m->scratch;
+  return st;
+}
+
+fa_status fa_module_zero_head_(fa_module *m, size_t bytes, void *stream) {
+  fa_status st = FA_OK;
+  if (m->zero_bytes < bytes) {
+    Driver *cu = &m->ctx->cu;
+    if (!cu->MemsetD32Async) {
+      fa_fmt(m->errmsg, sizeof m->errmsg, "the CUDA driver lacks cuMemsetD32Async, which a fused "
+             "decode kernel's counters need");
+      return FA_ERR_CUDA;
+    }
+    CUresult r = cu->MemsetD32Async(m->scratch + m->zero_bytes, 0, (bytes - m->zero_bytes) / 4,
+                                    (CUstream)stream);
+    if (r != CUDA_SUCCESS) {
+      cuda_msg(cu, m->errmsg, sizeof m->errmsg, "cuMemsetD32Async (decode counters)", r);
+      st = FA_ERR_CUDA;
+    }
+  }
+  /* What follows the head is the launch's workspace and LSE rows: no
+   * longer known to be zero. */
+  m->zero_bytes = st == FA_OK ? bytes : 0;
   return st;
 }
 

@@ -28,3 +28,11 @@ for fa in test/gpu/specs/*.fa; do
 done
 echo "$d: $(ls "$d" | wc -l) PTX"
 variants test/gpu/decode_specs "${DECODE_VARIANTS_DIR:-.device/decode-variants}" '!/\(required\)/ {print $1}'
+# The decode kernels with the separate combine kernel (-decode-combine=separate):
+# the path of modules compiled before the fused combine (docs/decode.md).
+d=${DECODE_VARIANTS_DIR:-.device/decode-variants}/separate-combine
+mkdir -p "$d"
+for fa in test/gpu/decode_specs/*.fa; do
+  "$FLASHC" "$fa" -emit=ptx --target=sm_90a -decode-combine=separate -o "$d/$(basename "$fa" .fa).ptx"
+done
+echo "$d: $(ls "$d" | wc -l) PTX"

@@ -47,6 +47,7 @@ typedef struct Options {
   bool split_input;
   bool pipeline_on_tile; /* -pipeline: run every pass on a .tile input */
   bool stats;
+  bool separate_combine; /* -decode-combine=separate */
   CgTensorCore tensor_core;
   PassOptions passes;
 } Options;
@@ -61,6 +62,9 @@ static void usage(FILE *out) {
           "  --target=sm_80|sm_90a   GPU target (default sm_90a)\n"
           "  -mma=auto|sync|wgmma    tensor-core instruction: wgmma on sm_90a where the kernel\n"
           "                          allows it (auto, default), mma.sync always, or wgmma always\n"
+          "  -decode-combine=fused|separate\n"
+          "                          decode: the split kernel merges its partials (fused,\n"
+          "                          default) or leaves them to the combine kernel\n"
           "  -disable-pass=NAME      skip an optional pass (repeatable)\n"
           "  -pass=NAME              run only this pass (on a .tile input)\n"
           "  -pipeline               run the whole pipeline on a .tile input\n"
@@ -147,6 +151,12 @@ static int parse_args(int argc, char **argv, Options *o) {
         fprintf(stderr, "flashc: error: unknown -mma '%s' (auto, sync or wgmma)\n", v);
         return EXIT_USAGE;
       }
+    } else if (starts_with(a, "-decode-combine=", &v) || starts_with(a, "--decode-combine=", &v)) {
+      if (strcmp(v, "fused") != 0 && strcmp(v, "separate") != 0) {
+        fprintf(stderr, "flashc: error: unknown -decode-combine '%s' (fused or separate)\n", v);
+        return EXIT_USAGE;
+      }
+      o->separate_combine = strcmp(v, "separate") == 0;
     } else if (starts_with(a, "-disable-pass=", &v) || starts_with(a, "--disable-pass=", &v)) {
       const Pass *p = pass_find(v);
       if (!p) {
@@ -302,6 +312,10 @@ static int emit_code(const Options *o, Module *m, FILE *out, double t_front) {
             "pick one with --kernel=NAME\n", primary, emit_names[o->emit]);
     return EXIT_USAGE;
   }
+  /* codegen reads the choice from the split kernel (meta_decode.c). */
+  for (int i = 0; o->separate_combine && i < m->nfuncs; i++)
+    if (strcmp(attr_str(&m->funcs[i]->attrs, "mode", "forward"), "decode") == 0)
+      attr_set_word(m, &m->funcs[i]->attrs, "combine", "separate");
   char ran[256];
   passes_ran(&o->passes, ran, sizeof ran);
   CgStats stats;

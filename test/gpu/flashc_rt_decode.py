@@ -22,7 +22,8 @@ class DecodeInfo(ctypes.Structure):
     _fields_ = [("cache", ctypes.c_int), ("page_size", ctypes.c_int), ("split", ctypes.c_int),
                 ("q_len_max", ctypes.c_int), ("combine_kernel", ctypes.c_char * 128),
                 ("combine_threads", ctypes.c_int), ("has_unified_max", ctypes.c_int),
-                ("unified_max", ctypes.c_double)]
+                ("unified_max", ctypes.c_double), ("combine_pdl", ctypes.c_int),
+                ("combine_fused", ctypes.c_int)]
 
 
 class KernelInfoDecode(flashc_rt.KernelInfo):

@@ -75,9 +75,10 @@ static int cmd_meta(int argc, char **argv) {
   printf("kernel %s\nmode %d\ngrid %d\ncache %s\npage_size %d\nsplit %d\nq_len_max %d\n",
          in.kernel, (int)in.mode, (int)in.grid, d->cache == FA_CACHE_PAGED ? "paged" : "contiguous",
          d->page_size, d->split, d->q_len_max);
-  printf("combine_kernel %s\ncombine_threads %d\nunified_max %s %g\ncombine_pdl %d\n",
+  printf("combine_kernel %s\ncombine_threads %d\nunified_max %s %g\ncombine_pdl %d\n"
+         "combine_fused %d\n",
          d->combine_kernel, d->combine_threads, d->has_unified_max ? "on" : "off",
-         d->unified_max, d->combine_pdl);
+         d->unified_max, d->combine_pdl, d->combine_fused);
   return 0;
 }
 
