@@ -255,6 +255,11 @@ static void lower_region(Lowerer *L, const Block *blk, MlirBlock into, int pair_
   int saved_np = L->npending;
   memcpy(saved_pending, L->pending, sizeof saved_pending);
   cg_builder_set_block(&L->b, into);
+  if (L->wait_at_entry >= 0) {
+    int seq = L->wait_at_entry;
+    L->wait_at_entry = -1;
+    lw_wait_for_seq(L, seq);
+  }
   lower_block(L, blk);
   lw_flush_async(L, mark);
   if (sync_to >= 0)
@@ -378,6 +383,27 @@ static bool setup_pairs(Lowerer *L, const Op *op, int *pair_of) {
   return true;
 }
 
+/* Is every staged load of blk (at any depth) a pipelined pair's next load? */
+static bool carries_every_staged_load(const Lowerer *L, const Block *blk, int pair_lo,
+                                      int pair_hi) {
+  if (pair_hi <= pair_lo)
+    return false;
+  for (const Op *o = blk->first; o; o = o->next) {
+    if ((o->kind == OP_LOAD || o->kind == OP_LOAD_PAGED) && o->nresults == 1 &&
+        lw_is_staged_type(o->results[0]->type)) {
+      bool carried = false;
+      for (int i = pair_lo; i < pair_hi; i++)
+        carried |= L->pairs[i].next_load == o;
+      if (!carried)
+        return false;
+    }
+    for (int r = 0; r < o->nregions; r++)
+      if (!carries_every_staged_load(L, o->regions[r], pair_lo, pair_hi))
+        return false;
+  }
+  return true;
+}
+
 static bool pending_has(const Lowerer *L, int seq) {
   for (int i = 0; i < L->npending; i++)
     if (L->pending[i].seq == seq)
@@ -460,6 +486,18 @@ static void lower_seq_for(Lowerer *L, const Op *op) {
   L->smem_read_since_barrier = true;
   for (int i = pair_lo; i < pair_hi; i++)
     L->pairs[i].entry_epoch = L->epoch;
+  /* A loop that carries every staged tile it loads waits for them at the
+   * top of the step: its one barrier then comes before the next tiles'
+   * copies, which may overwrite the buffers of the step before
+   * (software_pipeline.c). Otherwise the wait stays at the first use, after
+   * the step's own copies are issued. */
+  if (carries_every_staged_load(L, irbody, pair_lo, pair_hi))
+    for (int a = 0; a < nargs; a++)
+      if (pair_of[a] >= 0) {
+        int sq = lw_get(L, irbody->args[1 + a])->async_seq;
+        if (sq > L->wait_at_entry)
+          L->wait_at_entry = sq;
+      }
   lower_region(L, irbody, body, pair_lo, pair_hi, -1);
   L->smem_read_since_barrier = true;
   bind_flat(L, op->results, op->nresults, get_result, &forop, 0);
@@ -704,6 +742,7 @@ int cg_lower_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, CgTensor
   L->threads = 32 * L->warps;
   L->dtype = kernel_dtype(f);
   L->nparallel = lw_count_parallel(f);
+  L->wait_at_entry = -1;
   /* The cross-warp scratch goes first: its size is known before the walk,
    * the staged tiles' offsets only during it. */
   L->scratch_off = 0;

@@ -24,6 +24,11 @@
  * last step loads one tile past the loop's end: rows past the sequence read
  * 0 and the value is never used.
  *
+ * With two or more warpgroups on their own rows (8+ warps, sm_90a) every
+ * staged tile is carried this way (V too: %vt_pro / %vt_cur / %vt_next), and
+ * codegen waits for all of them at the top of the step, so the step has one
+ * barrier and the next tiles' copies come after it (see pass_software_pipeline).
+ *
  * The pass fires on a sequential loop with no loop inside whose staged loads
  * take their operands from values defined outside the loop, the induction
  * variable and pure scalar ops of those. It does nothing with stages < 2, on
@@ -143,8 +148,41 @@ static void loops_fn(Op *op, void *ctx) {
     oplist_push(ctx, op);
 }
 
+/* Makes the loop carry staged load `carried`: its first step's tile loaded
+ * before the loop (prologue), the next step's loaded at `top` (after the
+ * hoisted loads) and yielded, this step's coming in as a body argument. */
+static void carry_load(Module *m, Op *loop, Op *carried, Op *top, Op *term) {
+  Block *body = for_body(loop);
+  Builder pb = builder_before(m, loop);
+  pb.loc = carried->loc;
+  Value *pro = clone_load(&pb, carried, loop, loop->operands[0]);
+  Builder nb = builder_before(m, top);
+  nb.loc = carried->loc;
+  Value *one = build_index(&nb, 1);
+  Value *jn = build_binary(&nb, OP_ADD, for_iv(loop), one);
+  Value *next = clone_load(&nb, carried, loop, jn);
+  op_set_attr_int(next->def, "prefetch", 1);
+  const char *name = carried->results[0]->name;
+  op_append_operand(m, loop, pro);
+  Value *cur = block_add_arg(m, body, pro->type, NULL);
+  op_append_result(m, loop, pro->type);
+  value_replace_all_uses(carried->results[0], cur);
+  op_erase(carried);
+  op_append_operand(m, term, next);
+  if (name) {
+    size_t n = strlen(name);
+    char *cn = module_alloc(m, n + 8), *nn = module_alloc(m, n + 8), *pn = module_alloc(m, n + 8);
+    memcpy(cn, name, n), memcpy(cn + n, "_cur", 5);
+    memcpy(nn, name, n), memcpy(nn + n, "_next", 6);
+    memcpy(pn, name, n), memcpy(pn + n, "_pro", 5);
+    cur->name = cn;
+    next->name = nn;
+    pro->name = pn;
+  }
+}
+
 /* Pipelines one loop; returns true when it changed it. */
-static bool pipeline_loop(Module *m, Op *loop, int stages) {
+static bool pipeline_loop(Module *m, Op *loop, int stages, bool carry_all) {
   if (attr_get(&loop->attrs, "pipelined"))
     return false;
   Block *body = for_body(loop);
@@ -167,63 +205,60 @@ static bool pipeline_loop(Module *m, Op *loop, int stages) {
     oplist_free(&ok);
     return false;
   }
-  /* The carried tile: the first staged load in program order (K). */
-  Op *carried = ok.v[0];
+  /* The carried tiles: the first staged load in program order (K), or
+   * every staged load when carry_all; the others are hoisted. */
+  int ncarry = carry_all ? ok.n : 1;
   Op *top = body->first;
   /* Hoisted tiles of this step, in order, at the top of the body. */
-  for (int i = 1; i < ok.n; i++) {
+  for (int i = ncarry; i < ok.n; i++) {
     Builder b = builder_before(m, top);
     b.loc = ok.v[i]->loc;
     Value *nv = clone_load(&b, ok.v[i], loop, for_iv(loop));
     value_replace_all_uses(ok.v[i]->results[0], nv);
     op_erase(ok.v[i]);
   }
-  /* Prologue: the first step's tile, just before the loop. */
-  Builder pb = builder_before(m, loop);
-  pb.loc = carried->loc;
-  Value *pro = clone_load(&pb, carried, loop, loop->operands[0]);
-  /* The next step's tile, issued after the hoisted loads. */
-  Builder nb = builder_before(m, top);
-  nb.loc = carried->loc;
-  Value *one = build_index(&nb, 1);
-  Value *jn = build_binary(&nb, OP_ADD, for_iv(loop), one);
-  Value *next = clone_load(&nb, carried, loop, jn);
-  op_set_attr_int(next->def, "prefetch", 1);
-  const char *name = carried->results[0]->name;
-  /* The loop carries it. */
-  op_append_operand(m, loop, pro);
-  Value *cur = block_add_arg(m, body, pro->type, NULL);
-  op_append_result(m, loop, pro->type);
-  value_replace_all_uses(carried->results[0], cur);
-  op_erase(carried);
-  op_append_operand(m, term, next);
-  if (name) {
-    size_t n = strlen(name);
-    char *cn = module_alloc(m, n + 8), *nn = module_alloc(m, n + 8), *pn = module_alloc(m, n + 8);
-    memcpy(cn, name, n), memcpy(cn + n, "_cur", 5);
-    memcpy(nn, name, n), memcpy(nn + n, "_next", 6);
-    memcpy(pn, name, n), memcpy(pn + n, "_pro", 5);
-    cur->name = cn;
-    next->name = nn;
-    pro->name = pn;
-  }
+  for (int i = 0; i < ncarry; i++)
+    carry_load(m, loop, ok.v[i], top, term);
   op_set_attr_int(loop, "pipelined", 2); /* stages > 2: still one tile ahead */
   (void)stages;
   oplist_free(&ok);
   return true;
 }
 
+static void xwarp_fn(Op *op, void *ctx) {
+  if (op->kind == OP_XWARP_REDUCE)
+    *(bool *)ctx = true;
+}
+
+static bool has_xwarp_reduce(Func *f) {
+  bool found = false;
+  func_walk(f, xwarp_fn, &found);
+  return found;
+}
+
 int pass_software_pipeline(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
-  (void)opts;
   (void)diag;
   int stages = (int)attr_int(&f->attrs, "stages", 1);
   if (stages < 2)
     return 0;
+  /* Two or more warpgroups (8+ warps) on their own rows, on sm_90a: V
+   * carried like K. A V issued in the step needs a barrier between the
+   * softmax and P V, which re-aligns the warpgroups, so the tensor cores
+   * (asynchronous wgmma) idle through every softmax; with every tile
+   * carried the step has one barrier (codegen waits for them at its top)
+   * and one warpgroup's softmax runs under the other's matmuls. H100,
+   * docs/perf.md: d128 +4-5%, d256 +5-10%; one warpgroup per block (d64,
+   * several blocks per SM) lost 3-8% to the second V buffer's occupancy.
+   * Split-K warps (cross-warp reductions) share rows and need their
+   * barriers anyway; mma.sync (sm_80) measured a loss before. */
+  const char *target = attr_str(&f->attrs, "target", opts && opts->target ? opts->target : "sm_90a");
+  bool carry_all = attr_int(&f->attrs, "warps", 4) >= 8 && strcmp(target, "sm_90a") == 0 &&
+                   !has_xwarp_reduce(f);
   OpList loops = {0};
   func_walk(f, loops_fn, &loops);
   bool changed = false;
   for (int i = 0; i < loops.n; i++)
-    changed |= pipeline_loop(m, loops.v[i], stages);
+    changed |= pipeline_loop(m, loops.v[i], stages, carry_all);
   oplist_free(&loops);
   if (changed) {
     dce_block(f->body);
