@@ -429,6 +429,22 @@ typedef struct Rows {
   MlirValue bh;         /* plain: b * sb + h * sh */
 } Rows;
 
+/* block_table[b, pi] as i64 when `ok`, else 0 (the table is read only for
+ * rows that are there). */
+static MlirValue page_entry(Lowerer *L, const Rows *m, MlirValue pi, MlirValue ok) {
+  CgBuilder *b = &L->b;
+  MlirBlock tb, eb, outer = b->block;
+  MlirOperation ifop = cg_if(b, ok, &b->i32, 1, true, &tb, &eb);
+  cg_builder_set_block(b, tb);
+  MlirValue e = cg_load(b, cg_gep(b, m->bt_row, pi, b->i32), b->i32, 4);
+  cg_yield(b, &e, 1);
+  cg_builder_set_block(b, eb);
+  MlirValue z = cg_const_i32(b, 0);
+  cg_yield(b, &z, 1);
+  cg_builder_set_block(b, outer);
+  return cg_int_cast(b, cg_result(ifop, 0), b->i64);
+}
+
 /* Element offset (i64, 0 for a missing row) and presence (i1) of row r (i32). */
 static void row_at(Lowerer *L, const Rows *m, MlirValue r, MlirValue *off, MlirValue *ok) {
   CgBuilder *b = &L->b;
@@ -451,17 +467,7 @@ static void row_at(Lowerer *L, const Rows *m, MlirValue r, MlirValue *off, MlirV
     MlirValue sr = cg_select(b, *ok, R, zero);
     MlirValue pi = cg_arith2(b, "arith.divui", sr, cg_const_i64(b, m->page));
     MlirValue slot = cg_arith2(b, "arith.remui", sr, cg_const_i64(b, m->page));
-    /* The table is read only for rows that are there. */
-    MlirBlock tb, eb, outer = b->block;
-    MlirOperation ifop = cg_if(b, *ok, &b->i32, 1, true, &tb, &eb);
-    cg_builder_set_block(b, tb);
-    MlirValue e = cg_load(b, cg_gep(b, m->bt_row, pi, b->i32), b->i32, 4);
-    cg_yield(b, &e, 1);
-    cg_builder_set_block(b, eb);
-    MlirValue z = cg_const_i32(b, 0);
-    cg_yield(b, &z, 1);
-    cg_builder_set_block(b, outer);
-    MlirValue page = cg_int_cast(b, cg_result(ifop, 0), b->i64);
+    MlirValue page = page_entry(L, m, pi, *ok);
     o = cg_addi(b, cg_addi(b, cg_muli(b, page, m->t.sb), cg_muli(b, slot, m->t.ss)),
                 cg_muli(b, m->h, m->t.sh));
   } else {
@@ -498,22 +504,6 @@ static bool make_rows(Lowerer *L, const Op *op, int t, int at, Rows *m) {
 }
 
 /* ------------------------------------------------------------ loads */
-
-/* block_table[b, pi] as i64 when `ok`, else 0 (the table is read only for
- * rows that are there). */
-static MlirValue page_entry(Lowerer *L, const Rows *m, MlirValue pi, MlirValue ok) {
-  CgBuilder *b = &L->b;
-  MlirBlock tb, eb, outer = b->block;
-  MlirOperation ifop = cg_if(b, ok, &b->i32, 1, true, &tb, &eb);
-  cg_builder_set_block(b, tb);
-  MlirValue e = cg_load(b, cg_gep(b, m->bt_row, pi, b->i32), b->i32, 4);
-  cg_yield(b, &e, 1);
-  cg_builder_set_block(b, eb);
-  MlirValue z = cg_const_i32(b, 0);
-  cg_yield(b, &z, 1);
-  cg_builder_set_block(b, outer);
-  return cg_int_cast(b, cg_result(ifop, 0), b->i64);
-}
 
 /* A tile of R <= page rows starting at row0 touches pages row0 / P and
  * (row0 + R - 1) / P only (the same one when row0 is page-aligned): both
@@ -698,7 +688,6 @@ void lw_decode_store(Lowerer *L, const Op *op) {
   if (L->fused && t->name && strcmp(t->name, "lse_part") == 0)
     fused_merge(L, op);
 }
-
 
 /* ----------------------------------------------------------- reduce */
 

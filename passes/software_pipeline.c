@@ -225,14 +225,10 @@ static bool pipeline_loop(Module *m, Op *loop, int stages, bool carry_all) {
   return true;
 }
 
-static void xwarp_fn(Op *op, void *ctx) {
-  if (op->kind == OP_XWARP_REDUCE)
-    *(bool *)ctx = true;
-}
-
 static bool has_xwarp_reduce(Func *f) {
-  bool found = false;
-  func_walk(f, xwarp_fn, &found);
+  OpList l = collect_ops(f, OP_XWARP_REDUCE);
+  bool found = l.n > 0;
+  oplist_free(&l);
   return found;
 }
 
