@@ -528,41 +528,25 @@ static void hoist_pages(Lowerer *L, Rows *m, int R) {
                        cg_muli(b, m->split_row, m->t.ss));
 }
 
+static void rows_chunk(Lowerer *L, void *ctx, int it, MlirValue r, MlirValue cc, MlirValue *src,
+                       MlirValue *inb) {
+  const Rows *m = ctx;
+  CgBuilder *b = &L->b;
+  MlirValue off;
+  (void)it;
+  row_at(L, m, r, &off, inb);
+  off = cg_addi(b, off, cg_int_cast(b, cg_muli_c(b, cc, 8), b->i64));
+  *src = cg_gep(b, m->t.base, off, m->t.et);
+}
+
 /* cp.async of the tile's rows into shared memory, 16 bytes a thread; rows
  * that are not there are zero-filled (src-size 0 reads nothing). */
 static void stage_rows(Lowerer *L, Rows *m, CgVal *s) {
-  CgBuilder *b = &L->b;
-  int R = s->type.rows, C = s->type.cols, T = L->threads;
-  if (m->page && !m->pack && R <= m->page)
-    hoist_pages(L, m, R);
-  int cpr = C / 8, total = R * cpr, iters = (total + T - 1) / T;
-  bool regular = T % cpr == 0; /* the thread keeps its column chunk */
-  MlirValue cc_reg = cg_arith2(b, "arith.remui", L->tid, cg_const_i32(b, cpr));
-  MlirValue r_reg = cg_arith2(b, "arith.divui", L->tid, cg_const_i32(b, cpr));
-  for (int it = 0; it < iters; it++) {
-    MlirValue chunk = cg_addi_c(b, L->tid, it * T);
-    MlirValue r = regular ? cg_addi_c(b, r_reg, it * (T / cpr))
-                          : cg_arith2(b, "arith.divui", chunk, cg_const_i32(b, cpr));
-    MlirValue cc = regular ? cc_reg : cg_arith2(b, "arith.remui", chunk, cg_const_i32(b, cpr));
-    MlirBlock outer = b->block, guarded;
-    bool guard = (it + 1) * T > total;
-    if (guard) {
-      cg_if(b, cg_cmpi(b, "ult", chunk, cg_const_i32(b, total)), NULL, 0, false, &guarded, NULL);
-      cg_builder_set_block(b, guarded);
-    }
-    MlirValue off, ok;
-    row_at(L, m, r, &off, &ok);
-    off = cg_addi(b, off, cg_int_cast(b, cg_muli_c(b, cc, 8), b->i64));
-    MlirValue src = cg_gep(b, m->t.base, off, m->t.et);
-    MlirValue sel = cg_addi(b, cg_muli_c(b, r, s->smem_stride), cg_muli_c(b, cc, 8));
-    MlirValue dst = cg_gep(b, L->smem, lw_smem_base(L, s, cg_muli_c(b, sel, 2)), b->i8);
-    cg_cp_async16(b, dst, src, cg_select(b, ok, cg_const_i32(b, 16), cg_const_i32(b, 0)));
-    if (guard) {
-      cg_yield(b, NULL, 0);
-      cg_builder_set_block(b, outer);
-    }
-  }
-  cg_cp_async_commit(b);
+  if (m->page && !m->pack && s->type.rows <= m->page)
+    hoist_pages(L, m, s->type.rows);
+  StagePlan p = lw_stage_plan(L, s);
+  StageSource src = {NULL, rows_chunk, m};
+  lw_stage_copies(L, s, &p, &src);
 }
 
 /* Straight into the accumulator layout; missing rows read 0. */

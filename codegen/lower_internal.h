@@ -208,6 +208,28 @@ void lw_barrier(Lowerer *L);
 /* Waits for every group issued after `mark` (region exit). */
 void lw_flush_async(Lowerer *L, int mark);
 int lw_alloc_smem(Lowerer *L, int bytes);
+/* The 16-byte cp.async copies that fill a staged tile: thread tid takes
+ * copies tid, tid + T, ... (row r, 16-byte column chunk cc); a thread keeps
+ * its column when `regular` (T a multiple of the chunks per row), its rows
+ * then step by `step`. */
+typedef struct StagePlan {
+  int cpr, total, iters, step;
+  bool regular;
+  MlirValue r_reg, cc_reg; /* this thread's first row and its column chunk (i32) */
+} StagePlan;
+/* Where each copy reads from: `step` (may be NULL) runs for copy `it`
+ * before its bound guard; `chunk`, inside it, gives the source pointer and
+ * whether the row is there (a missing row's copy reads nothing and writes
+ * zeros). */
+typedef struct StageSource {
+  void (*step)(Lowerer *L, void *ctx, int it);
+  void (*chunk)(Lowerer *L, void *ctx, int it, MlirValue r, MlirValue cc, MlirValue *src,
+                MlirValue *inb);
+  void *ctx;
+} StageSource;
+StagePlan lw_stage_plan(Lowerer *L, const CgVal *s);
+/* Issues the copies into s (padded or swizzled) and commits them as one group. */
+void lw_stage_copies(Lowerer *L, CgVal *s, const StagePlan *p, const StageSource *src);
 /* A load staged for the tensor cores, in two halves around the copy: the
  * buffer (a pipelined loop's other buffer for its next-step load), then the
  * cp.async group's bookkeeping once the copies are issued and committed. */

@@ -225,74 +225,107 @@ void lw_flush_async(Lowerer *L, int mark) {
 
 /* ------------------------------------------------------------ loads */
 
-/* Copies rows row0.. of (batch, head) into a staged tile: each thread moves
- * 16-byte chunks tid, tid + T, ...; rows past the end are zero-filled (their
- * copy reads nothing, from the tensor's row 0, a valid address).
- *
- * When T is a multiple of the chunks per row, a thread keeps its column and
- * steps T / cpr rows at a time, so its source address is strength-reduced:
- * one pointer add per chunk, and the bound check compares the step's row
- * offset with the rows left, a constant per chunk. */
-static void stage_tile(Lowerer *L, const Op *op, const TensorRef *t, MlirValue bi,
-                       MlirValue hi, MlirValue row0, CgVal *s) {
+StagePlan lw_stage_plan(Lowerer *L, const CgVal *s) {
   CgBuilder *b = &L->b;
-  int R = s->type.rows, C = s->type.cols, T = L->threads;
-  int cpr = C / 8, total = R * cpr, iters = (total + T - 1) / T;
-  MlirValue bh = row_offset(L, t, bi, hi, cg_const_i64(b, 0));
-  MlirValue row_zero = cg_gep(b, t->base, bh, t->et);
-  bool regular = T % cpr == 0; /* the thread keeps its column chunk */
-  int step = T / cpr;          /* rows between a thread's chunks (regular) */
-  MlirValue cc_reg = cg_arith2(b, "arith.remui", L->tid, cg_const_i32(b, cpr));
-  MlirValue r_reg = cg_arith2(b, "arith.divui", L->tid, cg_const_i32(b, cpr));
-  MlirValue src_reg = {NULL}, left = {NULL}, delta = {NULL};
-  if (regular) {
-    MlirValue grow = cg_addi(b, row0, cg_int_cast(b, r_reg, b->i64));
-    left = cg_subi(b, t->extent, grow);
-    MlirValue col = cg_int_cast(b, cg_muli_c(b, cc_reg, 8), b->i64);
-    src_reg = cg_gep(b, t->base, cg_addi(b, bh, cg_addi(b, cg_muli(b, grow, t->ss), col)), t->et);
-    delta = cg_muli_c(b, t->ss, step);
-  }
-  (void)op;
-  for (int it = 0; it < iters; it++) {
+  StagePlan p;
+  p.cpr = s->type.cols / 8;
+  p.total = s->type.rows * p.cpr;
+  p.iters = (p.total + L->threads - 1) / L->threads;
+  p.regular = L->threads % p.cpr == 0;
+  p.step = L->threads / p.cpr;
+  p.cc_reg = cg_arith2(b, "arith.remui", L->tid, cg_const_i32(b, p.cpr));
+  p.r_reg = cg_arith2(b, "arith.divui", L->tid, cg_const_i32(b, p.cpr));
+  return p;
+}
+
+void lw_stage_copies(Lowerer *L, CgVal *s, const StagePlan *p, const StageSource *src) {
+  CgBuilder *b = &L->b;
+  int T = L->threads;
+  for (int it = 0; it < p->iters; it++) {
     MlirValue chunk = cg_addi_c(b, L->tid, it * T);
-    MlirValue r = regular ? cg_addi_c(b, r_reg, it * step)
-                          : cg_arith2(b, "arith.divui", chunk, cg_const_i32(b, cpr));
-    MlirValue cc = regular ? cc_reg : cg_arith2(b, "arith.remui", chunk, cg_const_i32(b, cpr));
-    MlirValue src_it = {NULL};
-    if (regular && it > 0)
-      src_reg = cg_gep(b, src_reg, delta, t->et); /* the chain stays outside any guard */
-    src_it = src_reg;
+    MlirValue r = p->regular ? cg_addi_c(b, p->r_reg, it * p->step)
+                             : cg_arith2(b, "arith.divui", chunk, cg_const_i32(b, p->cpr));
+    MlirValue cc = p->regular ? p->cc_reg
+                              : cg_arith2(b, "arith.remui", chunk, cg_const_i32(b, p->cpr));
+    if (src->step)
+      src->step(L, src->ctx, it);
     MlirBlock outer = b->block, guarded;
-    bool guard = (it + 1) * T > total;
+    bool guard = (it + 1) * T > p->total;
     if (guard) {
-      cg_if(b, cg_cmpi(b, "ult", chunk, cg_const_i32(b, total)), NULL, 0, false, &guarded, NULL);
+      cg_if(b, cg_cmpi(b, "ult", chunk, cg_const_i32(b, p->total)), NULL, 0, false, &guarded, NULL);
       cg_builder_set_block(b, guarded);
     }
-    MlirValue inb, src;
-    if (regular) {
-      inb = cg_cmpi(b, "slt", cg_const_i64(b, (int64_t)it * step), left);
-      src = cg_select(b, inb, src_it, row_zero);
-    } else {
-      MlirValue grow = cg_addi(b, row0, cg_int_cast(b, r, b->i64));
-      inb = cg_cmpi(b, "slt", grow, t->extent);
-      MlirValue crow = cg_select(b, inb, grow, cg_const_i64(b, 0));
-      MlirValue goff = cg_addi(b, cg_addi(b, bh, cg_muli(b, crow, t->ss)),
-                               cg_int_cast(b, cg_muli_c(b, cc, 8), b->i64));
-      src = cg_gep(b, t->base, goff, t->et);
-    }
+    MlirValue from, inb;
+    src->chunk(L, src->ctx, it, r, cc, &from, &inb);
     MlirValue byte = s->swizzled
                          ? lw_swizzled_byte(L, s, r, cc)
                          : cg_muli_c(b, cg_addi(b, cg_muli_c(b, r, s->smem_stride),
                                                 cg_muli_c(b, cc, 8)), 2);
     MlirValue dst = cg_gep(b, L->smem, lw_smem_base(L, s, byte), b->i8);
     MlirValue nbytes = cg_select(b, inb, cg_const_i32(b, 16), cg_const_i32(b, 0));
-    cg_cp_async16(b, dst, src, nbytes);
+    cg_cp_async16(b, dst, from, nbytes);
     if (guard) {
       cg_yield(b, NULL, 0);
       cg_builder_set_block(b, outer);
     }
   }
   cg_cp_async_commit(b);
+}
+
+/* The rows row0.. of (batch, head) of a tensor, as a StageSource. When a
+ * thread keeps its column (StagePlan.regular) its source address is
+ * strength-reduced: one pointer add per copy, and the bound check compares
+ * the copy's row offset with the rows left, a constant per copy. */
+typedef struct TileSource {
+  const TensorRef *t;
+  const StagePlan *p;
+  MlirValue bh, row0, row_zero; /* row_zero: row 0 of (b, h), read by missing rows */
+  MlirValue src_reg, left, delta; /* regular: this copy's address, rows left, step */
+} TileSource;
+
+static void tile_step(Lowerer *L, void *ctx, int it) {
+  TileSource *ts = ctx;
+  if (ts->p->regular && it > 0) /* the chain stays outside any guard */
+    ts->src_reg = cg_gep(&L->b, ts->src_reg, ts->delta, ts->t->et);
+}
+
+static void tile_chunk(Lowerer *L, void *ctx, int it, MlirValue r, MlirValue cc, MlirValue *src,
+                       MlirValue *inb) {
+  TileSource *ts = ctx;
+  CgBuilder *b = &L->b;
+  const TensorRef *t = ts->t;
+  if (ts->p->regular) {
+    *inb = cg_cmpi(b, "slt", cg_const_i64(b, (int64_t)it * ts->p->step), ts->left);
+    *src = cg_select(b, *inb, ts->src_reg, ts->row_zero);
+    return;
+  }
+  MlirValue grow = cg_addi(b, ts->row0, cg_int_cast(b, r, b->i64));
+  *inb = cg_cmpi(b, "slt", grow, t->extent);
+  MlirValue crow = cg_select(b, *inb, grow, cg_const_i64(b, 0));
+  MlirValue goff = cg_addi(b, cg_addi(b, ts->bh, cg_muli(b, crow, t->ss)),
+                           cg_int_cast(b, cg_muli_c(b, cc, 8), b->i64));
+  *src = cg_gep(b, t->base, goff, t->et);
+}
+
+/* Copies rows row0.. of (batch, head) into a staged tile; rows past the end
+ * are zero-filled (their copy reads nothing, from the tensor's row 0). */
+static void stage_tile(Lowerer *L, const TensorRef *t, MlirValue bi, MlirValue hi,
+                       MlirValue row0, CgVal *s) {
+  CgBuilder *b = &L->b;
+  TileSource ts = {.t = t, .row0 = row0};
+  ts.bh = row_offset(L, t, bi, hi, cg_const_i64(b, 0));
+  ts.row_zero = cg_gep(b, t->base, ts.bh, t->et);
+  StagePlan p = lw_stage_plan(L, s);
+  ts.p = &p;
+  if (p.regular) {
+    MlirValue grow = cg_addi(b, row0, cg_int_cast(b, p.r_reg, b->i64));
+    ts.left = cg_subi(b, t->extent, grow);
+    MlirValue col = cg_int_cast(b, cg_muli_c(b, p.cc_reg, 8), b->i64);
+    ts.src_reg = cg_gep(b, t->base, cg_addi(b, ts.bh, cg_addi(b, cg_muli(b, grow, t->ss), col)), t->et);
+    ts.delta = cg_muli_c(b, t->ss, p.step);
+  }
+  StageSource src = {tile_step, tile_chunk, &ts};
+  lw_stage_copies(L, s, &p, &src);
 }
 
 static void load_staged(Lowerer *L, const Op *op, const TensorRef *t, MlirValue *ix) {
@@ -302,7 +335,7 @@ static void load_staged(Lowerer *L, const Op *op, const TensorRef *t, MlirValue 
     return;
   }
   CgVal *s = lw_stage_begin(L, op);
-  stage_tile(L, op, t, ix[0], ix[1], ix[2], s);
+  stage_tile(L, t, ix[0], ix[1], ix[2], s);
   lw_stage_end(L, op, s);
 }
 
