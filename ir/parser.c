@@ -702,6 +702,14 @@ static bool parse_attr_dict(Parser *p, AttrList *al) {
   return expect_punct(p, '}');
 }
 
+/* opt-attributes := ['attributes' attr-dict] */
+static bool parse_opt_attributes(Parser *p, AttrList *al) {
+  if (!is_word(&p->cur, "attributes"))
+    return true;
+  advance(p);
+  return parse_attr_dict(p, al);
+}
+
 /* ------------------------------------------------------------ values */
 
 /* value-use := '%' name ['#' int] */
@@ -861,14 +869,11 @@ static Op *parse_for(Parser *p, const ResultDefs *rd, SrcLoc loc) {
       return NULL;
     }
   AttrList al = {0};
-  if (is_word(&p->cur, "attributes")) {
-    advance(p);
-    if (!parse_attr_dict(p, &al))
-      return NULL;
-    if (attr_get(&al, "kind")) {
-      error_at(p, loc.line, loc.col, "a for's kind is written as 'parallel' or 'sequential', not as an attribute");
-      return NULL;
-    }
+  if (!parse_opt_attributes(p, &al))
+    return NULL;
+  if (attr_get(&al, "kind")) {
+    error_at(p, loc.line, loc.col, "a for's kind is written as 'parallel' or 'sequential', not as an attribute");
+    return NULL;
   }
   p->b.loc = loc;
   Op *op = build_for(&p->b, lo, hi, parallel, inits, n, NULL);
@@ -896,11 +901,8 @@ static Op *parse_if(Parser *p, const ResultDefs *rd, SrcLoc loc) {
       return NULL;
   }
   AttrList al = {0};
-  if (is_word(&p->cur, "attributes")) {
-    advance(p);
-    if (!parse_attr_dict(p, &al))
-      return NULL;
-  }
+  if (!parse_opt_attributes(p, &al))
+    return NULL;
   p->b.loc = loc;
   Op *op = build_if(&p->b, cond, types, rd->n);
   copy_attrs(p, op, &al);
@@ -1081,11 +1083,8 @@ static bool parse_kernel(Parser *p) {
   free(types);
   if (!ok)
     return false;
-  if (is_word(&p->cur, "attributes")) {
-    advance(p);
-    if (!parse_attr_dict(p, &f->attrs))
-      return false;
-  }
+  if (!parse_opt_attributes(p, &f->attrs))
+    return false;
   return parse_region(p, f->body);
 }
 
