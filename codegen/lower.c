@@ -246,20 +246,18 @@ enum { MAX_CARRIED = 4096 };
  * block's yield operands. Async copies issued inside are waited for before
  * the yield (the next iteration or the code after must see them done). */
 
-/* sync_to >= 0: also wait for that group (and older) before the yield. */
+/* wait_first >= 0: wait for that group (and older) before the body;
+ * sync_to >= 0: also wait for that group (and older) before the yield. */
 static void lower_region(Lowerer *L, const Block *blk, MlirBlock into, int pair_lo, int pair_hi,
-                         int sync_to) {
+                         int wait_first, int sync_to) {
   MlirBlock saved = L->b.block;
   int mark = L->next_seq;
   Pending saved_pending[32];
   int saved_np = L->npending;
   memcpy(saved_pending, L->pending, sizeof saved_pending);
   cg_builder_set_block(&L->b, into);
-  if (L->wait_at_entry >= 0) {
-    int seq = L->wait_at_entry;
-    L->wait_at_entry = -1;
-    lw_wait_for_seq(L, seq);
-  }
+  if (wait_first >= 0)
+    lw_wait_for_seq(L, wait_first);
   lower_block(L, blk);
   lw_flush_async(L, mark);
   if (sync_to >= 0)
@@ -308,7 +306,7 @@ static void lower_parallel_for(Lowerer *L, const Op *op) {
   lw_set(L, for_iv((Op *)op), lw_scalar(L, type_index(), iv));
   MlirBlock then_block;
   cg_if(b, cg_cmpi(b, "slt", iv, hi), NULL, 0, false, &then_block, NULL);
-  lower_region(L, for_body((Op *)op), then_block, 0, 0, -1);
+  lower_region(L, for_body((Op *)op), then_block, 0, 0, -1, -1);
 }
 
 static MlirType *flat_types(Lowerer *L, const Op *op, int *n) {
@@ -491,14 +489,15 @@ static void lower_seq_for(Lowerer *L, const Op *op) {
    * copies, which may overwrite the buffers of the step before
    * (software_pipeline.c). Otherwise the wait stays at the first use, after
    * the step's own copies are issued. */
+  int wait_first = -1;
   if (carries_every_staged_load(L, irbody, pair_lo, pair_hi))
     for (int a = 0; a < nargs; a++)
       if (pair_of[a] >= 0) {
         int sq = lw_get(L, irbody->args[1 + a])->async_seq;
-        if (sq > L->wait_at_entry)
-          L->wait_at_entry = sq;
+        if (sq > wait_first)
+          wait_first = sq;
       }
-  lower_region(L, irbody, body, pair_lo, pair_hi, -1);
+  lower_region(L, irbody, body, pair_lo, pair_hi, wait_first, -1);
   L->smem_read_since_barrier = true;
   bind_flat(L, op->results, op->nresults, get_result, &forop, 0);
   /* After the loop: the outer groups but the prologue's, then the last
@@ -527,7 +526,7 @@ static void lower_seq_for(Lowerer *L, const Op *op) {
 }
 
 void lw_lower_region(Lowerer *L, const Block *blk, MlirBlock into) {
-  lower_region(L, blk, into, 0, 0, -1);
+  lower_region(L, blk, into, 0, 0, -1, -1);
 }
 
 void lw_lower_seq_for(Lowerer *L, const Op *op) { lower_seq_for(L, op); }
@@ -569,7 +568,7 @@ static void lower_if(Lowerer *L, const Op *op) {
   int nelse_end = nbefore;
   memcpy(else_end, before, sizeof else_end);
   if (has_else) {
-    lower_region(L, op->regions[1], eb, 0, 0, -1);
+    lower_region(L, op->regions[1], eb, 0, 0, -1, -1);
     memcpy(else_end, L->region_end, sizeof else_end);
     nelse_end = L->nregion_end;
     for (int i = 0; i < nbefore; i++) {
@@ -589,7 +588,7 @@ static void lower_if(Lowerer *L, const Op *op) {
     for (int i = 0; i < L->npairs; i++)
       pr_else[i] = pr_saved[i];
   }
-  lower_region(L, op->regions[0], tb, 0, 0, sync_to);
+  lower_region(L, op->regions[0], tb, 0, 0, -1, sync_to);
   L->smem_read_since_barrier = L->smem_read_since_barrier || after_else;
   for (int i = 0; i < L->npairs; i++)
     L->pairs[i].cur_read = L->pairs[i].cur_read || pr_else[i];
@@ -742,7 +741,6 @@ int cg_lower_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, CgTensor
   L->threads = 32 * L->warps;
   L->dtype = kernel_dtype(f);
   L->nparallel = lw_count_parallel(f);
-  L->wait_at_entry = -1;
   /* The cross-warp scratch goes first: its size is known before the walk,
    * the staged tiles' offsets only during it. */
   L->scratch_off = 0;

@@ -117,7 +117,6 @@ typedef struct Lowerer {
   int epoch; /* barriers emitted on the current path (conservative across ifs) */
   CarryPair pairs[16];
   int npairs;
-  int wait_at_entry; /* >= 0: the next region waits for this group (and older) first */
   /* Parallel loops -> grid dims. */
   int nparallel, parallel_seen;
   /* Decode kernels (lower_decode.c, docs/decode.md): the split kernel's
