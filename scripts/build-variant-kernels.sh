@@ -8,31 +8,27 @@
 set -e
 FLASHC=${FLASHC:-build/tools/flashc}
 
-# variants SPEC_DIR ROOT AWK_FILTER
+# variant SPEC_DIR OUT_DIR FLAG: every spec of SPEC_DIR compiled with FLAG.
+variant() {
+  mkdir -p "$2"
+  for fa in "$1"/*.fa; do
+    "$FLASHC" "$fa" -emit=ptx --target=sm_90a "$3" -o "$2/$(basename "$fa" .fa).ptx"
+  done
+  echo "$2: $(ls "$2" | wc -l) PTX"
+}
+
+# variants SPEC_DIR ROOT AWK_FILTER: one no-PASS folder per pass the filter keeps.
 variants() {
   rm -rf "$2"
   for p in $("$FLASHC" --list-passes | awk "$3"); do
-    mkdir -p "$2/no-$p"
-    for fa in "$1"/*.fa; do
-      "$FLASHC" "$fa" -emit=ptx --target=sm_90a -disable-pass="$p" -o "$2/no-$p/$(basename "$fa" .fa).ptx"
-    done
-    echo "$2/no-$p: $(ls "$2/no-$p" | wc -l) PTX"
+    variant "$1" "$2/no-$p" -disable-pass="$p"
   done
 }
 variants test/gpu/specs "${VARIANTS_DIR:-.device/variants}" '!/\(required\)/ && !/ decode: / {print $1}'
-# The same forward kernels on mma.sync instead of wgmma (-mma=sync).
-d=${VARIANTS_DIR:-.device/variants}/mma-sync
-mkdir -p "$d"
-for fa in test/gpu/specs/*.fa; do
-  "$FLASHC" "$fa" -emit=ptx --target=sm_90a -mma=sync -o "$d/$(basename "$fa" .fa).ptx"
-done
-echo "$d: $(ls "$d" | wc -l) PTX"
+# The same forward kernels on mma.sync instead of wgmma.
+variant test/gpu/specs "${VARIANTS_DIR:-.device/variants}/mma-sync" -mma=sync
 variants test/gpu/decode_specs "${DECODE_VARIANTS_DIR:-.device/decode-variants}" '!/\(required\)/ {print $1}'
-# The decode kernels with the separate combine kernel (-decode-combine=separate):
-# the path of modules compiled before the fused combine (docs/decode.md).
-d=${DECODE_VARIANTS_DIR:-.device/decode-variants}/separate-combine
-mkdir -p "$d"
-for fa in test/gpu/decode_specs/*.fa; do
-  "$FLASHC" "$fa" -emit=ptx --target=sm_90a -decode-combine=separate -o "$d/$(basename "$fa" .fa).ptx"
-done
-echo "$d: $(ls "$d" | wc -l) PTX"
+# The decode kernels with the separate combine kernel: the path of modules
+# compiled before the fused combine (docs/decode.md).
+variant test/gpu/decode_specs "${DECODE_VARIANTS_DIR:-.device/decode-variants}/separate-combine" \
+  -decode-combine=separate
