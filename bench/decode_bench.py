@@ -11,7 +11,9 @@ configurations (target: paged within 5% of contiguous). Each of our results
 is checked against a float64 reference (first and last sequence) before it is
 timed. Timing: each call captured `--inner` times into a CUDA graph (launch
 gaps out of microsecond timings), replays timed with CUDA events, median of
-`--trials`; inputs rotate over enough K/V copies to exceed the L2 cache.
+`--trials`; inputs rotate over enough K/V copies to exceed the L2 cache. The kernels are compiled for
+single-token decode (`q_len_max = 1`, what the grid measures; with GQA 32/8
+that lets one 16-row Q tile hold the group and the warps split the keys).
 Reports microseconds, TB/s of K+V read, and the ratio to each peer.
 
     python3 bench/decode_bench.py --ptx-dir .device/decode-bench [--quick] [--json out.json]
@@ -44,7 +46,7 @@ def _kernel(heads, kv_heads, paged):
     s = dict(dtype="bf16", head_dim=D, v_head_dim=D, heads=heads, kv_heads=kv_heads,
              causal=False, cache="paged" if paged else "contiguous",
              page_size=PAGE if paged else 0, split="auto", unified_max=None,
-             scale=1.0 / math.sqrt(D), fixture={})
+             scale=1.0 / math.sqrt(D), fixture={}, q_len_max=1)
     return s
 
 
@@ -101,12 +103,12 @@ def graph_us(calls, inner, trials):
 
 # ---- inputs and check --------------------------------------------------------
 
-def make_sets(B, H, KH, L, copies, gen):
-    """`copies` independent (q, k, v) sets: q [B, 1, H, D], k/v [B, L, KH, D]."""
+def make_sets(B, H, KH, L, copies, gen, q_len=1):
+    """`copies` independent (q, k, v) sets: q [B, q_len, H, D], k/v [B, L, KH, D]."""
     import torch
     out = []
     for _ in range(copies):
-        q = torch.randn(B, 1, H, D, generator=gen, device="cuda").bfloat16()
+        q = torch.randn(B, q_len, H, D, generator=gen, device="cuda").bfloat16()
         k = torch.randn(B, L, KH, D, generator=gen, device="cuda").bfloat16()
         v = torch.randn(B, L, KH, D, generator=gen, device="cuda").bfloat16()
         out.append((q, k, v))
@@ -135,7 +137,8 @@ def check(o, q, k, v, kv_heads):
                 score=None)
     worst, bound, nan = 0.0, 0.0, 0
     for b in sorted({0, q.shape[0] - 1}):
-        r = compare(spec, q[b:b + 1], k[b:b + 1], v[b:b + 1], o[b:b + 1], None, 1, k.shape[1])
+        r = compare(spec, q[b:b + 1], k[b:b + 1], v[b:b + 1], o[b:b + 1], None, q.shape[1],
+                    k.shape[1])
         worst, bound, nan = max(worst, r["o_err"]), max(bound, 2 * r["o_pt"] + 1e-5), nan + r["nan"]
     return nan == 0 and worst <= bound, worst, bound
 
@@ -206,7 +209,7 @@ def sweep(dirs, cfgs, nsplits, args, gen):
     rows = []
     for B, H, KH, L in cfgs:
         sets = make_sets(B, H, KH, L, max(1, min(8, math.ceil(4 * L2_BYTES / (4 * B * L * KH * D)))),
-                         gen)
+                         gen, args.q_len)
         seq = torch.full((B,), L, dtype=torch.int32, device="cuda")
         paged_sets = [to_paged(k, v, gen) for _, k, v in sets] if args.sweep_paged else None
         for paged in ((False, True) if args.sweep_paged else (False,)):
@@ -229,7 +232,7 @@ def sweep(dirs, cfgs, nsplits, args, gen):
                     r = dict(dir=d, batch=B, heads=H, kv_heads=KH, seqlen=L, paged=paged,
                              nsplit=mod.last_nsplit(), forced=ns, ok=ok, us=us)
                     rows.append(r)
-                    print(f"sweep: {os.path.basename(d.rstrip('/')):>12} B={B:<3} H={H} Hkv={KH:<2} "
+                    print(f"sweep: {os.path.basename(d.rstrip('/')):>12} B={B:<3} q_len={args.q_len} H={H} Hkv={KH:<2} "
                           f"L={L:<6} {'paged' if paged else 'contig'} nsplit {r['nsplit']:>3} "
                           f"(asked {ns}): {fmt(us, 8)} us {'ok' if ok else 'WRONG'}", flush=True)
                     del calls, outs
@@ -278,6 +281,7 @@ def main():
                     help="comma-separated PTX dirs: time our kernels only, per dir and nsplit")
     ap.add_argument("--nsplit", default="0", help="sweep: comma-separated forced nsplit (0: auto)")
     ap.add_argument("--sweep-paged", action="store_true", help="sweep: the paged kernels too")
+    ap.add_argument("--q-len", type=int, default=1, help="sweep: query tokens per sequence")
     args = ap.parse_args()
     if args.write_specs:
         write_specs(args.write_specs)

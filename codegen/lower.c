@@ -742,10 +742,13 @@ int cg_lower_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, CgTensor
   L->dtype = kernel_dtype(f);
   L->nparallel = lw_count_parallel(f);
   /* The cross-warp scratch goes first: its size is known before the walk,
-   * the staged tiles' offsets only during it. */
+   * the staged tiles' offsets only during it. When it is only used after
+   * the last staged tile, it shares their bytes instead (one block more per
+   * SM for warp-split-kv's decode kernels). */
   L->scratch_off = 0;
   L->scratch_bytes = lw_scratch_bytes(L);
-  L->smem_top = (L->scratch_bytes + 127) / 128 * 128;
+  L->scratch_aliases = L->scratch_bytes > 0 && lw_scratch_can_alias(L);
+  L->smem_top = L->scratch_aliases ? 0 : (L->scratch_bytes + 127) / 128 * 128;
   if (f->loc.file)
     cg_builder_set_loc(&L->b, f->loc.file, f->loc.line, f->loc.col);
   cg_builder_set_block(&L->b, gpu_module);
@@ -772,7 +775,7 @@ int cg_lower_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, CgTensor
     lower_block(L, f->body);
   lw_flush_async(L, 0);
   cg_gpu_return(&L->b);
-  info->smem_bytes = L->smem_top;
+  info->smem_bytes = L->smem_top > L->scratch_bytes ? L->smem_top : L->scratch_bytes;
   info->workspace_floats_per_row = lw_workspace_floats_per_row(f);
   info->threads = L->threads;
   info->parallel_loops = L->nparallel;

@@ -808,10 +808,15 @@ static MlirValue fused_counter(Lowerer *L, MlirValue bv, MlirValue h, MlirValue 
   return cg_gep(b, L->p_ws, cg_subi(b, unit, pad), b->i32);
 }
 
-/* Thread 0's arrival: true in every thread of the block that came last. */
+/* Thread 0's arrival: true in every thread of the block that came last.
+ * The barrier orders every thread's partial stores before thread 0's
+ * atom.acq_rel, whose release is cumulative over them (PTX memory model:
+ * what happens before it through bar.sync); its acquire, handed on by
+ * bar.red, orders the last block's loads of the others' partials after
+ * their arrivals. No separate fence: each was a round trip on the path
+ * of the last block (docs/perf.md 2026-11-22). */
 static MlirValue fused_arrive(Lowerer *L, MlirValue ctr) {
   CgBuilder *b = &L->b;
-  cg_ptx(b, "fence.acq_rel.gpu;", NULL, "", 0, NULL, 0);
   lw_barrier(L);
   MlirBlock tb, eb, outer = b->block;
   MlirOperation ifop = cg_if(b, cg_cmpi(b, "eq", L->tid, cg_const_i32(b, 0)), &b->i1, 1, true,
@@ -819,14 +824,13 @@ static MlirValue fused_arrive(Lowerer *L, MlirValue ctr) {
   cg_builder_set_block(b, tb);
   MlirValue addr = cg_op1(b, "llvm.ptrtoint", &ctr, 1, b->i64, NULL, 0);
   MlirValue old = cg_const_i32(b, 0);
-  cg_ptx(b, "atom.add.u32 $0, [$1], 1;", &addr, "l", 1, &old, 1);
+  cg_ptx(b, "atom.acq_rel.gpu.global.add.u32 $0, [$1], 1;", &addr, "l", 1, &old, 1);
   MlirValue nm1 = cg_int_cast(b, cg_subi(b, L->nsplit, cg_const_i64(b, 1)), b->i32);
   MlirValue last = cg_cmpi(b, "eq", old, nm1);
   MlirBlock rb, around = b->block;
   cg_if(b, last, NULL, 0, false, &rb, NULL);
   cg_builder_set_block(b, rb);
-  cg_store(b, cg_const_i32(b, 0), ctr, 4);
-  cg_ptx(b, "fence.acq_rel.gpu;", NULL, "", 0, NULL, 0);
+  cg_store(b, cg_const_i32(b, 0), ctr, 4); /* seen by the next launch */
   cg_yield(b, NULL, 0);
   cg_builder_set_block(b, around);
   cg_yield(b, &last, 1);
@@ -858,7 +862,6 @@ static void fused_merge(Lowerer *L, const Op *st) {
   MlirBlock mb, outer = b->block;
   cg_if(b, last, NULL, 0, false, &mb, NULL);
   cg_builder_set_block(b, mb);
-  cg_ptx(b, "fence.acq_rel.gpu;", NULL, "", 0, NULL, 0);
   MlirValue u0, step, first;
   if (comb_threads(&c, dv, &u0, &step, &first)) {
     MlirValue limit = pack ? cg_muli_c(b, L->q_len, pack) : L->q_len;

@@ -107,6 +107,8 @@ typedef struct Lowerer {
   int smem_top;       /* bytes allocated to staged tiles */
   int scratch_off;    /* start of the cross-warp scratch area (after tiles) */
   int scratch_bytes;  /* its size (max over the xwarp_reduce ops) */
+  bool scratch_aliases; /* the scratch reuses the staged tiles' bytes (lw_scratch_can_alias) */
+  bool scratch_claimed; /* an xwarp_reduce has taken those bytes over */
   /* cp.async bookkeeping. */
   int next_seq;
   Pending pending[32];
@@ -156,6 +158,10 @@ int lw_count_parallel(const Func *f);
 
 /* lower_tiles.c */
 int lw_scratch_bytes(Lowerer *L); /* shared memory the xwarp_reduce ops need */
+/* True when every xwarp_reduce comes after the last use of staged tiles: in
+ * no sequential loop and with no staged load after it (warp-split-kv's merge
+ * after the K/V loop). The scratch may then share the tiles' bytes. */
+bool lw_scratch_can_alias(Lowerer *L);
 bool lw_geom(Lowerer *L, Type t, TileGeom *g, const Op *op);
 CgVal *lw_tile(Lowerer *L, Type t, const TileGeom *g); /* elements uninitialized */
 CgVal *lw_splat(Lowerer *L, Type t, MlirValue v);
@@ -207,6 +213,8 @@ void lw_barrier(Lowerer *L);
 /* Waits for every group issued after `mark` (region exit). */
 void lw_flush_async(Lowerer *L, int mark);
 int lw_alloc_smem(Lowerer *L, int bytes);
+/* Waits for every cp.async of this thread (carried prefetches too). */
+void lw_wait_all_async(Lowerer *L);
 /* The 16-byte cp.async copies that fill a staged tile: thread tid takes
  * copies tid, tid + T, ... (row r, 16-byte column chunk cc); a thread keeps
  * its column when `regular` (T a multiple of the chunks per row), its rows

@@ -162,9 +162,19 @@ MlirValue lw_smem_base(Lowerer *L, const CgVal *t, MlirValue x) {
 int lw_alloc_smem(Lowerer *L, int bytes) {
   /* wgmma's swizzle is a function of the address: 1024-byte buffers. */
   int align = L->wgmma ? 1024 : 128;
-  int off = (L->smem_top + align - 1) / align * align;
+  int top = L->smem_top;
+  if (L->scratch_claimed && top < L->scratch_bytes)
+    top = L->scratch_bytes; /* not inside the scratch once it is in use */
+  int off = (top + align - 1) / align * align;
   L->smem_top = off + bytes;
   return off;
+}
+
+void lw_wait_all_async(Lowerer *L) {
+  if (L->npending == 0)
+    return;
+  cg_cp_async_wait(&L->b, 0);
+  L->npending = 0;
 }
 
 /* The newest pending group among t's (or -1 when t is ready). */

@@ -585,6 +585,34 @@ int lw_scratch_bytes(Lowerer *L) {
   return s.bytes;
 }
 
+typedef struct AliasCtx {
+  bool seen_xwarp, ok;
+} AliasCtx;
+
+static bool in_sequential_loop(const Op *op) {
+  for (const Block *b = op->parent; b && b->parent_op; b = b->parent_op->parent)
+    if (b->parent_op->kind == OP_FOR && !for_is_parallel(b->parent_op))
+      return true;
+  return false;
+}
+
+static void alias_scan(Op *op, void *ctx) {
+  AliasCtx *a = ctx;
+  if (op->kind == OP_XWARP_REDUCE) {
+    a->seen_xwarp = true;
+    a->ok &= !in_sequential_loop(op);
+  } else if ((op->kind == OP_LOAD || op->kind == OP_LOAD_PAGED) && op->nresults == 1 &&
+             lw_is_staged_type(op->results[0]->type)) {
+    a->ok &= !a->seen_xwarp;
+  }
+}
+
+bool lw_scratch_can_alias(Lowerer *L) {
+  AliasCtx a = {false, true};
+  func_walk((Func *)L->f, alias_scan, &a);
+  return a.ok && a.seen_xwarp;
+}
+
 static MlirValue scratch_ptr(Lowerer *L, MlirValue float_index) {
   CgBuilder *b = &L->b;
   MlirValue byte = cg_addi_c(b, cg_muli_c(b, float_index, 4), L->scratch_off);
@@ -675,6 +703,13 @@ void lw_xwarp_reduce(Lowerer *L, const Op *op) {
   if (x->splat) {
     lw_error(L, op, "a uniform partial tile has no cross-warp meaning here");
     return;
+  }
+  if (L->scratch_aliases && !L->scratch_claimed) {
+    /* The staged tiles' bytes become scratch: no copy may still land in
+     * them (a prefetch past the loop's end); the reduction's barrier then
+     * orders every warp's last read of them before the first write. */
+    lw_wait_all_async(L);
+    L->scratch_claimed = true;
   }
   CgVal *r = lw_tile(L, rt, &g);
   if (x->g.cls == TC_ROWV && g.cls == TC_ROWV && !g.row_split && g.nm == x->g.nm)

@@ -36,7 +36,7 @@ bool cg_decode_fused(const Func *f) {
 /* One counter per unit that nsplit blocks finish together: (head-loop
  * iteration, Q tile) of a sequence. The head loop runs over the K/V heads
  * when pack-gqa packed the group into the Q tile (attribute pack), else over
- * the query heads; a Q tile holds tile_q of the q_len_max (16) * pack rows. */
+ * the query heads; a Q tile holds tile_q of the q_len_max * pack rows. */
 int cg_decode_counters(const Func *f) {
   if (!cg_decode_fused(f))
     return 0;
@@ -44,7 +44,7 @@ int cg_decode_counters(const Func *f) {
   int pack = (int)attr_int(a, "pack", 0);
   int hl = (int)attr_int(a, pack ? "kv_heads" : "heads", 1);
   int br = (int)attr_int(a, "tile_q", 16);
-  int rows = 16 * (pack ? pack : 1);
+  int rows = (int)attr_int(a, "q_len_max", 16) * (pack ? pack : 1);
   return hl * ((rows + br - 1) / br);
 }
 
@@ -64,7 +64,7 @@ void cg_meta_decode(CgStrBuf *sb, const Func *f) {
     cg_strbuf_puts(sb, "// flashc.meta split auto\n");
   else
     cg_strbuf_printf(sb, "// flashc.meta split %d\n", split);
-  cg_strbuf_puts(sb, "// flashc.meta q_len_max 16\n");
+  cg_strbuf_printf(sb, "// flashc.meta q_len_max %d\n", (int)attr_int(a, "q_len_max", 16));
   if (c) {
     cg_strbuf_printf(sb, "// flashc.meta combine_kernel %s\n", c->name);
     cg_strbuf_printf(sb, "// flashc.meta combine_threads %d\n",

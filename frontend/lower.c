@@ -348,6 +348,8 @@ static void set_attrs(Lower *L, const char *target) {
     attr_set_int(L->m, a, "split", k->split); /* 0: auto, the runtime picks nsplit */
     if (k->has_unified_max)
       attr_set_float(L->m, a, "unified_max", k->unified_max);
+    if (k->q_len_max)
+      attr_set_int(L->m, a, "q_len_max", k->q_len_max); /* absent: 16 */
   }
   attr_set_word(L->m, a, "schedule", "fa1");
   const Schedule *s = &k->schedule;

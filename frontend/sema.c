@@ -571,12 +571,12 @@ static Expr *resolve(Sema *S, Scope *sc, const AstExpr *e, int depth) {
 
 typedef enum Field {
   F_DTYPE, F_HEAD_DIM, F_V_HEAD_DIM, F_HEADS, F_KV_HEADS, F_MASK, F_SCALE,
-  F_DROPOUT, F_MODE, F_SPLIT, F_CACHE, F_UNIFIED_MAX, NFIELDS
+  F_DROPOUT, F_MODE, F_SPLIT, F_CACHE, F_UNIFIED_MAX, F_Q_LEN_MAX, NFIELDS
 } Field;
 
 static const char *const field_names[] = {
     "dtype", "head_dim", "v_head_dim", "heads", "kv_heads", "mask",
-    "scale", "dropout", "mode", "split", "cache", "unified_max", NULL};
+    "scale", "dropout", "mode", "split", "cache", "unified_max", "q_len_max", NULL};
 
 /* An integer literal field, optionally negated (so `heads = -1` gets a range
  * error rather than a syntax one). */
@@ -1001,6 +1001,18 @@ static KernelSpec *check_attention(Sema *S, const AstItem *it) {
   if (field[F_CACHE] &&
       decode_only(S, field[F_CACHE], k, "cache describes the KV cache a decode kernel reads"))
     cache_field(S, field[F_CACHE], k);
+  if (field[F_Q_LEN_MAX] &&
+      decode_only(S, field[F_Q_LEN_MAX], k,
+                  "q_len_max bounds the query tokens per sequence of a decode launch")) {
+    int v;
+    if (int_field(S, field[F_Q_LEN_MAX], &v)) {
+      if (v < 1 || v > 16)
+        diag_error(&S->diag, field[F_Q_LEN_MAX]->value->loc,
+                   "q_len_max must be from 1 to 16; got %d", v);
+      else
+        k->q_len_max = v;
+    }
+  }
   if (field[F_UNIFIED_MAX])
     decode_only(S, field[F_UNIFIED_MAX], k,
                 "unified_max fixes the softmax maximum of a decode kernel (FlashDecoding++)");

@@ -90,6 +90,7 @@ typedef struct KernelSpec {
   int page_size;     /* CACHE_PAGED: a power of 2 in 16..256; 0 otherwise */
   bool has_unified_max; /* FlashDecoding++'s fixed softmax max is on */
   double unified_max;   /* its value phi when on */
+  int q_len_max;        /* most query tokens per sequence a launch may pass; 0 = 16 */
 } KernelSpec;
 
 /* All kernels of one file, in source order. */

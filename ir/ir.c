@@ -145,6 +145,7 @@ const char *dist_name(Dist d) {
   case DIST_ROWS: return "rows";
   case DIST_COLS: return "cols";
   case DIST_PARTIAL: return "partial";
+  case DIST_WARP: return "warp";
   default: return "none";
   }
 }

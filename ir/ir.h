@@ -82,6 +82,8 @@ typedef enum Dist {
   DIST_ROWS,    /* warp w owns rows [w*R/W, (w+1)*R/W) (FlashAttention-2) */
   DIST_COLS,    /* warp w owns cols [w*C/W, (w+1)*C/W); an R x 1 tile is replicated */
   DIST_PARTIAL, /* each warp holds a partial result that an xwarp_reduce combines */
+  DIST_WARP,    /* each warp holds its own whole value, computed from its own keys
+                   (warp-split-kv); elementwise ops apply per warp, xwarp_reduce merges */
 } Dist;
 
 /* Symbolic tile extents before the tiling pass fixes them. */
@@ -113,7 +115,7 @@ bool type_is_float(Type t); /* scalar or tile of f16/bf16/f32 */
 /* Writes the text form of t ("tile<Brx64xf32, rows>") into buf; returns buf. */
 const char *type_str(Type t, char *buf, int len);
 const char *elem_name(ElemType e); /* "f32", "bf16", ... */
-const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial" */
+const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial", "warp" */
 
 /* ----------------------------------------------------------------- ops */
 

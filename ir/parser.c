@@ -535,12 +535,12 @@ static bool parse_tile_type(Parser *p, Type *t) {
   advance(p);
   Dist d = DIST_NONE;
   if (accept_punct(p, ',')) {
-    static const char *const dists[] = {"none", "rows", "cols", "partial"};
+    static const char *const dists[] = {"none", "rows", "cols", "partial", "warp"};
     int k = 0;
-    while (k < 4 && !is_word(&p->cur, dists[k]))
+    while (k < 5 && !is_word(&p->cur, dists[k]))
       k++;
-    if (k == 4) {
-      ERROR_TOK(p, "expected a distribution (rows, cols, partial, none)");
+    if (k == 5) {
+      ERROR_TOK(p, "expected a distribution (rows, cols, partial, warp, none)");
       return false;
     }
     d = (Dist)k;

@@ -6,7 +6,9 @@
  *    op after a terminator;
  *  - operand and result counts and types of every op kind (elementwise ops
  *    broadcast as broadcast_type says; dist is codegen's business and is not
- *    compared, except that `partial` values may only feed xwarp_reduce);
+ *    compared, except that `partial` values may only feed xwarp_reduce:
+ *    a partial sum is no value of its own, while a `warp` value is one per
+ *    warp and may feed anything);
  *  - required attributes (const/full value, cmp pred, iota axis, tile_size
  *    dim, xwarp_reduce kind, for kind);
  *  - dominance: an operand is defined earlier in the same block, in an

@@ -8,6 +8,10 @@
  * every `cols` / `partial` tile type becomes `rows`, and each xwarp_reduce is
  * replaced by its operand.
  *
+ * Only where each warp can own whole 16-row MMA slices: a decode tile of 16
+ * rows with 4 warps cannot be split by rows, and warp-split-kv (next) gives
+ * the warps disjoint keys instead.
+ *
  * Once P V is no longer a partial sum, `add acc, (matmul P, V)` can carry acc
  * in the MMA accumulator; that fold (what defer-rescale leaves for us when it
  * ran before this pass) is done here.
@@ -37,43 +41,15 @@ static void scan_fn(Op *op, void *ctx) {
   }
 }
 
-static bool fuse_candidate(Op *add, int side) {
-  Op *mm = add->operands[side]->def;
-  Value *acc = add->operands[1 - side];
-  return mm && mm->kind == OP_MATMUL && mm->noperands == 2 && mm->results[0]->nuses == 1 &&
-         mm->parent == add->parent && type_eq(acc->type, add->results[0]->type) &&
-         type_eq(mm->results[0]->type, add->results[0]->type);
-}
-
-/* add acc, (matmul a, b) -> matmul a, b, acc. */
-static void fuse_accumulators(Module *m, Func *f) {
-  OpList adds = collect_ops(f, OP_ADD);
-  for (int i = 0; i < adds.n; i++) {
-    Op *add = adds.v[i];
-    for (int side = 0; side < 2; side++) {
-      if (!fuse_candidate(add, side))
-        continue;
-      Op *mm = add->operands[side]->def;
-      Builder b = builder_before(m, add);
-      Value *ops[3] = {mm->operands[0], mm->operands[1], add->operands[1 - side]};
-      Op *nm = build_op(&b, OP_MATMUL, ops, 3, &add->results[0]->type, 1, 0);
-      attrs_copy(m, &nm->attrs, &mm->attrs);
-      nm->results[0]->name = add->results[0]->name;
-      value_replace_all_uses(add->results[0], nm->results[0]);
-      op_erase(add);
-      op_erase(mm);
-      break;
-    }
-  }
-  oplist_free(&adds);
-}
-
 int pass_partition_warps(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   (void)opts;
   (void)diag;
   Scan s = {false};
   func_walk(f, scan_fn, &s);
   if (!s.split_k)
+    return 0;
+  long tile_q = attr_int(&f->attrs, "tile_q", 0), warps = attr_int(&f->attrs, "warps", 1);
+  if (tile_q > 0 && tile_q < 16 * warps)
     return 0;
   OpList xr = collect_ops(f, OP_XWARP_REDUCE);
   for (int i = 0; i < xr.n; i++) {
@@ -82,6 +58,6 @@ int pass_partition_warps(Module *m, Func *f, const PassOptions *opts, FILE *diag
   }
   oplist_free(&xr);
   func_map_types(f, to_rows, NULL);
-  fuse_accumulators(m, f);
+  fuse_matmul_accumulators(m, f);
   return 0;
 }

@@ -49,6 +49,13 @@ OpList collect_ops(Func *f, OpKind k) {
   return l;
 }
 
+OpList collect_ops_in(Block *b, OpKind k) {
+  OpList l = {0};
+  KindCollect c = {k, &l};
+  block_walk(b, collect_fn, &c);
+  return l;
+}
+
 bool op_is_pure(const Op *op) {
   if (op->nregions > 0)
     return false;
@@ -256,4 +263,34 @@ bool func_uses_empty_yields(Func *f) {
   func_walk(f, yield_scan_fn, &s);
   /* Default to explicit terminators: the verifier checks them. */
   return !s.missing || s.empty_yield || !s.any_region;
+}
+
+static bool fuse_candidate(Op *add, int side) {
+  Op *mm = add->operands[side]->def;
+  Value *acc = add->operands[1 - side];
+  return mm && mm->kind == OP_MATMUL && mm->noperands == 2 && mm->results[0]->nuses == 1 &&
+         mm->parent == add->parent && type_eq(acc->type, add->results[0]->type) &&
+         type_eq(mm->results[0]->type, add->results[0]->type);
+}
+
+void fuse_matmul_accumulators(Module *m, Func *f) {
+  OpList adds = collect_ops(f, OP_ADD);
+  for (int i = 0; i < adds.n; i++) {
+    Op *add = adds.v[i];
+    for (int side = 0; side < 2; side++) {
+      if (!fuse_candidate(add, side))
+        continue;
+      Op *mm = add->operands[side]->def;
+      Builder b = builder_before(m, add);
+      Value *ops[3] = {mm->operands[0], mm->operands[1], add->operands[1 - side]};
+      Op *nm = build_op(&b, OP_MATMUL, ops, 3, &add->results[0]->type, 1, 0);
+      attrs_copy(m, &nm->attrs, &mm->attrs);
+      nm->results[0]->name = add->results[0]->name;
+      value_replace_all_uses(add->results[0], nm->results[0]);
+      op_erase(add);
+      op_erase(mm);
+      break;
+    }
+  }
+  oplist_free(&adds);
 }

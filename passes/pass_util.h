@@ -19,6 +19,8 @@ void oplist_free(OpList *l);
 bool oplist_has(const OpList *l, const Op *op);
 /* Every op of kind k in f, in pre-order. */
 OpList collect_ops(Func *f, OpKind k);
+/* The same within block b and its nested regions. */
+OpList collect_ops_in(Block *b, OpKind k);
 
 /* True for ops without side effects or regions (loads count as pure: they
  * only read, and the passes only move loads of tensors nobody stores). */
@@ -38,6 +40,11 @@ int dce_block(Block *b);
 /* Merges identical pure ops (same kind, operands, attributes, result types)
  * within each block of b's tree, keeping the first. */
 int cse_block(Block *b);
+
+/* add acc, (matmul a, b) -> matmul a, b, acc wherever the product is used
+ * only there and acc has the product's type (placement included): the MMA
+ * accumulates into acc. */
+void fuse_matmul_accumulators(Module *m, Func *f);
 
 /* The operand of an xwarp_reduce, or v itself. */
 Value *strip_xwarp(Value *v);

@@ -57,6 +57,7 @@ int pass_tiling(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_reorder_q_outer(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_defer_rescale(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_partition_warps(Module *m, Func *f, const PassOptions *opts, FILE *diag);
+int pass_warp_split_kv(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_mask_skip(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_heavy_first(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 /* decode only (docs/decode.md); nothing on forward kernels */

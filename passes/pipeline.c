@@ -21,6 +21,9 @@ static const Pass pipeline[] = {
      pass_defer_rescale},
     {"partition-warps", "split query rows across warps: no cross-warp reductions", false,
      pass_partition_warps},
+    {"warp-split-kv",
+     "rows too few to split (decode): warps take disjoint keys, own softmax state, one merge",
+     false, pass_warp_split_kv},
     /* pack-gqa (decode only, like split-kv and unified-max) precedes
      * mask-skip, whose classification reasons about what a Q tile row is */
     {"pack-gqa", "decode: one Q tile for the query heads sharing a K/V head", false,

@@ -12,12 +12,7 @@
  * target. A spec's schedule block (kernel attrs sched_*) is taken as given
  * and refused with a reason when it cannot fit.
  *
- * Decode (mode = decode) has at most 16 query tokens per head: after pack-gqa
- * a Q tile holds the group's query heads times q_len, so the automatic tile
- * is 16 rows per head of the group (q_len <= 16), capped at 64 rows, one warp
- * per 16 rows; the K/V tile is as for forward. The schedule does not depend
- * on whether pack-gqa runs: without it a 16-row tile would do, but the
- * difference is padding rows only.
+ * Decode (mode = decode): see decode_sched.
  *
  * Rewrite: tile_size ops become const ops; every Br / Bc extent in every type
  * becomes the number; the kernel gets tile_q, tile_kv, warps, stages.
@@ -71,10 +66,19 @@ static long regs_per_thread(const Sched *s, const Shape *sh) {
   long threads = 32L * s->warps;
   long acc_s = ((long)s->tile_q * s->tile_kv + threads - 1) / threads;
   long acc_o = ((long)s->tile_q * sh->dv + threads - 1) / threads;
+  if (s->tile_q < 16 * s->warps) /* keys split over the warps: each holds all of O */
+    acc_o = (long)s->tile_q * sh->dv / 32;
   return acc_s + acc_o + REG_OVERHEAD;
 }
 
 static bool fits(const Sched *s, const Shape *sh, const TargetInfo *t);
+
+static bool pass_disabled(const PassOptions *opts, const char *name) {
+  for (int i = 0; opts && i < opts->ndisabled; i++)
+    if (opts->disabled[i] && strcmp(opts->disabled[i], name) == 0)
+      return true;
+  return false;
+}
 
 static Sched default_sched(const Shape *sh) {
   int d = sh->d > sh->dv ? sh->d : sh->dv;
@@ -98,9 +102,7 @@ static Sched forward_sched(const Shape *sh, const TargetInfo *t, const PassOptio
   Sched big = {128, 64, 8, 2};
   /* Without partition-warps the warps split S's 64 columns (8 each), and P
    * as an MMA A operand needs 16 per warp: keep 4 warps then. */
-  bool split_k = false;
-  for (int i = 0; opts && i < opts->ndisabled; i++)
-    split_k |= opts->disabled[i] && strcmp(opts->disabled[i], "partition-warps") == 0;
+  bool split_k = pass_disabled(opts, "partition-warps");
   /* Hopper's warpgroup MMA (codegen/lower_wgmma.c) wants 16 query rows per
    * warp (a warpgroup's 64-row slab is one wgmma), head dims in whole
    * 64-column blocks, and a wide N. Each matmul is waited for before the
@@ -121,10 +123,25 @@ static Sched forward_sched(const Shape *sh, const TargetInfo *t, const PassOptio
   return s;
 }
 
-static Sched decode_sched(const Shape *sh, int group) {
+/* Decode: a Q tile holds the live rows q_len_max x the GQA group (after
+ * pack-gqa). When they fit one 16-row MMA slice (q_len 1 with groups of up
+ * to 16, MHA up to q_len 16), 4 warps split each 64-key tile's keys
+ * (warp-split-kv): every warp reads only its quarter of K and V from shared
+ * memory and does a quarter of the MMAs. More rows: 16 per warp, up to 64
+ * (FA2's row split; bigger groups take several Q tiles, whose blocks read the
+ * same K/V through L2); also the schedule when warp-split-kv is disabled.
+ * H100, docs/perf.md 2026-11-22: a 16-row tile at q_len 16 with GQA 32/8
+ * (four Q tiles) took 4x the 64-row tile's time, hence q_len_max. */
+static Sched decode_sched(const Shape *sh, int live_rows, const PassOptions *opts) {
   Sched s = default_sched(sh);
+  if (live_rows <= 16 && !pass_disabled(opts, "warp-split-kv")) {
+    s.tile_q = 16;
+    s.tile_kv = 64;
+    s.warps = 4;
+    return s;
+  }
   int rows = 16;
-  while (rows < 16 * group && rows < 64)
+  while (rows < live_rows && rows < 64)
     rows *= 2;
   s.tile_q = rows;
   s.warps = rows / 16;
@@ -160,10 +177,15 @@ static bool shrink_to_fit(Sched *s, const Shape *sh, const TargetInfo *t) {
 
 /* Shape rules codegen relies on: MMA-sized tiles, whole 16-row slices per
  * warp for row partitioning. Returns a reason or NULL. */
-static const char *shape_problem(const Sched *s) {
+static const char *shape_problem(const Sched *s, bool decode) {
   if (s->warps < 1 || s->warps > 16 || (s->warps & (s->warps - 1)))
     return "warps must be a power of two from 1 to 16";
-  if (s->tile_q < 16 || s->tile_q % (16 * s->warps))
+  /* decode may give one 16-row tile to several warps that split the keys */
+  bool key_split = decode && s->tile_q == 16 && s->warps > 1;
+  if (key_split && s->tile_kv % (16 * s->warps))
+    return "with one 16-row tile the warps split the keys: tile kv must be a multiple of 16 x "
+           "warps";
+  if (!key_split && (s->tile_q < 16 || s->tile_q % (16 * s->warps)))
     return "tile q must be a positive multiple of 16 x warps (16 query rows per warp)";
   if (s->tile_kv < 16 || s->tile_kv % 16)
     return "tile kv must be a positive multiple of 16";
@@ -206,7 +228,10 @@ static int choose(Func *f, const PassOptions *opts, FILE *diag, Sched *out) {
 
   bool decode = strcmp(attr_str(&f->attrs, "mode", "forward"), "decode") == 0;
   int heads = (int)attr_int(&f->attrs, "heads", 1), kv = (int)attr_int(&f->attrs, "kv_heads", 1);
-  Sched auto_s = decode ? decode_sched(&sh, kv > 0 ? heads / kv : 1) : forward_sched(&sh, t, opts);
+  Sched auto_s =
+      decode ? decode_sched(&sh, (int)attr_int(&f->attrs, "q_len_max", 16) * (kv > 0 ? heads / kv : 1),
+                            opts)
+             : forward_sched(&sh, t, opts);
   /* Already tiled (a .tile input that went through this pass): the extents
    * in its types are that choice, so it stands. */
   Sched done = {(int)attr_int(&f->attrs, "tile_q", 0), (int)attr_int(&f->attrs, "tile_kv", 0),
@@ -229,7 +254,7 @@ static int choose(Func *f, const PassOptions *opts, FILE *diag, Sched *out) {
   /* A partial schedule block: fill the rest from the automatic choice. */
   Sched s = {user.tile_q ? user.tile_q : auto_s.tile_q, user.tile_kv ? user.tile_kv : auto_s.tile_kv,
              user.warps ? user.warps : auto_s.warps, user.stages ? user.stages : auto_s.stages};
-  const char *why = shape_problem(&s);
+  const char *why = shape_problem(&s, decode);
   if (why) {
     pass_error(diag, f, "schedule for '%s': tile %dx%d, %d warps, %d stages: %s", f->name,
                s.tile_q, s.tile_kv, s.warps, s.stages, why);

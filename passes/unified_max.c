@@ -38,6 +38,7 @@ typedef struct Step {
   Value *s, *v;   /* the scores and the V tile */
   int io, il, im; /* iter-arg positions of O, l, m */
   bool normalized;
+  bool per_warp;  /* the state is per warp (warp-split-kv) */
   double phi_value;
   Value *phi, *ninf, *hi, *lo;
   Value *rm; /* the tile's row max (emit_ok) */
@@ -124,10 +125,16 @@ static bool match(Func *f, Step *st) {
 /* ---------------------------------------------------------------- rewrite */
 
 /* rowmax / rowsum in the distribution of x: `cols` tiles give a partial
- * result that an xwarp_reduce combines (partition-warps not run). */
-static Value *row_reduce(Builder *b, OpKind k, Value *x) {
+ * result that an xwarp_reduce combines (partition-warps not run), or, when
+ * each warp keeps its own state over its own keys (warp-split-kv), the
+ * warp's own row statistic. */
+static Value *row_reduce(Builder *b, OpKind k, Value *x, const Step *st) {
   Type t = x->type;
   t.cols = 1;
+  if (t.dist == DIST_COLS && st->per_warp) {
+    t.dist = DIST_WARP;
+    return build_op(b, k, &x, 1, &t, 1, 0)->results[0];
+  }
   bool split = t.dist == DIST_COLS;
   if (split)
     t.dist = DIST_PARTIAL;
@@ -158,7 +165,7 @@ static Value *pv_product(Builder *b, Value *p, Value *v, Value *acc) {
 /* %ok: every row in range (or fully masked) and the state phi-based or empty. */
 static Value *emit_ok(Builder *b, Step *st) {
   Value *mt = for_iter_arg(st->loop, st->im);
-  Value *rm = row_reduce(b, OP_ROWMAX, st->s);
+  Value *rm = row_reduce(b, OP_ROWMAX, st->s, st);
   st->rm = rm;
   Value *d = build_binary(b, OP_SUB, rm, st->phi);
   /* one builder call per statement: C leaves the order of arguments open */
@@ -183,7 +190,7 @@ static void emit_unified(Builder *b, Step *st, Value **out) {
   Value *ot = for_iter_arg(st->loop, st->io), *lt = for_iter_arg(st->loop, st->il);
   Value *p = build_unary(b, OP_EXP, build_binary(b, OP_SUB, st->s, st->phi));
   p->name = "pu";
-  Value *lnew = build_binary(b, OP_ADD, lt, row_reduce(b, OP_ROWSUM, p));
+  Value *lnew = build_binary(b, OP_ADD, lt, row_reduce(b, OP_ROWSUM, p, st));
   Value *oacc = ot;
   if (st->normalized)
     oacc = build_op(b, OP_RESCALE, (Value *[]){ot, lt}, 2, &ot->type, 1, 0)->results[0];
@@ -244,6 +251,7 @@ int pass_unified_max(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   Step st = {0};
   if (!match(f, &st))
     return 0;
+  st.per_warp = for_iter_arg(st.loop, st.io)->type.dist == DIST_WARP;
   rewrite(m, f, &st);
   attr_set_word(m, &f->attrs, "softmax", "unified");
   return 0;

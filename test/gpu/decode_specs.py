@@ -26,11 +26,12 @@ def case(q_len, lens, nsplit=0, inputs="randn", layout="contig", lse=True):
 
 
 def dspec(dtype, head_dim, heads, kv_heads, cases, causal=True, cache="contiguous", page_size=0,
-          split="auto", unified_max=None, v_head_dim=None, expect_fail=False, fixture=None):
+          split="auto", unified_max=None, v_head_dim=None, expect_fail=False, fixture=None,
+          q_len_max=None):
     return dict(dtype=dtype, head_dim=head_dim, v_head_dim=v_head_dim or head_dim, heads=heads,
                 kv_heads=kv_heads, causal=causal, cache=cache, page_size=page_size, split=split,
                 unified_max=unified_max, scale=1.0 / math.sqrt(head_dim), cases=cases,
-                expect_fail=expect_fail, fixture=fixture or {})
+                expect_fail=expect_fail, fixture=fixture or {}, q_len_max=q_len_max)
 
 
 DECODE_SPECS = {
@@ -55,6 +56,16 @@ DECODE_SPECS = {
                                             unified_max=10, cases=[
         case(4, [4097, 128]), case(1, [131072], inputs="hot"),
         case(16, [1000], nsplit=3, inputs="cold")]),
+    # q_len_max * group <= 16: one 16-row tile, the warps split the keys
+    # (warp-split-kv), also with paging and the unified max.
+    "dec_gqa_d128_bf16_q4": dspec("bf16", 128, 32, 8, q_len_max=4, cases=[
+        case(1, [1]), case(4, [17], nsplit=3), case(4, [1000, 128], layout="strided"),
+        case(1, [131072]), case(4, [4097, 1, 65536, 17], nsplit=3, lse=False),
+        case(1, [1000, 0, 3], nsplit=1)]),
+    "dec_gqa_d128_bf16_q1_paged64_umax": dspec("bf16", 128, 32, 8, q_len_max=1, cache="paged",
+                                               page_size=64, unified_max=10, cases=[
+        case(1, [65536]), case(1, [4097, 17, 1], nsplit=3, inputs="hot"),
+        case(1, [1000, 128], nsplit=1, inputs="cold"), case(1, [131072, 1000], layout="strided")]),
     "dec_mha_d128_bf16_split1": dspec("bf16", 128, 32, 32, split=1, cases=[
         case(1, [4097]), case(16, [1000, 17], layout="strided")]),
 
@@ -77,6 +88,8 @@ def spec_text(name, s):
         lines.append(f"  cache = paged({s['page_size']});")
     if s["unified_max"] is not None:
         lines.append(f"  unified_max = {s['unified_max']};")
+    if s.get("q_len_max"):
+        lines.append(f"  q_len_max = {s['q_len_max']};")
     return "\n".join(lines + ["}"]) + "\n"
 
 
