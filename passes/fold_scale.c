@@ -37,15 +37,6 @@ static bool scaled(Value *v, Value **x, Value **c) {
   return true;
 }
 
-/* Replaces every use of `from` by `to` but the one in `keep`. */
-static void replace_uses_but(Value *from, Value *to, Op *keep) {
-  for (int i = from->nuses - 1; i >= 0; i--) {
-    Use u = from->uses[i];
-    if (u.user != keep)
-      op_set_operand(u.user, u.index, to);
-  }
-}
-
 static bool r1_mask(Module *m, Func *f) {
   bool changed = false;
   OpList l = collect_ops(f, OP_MASK);
@@ -94,7 +85,7 @@ static bool r2_if(Module *m, Func *f) {
       op_set_operand(y1, r, x1);
       Builder b = builder_after(m, ifop);
       Value *mul = build_binary(&b, OP_MUL, res, c0);
-      replace_uses_but(res, mul, mul->def);
+      replace_uses_except(res, mul, &mul->def, 1);
       changed = true;
     }
   }

@@ -294,3 +294,14 @@ void fuse_matmul_accumulators(Module *m, Func *f) {
   }
   oplist_free(&adds);
 }
+
+void replace_uses_except(Value *from, Value *to, Op *const *keep, int nkeep) {
+  for (int u = from->nuses - 1; u >= 0; u--) {
+    Op *user = from->uses[u].user;
+    bool kept = false;
+    for (int i = 0; i < nkeep; i++)
+      kept |= user == keep[i];
+    if (!kept)
+      op_set_operand(user, from->uses[u].index, to);
+  }
+}

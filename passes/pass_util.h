@@ -46,6 +46,9 @@ int cse_block(Block *b);
  * accumulates into acc. */
 void fuse_matmul_accumulators(Module *m, Func *f);
 
+/* Every use of `from` but those by the ops in keep[0..nkeep) takes `to`. */
+void replace_uses_except(Value *from, Value *to, Op *const *keep, int nkeep);
+
 /* The operand of an xwarp_reduce, or v itself. */
 Value *strip_xwarp(Value *v);
 /* True when v is a const/full op result; *out gets its value. */

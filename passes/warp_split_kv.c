@@ -196,18 +196,6 @@ static Value *xwarp(Builder *b, Value *x, Dist to, const char *kind) {
   return op->results[0];
 }
 
-/* Every use of `from` but those by the ops in `keep` takes `to`. */
-static void replace_uses_except(Value *from, Value *to, Op *const *keep, int nkeep) {
-  for (int u = from->nuses - 1; u >= 0; u--) {
-    Op *user = from->uses[u].user;
-    bool kept = false;
-    for (int i = 0; i < nkeep; i++)
-      kept |= user == keep[i];
-    if (!kept)
-      op_set_operand(user, from->uses[u].index, to);
-  }
-}
-
 static void emit_merge(Module *m, KvLoop *k) {
   Op *loop = k->loop;
   Value *ow = loop->results[k->io], *lw = loop->results[k->il], *mw = loop->results[k->im];
