@@ -236,15 +236,19 @@ def plot(rows, path):
 
 def ablation(rt, args):
     """What each idea is worth: the same configurations compiled with one
-    optional pass disabled at a time (one PTX directory per variant)."""
+    optional pass disabled at a time (one PTX directory per variant), or any
+    other A/B of PTX directories (--ablation-grid forward: the whole forward
+    grid, --only filters it). Variants alternate within each configuration so
+    that clock drift hits them alike."""
     args.no_peers = True
     variants = sorted(d for d in os.listdir(args.ablation) if os.path.isdir(os.path.join(args.ablation, d)))
     variants.sort(key=lambda v: (v != "all-passes", v))
-    grid = configs.ablation_grid()
+    grid = configs.forward_grid() if args.ablation_grid == "forward" else configs.ablation_grid()
+    grid = [c for c in grid if not args.only or args.only in configs.kernel_name(c)]
     table = {}
     bad = 0
-    for v in variants:
-        for c in grid:
+    for c in grid:
+        for v in variants:
             r = run_config(rt, c, os.path.join(args.ablation, v), args)
             bad += not r["ok"]
             table[(v, configs.kernel_name(c), c["seqlen"])] = r
@@ -277,6 +281,8 @@ def main():
     ap.add_argument("--no-flex", action="store_true")
     ap.add_argument("--ablation", default=None,
                     help="directory of PTX directories, one per -disable-pass variant (scripts/build-ablation-kernels.sh)")
+    ap.add_argument("--ablation-grid", choices=("ablation", "forward"), default="ablation",
+                    help="--ablation: the head-dim-128 grid (default) or the whole forward grid")
     ap.add_argument("--json", default=None)
     ap.add_argument("--plot", default=None)
     args = ap.parse_args()

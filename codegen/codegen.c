@@ -154,8 +154,17 @@ static int to_llvm_or_ptx(Emit *E, CgStage stage) {
     return -1;
   CgStrBuf body;
   cg_strbuf_init(&body);
+  /* 32-bit shared pointers where the matmuls read shared memory by ldmatrix:
+   * its per-lane addresses (one per swizzled k step) are loop invariants that
+   * LLVM keeps in registers, and as 64-bit pairs they spilled the paged
+   * decode kernels (paged MHA 1-3% slower). wgmma kernels address shared
+   * memory by descriptors and keep the 64-bit pointers they were tuned with
+   * (32-bit ones measured within noise there; docs/perf.md 2026-11-22). */
+  bool short_ptr = true;
+  for (int i = 0; i < E->m->nfuncs; i++)
+    short_ptr = short_ptr && !E->info[i].wgmma;
   int rc = cg_translate(E->cc, dev, E->o->target, ptx_features(E->o->target), E->o->opt_level,
-                        stage == CG_STAGE_LLVM ? &body : NULL,
+                        short_ptr, stage == CG_STAGE_LLVM ? &body : NULL,
                         stage == CG_STAGE_LLVM ? NULL : &body, &E->times);
   mlirModuleDestroy(dev);
   /* A libdevice call would only fail later, in ptxas or at load time. */

@@ -174,8 +174,7 @@ CgVal *lw_unflatten(Lowerer *L, Type t, const MlirValue *in) {
     s->type = t;
     s->smem_off = -1;
     s->smem_dyn = in[0];
-    s->swizzled = L->wgmma;
-    s->smem_stride = s->swizzled ? t.cols : t.cols + SMEM_PAD_ELEMS;
+    lw_staged_layout(L, s, t);
     s->async_seq = -1;
     s->pair = -1;
     return s;

@@ -539,13 +539,67 @@ static void rows_chunk(Lowerer *L, void *ctx, int it, MlirValue r, MlirValue cc,
   *src = cg_gep(b, m->t.base, off, m->t.et);
 }
 
+/* A thread that keeps its column for the whole tile (StagePlan.regular)
+ * reads rows R0, R0 + step, ... (R0 = row0 + its first row): one pointer
+ * per tile, advanced by step rows per copy, and the bound check compares
+ * the copy's row offset, a constant, with the rows left. A paged tile's
+ * rows from split_row on read the second page: the same pointer plus the
+ * two bases' difference. Per copy a pointer add, a compare and a select
+ * (two with pages) instead of a 64-bit multiply-add and three selects:
+ * the copies of a step then go out sooner (the decode loop waits on them). */
+typedef struct RowStream {
+  const Rows *m;
+  const StagePlan *p;
+  MlirValue ptr, delta, left, row_zero; /* i64 offsets: left, and hi_left */
+  MlirValue hi_left, hi_delta;          /* paged: rows before the second page; base_hi - base_lo */
+} RowStream;
+
+static void stream_step(Lowerer *L, void *ctx, int it) {
+  RowStream *rs = ctx;
+  if (it > 0) /* the chain stays outside any guard */
+    rs->ptr = cg_gep(&L->b, rs->ptr, rs->delta, rs->m->t.et);
+}
+
+static void stream_chunk(Lowerer *L, void *ctx, int it, MlirValue r, MlirValue cc,
+                         MlirValue *src, MlirValue *inb) {
+  RowStream *rs = ctx;
+  CgBuilder *b = &L->b;
+  (void)r, (void)cc;
+  MlirValue at = cg_const_i64(b, (int64_t)it * rs->p->step);
+  MlirValue ptr = rs->ptr;
+  if (!mlirValueIsNull(rs->hi_left))
+    ptr = cg_select(b, cg_cmpi(b, "slt", at, rs->hi_left), ptr,
+                    cg_gep(b, ptr, rs->hi_delta, rs->m->t.et));
+  *inb = cg_cmpi(b, "slt", at, rs->left);
+  *src = cg_select(b, *inb, ptr, rs->row_zero);
+}
+
 /* cp.async of the tile's rows into shared memory, 16 bytes a thread; rows
  * that are not there are zero-filled (src-size 0 reads nothing). */
 static void stage_rows(Lowerer *L, Rows *m, CgVal *s) {
-  if (m->page && !m->pack && s->type.rows <= m->page)
+  CgBuilder *b = &L->b;
+  bool hoisted = m->page && !m->pack && s->type.rows <= m->page;
+  if (hoisted)
     hoist_pages(L, m, s->type.rows);
   StagePlan p = lw_stage_plan(L, s);
-  StageSource src = {NULL, rows_chunk, m};
+  if (!p.regular || m->pack || (m->page && !hoisted)) {
+    StageSource src = {NULL, rows_chunk, m};
+    lw_stage_copies(L, s, &p, &src);
+    return;
+  }
+  RowStream rs = {.m = m, .p = &p};
+  MlirValue R0 = cg_addi(b, m->row0, cg_int_cast(b, p.r_reg, b->i64));
+  MlirValue col = cg_int_cast(b, cg_muli_c(b, p.cc_reg, 8), b->i64);
+  MlirValue base = hoisted ? m->base_lo : m->bh;
+  rs.ptr = cg_gep(b, m->t.base, cg_addi(b, cg_addi(b, base, cg_muli(b, R0, m->t.ss)), col), m->t.et);
+  rs.delta = cg_muli_c(b, m->t.ss, p.step);
+  rs.left = cg_subi(b, m->limit, R0);
+  rs.row_zero = m->t.base; /* any readable address: a missing row's copy reads nothing */
+  if (hoisted) {
+    rs.hi_left = cg_subi(b, m->split_row, R0);
+    rs.hi_delta = cg_subi(b, m->base_hi, m->base_lo);
+  }
+  StageSource src = {stream_step, stream_chunk, &rs};
   lw_stage_copies(L, s, &p, &src);
 }
 

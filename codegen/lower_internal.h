@@ -56,7 +56,7 @@ typedef struct CgVal {
   int pair;         /* the body argument of a pipelined loop: index into
                      * Lowerer.pairs; -1 otherwise */
   int smem_stride;  /* elements per row (cols + padding; cols when swizzled) */
-  bool swizzled;    /* wgmma's 128-byte swizzled layout (lower_wgmma.c) */
+  bool swizzled;    /* the 128-byte swizzled layout (lw_swizzled_byte) */
   int async_seq;    /* cp.async group number; -1 when ready */
 } CgVal;
 
@@ -209,6 +209,8 @@ void lw_wait_for_seq(Lowerer *L, int seq);
 MlirValue lw_smem_base(Lowerer *L, const CgVal *t, MlirValue x);
 /* True for tile types codegen keeps in shared memory (loads for the MMA). */
 bool lw_is_staged_type(Type t);
+/* Chooses a staged tile's shared-memory layout (swizzled, smem_stride). */
+void lw_staged_layout(Lowerer *L, CgVal *s, Type t);
 void lw_barrier(Lowerer *L);
 /* Waits for every group issued after `mark` (region exit). */
 void lw_flush_async(Lowerer *L, int mark);

@@ -2,10 +2,11 @@
  *
  * Tensors are the kernel's ABI parameters (docs/abi.md), found by the IR
  * argument's name. A `load` whose tile has no distribution feeds the tensor
- * cores: it is staged in shared memory by cp.async, 16 bytes a thread and
- * row-major with 16 bytes of padding per row (ldmatrix's eight row addresses
- * then fall in distinct bank groups), rows past the sequence end zero-filled
- * by the copy itself. Other loads go straight to registers. Stores write from
+ * cores: it is staged in shared memory by cp.async, 16 bytes a thread, in
+ * the 128-byte swizzled layout (lw_staged_layout; rows of other widths are
+ * padded by 16 bytes, so ldmatrix's eight row addresses fall in distinct bank
+ * groups either way), rows past the sequence end zero-filled by the copy
+ * itself. Other loads go straight to registers. Stores write from
  * the accumulator layout, rows past the end skipped.
  *
  * The FA1 schedule's workspaces live in the `workspace` parameter, per
@@ -153,6 +154,17 @@ bool lw_is_staged_type(Type t) {
   return t.kind == TYPE_TILE && t.dist == DIST_NONE && (t.elem == ELEM_BF16 || t.elem == ELEM_F16);
 }
 
+/* wgmma reads only the swizzled layout. For ldmatrix it is the choice too
+ * whenever rows are whole 128-byte blocks: no bank conflicts, and every row
+ * starts 128-byte aligned. With the padded layout every other row starts 16
+ * bytes off a 32-byte boundary, and there cp.async fetched the row's global
+ * sectors twice from L2 (H100, docs/perf.md 2026-11-22: 1.5x the L2 reads in
+ * the decode kernels). */
+void lw_staged_layout(Lowerer *L, CgVal *s, Type t) {
+  s->swizzled = L->wgmma || t.cols % 64 == 0;
+  s->smem_stride = s->swizzled ? t.cols : t.cols + SMEM_PAD_ELEMS;
+}
+
 MlirValue lw_smem_base(Lowerer *L, const CgVal *t, MlirValue x) {
   if (!mlirValueIsNull(t->smem_dyn))
     return cg_addi(&L->b, x, t->smem_dyn);
@@ -251,6 +263,14 @@ StagePlan lw_stage_plan(Lowerer *L, const CgVal *s) {
 void lw_stage_copies(Lowerer *L, CgVal *s, const StagePlan *p, const StageSource *src) {
   CgBuilder *b = &L->b;
   int T = L->threads;
+  /* A thread that keeps its column and moves by whole 8-row groups keeps
+   * its swizzle: one shared address, the copies at constant offsets from it
+   * (else LLVM keeps an address per copy live across the K/V loop, which
+   * spilled the ldmatrix decode kernels). Not for wgmma kernels: there the
+   * per-copy addresses measured better (H100, d256 non-causal 8k-16k: 4%
+   * slower with one address; docs/perf.md 2026-11-22). */
+  bool fixed_swizzle = s->swizzled && !L->wgmma && p->regular && p->step % 8 == 0;
+  MlirValue byte0 = fixed_swizzle ? lw_swizzled_byte(L, s, p->r_reg, p->cc_reg) : (MlirValue){NULL};
   for (int it = 0; it < p->iters; it++) {
     MlirValue chunk = cg_addi_c(b, L->tid, it * T);
     MlirValue r = p->regular ? cg_addi_c(b, p->r_reg, it * p->step)
@@ -267,7 +287,8 @@ void lw_stage_copies(Lowerer *L, CgVal *s, const StagePlan *p, const StageSource
     }
     MlirValue from, inb;
     src->chunk(L, src->ctx, it, r, cc, &from, &inb);
-    MlirValue byte = s->swizzled
+    MlirValue byte = fixed_swizzle ? cg_addi_c(b, byte0, it * p->step * 128)
+                     : s->swizzled
                          ? lw_swizzled_byte(L, s, r, cc)
                          : cg_muli_c(b, cg_addi(b, cg_muli_c(b, r, s->smem_stride),
                                                 cg_muli_c(b, cc, 8)), 2);
@@ -355,8 +376,7 @@ CgVal *lw_stage_begin(Lowerer *L, const Op *op) {
   s->kind = CV_SMEM;
   s->type = rt;
   s->pair = -1;
-  s->swizzled = L->wgmma;
-  s->smem_stride = s->swizzled ? rt.cols : rt.cols + SMEM_PAD_ELEMS;
+  lw_staged_layout(L, s, rt);
   CarryPair *cp = NULL;
   for (int i = 0; i < L->npairs; i++)
     if (L->pairs[i].next_load == op)

@@ -725,16 +725,67 @@ void lw_xwarp_reduce(Lowerer *L, const Op *op) {
 
 /* ------------------------------------------------------------ matmul */
 
-/* Byte offset (i32) of element (row, col) of a staged tile. */
-static MlirValue smem_byte(Lowerer *L, const CgVal *t, MlirValue row, MlirValue col) {
+/* Where one lane's ldmatrix row lives in a staged tile, and how the
+ * per-instruction offsets (whole 8-row groups, pairs of 16-byte chunks)
+ * move it.
+ *
+ * Padded layout: `byte` is the lane's row address; an offset is a constant.
+ * Swizzled layout (lw_swizzled_byte: 128-byte row blocks, chunk c of row r
+ * at c ^ (r % 8)): the lane's row r = 8k + r8 and chunk c = cu + cl, where
+ * cu is lane-uniform and even (the warp's column offset) and cl is 0 or 1.
+ * An offset of whole 8-row groups keeps r8; an even chunk offset d keeps cl,
+ * so chunk (c + d) sits at (((cu + d) & 7) | cl) ^ r8 = ((cu + d) & 7) ^ lx
+ * with the lane constant lx = cl ^ r8 (in 16-byte units): one xor per
+ * ldmatrix. */
+typedef struct LaneAddr {
+  bool swizzled;
+  int rows;       /* swizzled: the tile's rows (bytes per 128-byte column block / 128) */
+  MlirValue byte; /* padded: the lane's byte; swizzled: base + r * 128 */
+  MlirValue lx;   /* swizzled: (cl ^ r8) * 16 */
+  MlirValue cu;   /* swizzled: the uniform even chunk offset, or null for 0 */
+} LaneAddr;
+
+/* The lane address of row `row`, column `col` (elements) of staged tile t;
+ * col_uniform is the lane-uniform part of col (null: none), the rest of col
+ * is 0 or 8. */
+static LaneAddr lane_addr(Lowerer *L, const CgVal *t, MlirValue row, MlirValue col_uniform,
+                          MlirValue col_lane) {
   CgBuilder *b = &L->b;
-  MlirValue el = cg_addi(b, cg_muli_c(b, row, t->smem_stride), col);
-  return lw_smem_base(L, t, cg_muli_c(b, el, 2));
+  LaneAddr a = {.swizzled = t->swizzled, .rows = t->type.rows};
+  MlirValue col = mlirValueIsNull(col_uniform) ? col_lane : cg_addi(b, col_uniform, col_lane);
+  if (!t->swizzled) {
+    MlirValue el = cg_addi(b, cg_muli_c(b, row, t->smem_stride), col);
+    a.byte = lw_smem_base(L, t, cg_muli_c(b, el, 2));
+    return a;
+  }
+  MlirValue c7 = cg_const_i32(b, 7);
+  MlirValue cl16 = cg_muli_c(b, cg_arith2(b, "arith.divui", col_lane, cg_const_i32(b, 8)), 16);
+  MlirValue r16 = cg_muli_c(b, cg_arith2(b, "arith.andi", row, c7), 16);
+  a.lx = cg_arith2(b, "arith.xori", cl16, r16);
+  a.byte = lw_smem_base(L, t, cg_muli_c(b, row, 128));
+  if (!mlirValueIsNull(col_uniform))
+    a.cu = cg_arith2(b, "arith.divui", col_uniform, cg_const_i32(b, 8));
+  return a;
 }
 
-static MlirValue smem_at(Lowerer *L, MlirValue lane_byte, int const_bytes) {
-  MlirValue off = cg_addi_c(&L->b, lane_byte, const_bytes);
-  return cg_gep(&L->b, L->smem, off, L->b.i8);
+/* The ldmatrix address of a lane moved by `drow` rows (a multiple of 8) and
+ * `dcol` columns (a multiple of 16, or of 8 when the layout is padded). */
+static MlirValue lane_at(Lowerer *L, const CgVal *t, const LaneAddr *a, int drow, int dcol) {
+  CgBuilder *b = &L->b;
+  if (!a->swizzled)
+    return cg_gep(b, L->smem, cg_addi_c(b, a->byte, (drow * t->smem_stride + dcol) * 2), b->i8);
+  int d = dcol / 8;
+  MlirValue off;
+  if (mlirValueIsNull(a->cu)) {
+    off = cg_addi_c(b, cg_arith2(b, "arith.xori", a->lx, cg_const_i32(b, (d & 7) * 16)),
+                    drow * 128 + (d / 8) * a->rows * 128);
+  } else {
+    MlirValue c = cg_addi_c(b, a->cu, d);
+    MlirValue in = cg_muli_c(b, cg_arith2(b, "arith.andi", c, cg_const_i32(b, 7)), 16);
+    MlirValue blk = cg_muli_c(b, cg_arith2(b, "arith.divui", c, cg_const_i32(b, 8)), a->rows * 128);
+    off = cg_addi_c(b, cg_addi(b, blk, cg_arith2(b, "arith.xori", a->lx, in)), drow * 128);
+  }
+  return cg_gep(b, L->smem, cg_addi(b, a->byte, off), b->i8);
 }
 
 typedef struct MmaPlan {
@@ -742,16 +793,15 @@ typedef struct MmaPlan {
   bool a_smem, trans_b;
   CgMmaType mt;
   int nm, nn, ksteps;
-  MlirValue a_lane; /* A (smem): byte offset of this lane's ldmatrix row */
-  MlirValue b_lane; /* B: byte offset of this lane's ldmatrix row */
+  LaneAddr a_lane; /* A (smem): this lane's ldmatrix row */
+  LaneAddr b_lane; /* B: this lane's ldmatrix row */
 } MmaPlan;
 
 /* A fragment for m16 tile mi, k step kk: ldmatrix x4 from shared memory, or
  * the FA2 register trick: two n8 accumulators of P are one k16 A operand. */
 static void a_fragment(Lowerer *L, const MmaPlan *p, int mi, int kk, MlirValue *out) {
   if (p->a_smem) {
-    int bytes = (mi * 16 * p->a->smem_stride + kk * 16) * 2;
-    cg_ldmatrix(&L->b, smem_at(L, p->a_lane, bytes), 4, false, out);
+    cg_ldmatrix(&L->b, lane_at(L, p->a, &p->a_lane, mi * 16, kk * 16), 4, false, out);
     return;
   }
   lw_a_fragment_regs(L, p->mt, p->a, mi, kk, out);
@@ -769,33 +819,34 @@ void lw_a_fragment_regs(Lowerer *L, CgMmaType mt, const CgVal *a, int mi, int kk
 
 /* B fragments for n8 tiles ni (and ni+1 when pair) at k step kk. */
 static void b_fragments(Lowerer *L, const MmaPlan *p, int ni, int kk, bool pair, MlirValue *out) {
-  int stride = p->bm->smem_stride, bytes;
-  if (p->trans_b) /* B^T stored [n][k]: n rows of k */
-    bytes = (ni * 8 * stride + kk * 16) * 2;
-  else /* B stored [k][n] */
-    bytes = (kk * 16 * stride + ni * 8) * 2;
-  cg_ldmatrix(&L->b, smem_at(L, p->b_lane, bytes), pair ? 4 : 2, !p->trans_b, out);
+  MlirValue at = p->trans_b ? lane_at(L, p->bm, &p->b_lane, ni * 8, kk * 16) /* B^T [n][k] */
+                            : lane_at(L, p->bm, &p->b_lane, kk * 16, ni * 8); /* B [k][n] */
+  cg_ldmatrix(&L->b, at, pair ? 4 : 2, !p->trans_b, out);
 }
 
 /* Lane address parts for ldmatrix (lane l, matrices 0..3 = lanes 8i..8i+7):
  *   A [m][k], x4:            row l%16,                 col 8*(l/16)
  *   B^T [n][k], x4 (no .trans): row l%8 + 8*(l/16),      col 8*((l/8)%2)
  *   B [k][n], x4 .trans:      row l%16,                 col 8*(l/16)
- * The x2 forms read lanes 0..15 of the same formulas. */
-static void plan_lanes(Lowerer *L, MmaPlan *p, MlirValue a_row0, MlirValue k0, MlirValue n0) {
+ * The x2 forms read lanes 0..15 of the same formulas. Row offsets (a_row0,
+ * n0 or k0 as rows) are multiples of 8; column offsets are lane-uniform. */
+static void plan_lanes(Lowerer *L, MmaPlan *p, MlirValue a_row0, MlirValue k0, MlirValue n0,
+                       bool k_split, bool n_split) {
   CgBuilder *b = &L->b;
+  MlirValue none = {NULL};
+  MlirValue k0_col = k_split ? k0 : none, n0_col = n_split ? n0 : none;
   MlirValue l16 = cg_arith2(b, "arith.remui", L->lane, cg_const_i32(b, 16));
   MlirValue hi8 = cg_muli_c(b, cg_arith2(b, "arith.divui", L->lane, cg_const_i32(b, 16)), 8);
   if (p->a_smem)
-    p->a_lane = smem_byte(L, p->a, cg_addi(b, a_row0, l16), cg_addi(b, k0, hi8));
+    p->a_lane = lane_addr(L, p->a, cg_addi(b, a_row0, l16), k0_col, hi8);
   if (p->trans_b) {
     MlirValue l8 = cg_arith2(b, "arith.remui", L->lane, cg_const_i32(b, 8));
     MlirValue mid = cg_muli_c(b, cg_arith2(b, "arith.remui",
                                            cg_arith2(b, "arith.divui", L->lane, cg_const_i32(b, 8)),
                                            cg_const_i32(b, 2)), 8);
-    p->b_lane = smem_byte(L, p->bm, cg_addi(b, n0, cg_addi(b, l8, hi8)), cg_addi(b, k0, mid));
+    p->b_lane = lane_addr(L, p->bm, cg_addi(b, n0, cg_addi(b, l8, hi8)), k0_col, mid);
   } else {
-    p->b_lane = smem_byte(L, p->bm, cg_addi(b, k0, l16), cg_addi(b, n0, hi8));
+    p->b_lane = lane_addr(L, p->bm, cg_addi(b, k0, l16), n0_col, hi8);
   }
 }
 
@@ -824,6 +875,7 @@ static bool plan_matmul(Lowerer *L, const Op *op, const TileGeom *rg, MmaPlan *p
   p->nm = rg->nm;
   p->nn = rg->nn;
   MlirValue k0;
+  bool k_split = false;
   p->a_smem = p->a->kind == CV_SMEM;
   if (p->a_smem) {
     if (p->a->type.cols != K || p->a->type.rows != rg->rows) {
@@ -840,7 +892,8 @@ static bool plan_matmul(Lowerer *L, const Op *op, const TileGeom *rg, MmaPlan *p
       lw_error(L, op, "A in registers must hold the result's rows and k in pairs of n8 tiles");
       return false;
     }
-    k0 = ag->col_split ? cg_muli_c(b, L->warp, 8 * ag->nn) : cg_const_i32(b, 0);
+    k_split = ag->col_split;
+    k0 = k_split ? cg_muli_c(b, L->warp, 8 * ag->nn) : cg_const_i32(b, 0);
     p->ksteps = ag->nn / 2;
     if (!ag->col_split && ag->cols != K) {
       lw_error(L, op, "A has %d columns, B has %d rows", ag->cols, K);
@@ -855,7 +908,12 @@ static bool plan_matmul(Lowerer *L, const Op *op, const TileGeom *rg, MmaPlan *p
     return true; /* no per-lane ldmatrix addresses: lower_wgmma.c */
   MlirValue a_row0 = rg->row_split ? cg_muli_c(b, L->warp, 16 * rg->nm) : cg_const_i32(b, 0);
   MlirValue n0 = rg->col_split ? cg_muli_c(b, L->warp, 8 * rg->nn) : cg_const_i32(b, 0);
-  plan_lanes(L, p, a_row0, k0, n0);
+  if (p->bm->swizzled && !p->trans_b && rg->col_split && rg->nn % 2) {
+    /* The swizzled addressing needs the warps' column offsets in 16-byte chunk pairs. */
+    lw_error(L, op, "warps splitting B's columns need an even number of n8 tiles each");
+    return false;
+  }
+  plan_lanes(L, p, a_row0, k0, n0, k_split, rg->col_split);
   return true;
 }
 

@@ -9,6 +9,7 @@
 
 #include "llvm-c/Core.h"
 #include "llvm-c/Error.h"
+#include "llvm-c/Support.h"
 #include "llvm-c/Target.h"
 #include "llvm-c/TargetMachine.h"
 #include "llvm-c/Transforms/PassBuilder.h"
@@ -146,8 +147,14 @@ int cg_lower_gpu_module(CgContext *c, MlirOperation module, MlirModule *device,
   return rc;
 }
 
+/* NVPTX reads its shared-pointer width from an LLVM command-line option when
+ * a target machine is created; the option is process-global, so setting it
+ * and creating the machine happen under one lock. */
+static pthread_mutex_t target_machine_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static LLVMTargetMachineRef create_target_machine(const char *chip, const char *features,
-                                                  int opt_level, char **err) {
+                                                  int opt_level, bool short_shared_ptr,
+                                                  char **err) {
   static const char triple[] = "nvptx64-nvidia-cuda";
   LLVMTargetRef target;
   if (LLVMGetTargetFromTriple(triple, &target, err))
@@ -156,8 +163,13 @@ static LLVMTargetMachineRef create_target_machine(const char *chip, const char *
                             : opt_level == 1 ? LLVMCodeGenLevelLess
                             : opt_level == 2 ? LLVMCodeGenLevelDefault
                                              : LLVMCodeGenLevelAggressive;
-  return LLVMCreateTargetMachine(target, triple, chip, features, lvl, LLVMRelocDefault,
-                                 LLVMCodeModelDefault);
+  pthread_mutex_lock(&target_machine_lock);
+  const char *argv[] = {"flashc", short_shared_ptr ? "-nvptx-short-ptr=true" : "-nvptx-short-ptr=false"};
+  LLVMParseCommandLineOptions(2, argv, NULL);
+  LLVMTargetMachineRef tm = LLVMCreateTargetMachine(target, triple, chip, features, lvl,
+                                                    LLVMRelocDefault, LLVMCodeModelDefault);
+  pthread_mutex_unlock(&target_machine_lock);
+  return tm;
 }
 
 static int report_llvm_error(CgContext *c, MlirLocation loc, const char *what, char *msg) {
@@ -191,10 +203,10 @@ static int emit_ptx(CgContext *c, MlirLocation loc, LLVMModuleRef lm, LLVMTarget
 
 /* LLVM passes, printing, backend: everything after the module exists. */
 static int llvm_stages(CgContext *c, MlirLocation loc, LLVMModuleRef lm, const char *chip,
-                       const char *features, int opt_level, CgStrBuf *llvm_ir, CgStrBuf *ptx,
-                       CgTimes *times) {
+                       const char *features, int opt_level, bool short_shared_ptr,
+                       CgStrBuf *llvm_ir, CgStrBuf *ptx, CgTimes *times) {
   char *err = NULL;
-  LLVMTargetMachineRef tm = create_target_machine(chip, features, opt_level, &err);
+  LLVMTargetMachineRef tm = create_target_machine(chip, features, opt_level, short_shared_ptr, &err);
   if (!tm)
     return report_llvm_error(c, loc, "no NVPTX target", err);
   LLVMSetTarget(lm, "nvptx64-nvidia-cuda");
@@ -222,7 +234,8 @@ static int llvm_stages(CgContext *c, MlirLocation loc, LLVMModuleRef lm, const c
 }
 
 int cg_translate(CgContext *c, MlirModule device, const char *chip, const char *features,
-                 int opt_level, CgStrBuf *llvm_ir, CgStrBuf *ptx, CgTimes *times) {
+                 int opt_level, bool short_shared_ptr, CgStrBuf *llvm_ir, CgStrBuf *ptx,
+                 CgTimes *times) {
   pthread_once(&llvm_once, init_nvptx);
   MlirOperation op = mlirModuleGetOperation(device);
   MlirLocation loc = mlirOperationGetLocation(op);
@@ -236,7 +249,7 @@ int cg_translate(CgContext *c, MlirModule device, const char *chip, const char *
     if (cg_context_error_count(c) == 0)
       cg_context_error(c, loc, "translation to LLVM IR failed");
   } else {
-    rc = llvm_stages(c, loc, lm, chip, features, opt_level, llvm_ir, ptx, times);
+    rc = llvm_stages(c, loc, lm, chip, features, opt_level, short_shared_ptr, llvm_ir, ptx, times);
     LLVMDisposeModule(lm);
   }
   LLVMContextDispose(lctx);

@@ -14,6 +14,8 @@
 #ifndef FLASHC_MLIR_TO_PTX_H
 #define FLASHC_MLIR_TO_PTX_H
 
+#include <stdbool.h>
+
 #include "codegen/cg_context.h"
 #include "codegen/cg_strbuf.h"
 #include "mlir-c/IR.h"
@@ -44,9 +46,11 @@ int cg_lower_gpu_module(CgContext *c, MlirOperation module, MlirModule *device,
 /* Translates the device module to LLVM IR for nvptx64-nvidia-cuda / chip /
  * features, optimizes it at opt_level (0..3), then appends the optimized
  * LLVM IR text to `llvm_ir` (when non-NULL) and the PTX to `ptx` (when
- * non-NULL). Returns 0 on success. */
+ * non-NULL). short_shared_ptr: shared-memory pointers are 32-bit (as nvcc
+ * makes them) instead of 64-bit. Returns 0 on success. */
 int cg_translate(CgContext *c, MlirModule device, const char *chip, const char *features,
-                 int opt_level, CgStrBuf *llvm_ir, CgStrBuf *ptx, CgTimes *times);
+                 int opt_level, bool short_shared_ptr, CgStrBuf *llvm_ir, CgStrBuf *ptx,
+                 CgTimes *times);
 
 /* Milliseconds from a monotonic clock. */
 double cg_now_ms(void);

@@ -12,8 +12,9 @@ OUTF=${OUT:-/tmp}/decode-profile.txt
 ncu --clock-control none -k regex:'dec_bench|cudnn|flash|sdpa|fmha' \
   --section SpeedOfLight --section MemoryWorkloadAnalysis --section LaunchStats \
   --section Occupancy --section WarpStateStats --section SchedulerStats --print-details all \
+  --metrics dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,smsp__inst_executed.sum \
   python3 bench/decode_profile.py --dirs "$1" --configs "$2" --lib $BUILD/libflashc_runtime.so \
   --runs 1 "${@:3}" > "$OUTF" 2>&1
 echo "decode-profile: exit $?, $(wc -l < "$OUTF") lines in $OUTF"
-grep -E "^  [a-zA-Z_].*\(|Duration|DRAM Throughput|Memory Throughput|L2 Hit|Registers Per|Grid Size|Block Size|Dynamic Shared|Achieved Occupancy|Theoretical Occ|Warp Cycles Per Issued|Stall|Issue Slots Busy|No Eligible|Active Warps Per|Eligible Warps" "$OUTF" |
+grep -E "^  [a-zA-Z_].*\(|Duration|DRAM Throughput|Memory Throughput|L2 Hit|Registers Per|Grid Size|Block Size|Dynamic Shared|Achieved Occupancy|Theoretical Occ|Warp Cycles Per Issued|Stall|Issue Slots Busy|No Eligible|Active Warps Per|Eligible Warps|dram__bytes_read|lts__t_sectors_src|smsp__inst_executed" "$OUTF" |
   grep -v "^    ---" | head -400

@@ -120,7 +120,7 @@ int main(int argc, char **argv) {
     cg_strbuf_init(&ptx);
     MlirModule dev;
     rc = cg_lower_gpu_module(cc, module, &dev, &times) ||
-         cg_translate(cc, dev, chip, "+ptx80", 3, strcmp(emit, "llvm") == 0 ? &llvm : NULL,
+         cg_translate(cc, dev, chip, "+ptx80", 3, false, strcmp(emit, "llvm") == 0 ? &llvm : NULL,
                       strcmp(emit, "ptx") == 0 ? &ptx : NULL, &times);
     if (!mlirModuleIsNull(dev))
       mlirModuleDestroy(dev);
