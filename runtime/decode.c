@@ -333,7 +333,18 @@ int fa_decode_splits(const fa_kernel_info *info, int64_t batch, int64_t kv_heads
   int64_t by_len = max_seqlen / FA_DECODE_MIN_CHUNK;
   int64_t n = want < by_len ? want : by_len;
   if (n > FA_DECODE_MAX_SPLITS) n = FA_DECODE_MAX_SPLITS;
-  return n < 1 ? 1 : (int)n;
+  if (n < 1) return 1;
+  /* The kernel gives each split ceil(tiles / n) whole tiles of the longest
+   * cache: fewer splits may cover it with the same chunks, and an empty
+   * split would still be merged (65536 keys in 64-key tiles: 33 splits of
+   * 32 tiles leave the last one empty; 32 cover them, one merge round trip
+   * fewer, docs/perf.md 2026-11-22). */
+  if (info->tile_kv > 0 && max_seqlen > 0) {
+    int64_t tiles = (max_seqlen + info->tile_kv - 1) / info->tile_kv;
+    int64_t chunk = (tiles + n - 1) / n;
+    n = (tiles + chunk - 1) / chunk;
+  }
+  return (int)n;
 }
 
 /* The longest cache length the launch may see. */

@@ -319,8 +319,10 @@ fa_status fa_decode_check(const fa_kernel_info *info, const fa_decode_args *args
 
 /* The `split = auto` heuristic: (split, kv_head, batch) blocks for about
  * two per SM of `sm_count`, rounded down, chunks of at least FA_DECODE_MIN_CHUNK
- * keys of the longest cache (max_seqlen), at most FA_DECODE_MAX_SPLITS;
- * 1 when the kernel has no combine kernel. Always >= 1. */
+ * keys of the longest cache (max_seqlen), at most FA_DECODE_MAX_SPLITS,
+ * then as few as cover that cache's tiles (metadata tile_kv) with the same
+ * tiles per split, so no split is empty; 1 when the kernel has no combine
+ * kernel. Always >= 1. */
 int fa_decode_splits(const fa_kernel_info *info, int64_t batch, int64_t kv_heads,
                      int64_t max_seqlen, int sm_count);
 
