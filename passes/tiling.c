@@ -131,13 +131,10 @@ static Sched forward_sched(const Shape *sh, const TargetInfo *t, const PassOptio
  * (FA2's row split; bigger groups take several Q tiles, whose blocks read the
  * same K/V through L2); also the schedule when warp-split-kv is disabled.
  * H100, docs/perf.md 2026-11-22: a 16-row tile at q_len 16 with GQA 32/8
- * (four Q tiles) took 4x the 64-row tile's time, hence q_len_max. A paged
- * MHA kernel (one head a tile) keeps one warp: with the per-page row bases
- * the 4-warp kernel spilled (132 spill stores) and lost 1-12% to it. */
-static Sched decode_sched(const Shape *sh, int live_rows, bool paged_mha,
-                          const PassOptions *opts) {
+ * (four Q tiles) took 4x the 64-row tile's time, hence q_len_max. */
+static Sched decode_sched(const Shape *sh, int live_rows, const PassOptions *opts) {
   Sched s = default_sched(sh);
-  if (live_rows <= 16 && !paged_mha && !pass_disabled(opts, "warp-split-kv")) {
+  if (live_rows <= 16 && !pass_disabled(opts, "warp-split-kv")) {
     s.tile_q = 16;
     s.tile_kv = 64;
     s.warps = 4;
@@ -233,7 +230,7 @@ static int choose(Func *f, const PassOptions *opts, FILE *diag, Sched *out) {
   int heads = (int)attr_int(&f->attrs, "heads", 1), kv = (int)attr_int(&f->attrs, "kv_heads", 1);
   Sched auto_s =
       decode ? decode_sched(&sh, (int)attr_int(&f->attrs, "q_len_max", 16) * (kv > 0 ? heads / kv : 1),
-                            heads == kv && strcmp(attr_str(&f->attrs, "cache", ""), "paged") == 0, opts)
+                            opts)
              : forward_sched(&sh, t, opts);
   /* Already tiled (a .tile input that went through this pass): the extents
    * in its types are that choice, so it stands. */

@@ -324,14 +324,24 @@ int fa_decode_splits(const fa_kernel_info *info, int64_t batch, int64_t kv_heads
   int64_t blocks = batch * kv_heads;
   if (blocks < 1) blocks = 1;
   if (sm_count < 1) sm_count = 132; /* unknown: an H100's */
-  /* About two blocks per SM, rounded down: an SM that gets a third block
-   * while the others hold two finishes last (H100, docs/perf.md 2026-11-22:
-   * batch 8 GQA 16k, 64 (kv_head, batch) pairs: 4 splits = 256 blocks
-   * 194 us, 5 = 320 blocks 259 us). Chunks shorter than a few tiles waste
-   * the split kernel's prologue. */
-  int64_t want = 2 * (int64_t)sm_count / blocks;
-  int64_t by_len = max_seqlen / FA_DECODE_MIN_CHUNK;
-  int64_t n = want < by_len ? want : by_len;
+  int64_t tile = info->tile_kv > 0 ? info->tile_kv : 64;
+  int64_t tiles = max_seqlen > 0 ? (max_seqlen + tile - 1) / tile : 1;
+  /* A split block is latency-bound at batch 1: its copies wait one DRAM
+   * round trip per K/V step. One block per SM, down to one tile a split:
+   * short caches stream from every SM (H100, docs/perf.md 2026-11-22: B=1
+   * GQA 1k / 2k / 4k, 2 / 4 / 8 splits 11.8 / 13.7 / 15.1 us, 16 splits
+   * 7.3 / 9.6 / 12.8). A second block per SM doubles the bytes in flight
+   * but adds a partial to merge: worth it from 1024-key chunks (B=4 GQA 8k:
+   * 8 splits 52.7 us, 4: 53.8; B=1 MHA 8k: 8 splits 50.8, 4: 51.9; below,
+   * B=1 GQA 16k: 32 splits 31.9, 16: 31.6). Rounded down:
+   * an SM that gets a third block while the others hold two finishes last
+   * (batch 8 GQA 16k, 64 (kv_head, batch) pairs: 4 splits = 256 blocks
+   * 194 us, 5 = 320 blocks 259 us). */
+  int64_t one = sm_count / blocks;
+  if (one > tiles) one = tiles;
+  int64_t two = 2 * (int64_t)sm_count / blocks;
+  if (two > max_seqlen / FA_DECODE_LONG_CHUNK) two = max_seqlen / FA_DECODE_LONG_CHUNK;
+  int64_t n = one > two ? one : two;
   if (n > FA_DECODE_MAX_SPLITS) n = FA_DECODE_MAX_SPLITS;
   if (n < 1) return 1;
   /* The kernel gives each split ceil(tiles / n) whole tiles of the longest
@@ -339,12 +349,8 @@ int fa_decode_splits(const fa_kernel_info *info, int64_t batch, int64_t kv_heads
    * split would still be merged (65536 keys in 64-key tiles: 33 splits of
    * 32 tiles leave the last one empty; 32 cover them, one merge round trip
    * fewer, docs/perf.md 2026-11-22). */
-  if (info->tile_kv > 0 && max_seqlen > 0) {
-    int64_t tiles = (max_seqlen + info->tile_kv - 1) / info->tile_kv;
-    int64_t chunk = (tiles + n - 1) / n;
-    n = (tiles + chunk - 1) / chunk;
-  }
-  return (int)n;
+  int64_t chunk = (tiles + n - 1) / n;
+  return (int)((tiles + chunk - 1) / chunk);
 }
 
 /* The longest cache length the launch may see. */

@@ -264,7 +264,7 @@ fa_status fa_forward(fa_module *mod, const fa_forward_args *args);
 
 #define FA_DECODE_MAX_Q_LEN 16
 #define FA_DECODE_MAX_SPLITS 64   /* fa_decode_splits' cap; an explicit nsplit may go to 1024 */
-#define FA_DECODE_MIN_CHUNK 512   /* keys per split at least, for split = auto (docs/perf.md dperf) */
+#define FA_DECODE_LONG_CHUNK 1024 /* split = auto: keys per split before two blocks per SM */
 
 /* Arguments of one decode launch: q_len (1..16) new tokens per sequence
  * against a KV cache holding cache_seqlens[b] tokens of sequence b (the new
@@ -317,12 +317,13 @@ typedef struct fa_decode_args {
 fa_status fa_decode_check(const fa_kernel_info *info, const fa_decode_args *args, char *msg,
                           size_t msglen);
 
-/* The `split = auto` heuristic: (split, kv_head, batch) blocks for about
- * two per SM of `sm_count`, rounded down, chunks of at least FA_DECODE_MIN_CHUNK
- * keys of the longest cache (max_seqlen), at most FA_DECODE_MAX_SPLITS,
- * then as few as cover that cache's tiles (metadata tile_kv) with the same
- * tiles per split, so no split is empty; 1 when the kernel has no combine
- * kernel. Always >= 1. */
+/* The `split = auto` heuristic for (split, kv_head, batch) blocks on a GPU
+ * of `sm_count` SMs: one block per SM (rounded down) with at least one K/V
+ * tile (metadata tile_kv) of the longest cache (max_seqlen) per split, or
+ * two per SM where each split still gets FA_DECODE_LONG_CHUNK keys,
+ * whichever is more; at most FA_DECODE_MAX_SPLITS; then as few splits as
+ * cover the longest cache's tiles with the same tiles per split, so none is
+ * empty. 1 when the kernel has no combine kernel. Always >= 1. */
 int fa_decode_splits(const fa_kernel_info *info, int64_t batch, int64_t kv_heads,
                      int64_t max_seqlen, int sm_count);
 
