@@ -550,8 +550,9 @@ static void rows_chunk(Lowerer *L, void *ctx, int it, MlirValue r, MlirValue cc,
 typedef struct RowStream {
   const Rows *m;
   const StagePlan *p;
-  MlirValue ptr, delta, left, row_zero; /* i64 offsets: left, and hi_left */
-  MlirValue hi_left, hi_delta;          /* paged: rows before the second page; base_hi - base_lo */
+  MlirValue ptr, row_zero;     /* this copy's source; what a missing row's copy names */
+  MlirValue delta, left;       /* i64: elements per step rows; rows left from R0 */
+  MlirValue hi_left, hi_delta; /* paged, i64: rows before the second page; base_hi - base_lo */
 } RowStream;
 
 static void stream_step(Lowerer *L, void *ctx, int it) {
