@@ -731,40 +731,31 @@ void lw_xwarp_reduce(Lowerer *L, const Op *op) {
  *
  * Padded layout: `byte` is the lane's row address; an offset is a constant.
  * Swizzled layout (lw_swizzled_byte: 128-byte row blocks, chunk c of row r
- * at c ^ (r % 8)): the lane's row r = 8k + r8 and chunk c = cu + cl, where
- * cu is lane-uniform and even (the warp's column offset) and cl is 0 or 1.
- * An offset of whole 8-row groups keeps r8; an even chunk offset d keeps cl,
- * so chunk (c + d) sits at (((cu + d) & 7) | cl) ^ r8 = ((cu + d) & 7) ^ lx
- * with the lane constant lx = cl ^ r8 (in 16-byte units): one xor per
- * ldmatrix. */
+ * at c ^ (r % 8)): the lane's row r = 8k + r8 and chunk c is 0 or 1. An
+ * offset of whole 8-row groups keeps r8; an even chunk offset d keeps c, so
+ * chunk (c + d) sits at ((d & 7) | c) ^ r8 = (d & 7) ^ lx with the lane
+ * constant lx = c ^ r8 (in 16-byte units): one xor per ldmatrix. */
 typedef struct LaneAddr {
   bool swizzled;
   int rows;       /* swizzled: the tile's rows (bytes per 128-byte column block / 128) */
   MlirValue byte; /* padded: the lane's byte; swizzled: base + r * 128 */
-  MlirValue lx;   /* swizzled: (cl ^ r8) * 16 */
-  MlirValue cu;   /* swizzled: the uniform even chunk offset, or null for 0 */
+  MlirValue lx;   /* swizzled: (c ^ r8) * 16 */
 } LaneAddr;
 
-/* The lane address of row `row`, column `col` (elements) of staged tile t;
- * col_uniform is the lane-uniform part of col (null: none), the rest of col
- * is 0 or 8. */
-static LaneAddr lane_addr(Lowerer *L, const CgVal *t, MlirValue row, MlirValue col_uniform,
-                          MlirValue col_lane) {
+/* The lane address of row `row`, column `col` (elements, a lane-uniform
+ * offset included when padded; 0 or 8 when swizzled) of staged tile t. */
+static LaneAddr lane_addr(Lowerer *L, const CgVal *t, MlirValue row, MlirValue col) {
   CgBuilder *b = &L->b;
   LaneAddr a = {.swizzled = t->swizzled, .rows = t->type.rows};
-  MlirValue col = mlirValueIsNull(col_uniform) ? col_lane : cg_addi(b, col_uniform, col_lane);
   if (!t->swizzled) {
     MlirValue el = cg_addi(b, cg_muli_c(b, row, t->smem_stride), col);
     a.byte = lw_smem_base(L, t, cg_muli_c(b, el, 2));
     return a;
   }
-  MlirValue c7 = cg_const_i32(b, 7);
-  MlirValue cl16 = cg_muli_c(b, cg_arith2(b, "arith.divui", col_lane, cg_const_i32(b, 8)), 16);
-  MlirValue r16 = cg_muli_c(b, cg_arith2(b, "arith.andi", row, c7), 16);
-  a.lx = cg_arith2(b, "arith.xori", cl16, r16);
+  MlirValue c16 = cg_muli_c(b, cg_arith2(b, "arith.divui", col, cg_const_i32(b, 8)), 16);
+  MlirValue r16 = cg_muli_c(b, cg_arith2(b, "arith.andi", row, cg_const_i32(b, 7)), 16);
+  a.lx = cg_arith2(b, "arith.xori", c16, r16);
   a.byte = lw_smem_base(L, t, cg_muli_c(b, row, 128));
-  if (!mlirValueIsNull(col_uniform))
-    a.cu = cg_arith2(b, "arith.divui", col_uniform, cg_const_i32(b, 8));
   return a;
 }
 
@@ -775,16 +766,8 @@ static MlirValue lane_at(Lowerer *L, const CgVal *t, const LaneAddr *a, int drow
   if (!a->swizzled)
     return cg_gep(b, L->smem, cg_addi_c(b, a->byte, (drow * t->smem_stride + dcol) * 2), b->i8);
   int d = dcol / 8;
-  MlirValue off;
-  if (mlirValueIsNull(a->cu)) {
-    off = cg_addi_c(b, cg_arith2(b, "arith.xori", a->lx, cg_const_i32(b, (d & 7) * 16)),
-                    drow * 128 + (d / 8) * a->rows * 128);
-  } else {
-    MlirValue c = cg_addi_c(b, a->cu, d);
-    MlirValue in = cg_muli_c(b, cg_arith2(b, "arith.andi", c, cg_const_i32(b, 7)), 16);
-    MlirValue blk = cg_muli_c(b, cg_arith2(b, "arith.divui", c, cg_const_i32(b, 8)), a->rows * 128);
-    off = cg_addi_c(b, cg_addi(b, blk, cg_arith2(b, "arith.xori", a->lx, in)), drow * 128);
-  }
+  MlirValue off = cg_addi_c(b, cg_arith2(b, "arith.xori", a->lx, cg_const_i32(b, (d & 7) * 16)),
+                            drow * 128 + (d / 8) * a->rows * 128);
   return cg_gep(b, L->smem, cg_addi(b, a->byte, off), b->i8);
 }
 
@@ -829,24 +812,22 @@ static void b_fragments(Lowerer *L, const MmaPlan *p, int ni, int kk, bool pair,
  *   B^T [n][k], x4 (no .trans): row l%8 + 8*(l/16),      col 8*((l/8)%2)
  *   B [k][n], x4 .trans:      row l%16,                 col 8*(l/16)
  * The x2 forms read lanes 0..15 of the same formulas. Row offsets (a_row0,
- * n0 or k0 as rows) are multiples of 8; column offsets are lane-uniform. */
-static void plan_lanes(Lowerer *L, MmaPlan *p, MlirValue a_row0, MlirValue k0, MlirValue n0,
-                       bool k_split, bool n_split) {
+ * n0 or k0 as rows) are multiples of 8; a column offset (k0 or n0 as
+ * columns) is 0 for a swizzled operand (plan_matmul). */
+static void plan_lanes(Lowerer *L, MmaPlan *p, MlirValue a_row0, MlirValue k0, MlirValue n0) {
   CgBuilder *b = &L->b;
-  MlirValue none = {NULL};
-  MlirValue k0_col = k_split ? k0 : none, n0_col = n_split ? n0 : none;
   MlirValue l16 = cg_arith2(b, "arith.remui", L->lane, cg_const_i32(b, 16));
   MlirValue hi8 = cg_muli_c(b, cg_arith2(b, "arith.divui", L->lane, cg_const_i32(b, 16)), 8);
   if (p->a_smem)
-    p->a_lane = lane_addr(L, p->a, cg_addi(b, a_row0, l16), k0_col, hi8);
+    p->a_lane = lane_addr(L, p->a, cg_addi(b, a_row0, l16), cg_addi(b, k0, hi8));
   if (p->trans_b) {
     MlirValue l8 = cg_arith2(b, "arith.remui", L->lane, cg_const_i32(b, 8));
     MlirValue mid = cg_muli_c(b, cg_arith2(b, "arith.remui",
                                            cg_arith2(b, "arith.divui", L->lane, cg_const_i32(b, 8)),
                                            cg_const_i32(b, 2)), 8);
-    p->b_lane = lane_addr(L, p->bm, cg_addi(b, n0, cg_addi(b, l8, hi8)), k0_col, mid);
+    p->b_lane = lane_addr(L, p->bm, cg_addi(b, n0, cg_addi(b, l8, hi8)), cg_addi(b, k0, mid));
   } else {
-    p->b_lane = lane_addr(L, p->bm, cg_addi(b, k0, l16), n0_col, hi8);
+    p->b_lane = lane_addr(L, p->bm, cg_addi(b, k0, l16), cg_addi(b, n0, hi8));
   }
 }
 
@@ -908,12 +889,13 @@ static bool plan_matmul(Lowerer *L, const Op *op, const TileGeom *rg, MmaPlan *p
     return true; /* no per-lane ldmatrix addresses: lower_wgmma.c */
   MlirValue a_row0 = rg->row_split ? cg_muli_c(b, L->warp, 16 * rg->nm) : cg_const_i32(b, 0);
   MlirValue n0 = rg->col_split ? cg_muli_c(b, L->warp, 8 * rg->nn) : cg_const_i32(b, 0);
-  if (p->bm->swizzled && !p->trans_b && rg->col_split && rg->nn % 2) {
-    /* The swizzled addressing needs the warps' column offsets in 16-byte chunk pairs. */
-    lw_error(L, op, "warps splitting B's columns need an even number of n8 tiles each");
+  /* A warp's column offset into a swizzled operand would move its chunks
+   * across the xor pattern; no schedule splits those columns over warps. */
+  if (p->bm->swizzled && (p->trans_b ? k_split : rg->col_split)) {
+    lw_error(L, op, "warps splitting the columns of a swizzled shared-memory operand");
     return false;
   }
-  plan_lanes(L, p, a_row0, k0, n0, k_split, rg->col_split);
+  plan_lanes(L, p, a_row0, k0, n0);
   return true;
 }
 
