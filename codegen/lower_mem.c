@@ -263,14 +263,20 @@ StagePlan lw_stage_plan(Lowerer *L, const CgVal *s) {
 void lw_stage_copies(Lowerer *L, CgVal *s, const StagePlan *p, const StageSource *src) {
   CgBuilder *b = &L->b;
   int T = L->threads;
-  /* A thread that keeps its column and moves by whole 8-row groups keeps
-   * its swizzle: one shared address, the copies at constant offsets from it
-   * (else LLVM keeps an address per copy live across the K/V loop, which
-   * spilled the ldmatrix decode kernels). Not for wgmma kernels: there the
-   * per-copy addresses measured better (H100, d256 non-causal 8k-16k: 4%
-   * slower with one address; docs/perf.md 2026-11-22). */
-  bool fixed_swizzle = s->swizzled && !L->wgmma && p->regular && p->step % 8 == 0;
-  MlirValue byte0 = fixed_swizzle ? lw_swizzled_byte(L, s, p->r_reg, p->cc_reg) : (MlirValue){NULL};
+  /* A thread that keeps its column sees the swizzle of its rows repeat
+   * every `period` copies (rows advance by step, the xor pattern repeats
+   * every 8 rows): `period` shared addresses, every copy at a constant
+   * offset from one of them (else LLVM keeps an address per copy live
+   * across the K/V loop, which spilled the ldmatrix decode kernels). Not for
+   * wgmma kernels: there the per-copy addresses measured better (H100, d256
+   * non-causal 8k-16k: 4% slower with one address; docs/perf.md 2026-11-22). */
+  bool fixed_swizzle = s->swizzled && !L->wgmma && p->regular && p->step > 0;
+  int period = 1;
+  while (fixed_swizzle && (period * p->step) % 8)
+    period++;
+  MlirValue byte_at[8];
+  for (int k = 0; fixed_swizzle && k < period && k < p->iters; k++)
+    byte_at[k] = lw_swizzled_byte(L, s, cg_addi_c(b, p->r_reg, k * p->step), p->cc_reg);
   for (int it = 0; it < p->iters; it++) {
     MlirValue chunk = cg_addi_c(b, L->tid, it * T);
     MlirValue r = p->regular ? cg_addi_c(b, p->r_reg, it * p->step)
@@ -287,7 +293,8 @@ void lw_stage_copies(Lowerer *L, CgVal *s, const StagePlan *p, const StageSource
     }
     MlirValue from, inb;
     src->chunk(L, src->ctx, it, r, cc, &from, &inb);
-    MlirValue byte = fixed_swizzle ? cg_addi_c(b, byte0, it * p->step * 128)
+    MlirValue byte = fixed_swizzle
+                         ? cg_addi_c(b, byte_at[it % period], (it / period) * period * p->step * 128)
                      : s->swizzled
                          ? lw_swizzled_byte(L, s, r, cc)
                          : cg_muli_c(b, cg_addi(b, cg_muli_c(b, r, s->smem_stride),

@@ -816,14 +816,23 @@ static void b_fragments(Lowerer *L, const MmaPlan *p, int ni, int kk, bool pair,
  * columns) is 0 for a swizzled operand (plan_matmul). */
 static void plan_lanes(Lowerer *L, MmaPlan *p, MlirValue a_row0, MlirValue k0, MlirValue n0) {
   CgBuilder *b = &L->b;
-  MlirValue l16 = cg_arith2(b, "arith.remui", L->lane, cg_const_i32(b, 16));
-  MlirValue hi8 = cg_muli_c(b, cg_arith2(b, "arith.divui", L->lane, cg_const_i32(b, 16)), 8);
+  /* Swizzled operands: the lane id through an opaque copy, so that the
+   * addresses are made where the matmul is. Else LLVM hoists each
+   * ldmatrix's address (a distinct xor'd lane address plus a constant) out
+   * of the K/V loop into a register of its own: 144 of them and 1.2 KB of
+   * spills in a d256 decode kernel; here the constants fold into the
+   * ldmatrix's immediate offset. */
+  MlirValue lane = L->lane;
+  if (p->bm->swizzled || (p->a_smem && p->a->swizzled))
+    cg_ptx(b, "", NULL, "", 0, &lane, 1);
+  MlirValue l16 = cg_arith2(b, "arith.remui", lane, cg_const_i32(b, 16));
+  MlirValue hi8 = cg_muli_c(b, cg_arith2(b, "arith.divui", lane, cg_const_i32(b, 16)), 8);
   if (p->a_smem)
     p->a_lane = lane_addr(L, p->a, cg_addi(b, a_row0, l16), cg_addi(b, k0, hi8));
   if (p->trans_b) {
-    MlirValue l8 = cg_arith2(b, "arith.remui", L->lane, cg_const_i32(b, 8));
+    MlirValue l8 = cg_arith2(b, "arith.remui", lane, cg_const_i32(b, 8));
     MlirValue mid = cg_muli_c(b, cg_arith2(b, "arith.remui",
-                                           cg_arith2(b, "arith.divui", L->lane, cg_const_i32(b, 8)),
+                                           cg_arith2(b, "arith.divui", lane, cg_const_i32(b, 8)),
                                            cg_const_i32(b, 2)), 8);
     p->b_lane = lane_addr(L, p->bm, cg_addi(b, n0, cg_addi(b, l8, hi8)), cg_addi(b, k0, mid));
   } else {
