@@ -829,11 +829,11 @@ void lw_decode_reduce(Lowerer *L, const Op *op) {
  * split kernel's last block. A unit (sequence b, head-loop iteration h, Q
  * tile q0 / rows) is computed by nsplit blocks, one per split; each, after
  * storing its o_part/lse_part rows:
- *   every thread: fence.acq_rel.gpu (its stores before the count);
- *   bar.sync; thread 0: old = atom.add counter[unit], 1;
+ *   bar.sync; thread 0: old = atom.acq_rel.gpu.add counter[unit], 1
+ *   (fused_arrive: the ordering both ways, no separate fences);
  *   last = (old == nsplit - 1), thread 0 resets the counter to 0 (no other
- *   block of this launch touches it again; the next launch finds it zeroed)
- *   and fences (acquire); one bar.red.or hands `last` to the block;
+ *   block of this launch touches it again; the next launch finds it zeroed);
+ *   one bar.red.or hands `last` to the block;
  *   last block: merge every row of the unit as the combine kernel would
  *   (comb_units), loading the partials volatile (other SMs wrote them: a
  *   line of lse_part that this SM cached earlier may be stale).
