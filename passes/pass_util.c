@@ -56,6 +56,13 @@ OpList collect_ops_in(Block *b, OpKind k) {
   return l;
 }
 
+bool block_has_op(Block *b, OpKind k) {
+  OpList l = collect_ops_in(b, k);
+  bool found = l.n > 0;
+  oplist_free(&l);
+  return found;
+}
+
 bool op_is_pure(const Op *op) {
   if (op->nregions > 0)
     return false;

@@ -21,6 +21,8 @@ bool oplist_has(const OpList *l, const Op *op);
 OpList collect_ops(Func *f, OpKind k);
 /* The same within block b and its nested regions. */
 OpList collect_ops_in(Block *b, OpKind k);
+/* Is there an op of kind k in block b or its nested regions? */
+bool block_has_op(Block *b, OpKind k);
 
 /* True for ops without side effects or regions (loads count as pure: they
  * only read, and the passes only move loads of tensors nobody stores). */

@@ -225,13 +225,6 @@ static bool pipeline_loop(Module *m, Op *loop, int stages, bool carry_all) {
   return true;
 }
 
-static bool has_xwarp_reduce(Func *f) {
-  OpList l = collect_ops(f, OP_XWARP_REDUCE);
-  bool found = l.n > 0;
-  oplist_free(&l);
-  return found;
-}
-
 int pass_software_pipeline(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   (void)diag;
   int stages = (int)attr_int(&f->attrs, "stages", 1);
@@ -249,7 +242,7 @@ int pass_software_pipeline(Module *m, Func *f, const PassOptions *opts, FILE *di
    * barriers anyway; mma.sync (sm_80) measured a loss before. */
   const char *target = attr_str(&f->attrs, "target", opts && opts->target ? opts->target : "sm_90a");
   bool carry_all = attr_int(&f->attrs, "warps", 4) >= 8 && strcmp(target, "sm_90a") == 0 &&
-                   !has_xwarp_reduce(f);
+                   !block_has_op(f->body, OP_XWARP_REDUCE);
   OpList loops = {0};
   func_walk(f, loops_fn, &loops);
   bool changed = false;

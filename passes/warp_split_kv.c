@@ -63,13 +63,6 @@ static bool find_state(KvLoop *k) {
   return k->io >= 0 && k->il >= 0 && k->im >= 0;
 }
 
-static bool block_has(Block *b, OpKind k) {
-  OpList l = collect_ops_in(b, k);
-  bool found = l.n > 0;
-  oplist_free(&l);
-  return found;
-}
-
 /* A sequential loop carrying O, l, m whose step reduces across warps and
  * keeps O unnormalised (no recip: defer-rescale ran). */
 static bool match(KvLoop *k, Op *op) {
@@ -77,7 +70,7 @@ static bool match(KvLoop *k, Op *op) {
     return false;
   k->loop = op;
   Block *body = for_body(op);
-  return find_state(k) && block_has(body, OP_XWARP_REDUCE) && !block_has(body, OP_RECIP);
+  return find_state(k) && block_has_op(body, OP_XWARP_REDUCE) && !block_has_op(body, OP_RECIP);
 }
 
 typedef struct Find {
