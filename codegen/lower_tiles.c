@@ -736,8 +736,6 @@ void lw_xwarp_reduce(Lowerer *L, const Op *op) {
  * chunk (c + d) sits at ((d & 7) | c) ^ r8 = (d & 7) ^ lx with the lane
  * constant lx = c ^ r8 (in 16-byte units): one xor per ldmatrix. */
 typedef struct LaneAddr {
-  bool swizzled;
-  int rows;       /* swizzled: the tile's rows (bytes per 128-byte column block / 128) */
   MlirValue byte; /* padded: the lane's byte; swizzled: base + r * 128 */
   MlirValue lx;   /* swizzled: (c ^ r8) * 16 */
 } LaneAddr;
@@ -746,7 +744,7 @@ typedef struct LaneAddr {
  * offset included when padded; 0 or 8 when swizzled) of staged tile t. */
 static LaneAddr lane_addr(Lowerer *L, const CgVal *t, MlirValue row, MlirValue col) {
   CgBuilder *b = &L->b;
-  LaneAddr a = {.swizzled = t->swizzled, .rows = t->type.rows};
+  LaneAddr a = {{NULL}, {NULL}};
   if (!t->swizzled) {
     MlirValue el = cg_addi(b, cg_muli_c(b, row, t->smem_stride), col);
     a.byte = lw_smem_base(L, t, cg_muli_c(b, el, 2));
@@ -763,11 +761,11 @@ static LaneAddr lane_addr(Lowerer *L, const CgVal *t, MlirValue row, MlirValue c
  * `dcol` columns (a multiple of 16, or of 8 when the layout is padded). */
 static MlirValue lane_at(Lowerer *L, const CgVal *t, const LaneAddr *a, int drow, int dcol) {
   CgBuilder *b = &L->b;
-  if (!a->swizzled)
+  if (!t->swizzled)
     return cg_gep(b, L->smem, cg_addi_c(b, a->byte, (drow * t->smem_stride + dcol) * 2), b->i8);
   int d = dcol / 8;
   MlirValue off = cg_addi_c(b, cg_arith2(b, "arith.xori", a->lx, cg_const_i32(b, (d & 7) * 16)),
-                            drow * 128 + (d / 8) * a->rows * 128);
+                            drow * 128 + (d / 8) * t->type.rows * 128);
   return cg_gep(b, L->smem, cg_addi(b, a->byte, off), b->i8);
 }
 
