@@ -176,7 +176,7 @@ CgVal *lw_unflatten(Lowerer *L, Type t, const MlirValue *in) {
     s->smem_dyn = in[0];
     lw_staged_layout(L, s, t);
     s->async_seq = -1;
-    s->pair = -1;
+    s->ring = -1;
     return s;
   }
   TileGeom g;
@@ -247,7 +247,7 @@ enum { MAX_CARRIED = 4096 };
 
 /* wait_first >= 0: wait for that group (and older) before the body;
  * sync_to >= 0: also wait for that group (and older) before the yield. */
-static void lower_region(Lowerer *L, const Block *blk, MlirBlock into, int pair_lo, int pair_hi,
+static void lower_region(Lowerer *L, const Block *blk, MlirBlock into, int ring_lo, int ring_hi,
                          int wait_first, int sync_to) {
   MlirBlock saved = L->b.block;
   int mark = L->next_seq;
@@ -266,8 +266,8 @@ static void lower_region(Lowerer *L, const Block *blk, MlirBlock into, int pair_
   /* A pipelined step that wrote a next buffer before its first barrier must
    * end with its cur buffer unread since the last barrier: the next step
    * writes into it before any barrier. */
-  for (int i = pair_lo; i < pair_hi; i++)
-    if (L->pairs[i].wrote_before_barrier && L->pairs[i].cur_read)
+  for (int i = ring_lo; i < ring_hi; i++)
+    if (L->rings[i].wrote_before_barrier && L->rings[i].cur_read)
       lw_barrier(L);
   Op *term = block_terminator((Block *)blk);
   MlirValue *vals = lw_alloc(L, sizeof(MlirValue) * MAX_CARRIED);
@@ -350,52 +350,97 @@ static void bind_flat(Lowerer *L, Value **irvals, int nir, MlirValue (*get)(void
 static MlirValue get_result(void *op, int i) { return mlirOperationGetResult(*(MlirOperation *)op, i); }
 static MlirValue get_arg(void *blk, int i) { return mlirBlockGetArgument(*(MlirBlock *)blk, i); }
 
-/* The iter_args of a sequential loop that carry a staged tile (a pipelined
- * loop, passes/software_pipeline.c): each gets a second buffer; the body's
- * argument is whichever holds this step's tile, and the body's load of the
- * next step's tile (the yielded value) writes into the other. Returns false
- * (with an error) when the loop does not have that shape. */
-static bool setup_pairs(Lowerer *L, const Op *op, int *pair_of) {
+/* The body argument that `v` is (a loop's iter_arg: its index), or -1. */
+static int body_arg_index(const Block *body, const Value *v) {
+  return v && !v->def && v->block == body && v->arg_index >= 1 ? v->arg_index - 1 : -1;
+}
+
+/* The iter_args of a sequential loop that carry staged tiles (a pipelined
+ * loop, passes/software_pipeline.c). A ring is a chain of them: the last
+ * yields a load in the body (the tile `depth` steps ahead), each other one
+ * yields the body argument after it in the chain, the first is this step's
+ * tile. Each ring gets one more buffer than it has arguments (see
+ * CarryRing). ring_of/pos_of: each argument's ring and position in it, -1
+ * for the others. Returns false (with an error) when the loop does not have
+ * that shape. */
+static bool setup_rings(Lowerer *L, const Op *op, int *ring_of, int *pos_of) {
   Block *body = for_body((Op *)op);
   Op *term = block_terminator(body);
-  for (int i = 2; i < op->noperands; i++) {
-    pair_of[i - 2] = -1;
-    CgVal *init = lw_get(L, op->operands[i]);
+  int nargs = op->noperands - 2;
+  const char *shape =
+      "a loop may carry a shared-memory tile only from a load before it to a load in its body";
+  for (int i = 0; i < nargs; i++)
+    ring_of[i] = pos_of[i] = -1;
+  for (int i = 0; i < nargs; i++) {
+    CgVal *init = lw_get(L, op->operands[2 + i]);
     if (init->kind != CV_SMEM)
       continue;
-    Value *y = term && term->kind == OP_YIELD && i - 2 < term->noperands ? term->operands[i - 2] : NULL;
+    Value *y = term && term->kind == OP_YIELD && i < term->noperands ? term->operands[i] : NULL;
+    if (body_arg_index(body, y) >= 0)
+      continue; /* inside a chain: placed from the chain's last argument */
     if (!y || !y->def || (y->def->kind != OP_LOAD && y->def->kind != OP_LOAD_PAGED) ||
-        y->def->parent != body ||
-        !mlirValueIsNull(init->smem_dyn) || L->npairs == 16) {
-      lw_error(L, op, "a loop may carry a shared-memory tile only from a load before it to a load in its body");
+        y->def->parent != body || L->nrings == 16) {
+      lw_error(L, op, "%s", shape);
       return false;
     }
-    CarryPair *cp = &L->pairs[L->npairs];
-    memset(cp, 0, sizeof *cp);
-    cp->a_off = init->smem_off;
-    cp->b_off = lw_alloc_smem(L, init->type.rows * init->smem_stride * 2);
-    cp->next_load = y->def;
-    pair_of[i - 2] = L->npairs++;
+    /* Walk back from the last argument to the first. */
+    int chain[4], n = 0;
+    chain[n++] = i;
+    for (;;) {
+      int prev = -1;
+      for (int k = 0; k < nargs && k < term->noperands; k++)
+        if (body_arg_index(body, term->operands[k]) == chain[n - 1])
+          prev = k;
+      if (prev < 0)
+        break;
+      if (n == 4) {
+        lw_error(L, op, "a tile carried more than 4 steps ahead");
+        return false;
+      }
+      chain[n++] = prev;
+    }
+    CarryRing *r = &L->rings[L->nrings];
+    memset(r, 0, sizeof *r);
+    r->depth = n;
+    r->next_load = y->def;
+    for (int p = 0; p < n; p++) {
+      int a = chain[n - 1 - p];
+      CgVal *in = lw_get(L, op->operands[2 + a]);
+      if (in->kind != CV_SMEM || !mlirValueIsNull(in->smem_dyn) || ring_of[a] >= 0) {
+        lw_error(L, op, "%s", shape);
+        return false;
+      }
+      r->buf_sum += in->smem_off;
+      ring_of[a] = L->nrings;
+      pos_of[a] = p;
+    }
+    r->buf_sum += lw_alloc_smem(L, init->type.rows * init->smem_stride * 2);
+    L->nrings++;
   }
+  for (int i = 0; i < nargs; i++)
+    if (lw_get(L, op->operands[2 + i])->kind == CV_SMEM && ring_of[i] < 0) {
+      lw_error(L, op, "%s", shape);
+      return false;
+    }
   return true;
 }
 
-/* Is every staged load of blk (at any depth) a pipelined pair's next load? */
-static bool carries_every_staged_load(const Lowerer *L, const Block *blk, int pair_lo,
-                                      int pair_hi) {
-  if (pair_hi <= pair_lo)
+/* Is every staged load of blk (at any depth) a pipelined ring's next load? */
+static bool carries_every_staged_load(const Lowerer *L, const Block *blk, int ring_lo,
+                                      int ring_hi) {
+  if (ring_hi <= ring_lo)
     return false;
   for (const Op *o = blk->first; o; o = o->next) {
     if ((o->kind == OP_LOAD || o->kind == OP_LOAD_PAGED) && o->nresults == 1 &&
         lw_is_staged_type(o->results[0]->type)) {
       bool carried = false;
-      for (int i = pair_lo; i < pair_hi; i++)
-        carried |= L->pairs[i].next_load == o;
+      for (int i = ring_lo; i < ring_hi; i++)
+        carried |= L->rings[i].next_load == o;
       if (!carried)
         return false;
     }
     for (int r = 0; r < o->nregions; r++)
-      if (!carries_every_staged_load(L, o->regions[r], pair_lo, pair_hi))
+      if (!carries_every_staged_load(L, o->regions[r], ring_lo, ring_hi))
         return false;
   }
   return true;
@@ -416,11 +461,12 @@ static void lower_seq_for(Lowerer *L, const Op *op) {
   if (!types)
     return;
   int nargs = op->noperands - 2;
-  int *pair_of = lw_alloc(L, sizeof(int) * (size_t)(nargs ? nargs : 1));
-  int pair_lo = L->npairs;
-  if (!setup_pairs(L, op, pair_of))
+  int *ring_of = lw_alloc(L, sizeof(int) * (size_t)(nargs ? nargs : 1));
+  int *pos_of = lw_alloc(L, sizeof(int) * (size_t)(nargs ? nargs : 1));
+  int ring_lo = L->nrings;
+  if (!setup_rings(L, op, ring_of, pos_of))
     return;
-  int pair_hi = L->npairs;
+  int ring_hi = L->nrings;
   MlirValue *inits = lw_alloc(L, sizeof(MlirValue) * (size_t)(ninit ? ninit : 1));
   int at = 0;
   for (int i = 2; i < op->noperands; i++) {
@@ -438,16 +484,18 @@ static void lower_seq_for(Lowerer *L, const Op *op) {
   Block *irbody = for_body((Op *)op);
   lw_set(L, for_iv((Op *)op), lw_scalar(L, type_index(), mlirBlockGetArgument(body, 0)));
   bind_flat(L, irbody->args + 1, irbody->nargs - 1, get_arg, &body, 1);
-  /* Carried tiles: in flight at body entry (the prologue's copy, or the
-   * previous step's), newest last in the order the body issues them; the
-   * prologue's groups stand for them. Other groups still pending must be
-   * older than those, or the wait counts would be wrong. */
+  /* Carried tiles: in flight at body entry (the prologue's copies, or the
+   * previous steps'), oldest first: by the step that issued them (a ring's
+   * first argument depth steps ago, its last one step ago), then in the
+   * order the body issues them; the prologue's groups stand for them. Other
+   * groups still pending must be older than those, or the wait counts would
+   * be wrong. */
   Pending outer[32];
   int nouter = L->npending;
   memcpy(outer, L->pending, sizeof outer);
   int oldest_init = 1 << 30;
   for (int i = 0; i < nargs; i++)
-    if (pair_of[i] >= 0) {
+    if (ring_of[i] >= 0) {
       int sq = lw_get(L, op->operands[2 + i])->async_seq;
       if (sq >= 0 && pending_has(L, sq) && sq < oldest_init)
         oldest_init = sq;
@@ -457,7 +505,7 @@ static void lower_seq_for(Lowerer *L, const Op *op) {
     for (int i = 0; i < L->npending; i++) {
       bool is_init = false;
       for (int a = 0; a < nargs; a++)
-        if (pair_of[a] >= 0 && lw_get(L, op->operands[2 + a])->async_seq == L->pending[i].seq)
+        if (ring_of[a] >= 0 && lw_get(L, op->operands[2 + a])->async_seq == L->pending[i].seq)
           is_init = true;
       if (is_init)
         continue;
@@ -470,33 +518,40 @@ static void lower_seq_for(Lowerer *L, const Op *op) {
     }
     L->npending = k;
   }
-  for (Op *o = irbody->first; o; o = o->next)
-    for (int a = 0; a < nargs; a++)
-      if (pair_of[a] >= 0 && L->pairs[pair_of[a]].next_load == o) {
+  for (int ago = 4; ago >= 1; ago--)
+    for (Op *o = irbody->first; o; o = o->next)
+      for (int a = 0; a < nargs; a++) {
+        if (ring_of[a] < 0 || L->rings[ring_of[a]].next_load != o)
+          continue;
+        CarryRing *r = &L->rings[ring_of[a]];
+        if (r->depth - pos_of[a] != ago)
+          continue;
         CgVal *arg = lw_get(L, irbody->args[1 + a]);
-        arg->pair = pair_of[a];
+        arg->ring = pos_of[a] == 0 ? ring_of[a] : -1;
         arg->async_seq = L->next_seq++;
-        L->pairs[pair_of[a]].cur = arg->smem_dyn;
+        r->held[pos_of[a]] = arg->smem_dyn;
+        if (L->npending == 32)
+          lw_flush_async(L, 0);
         L->pending[L->npending++] = (Pending){arg->async_seq, false};
       }
   /* Warps may still read shared memory of the previous iteration. */
   L->smem_read_since_barrier = true;
-  for (int i = pair_lo; i < pair_hi; i++)
-    L->pairs[i].entry_epoch = L->epoch;
+  for (int i = ring_lo; i < ring_hi; i++)
+    L->rings[i].entry_epoch = L->epoch;
   /* A loop that carries every staged tile it loads waits for them at the
    * top of the step: its one barrier then comes before the next tiles'
    * copies, which may overwrite the buffers of the step before
    * (software_pipeline.c). Otherwise the wait stays at the first use, after
    * the step's own copies are issued. */
   int wait_first = -1;
-  if (carries_every_staged_load(L, irbody, pair_lo, pair_hi))
+  if (carries_every_staged_load(L, irbody, ring_lo, ring_hi))
     for (int a = 0; a < nargs; a++)
-      if (pair_of[a] >= 0) {
+      if (ring_of[a] >= 0 && pos_of[a] == 0) {
         int sq = lw_get(L, irbody->args[1 + a])->async_seq;
         if (sq > wait_first)
           wait_first = sq;
       }
-  lower_region(L, irbody, body, pair_lo, pair_hi, wait_first, -1);
+  lower_region(L, irbody, body, ring_lo, ring_hi, wait_first, -1);
   L->smem_read_since_barrier = true;
   bind_flat(L, op->results, op->nresults, get_result, &forop, 0);
   /* After the loop: the outer groups but the prologue's, then the last
@@ -506,21 +561,21 @@ static void lower_seq_for(Lowerer *L, const Op *op) {
     for (int i = 0; i < nouter; i++) {
       bool is_init = false;
       for (int a = 0; a < nargs; a++)
-        if (pair_of[a] >= 0 && lw_get(L, op->operands[2 + a])->async_seq == outer[i].seq)
+        if (ring_of[a] >= 0 && lw_get(L, op->operands[2 + a])->async_seq == outer[i].seq)
           is_init = true;
       if (!is_init && pending_has(L, outer[i].seq))
         L->pending[k++] = outer[i];
     }
     L->npending = k;
     for (int a = 0; a < nargs; a++)
-      if (pair_of[a] >= 0) {
+      if (ring_of[a] >= 0) {
         CgVal *r = lw_get(L, op->results[a]);
         r->async_seq = L->next_seq++;
         L->pending[L->npending++] = (Pending){r->async_seq, false};
       }
   }
-  /* The pairs belong to this loop only. */
-  L->npairs = pair_lo;
+  /* The rings belong to this loop only. */
+  L->nrings = ring_lo;
   (void)types;
 }
 
@@ -556,8 +611,8 @@ static void lower_if(Lowerer *L, const Op *op) {
   bool saved = L->smem_read_since_barrier;
   int epoch = L->epoch;
   bool pr_saved[16], pr_else[16];
-  for (int i = 0; i < L->npairs; i++)
-    pr_saved[i] = L->pairs[i].cur_read;
+  for (int i = 0; i < L->nrings; i++)
+    pr_saved[i] = L->rings[i].cur_read;
   Pending before[32];
   int nbefore = L->npending;
   memcpy(before, L->pending, sizeof before);
@@ -579,18 +634,18 @@ static void lower_if(Lowerer *L, const Op *op) {
     }
     after_else = L->smem_read_since_barrier;
     L->smem_read_since_barrier = saved;
-    for (int i = 0; i < L->npairs; i++) {
-      pr_else[i] = L->pairs[i].cur_read;
-      L->pairs[i].cur_read = pr_saved[i];
+    for (int i = 0; i < L->nrings; i++) {
+      pr_else[i] = L->rings[i].cur_read;
+      L->rings[i].cur_read = pr_saved[i];
     }
   } else {
-    for (int i = 0; i < L->npairs; i++)
+    for (int i = 0; i < L->nrings; i++)
       pr_else[i] = pr_saved[i];
   }
   lower_region(L, op->regions[0], tb, 0, 0, -1, sync_to);
   L->smem_read_since_barrier = L->smem_read_since_barrier || after_else;
-  for (int i = 0; i < L->npairs; i++)
-    L->pairs[i].cur_read = L->pairs[i].cur_read || pr_else[i];
+  for (int i = 0; i < L->nrings; i++)
+    L->rings[i].cur_read = L->rings[i].cur_read || pr_else[i];
   /* Pending after the if: pending before and at the end of both regions. */
   {
     int k = 0;

@@ -53,8 +53,8 @@ typedef struct CgVal {
   int smem_off;     /* bytes from the start of dynamic shared memory */
   MlirValue smem_dyn; /* i32 byte offset when the buffer is chosen at run time
                        * (a tile carried by a pipelined loop); else null */
-  int pair;         /* the body argument of a pipelined loop: index into
-                     * Lowerer.pairs; -1 otherwise */
+  int ring;         /* this step's tile of a pipelined loop (a body argument):
+                     * index into Lowerer.rings; -1 otherwise */
   int smem_stride;  /* elements per row (cols + padding; cols when swizzled) */
   bool swizzled;    /* the 128-byte swizzled layout (lw_swizzled_byte) */
   int async_seq;    /* cp.async group number; -1 when ready */
@@ -70,16 +70,20 @@ typedef struct Pending {
 /* Bytes of padding after each staged row. */
 enum { SMEM_PAD_ELEMS = 8 };
 
-/* A staged tile carried by a pipelined loop: two buffers, the body's
- * argument (cur) in one, the next step's copy going into the other. */
-typedef struct CarryPair {
-  int a_off, b_off;           /* the two buffers */
-  const Op *next_load;        /* the body's load of the next step's tile */
-  MlirValue cur;              /* i32 offset of cur in this iteration */
+/* A staged tile carried by a pipelined loop `depth` steps ahead: depth + 1
+ * buffers; the body's arguments hold this step's tile and the next depth - 1
+ * steps' (held[0] .. held[depth-1], buffer offsets chosen at run time), and
+ * the body's load of step j + depth writes into the one buffer none of them
+ * holds (buf_sum minus theirs). */
+typedef struct CarryRing {
+  int depth;
+  int buf_sum;                /* the byte offsets of the depth + 1 buffers, summed */
+  const Op *next_load;        /* the body's load of the tile depth steps ahead */
+  MlirValue held[4];          /* i32 offsets held by the body's arguments */
   int entry_epoch;            /* barrier epoch at body entry */
   bool wrote_before_barrier;  /* next written before any barrier of the step */
-  bool cur_read;              /* cur read since the last barrier */
-} CarryPair;
+  bool cur_read;              /* held[0] read since the last barrier */
+} CarryRing;
 
 typedef struct Lowerer {
   CgBuilder b;
@@ -117,8 +121,8 @@ typedef struct Lowerer {
   Pending region_end[32]; /* pending groups at the end of the last region */
   int nregion_end;
   int epoch; /* barriers emitted on the current path (conservative across ifs) */
-  CarryPair pairs[16];
-  int npairs;
+  CarryRing rings[16];
+  int nrings;
   /* Parallel loops -> grid dims. */
   int nparallel, parallel_seen;
   /* Decode kernels (lower_decode.c, docs/decode.md): the split kernel's
@@ -240,10 +244,13 @@ StagePlan lw_stage_plan(Lowerer *L, const CgVal *s);
 /* Issues the copies into s (padded or swizzled) and commits them as one group. */
 void lw_stage_copies(Lowerer *L, CgVal *s, const StagePlan *p, const StageSource *src);
 /* A load staged for the tensor cores, in two halves around the copy: the
- * buffer (a pipelined loop's other buffer for its next-step load), then the
- * cp.async group's bookkeeping once the copies are issued and committed. */
+ * buffer (for a pipelined loop's load of a tile ahead, the ring's free
+ * buffer), then the cp.async group's bookkeeping once the copies are issued
+ * and committed. */
 CgVal *lw_stage_begin(Lowerer *L, const Op *op);
 void lw_stage_end(Lowerer *L, const Op *op, CgVal *s);
+/* The ring of the current pipelined loops whose next tile `op` loads, or NULL. */
+CarryRing *lw_ring_of_load(Lowerer *L, const Op *op);
 
 /* lower.c: the pointers q, k, v, o, lse, workspace (parameters 0..5 of both
  * ABIs) and the q, k, v, o strides starting at parameter strides_at. */

@@ -146,8 +146,8 @@ void lw_barrier(Lowerer *L) {
   cg_barrier(&L->b);
   L->smem_read_since_barrier = false;
   L->epoch++;
-  for (int i = 0; i < L->npairs; i++)
-    L->pairs[i].cur_read = false;
+  for (int i = 0; i < L->nrings; i++)
+    L->rings[i].cur_read = false;
 }
 
 bool lw_is_staged_type(Type t) {
@@ -382,19 +382,19 @@ CgVal *lw_stage_begin(Lowerer *L, const Op *op) {
   CgVal *s = lw_alloc(L, sizeof *s);
   s->kind = CV_SMEM;
   s->type = rt;
-  s->pair = -1;
+  s->ring = -1;
   lw_staged_layout(L, s, rt);
-  CarryPair *cp = NULL;
-  for (int i = 0; i < L->npairs; i++)
-    if (L->pairs[i].next_load == op)
-      cp = &L->pairs[i];
+  CarryRing *cp = lw_ring_of_load(L, op);
   if (cp) {
-    /* The next step's tile of a pipelined loop: the buffer cur is not in.
-     * Its old contents (the previous step's cur) were read before the
-     * barriers of that step: safe once a barrier ran in this step, else
-     * the step must end with cur unread since its last barrier (lower.c). */
+    /* The tile `depth` steps ahead of a pipelined loop: the buffer no body
+     * argument holds. Its old contents (the previous step's cur) were read
+     * before the barriers of that step: safe once a barrier ran in this
+     * step, else the step must end with cur unread since its last barrier
+     * (lower.c). */
     s->smem_off = -1;
-    s->smem_dyn = cg_subi(&L->b, cg_const_i32(&L->b, cp->a_off + cp->b_off), cp->cur);
+    s->smem_dyn = cg_const_i32(&L->b, cp->buf_sum);
+    for (int d = 0; d < cp->depth; d++)
+      s->smem_dyn = cg_subi(&L->b, s->smem_dyn, cp->held[d]);
     if (L->epoch == cp->entry_epoch)
       cp->wrote_before_barrier = true;
   } else {
@@ -406,11 +406,15 @@ CgVal *lw_stage_begin(Lowerer *L, const Op *op) {
   return s;
 }
 
+CarryRing *lw_ring_of_load(Lowerer *L, const Op *op) {
+  for (int i = 0; i < L->nrings; i++)
+    if (L->rings[i].next_load == op)
+      return &L->rings[i];
+  return NULL;
+}
+
 void lw_stage_end(Lowerer *L, const Op *op, CgVal *s) {
-  CarryPair *cp = NULL;
-  for (int i = 0; i < L->npairs; i++)
-    if (L->pairs[i].next_load == op)
-      cp = &L->pairs[i];
+  CarryRing *cp = lw_ring_of_load(L, op);
   s->async_seq = L->next_seq++;
   if (L->npending == 32) {
     lw_flush_async(L, 0);

@@ -922,8 +922,8 @@ void lw_matmul(Lowerer *L, const Op *op) {
   lw_smem_ready2(L, p.a_smem ? (CgVal *)p.a : NULL, (CgVal *)p.bm);
   for (int i = 0; i < 2; i++) {
     const CgVal *t = i ? p.bm : (p.a_smem ? p.a : NULL);
-    if (t && t->pair >= 0)
-      L->pairs[t->pair].cur_read = true;
+    if (t && t->ring >= 0)
+      L->rings[t->ring].cur_read = true;
   }
   CgVal *r = lw_tile(L, rt, &g);
   MlirValue zero = cg_const_f32(&L->b, 0.0);

@@ -29,15 +29,32 @@
  * codegen waits for all of them at the top of the step, so the step has one
  * barrier and the next tiles' copies come after it (see pass_software_pipeline).
  *
+ * With stages = S > 2 every staged tile is carried S - 1 steps ahead: the
+ * prologue loads the tiles of steps lo .. lo+S-2 (%kt_pro, %vt_pro, then
+ * %kt_pro1, %vt_pro1, ...: the order the steps issue them in), the body
+ * loads step j+S-1's {prefetch = S-1}, and each tile becomes S - 1 body
+ * arguments (%kt_cur, %kt_cur1, ...) that the yield shifts down by one:
+ *
+ *   for %j ... iter_args(..., %kt_cur = %kt_pro, %kt_cur1 = %kt_pro1, ...)
+ *     %kt_next = load %k, ..., (mul (add %j, 2), %bc) {prefetch = 2}
+ *     ... uses of K use %kt_cur ...
+ *     yield ..., %kt_cur1, %kt_next, ...
+ *
+ * (A tile issued in the step that uses it would wait for its whole copy
+ * there, whatever the depth of the others, so at S > 2 none is hoisted.)
+ *
  * The pass fires on a sequential loop with no loop inside whose staged loads
  * take their operands from values defined outside the loop, the induction
  * variable and pure scalar ops of those. It does nothing with stages < 2, on
  * a loop already pipelined, or when no staged load qualifies. The loop may
- * be run 0 times: the prologue's tile is then unused.
+ * be run fewer than S - 1 times: the prologue's extra tiles are then unused
+ * (rows past the sequence read 0).
  *
- * Codegen (lower.c) keeps a carried staged tile in two shared-memory buffers
- * chosen by iteration parity and waits for its cp.async group only at its
- * first use (see lower_mem.c).
+ * Codegen (lower.c) keeps a tile carried S - 1 steps ahead in S shared-memory
+ * buffers (the body arguments are buffer offsets chosen at run time; the
+ * next copy goes into the one no argument holds) and waits for its cp.async
+ * group only at its first use, or at the top of the step when every staged
+ * tile is carried.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -148,36 +165,62 @@ static void loops_fn(Op *op, void *ctx) {
     oplist_push(ctx, op);
 }
 
-/* Makes the loop carry staged load `carried`: its first step's tile loaded
- * before the loop (prologue), the next step's loaded at `top` (after the
- * hoisted loads) and yielded, this step's coming in as a body argument. */
-static void carry_load(Module *m, Op *loop, Op *carried, Op *top, Op *term) {
+/* name + suffix (+ position when > 0), in the module's memory. */
+static const char *suffixed(Module *m, const char *name, const char *suffix, int pos) {
+  if (!name)
+    return NULL;
+  size_t n = strlen(name) + strlen(suffix) + 16;
+  char *r = module_alloc(m, n);
+  if (pos > 0)
+    snprintf(r, n, "%s%s%d", name, suffix, pos);
+  else
+    snprintf(r, n, "%s%s", name, suffix);
+  return r;
+}
+
+/* Makes the loop carry the staged loads `carried` `depth` steps ahead: the
+ * tiles of steps lo .. lo+depth-1 loaded before the loop (prologue: every
+ * load's first tile, then every load's second, ... the order the steps
+ * issue them in), the tile of step j+depth loaded at `top` (after the
+ * hoisted loads) and yielded. Each load becomes `depth` body arguments,
+ * this step's tile (`_cur`) and the ones after it (`_cur1` ...), which the
+ * yield shifts down by one. */
+static void carry_loads(Module *m, Op *loop, OpList *carried, int depth, Op *top, Op *term) {
   Block *body = for_body(loop);
-  Builder pb = builder_before(m, loop);
-  pb.loc = carried->loc;
-  Value *pro = clone_load(&pb, carried, loop, loop->operands[0]);
+  Value *pro[4][16];
+  for (int p = 0; p < depth; p++)
+    for (int i = 0; i < carried->n; i++) {
+      Op *ld = carried->v[i];
+      Builder pb = builder_before(m, loop);
+      pb.loc = ld->loc;
+      Value *jp = loop->operands[0];
+      if (p > 0)
+        jp = build_binary(&pb, OP_ADD, jp, build_index(&pb, p));
+      pro[p][i] = clone_load(&pb, ld, loop, jp);
+      pro[p][i]->name = suffixed(m, ld->results[0]->name, "_pro", p);
+    }
   Builder nb = builder_before(m, top);
-  nb.loc = carried->loc;
-  Value *one = build_index(&nb, 1);
-  Value *jn = build_binary(&nb, OP_ADD, for_iv(loop), one);
-  Value *next = clone_load(&nb, carried, loop, jn);
-  op_set_attr_int(next->def, "prefetch", 1);
-  const char *name = carried->results[0]->name;
-  op_append_operand(m, loop, pro);
-  Value *cur = block_add_arg(m, body, pro->type, NULL);
-  op_append_result(m, loop, pro->type);
-  value_replace_all_uses(carried->results[0], cur);
-  op_erase(carried);
-  op_append_operand(m, term, next);
-  if (name) {
-    size_t n = strlen(name);
-    char *cn = module_alloc(m, n + 8), *nn = module_alloc(m, n + 8), *pn = module_alloc(m, n + 8);
-    memcpy(cn, name, n), memcpy(cn + n, "_cur", 5);
-    memcpy(nn, name, n), memcpy(nn + n, "_next", 6);
-    memcpy(pn, name, n), memcpy(pn + n, "_pro", 5);
-    cur->name = cn;
-    next->name = nn;
-    pro->name = pn;
+  Value *jn = NULL;
+  for (int i = 0; i < carried->n; i++) {
+    Op *ld = carried->v[i];
+    nb.loc = ld->loc;
+    if (!jn)
+      jn = build_binary(&nb, OP_ADD, for_iv(loop), build_index(&nb, depth));
+    Value *next = clone_load(&nb, ld, loop, jn);
+    op_set_attr_int(next->def, "prefetch", depth);
+    next->name = suffixed(m, ld->results[0]->name, "_next", 0);
+    Value *args[4];
+    for (int p = 0; p < depth; p++) {
+      op_append_operand(m, loop, pro[p][i]);
+      args[p] = block_add_arg(m, body, pro[p][i]->type, NULL);
+      args[p]->name = suffixed(m, ld->results[0]->name, "_cur", p);
+      op_append_result(m, loop, pro[p][i]->type);
+    }
+    value_replace_all_uses(ld->results[0], args[0]);
+    op_erase(ld);
+    for (int p = 1; p < depth; p++)
+      op_append_operand(m, term, args[p]);
+    op_append_operand(m, term, next);
   }
 }
 
@@ -201,13 +244,16 @@ static bool pipeline_loop(Module *m, Op *loop, int stages, bool carry_all) {
       oplist_push(&ok, ld);
   }
   oplist_free(&s.loads);
-  if (ok.n == 0) {
+  if (ok.n == 0 || ok.n > 16) {
     oplist_free(&ok);
     return false;
   }
   /* The carried tiles: the first staged load in program order (K), or
-   * every staged load when carry_all; the others are hoisted. */
-  int ncarry = carry_all ? ok.n : 1;
+   * every staged load when carry_all (always with stages > 2: a tile issued
+   * in the step that uses it would wait its whole copy there, whatever the
+   * depth of the others); the others are hoisted. */
+  int depth = stages - 1;
+  int ncarry = carry_all || depth > 1 ? ok.n : 1;
   Op *top = body->first;
   /* Hoisted tiles of this step, in order, at the top of the body. */
   for (int i = ncarry; i < ok.n; i++) {
@@ -217,10 +263,12 @@ static bool pipeline_loop(Module *m, Op *loop, int stages, bool carry_all) {
     value_replace_all_uses(ok.v[i]->results[0], nv);
     op_erase(ok.v[i]);
   }
+  OpList carried = {0};
   for (int i = 0; i < ncarry; i++)
-    carry_load(m, loop, ok.v[i], top, term);
-  op_set_attr_int(loop, "pipelined", 2); /* stages > 2: still one tile ahead */
-  (void)stages;
+    oplist_push(&carried, ok.v[i]);
+  carry_loads(m, loop, &carried, depth, top, term);
+  op_set_attr_int(loop, "pipelined", stages);
+  oplist_free(&carried);
   oplist_free(&ok);
   return true;
 }
@@ -230,6 +278,8 @@ int pass_software_pipeline(Module *m, Func *f, const PassOptions *opts, FILE *di
   int stages = (int)attr_int(&f->attrs, "stages", 1);
   if (stages < 2)
     return 0;
+  if (stages > 4) /* the tiling pass allows 1 to 4 */
+    stages = 4;
   /* Two or more warpgroups (8+ warps) on their own rows, on sm_90a: V
    * carried like K. A V issued in the step needs a barrier between the
    * softmax and P V, which re-aligns the warpgroups, so the tensor cores
