@@ -539,42 +539,13 @@ static void rows_chunk(Lowerer *L, void *ctx, int it, MlirValue r, MlirValue cc,
   *src = cg_gep(b, m->t.base, off, m->t.et);
 }
 
-/* A thread that keeps its column for the whole tile (StagePlan.regular)
- * of a contiguous cache reads rows R0, R0 + step, ... (R0 = row0 + its
- * first row): one pointer per tile, advanced by step rows per copy, and the
- * bound check compares the copy's row offset, a constant, with the rows
- * left: per copy a pointer add, a compare and a select instead of a 64-bit
- * multiply-add and three selects, so the copies of a step go out sooner
- * (the decode loop waits on them; H100 B=1 GQA 8k 20.4 -> 18.9 us). Paged
- * tiles keep rows_chunk: the same stream with the second page's select kept
+/* cp.async of the tile's rows into shared memory, 16 bytes a thread; rows
+ * that are not there are zero-filled (src-size 0 reads nothing). A
+ * contiguous cache's rows are a RowStream (lw_row_stream); packed and paged
+ * tiles keep rows_chunk: a stream with the second page's select kept
  * sixteen pointers live in the d256 kernels (1.2 KB of spills; d256 MQA
  * paged 125.5 -> 85.0 us without it, docs/perf.md 2026-11-22). */
-typedef struct RowStream {
-  const Rows *m;
-  const StagePlan *p;
-  MlirValue ptr, row_zero; /* this copy's source; what a missing row's copy names */
-  MlirValue delta, left;   /* i64: elements per step rows; rows left from R0 */
-} RowStream;
-
-static void stream_step(Lowerer *L, void *ctx, int it) {
-  RowStream *rs = ctx;
-  if (it > 0) /* the chain stays outside any guard */
-    rs->ptr = cg_gep(&L->b, rs->ptr, rs->delta, rs->m->t.et);
-}
-
-static void stream_chunk(Lowerer *L, void *ctx, int it, MlirValue r, MlirValue cc,
-                         MlirValue *src, MlirValue *inb) {
-  RowStream *rs = ctx;
-  CgBuilder *b = &L->b;
-  (void)r, (void)cc;
-  *inb = cg_cmpi(b, "slt", cg_const_i64(b, (int64_t)it * rs->p->step), rs->left);
-  *src = cg_select(b, *inb, rs->ptr, rs->row_zero);
-}
-
-/* cp.async of the tile's rows into shared memory, 16 bytes a thread; rows
- * that are not there are zero-filled (src-size 0 reads nothing). */
 static void stage_rows(Lowerer *L, Rows *m, CgVal *s) {
-  CgBuilder *b = &L->b;
   if (m->page && !m->pack && s->type.rows <= m->page)
     hoist_pages(L, m, s->type.rows);
   StagePlan p = lw_stage_plan(L, s);
@@ -583,14 +554,8 @@ static void stage_rows(Lowerer *L, Rows *m, CgVal *s) {
     lw_stage_copies(L, s, &p, &src);
     return;
   }
-  RowStream rs = {.m = m, .p = &p};
-  MlirValue R0 = cg_addi(b, m->row0, cg_int_cast(b, p.r_reg, b->i64));
-  MlirValue col = cg_int_cast(b, cg_muli_c(b, p.cc_reg, 8), b->i64);
-  rs.ptr = cg_gep(b, m->t.base, cg_addi(b, cg_addi(b, m->bh, cg_muli(b, R0, m->t.ss)), col), m->t.et);
-  rs.delta = cg_muli_c(b, m->t.ss, p.step);
-  rs.left = cg_subi(b, m->limit, R0);
-  rs.row_zero = m->t.base; /* any readable address: a missing row's copy reads nothing */
-  StageSource src = {stream_step, stream_chunk, &rs};
+  RowStream rs;
+  StageSource src = lw_row_stream(L, &rs, &p, &m->t, m->bh, m->row0, m->limit, m->t.base);
   lw_stage_copies(L, s, &p, &src);
 }
 

@@ -310,33 +310,49 @@ void lw_stage_copies(Lowerer *L, CgVal *s, const StagePlan *p, const StageSource
   cg_cp_async_commit(b);
 }
 
-/* The rows row0.. of (batch, head) of a tensor, as a StageSource. When a
- * thread keeps its column (StagePlan.regular) its source address is
- * strength-reduced: one pointer add per copy, and the bound check compares
- * the copy's row offset with the rows left, a constant per copy. */
+static void stream_step(Lowerer *L, void *ctx, int it) {
+  RowStream *rs = ctx;
+  if (it > 0) /* the chain stays outside any guard */
+    rs->ptr = cg_gep(&L->b, rs->ptr, rs->delta, rs->et);
+}
+
+static void stream_chunk(Lowerer *L, void *ctx, int it, MlirValue r, MlirValue cc,
+                         MlirValue *src, MlirValue *inb) {
+  RowStream *rs = ctx;
+  CgBuilder *b = &L->b;
+  (void)r, (void)cc;
+  *inb = cg_cmpi(b, "slt", cg_const_i64(b, (int64_t)it * rs->p->step), rs->left);
+  *src = cg_select(b, *inb, rs->ptr, rs->row_zero);
+}
+
+StageSource lw_row_stream(Lowerer *L, RowStream *rs, const StagePlan *p, const TensorRef *t,
+                          MlirValue bh, MlirValue row0, MlirValue limit, MlirValue row_zero) {
+  CgBuilder *b = &L->b;
+  memset(rs, 0, sizeof *rs);
+  rs->p = p;
+  rs->et = t->et;
+  MlirValue R0 = cg_addi(b, row0, cg_int_cast(b, p->r_reg, b->i64));
+  MlirValue col = cg_int_cast(b, cg_muli_c(b, p->cc_reg, 8), b->i64);
+  rs->ptr = cg_gep(b, t->base, cg_addi(b, cg_addi(b, bh, cg_muli(b, R0, t->ss)), col), t->et);
+  rs->delta = cg_muli_c(b, t->ss, p->step);
+  rs->left = cg_subi(b, limit, R0);
+  rs->row_zero = row_zero;
+  return (StageSource){stream_step, stream_chunk, rs};
+}
+
+/* The rows row0.. of (batch, head) of a tensor for a plan whose threads do
+ * not keep their column: each copy computes its row and bound. */
 typedef struct TileSource {
   const TensorRef *t;
-  const StagePlan *p;
-  MlirValue bh, row0, row_zero; /* row_zero: row 0 of (b, h), read by missing rows */
-  MlirValue src_reg, left, delta; /* regular: this copy's address, rows left, step */
+  MlirValue bh, row0;
 } TileSource;
-
-static void tile_step(Lowerer *L, void *ctx, int it) {
-  TileSource *ts = ctx;
-  if (ts->p->regular && it > 0) /* the chain stays outside any guard */
-    ts->src_reg = cg_gep(&L->b, ts->src_reg, ts->delta, ts->t->et);
-}
 
 static void tile_chunk(Lowerer *L, void *ctx, int it, MlirValue r, MlirValue cc, MlirValue *src,
                        MlirValue *inb) {
   TileSource *ts = ctx;
   CgBuilder *b = &L->b;
   const TensorRef *t = ts->t;
-  if (ts->p->regular) {
-    *inb = cg_cmpi(b, "slt", cg_const_i64(b, (int64_t)it * ts->p->step), ts->left);
-    *src = cg_select(b, *inb, ts->src_reg, ts->row_zero);
-    return;
-  }
+  (void)it;
   MlirValue grow = cg_addi(b, ts->row0, cg_int_cast(b, r, b->i64));
   *inb = cg_cmpi(b, "slt", grow, t->extent);
   MlirValue crow = cg_select(b, *inb, grow, cg_const_i64(b, 0));
@@ -350,19 +366,17 @@ static void tile_chunk(Lowerer *L, void *ctx, int it, MlirValue r, MlirValue cc,
 static void stage_tile(Lowerer *L, const TensorRef *t, MlirValue bi, MlirValue hi,
                        MlirValue row0, CgVal *s) {
   CgBuilder *b = &L->b;
-  TileSource ts = {.t = t, .row0 = row0};
-  ts.bh = row_offset(L, t, bi, hi, cg_const_i64(b, 0));
-  ts.row_zero = cg_gep(b, t->base, ts.bh, t->et);
+  MlirValue bh = row_offset(L, t, bi, hi, cg_const_i64(b, 0));
   StagePlan p = lw_stage_plan(L, s);
-  ts.p = &p;
   if (p.regular) {
-    MlirValue grow = cg_addi(b, row0, cg_int_cast(b, p.r_reg, b->i64));
-    ts.left = cg_subi(b, t->extent, grow);
-    MlirValue col = cg_int_cast(b, cg_muli_c(b, p.cc_reg, 8), b->i64);
-    ts.src_reg = cg_gep(b, t->base, cg_addi(b, ts.bh, cg_addi(b, cg_muli(b, grow, t->ss), col)), t->et);
-    ts.delta = cg_muli_c(b, t->ss, p.step);
+    RowStream rs;
+    StageSource src =
+        lw_row_stream(L, &rs, &p, t, bh, row0, t->extent, cg_gep(b, t->base, bh, t->et));
+    lw_stage_copies(L, s, &p, &src);
+    return;
   }
-  StageSource src = {tile_step, tile_chunk, &ts};
+  TileSource ts = {.t = t, .bh = bh, .row0 = row0};
+  StageSource src = {NULL, tile_chunk, &ts};
   lw_stage_copies(L, s, &p, &src);
 }
 
