@@ -289,6 +289,8 @@ def main():
     torch.manual_seed(int(time.time()))
     rt = flashc_rt.Runtime(args.lib)
     args.no_peers = False
+    from gpu_clock import spin_up
+    spin_up()
     if args.ablation:
         return ablation(rt, args)
     rows = []

@@ -295,6 +295,8 @@ def main():
     rt = flashc_rt.Runtime(args.lib)
     ctx = rt.context(0)
     args._ctx = ctx
+    from gpu_clock import spin_up
+    spin_up()
     if args.sweep:
         rows = sweep(args.sweep.split(","), parse_cfgs(args.configs) if args.configs else GRID,
                      [int(x) for x in args.nsplit.split(",")], args, gen)
