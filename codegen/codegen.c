@@ -25,13 +25,35 @@ static const char *ptx_features(const char *target) {
   return "+ptx80";
 }
 
+/* ------------------------------------------------------------ emitting */
+
+typedef struct Emit {
+  const Module *m;
+  const CgOptions *o;
+  CgContext *cc;
+  CgBuilder b;
+  MlirOperation module;
+  CgKernelInfo *info;
+  CgTimes times;
+  CgStrBuf out;
+  CgPtxasInfo ptxas_info; /* from -emit=cubin's ptxas run */
+  bool have_ptxas_info;
+} Emit;
+
+static void put_text(MlirStringRef s, void *user) { cg_strbuf_append(user, s.data, s.length); }
+
 /* ----------------------------------------------------------- metadata */
 
-static void meta_kernel(CgStrBuf *sb, const Func *f, const CgKernelInfo *ki, const CgOptions *o) {
+/* The metadata of kernel i of the module; its combine kernel and variant
+ * are described by its lines (meta_decode.c). */
+static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
+  const Func *f = E->m->funcs[i];
+  const CgKernelInfo *ki = &E->info[i];
+  const CgOptions *o = E->o;
   const AttrList *a = &f->attrs;
   int hd = (int)attr_int(a, "head_dim", 0);
-  if (cg_meta_is_combine(f))
-    return; /* described by its split kernel's lines (meta_decode.c) */
+  if (func_companion_of(f))
+    return;
   cg_strbuf_puts(sb, "// flashc.meta version 1\n");
   cg_strbuf_printf(sb, "// flashc.meta kernel %s\n", f->name);
   cg_strbuf_printf(sb, "// flashc.meta mode %s\n", attr_str(a, "mode", "forward"));
@@ -57,26 +79,17 @@ static void meta_kernel(CgStrBuf *sb, const Func *f, const CgKernelInfo *ki, con
   cg_strbuf_printf(sb, "// flashc.meta target %s\n", o->target);
   cg_strbuf_printf(sb, "// flashc.meta mma %s\n", ki->wgmma ? "wgmma" : "mma.sync");
   cg_strbuf_printf(sb, "// flashc.meta passes %s\n", o->passes && o->passes[0] ? o->passes : "none");
-  if (cg_meta_is_decode(f))
-    cg_meta_decode(sb, f);
+  if (!cg_meta_is_decode(f))
+    return;
+  int w = -1;
+  for (int k = 0; k < E->m->nfuncs; k++) {
+    const char *of = attr_str(&E->m->funcs[k]->attrs, "variant_of", NULL);
+    if (of && strcmp(of, f->name) == 0)
+      w = k;
+  }
+  cg_meta_decode(sb, f, w >= 0 ? E->m->funcs[w] : NULL, w >= 0 ? &E->info[w] : NULL);
 }
 
-/* ------------------------------------------------------------ emitting */
-
-typedef struct Emit {
-  const Module *m;
-  const CgOptions *o;
-  CgContext *cc;
-  CgBuilder b;
-  MlirOperation module;
-  CgKernelInfo *info;
-  CgTimes times;
-  CgStrBuf out;
-  CgPtxasInfo ptxas_info; /* from -emit=cubin's ptxas run */
-  bool have_ptxas_info;
-} Emit;
-
-static void put_text(MlirStringRef s, void *user) { cg_strbuf_append(user, s.data, s.length); }
 
 /* The most dynamic shared memory one block may opt into. */
 static int smem_limit(const char *target) {
@@ -176,7 +189,7 @@ static int to_llvm_or_ptx(Emit *E, CgStage stage) {
   if (rc == 0) {
     if (stage != CG_STAGE_LLVM)
       for (int i = 0; i < E->m->nfuncs; i++)
-        meta_kernel(&E->out, E->m->funcs[i], &E->info[i], E->o);
+        meta_kernel(&E->out, E, i);
     cg_strbuf_append(&E->out, body.data ? body.data : "", body.len);
   }
   cg_strbuf_free(&body);
@@ -215,7 +228,7 @@ static int run_stages(Emit *E, CgStage stage) {
   switch (stage) {
   case CG_STAGE_META:
     for (int i = 0; i < E->m->nfuncs; i++)
-      meta_kernel(&E->out, E->m->funcs[i], &E->info[i], E->o);
+      meta_kernel(&E->out, E, i);
     return 0;
   case CG_STAGE_MLIR:
     mlirOperationPrint(E->module, put_text, &E->out);

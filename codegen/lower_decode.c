@@ -427,6 +427,7 @@ typedef struct Rows {
    * of a divide, a remainder and two 64-bit multiply-adds. Null otherwise. */
   MlirValue split_row, base_lo, base_hi;
   MlirValue bh;         /* plain: b * sb + h * sh */
+  bool row0_paged;      /* paged: row0 is a multiple of the page size (row0_on_pages) */
 } Rows;
 
 /* block_table[b, pi] as i64 when `ok`, else 0 (the table is read only for
@@ -505,9 +506,28 @@ static bool make_rows(Lowerer *L, const Op *op, int t, int at, Rows *m) {
 
 /* ------------------------------------------------------------ loads */
 
-/* A tile of R <= page rows starting at row0 touches pages row0 / P and
- * (row0 + R - 1) / P only (the same one when row0 is page-aligned): both
- * entries up front, clamped to the rows that are there. */
+/* Is row0 (IR) a multiple of P by construction: `mul x, C` with C % P == 0
+ * (a K/V tile's first row, j * tile_kv)? */
+static bool row0_on_pages(const Value *row0, int P) {
+  const Op *d = row0->def;
+  if (!d || d->kind != OP_MUL || d->noperands != 2 || P <= 0)
+    return false;
+  for (int i = 0; i < 2; i++) {
+    const Op *c = d->operands[i]->def;
+    const Attr *a = c && c->kind == OP_CONST ? attr_get(&c->attrs, "value") : NULL;
+    if (a && ((a->kind == ATTR_INT && a->i > 0 && a->i % P == 0) ||
+              (a->kind == ATTR_FLOAT && a->f > 0 && (int64_t)a->f == a->f &&
+               (int64_t)a->f % P == 0)))
+      return true;
+  }
+  return false;
+}
+
+/* A tile of R <= page rows starting at row0, or of R <= 2 x page rows
+ * starting on a page boundary (a 128-key tile of 64-row pages), touches
+ * pages row0 / P and (row0 + R - 1) / P only (the same one when row0 is
+ * page-aligned and R <= P): both entries up front, clamped to the rows that
+ * are there. */
 static void hoist_pages(Lowerer *L, Rows *m, int R) {
   CgBuilder *b = &L->b;
   MlirValue P = cg_const_i64(b, m->page), zero = cg_const_i64(b, 0);
@@ -546,7 +566,8 @@ static void rows_chunk(Lowerer *L, void *ctx, int it, MlirValue r, MlirValue cc,
  * sixteen pointers live in the d256 kernels (1.2 KB of spills; d256 MQA
  * paged 125.5 -> 85.0 us without it, docs/perf.md 2026-11-22). */
 static void stage_rows(Lowerer *L, Rows *m, CgVal *s) {
-  if (m->page && !m->pack && s->type.rows <= m->page)
+  if (m->page && !m->pack &&
+      (s->type.rows <= m->page || (m->row0_paged && s->type.rows <= 2 * m->page)))
     hoist_pages(L, m, s->type.rows);
   StagePlan p = lw_stage_plan(L, s);
   if (!p.regular || m->pack || m->page) {
@@ -611,6 +632,7 @@ void lw_decode_load(Lowerer *L, const Op *op) {
     }
     MlirValue row = cg_muli(b, m.b, L->bt_stride);
     m.bt_row = cg_gep(b, cg_addrspacecast(b, L->p_bt, b->gptr), row, b->i32);
+    m.row0_paged = row0_on_pages(op->operands[at + 2], m.page);
   }
   Type rt = op->results[0]->type;
   if (rt.kind != TYPE_TILE) {

@@ -16,13 +16,14 @@ bool cg_decode_pdl(const Func *f) {
   return strncmp(t, "sm_", 3) == 0 && atoi(t + 3) >= 90;
 }
 
-/* The module's combine kernel of f, or NULL (split-kv did not run, or
- * split = 1). */
+/* The module's combine kernel of f (of its base kernel for a small-batch
+ * variant), or NULL (split-kv did not run, or split = 1). */
 static const Func *combine_of(const Func *f) {
   const Module *m = f->module;
+  const char *name = attr_str(&f->attrs, "variant_of", f->name);
   for (int i = 0; m && i < m->nfuncs; i++) {
     const char *of = attr_str(&m->funcs[i]->attrs, "combine_of", NULL);
-    if (of && strcmp(of, f->name) == 0)
+    if (of && strcmp(of, name) == 0)
       return m->funcs[i];
   }
   return NULL;
@@ -48,7 +49,7 @@ int cg_decode_counters(const Func *f) {
   return hl * ((rows + br - 1) / br);
 }
 
-void cg_meta_decode(CgStrBuf *sb, const Func *f) {
+void cg_meta_decode(CgStrBuf *sb, const Func *f, const Func *w, const CgKernelInfo *wi) {
   const AttrList *a = &f->attrs;
   const char *cache = attr_str(a, "cache", "contiguous");
   cg_strbuf_printf(sb, "// flashc.meta cache %s\n", cache);
@@ -73,6 +74,14 @@ void cg_meta_decode(CgStrBuf *sb, const Func *f) {
       cg_strbuf_printf(sb, "// flashc.meta combine_fused %d\n", cg_decode_counters(f));
     else if (cg_decode_pdl(f))
       cg_strbuf_puts(sb, "// flashc.meta combine_pdl 1\n");
+  }
+  /* The variant is launched instead of f by the same rules (same arguments,
+   * same workspace and counters), only on its own tiles. */
+  if (c && w && wi) {
+    cg_strbuf_printf(sb, "// flashc.meta wide_kernel %s\n", w->name);
+    cg_strbuf_printf(sb, "// flashc.meta wide_tile_kv %d\n", (int)attr_int(&w->attrs, "tile_kv", 0));
+    cg_strbuf_printf(sb, "// flashc.meta wide_threads %d\n", wi->threads);
+    cg_strbuf_printf(sb, "// flashc.meta wide_smem_bytes %d\n", wi->smem_bytes);
   }
   if (attr_get(a, "unified_max"))
     cg_strbuf_printf(sb, "// flashc.meta unified_max %.9g\n", attr_float(a, "unified_max", 0));

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 
 #include "codegen/cg_strbuf.h"
+#include "codegen/lower.h"
 #include "ir/ir.h"
 
 /* A decode program's split kernel (mode decode, not a combine kernel). */
@@ -14,8 +15,10 @@ bool cg_meta_is_decode(const Func *f);
  * own (the runtime reads every metadata line of the PTX as one kernel's). */
 bool cg_meta_is_combine(const Func *f);
 /* The decode keys of split kernel f: cache, page_size, split, q_len_max,
- * combine_kernel, combine_threads, unified_max, combine_pdl. */
-void cg_meta_decode(CgStrBuf *sb, const Func *f);
+ * combine_kernel, combine_threads, unified_max, combine_pdl; with its
+ * small-batch variant w (NULL when none) compiled as wi: wide_kernel,
+ * wide_tile_kv, wide_threads, wide_smem_bytes. */
+void cg_meta_decode(CgStrBuf *sb, const Func *f, const Func *w, const CgKernelInfo *wi);
 
 /* Decode kernel f (split or combine) is for sm_90 or later, where the split
  * kernel lets its combine kernel launch early (griddepcontrol) and the

@@ -251,6 +251,18 @@ void attr_set_word(Module *m, AttrList *a, const char *key, const char *v) {
   s->s = module_strdup(m, v);
 }
 
+void attrs_copy(Module *m, AttrList *dst, const AttrList *src) {
+  for (int i = 0; i < src->n; i++) {
+    const Attr *a = &src->v[i];
+    switch (a->kind) {
+    case ATTR_INT: attr_set_int(m, dst, a->key, a->i); break;
+    case ATTR_FLOAT: attr_set_float(m, dst, a->key, a->f); break;
+    case ATTR_STR: attr_set_str(m, dst, a->key, a->s); break;
+    case ATTR_WORD: attr_set_word(m, dst, a->key, a->s); break;
+    }
+  }
+}
+
 const Attr *attr_get(const AttrList *a, const char *key) {
   for (int i = 0; i < a->n; i++)
     if (strcmp(a->v[i].key, key) == 0)
@@ -375,6 +387,30 @@ Func *func_create(Module *m, const char *name, const Type *arg_types,
   fs[m->nfuncs++] = f;
   m->funcs = fs;
   return f;
+}
+
+const char *func_companion_of(const Func *f) {
+  const char *of = attr_str(&f->attrs, "combine_of", NULL);
+  return of ? of : attr_str(&f->attrs, "variant_of", NULL);
+}
+
+Func *func_clone(Module *m, Func *f, const char *name) {
+  Type types[256];
+  const char *names[256];
+  assert(f->nargs <= 256);
+  for (int i = 0; i < f->nargs; i++) {
+    types[i] = f->args[i]->type;
+    names[i] = f->args[i]->name;
+  }
+  Func *c = func_create(m, name, types, names, f->nargs, f->loc);
+  attrs_copy(m, &c->attrs, &f->attrs);
+  ValueMap map = {0};
+  for (int i = 0; i < f->nargs; i++)
+    valuemap_put(m, &map, f->args[i], c->args[i]);
+  Builder b = builder_at_end(m, c->body);
+  for (Op *o = f->body->first; o; o = o->next)
+    op_clone(&b, o, &map);
+  return c;
 }
 
 Value *func_arg(Func *f, const char *name) {
@@ -727,15 +763,7 @@ Op *op_clone(Builder *b, Op *op, ValueMap *map) {
   Builder bb = *b;
   bb.loc = op->loc;
   Op *c = build_op(&bb, op->kind, ops, op->noperands, types, op->nresults, op->nregions);
-  for (int i = 0; i < op->attrs.n; i++) {
-    const Attr *a = &op->attrs.v[i];
-    switch (a->kind) {
-    case ATTR_INT: attr_set_int(m, &c->attrs, a->key, a->i); break;
-    case ATTR_FLOAT: attr_set_float(m, &c->attrs, a->key, a->f); break;
-    case ATTR_STR: attr_set_str(m, &c->attrs, a->key, a->s); break;
-    case ATTR_WORD: attr_set_word(m, &c->attrs, a->key, a->s); break;
-    }
-  }
+  attrs_copy(m, &c->attrs, &op->attrs);
   for (int i = 0; i < op->nresults; i++) {
     c->results[i]->name = op->results[i]->name;
     valuemap_put(m, map, op->results[i], c->results[i]);

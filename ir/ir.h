@@ -287,6 +287,11 @@ void *module_alloc(Module *m, size_t size);
 /* Adds a kernel with the given argument types and names (names may be NULL). */
 Func *func_create(Module *m, const char *name, const Type *arg_types,
                   const char *const *arg_names, int nargs, SrcLoc loc);
+/* The kernel that f travels with (a decode kernel's combine kernel or its
+ * small-batch variant: attribute combine_of / variant_of), or NULL. */
+const char *func_companion_of(const Func *f);
+/* Adds a copy of kernel f (arguments, attributes, body) named `name`. */
+Func *func_clone(Module *m, Func *f, const char *name);
 /* Finds a kernel argument by name, or NULL. */
 Value *func_arg(Func *f, const char *name);
 
@@ -296,6 +301,8 @@ void attr_set_int(Module *m, AttrList *a, const char *key, int64_t v);
 void attr_set_float(Module *m, AttrList *a, const char *key, double v);
 void attr_set_str(Module *m, AttrList *a, const char *key, const char *v);
 void attr_set_word(Module *m, AttrList *a, const char *key, const char *v);
+/* Sets every attribute of src on dst (dst's own values of those keys replaced). */
+void attrs_copy(Module *m, AttrList *dst, const AttrList *src);
 const Attr *attr_get(const AttrList *a, const char *key);
 /* Convenience getters with a default when absent or of another kind. */
 int64_t attr_int(const AttrList *a, const char *key, int64_t dflt);

@@ -157,18 +157,6 @@ bool attrs_equal(const AttrList *a, const AttrList *b) {
   return true;
 }
 
-void attrs_copy(Module *m, AttrList *dst, const AttrList *src) {
-  for (int i = 0; i < src->n; i++) {
-    const Attr *a = &src->v[i];
-    switch (a->kind) {
-    case ATTR_INT: attr_set_int(m, dst, a->key, a->i); break;
-    case ATTR_FLOAT: attr_set_float(m, dst, a->key, a->f); break;
-    case ATTR_STR: attr_set_str(m, dst, a->key, a->s); break;
-    case ATTR_WORD: attr_set_word(m, dst, a->key, a->s); break;
-    }
-  }
-}
-
 static bool ops_identical(const Op *a, const Op *b) {
   if (a->kind != b->kind || a->noperands != b->noperands || a->nresults != b->nresults)
     return false;

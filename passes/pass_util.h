@@ -59,7 +59,6 @@ bool value_const(const Value *v, double *out);
 static inline Value *mem_tensor(const Op *op) { return op->operands[0]; }
 
 bool attrs_equal(const AttrList *a, const AttrList *b);
-void attrs_copy(Module *m, AttrList *dst, const AttrList *src);
 
 /* Calls fn on the type of every value of f (kernel and block arguments, op
  * results), storing what it returns. */

@@ -46,6 +46,8 @@ const Pass *pass_find(const char *name);
 
 /* Sets defaults: all passes, target sm_90a, no dumps, max_passes -1. */
 void pass_options_init(PassOptions *o);
+/* Was pass `name` disabled (-disable-pass=NAME)? false for NULL opts. */
+bool pass_is_disabled(const PassOptions *opts, const char *name);
 
 /* Runs the pipeline (or opts->only) on every kernel of m, verifying after
  * each pass. The environment variable FLASHC_DUMP_IR=all|NAME[,NAME] also
@@ -53,7 +55,11 @@ void pass_options_init(PassOptions *o);
 int run_pipeline(Module *m, const PassOptions *opts);
 
 /* The passes, one file each. */
+int pass_small_batch_variant(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_tiling(Module *m, Func *f, const PassOptions *opts, FILE *diag);
+/* tiling.c: does decode kernel f's automatic schedule give one 16-row Q tile
+ * to warps that split each K/V tile's keys (warp-split-kv)? */
+bool tiling_decode_warp_split(const Func *f, const PassOptions *opts);
 int pass_reorder_q_outer(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_defer_rescale(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_partition_warps(Module *m, Func *f, const PassOptions *opts, FILE *diag);

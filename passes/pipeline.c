@@ -12,6 +12,10 @@
 #include "passes/passes.h"
 
 static const Pass pipeline[] = {
+    /* before tiling: the copy it adds is tiled like any kernel */
+    {"small-batch-variant",
+     "decode: a second split kernel on 128-key tiles for launches of one block per SM", false,
+     pass_small_batch_variant},
     {"tiling", "choose tile sizes, warps and stages; make tile extents concrete", true,
      pass_tiling},
     {"reorder-q-outer",
@@ -70,6 +74,10 @@ static bool listed(const char *const *names, int n, const char *name) {
 }
 
 /* FLASHC_DUMP_IR=all or a comma-separated list of pass names. */
+bool pass_is_disabled(const PassOptions *opts, const char *name) {
+  return opts && listed(opts->disabled, opts->ndisabled, name);
+}
+
 static bool env_dump(const char *name) {
   const char *e = getenv("FLASHC_DUMP_IR");
   if (!e || !*e)

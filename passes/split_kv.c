@@ -315,6 +315,8 @@ int pass_split_kv(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   bool yields = func_uses_empty_yields(f);
   add_args(m, &sp);
   rewrite(m, &sp, yields);
-  make_combine(m, &sp);
+  /* A variant's partials go to its base kernel's combine (small_batch_variant.c). */
+  if (!attr_get(&f->attrs, "variant_of"))
+    make_combine(m, &sp);
   return 0;
 }

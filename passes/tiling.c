@@ -73,13 +73,6 @@ static long regs_per_thread(const Sched *s, const Shape *sh) {
 
 static bool fits(const Sched *s, const Shape *sh, const TargetInfo *t);
 
-static bool pass_disabled(const PassOptions *opts, const char *name) {
-  for (int i = 0; opts && i < opts->ndisabled; i++)
-    if (opts->disabled[i] && strcmp(opts->disabled[i], name) == 0)
-      return true;
-  return false;
-}
-
 static Sched default_sched(const Shape *sh) {
   int d = sh->d > sh->dv ? sh->d : sh->dv;
   if (d <= 64)
@@ -102,7 +95,7 @@ static Sched forward_sched(const Shape *sh, const TargetInfo *t, const PassOptio
   Sched big = {128, 64, 8, 2};
   /* Without partition-warps the warps split S's 64 columns (8 each), and P
    * as an MMA A operand needs 16 per warp: keep 4 warps then. */
-  bool split_k = pass_disabled(opts, "partition-warps");
+  bool split_k = pass_is_disabled(opts, "partition-warps");
   /* Hopper's warpgroup MMA (codegen/lower_wgmma.c) wants 16 query rows per
    * warp (a warpgroup's 64-row slab is one wgmma), head dims in whole
    * 64-column blocks, and a wide N. Each matmul is waited for before the
@@ -134,7 +127,7 @@ static Sched forward_sched(const Shape *sh, const TargetInfo *t, const PassOptio
  * (four Q tiles) took 4x the 64-row tile's time, hence q_len_max. */
 static Sched decode_sched(const Shape *sh, int live_rows, const PassOptions *opts) {
   Sched s = default_sched(sh);
-  if (live_rows <= 16 && !pass_disabled(opts, "warp-split-kv")) {
+  if (live_rows <= 16 && !pass_is_disabled(opts, "warp-split-kv")) {
     s.tile_q = 16;
     s.tile_kv = 64;
     s.warps = 4;
@@ -146,6 +139,16 @@ static Sched decode_sched(const Shape *sh, int live_rows, const PassOptions *opt
   s.tile_q = rows;
   s.warps = rows / 16;
   return s;
+}
+
+bool tiling_decode_warp_split(const Func *f, const PassOptions *opts) {
+  const AttrList *a = &f->attrs;
+  int heads = (int)attr_int(a, "heads", 1), kv = (int)attr_int(a, "kv_heads", 1);
+  int live_rows = (int)attr_int(a, "q_len_max", 16) * (kv > 0 ? heads / kv : 1);
+  Shape sh = {(int)attr_int(a, "head_dim", 128), 0, 2};
+  sh.dv = (int)attr_int(a, "v_head_dim", sh.d);
+  Sched s = decode_sched(&sh, live_rows, opts);
+  return s.tile_q == 16 && s.warps > 1;
 }
 
 static bool fits(const Sched *s, const Shape *sh, const TargetInfo *t) {

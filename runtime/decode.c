@@ -318,13 +318,31 @@ fa_status fa_decode_check(const fa_kernel_info *info, const fa_decode_args *args
 
 /* ---- split count and workspace ------------------------------------------- */
 
-int fa_decode_splits(const fa_kernel_info *info, int64_t batch, int64_t kv_heads,
-                     int64_t max_seqlen, int sm_count) {
-  if (!info || !has_combine(info)) return 1;
+/* The small-batch variant (passes/small_batch_variant.c) for launches that
+ * leave one block per SM: on 128-key tiles a block has 64 KB in flight and
+ * its warps twice the MMAs a step (H100, docs/perf.md 2026-11-22, batch 1
+ * GQA 32/8 at 16 splits: 8k 18.9 -> 18.0 us, 16k 31.6 -> 30.1, 64k 94.8 ->
+ * 92.4; 1k-4k within 0.4 us either way). With two blocks per SM (batch 1
+ * MHA, larger batches) the 64-key kernel is 0.5-4% faster. */
+int fa_decode_variant(const fa_kernel_info *info, int64_t batch, int64_t kv_heads,
+                      int64_t max_seqlen, int sm_count) {
+  if (!info || !has_combine(info) || !info->decode.wide_kernel[0] ||
+      info->decode.wide_tile_kv < 1)
+    return 0;
   int64_t blocks = batch * kv_heads;
   if (blocks < 1) blocks = 1;
   if (sm_count < 1) sm_count = 132; /* unknown: an H100's */
-  int64_t tile = info->tile_kv > 0 ? info->tile_kv : 64;
+  return blocks * FA_DECODE_WIDE_SPLITS <= sm_count && max_seqlen >= FA_DECODE_WIDE_KEYS;
+}
+
+int fa_decode_splits(const fa_kernel_info *info, int64_t batch, int64_t kv_heads,
+                     int64_t max_seqlen, int sm_count) {
+  if (!info || !has_combine(info)) return 1;
+  int wide = fa_decode_variant(info, batch, kv_heads, max_seqlen, sm_count);
+  int64_t blocks = batch * kv_heads;
+  if (blocks < 1) blocks = 1;
+  if (sm_count < 1) sm_count = 132; /* unknown: an H100's */
+  int64_t tile = wide ? info->decode.wide_tile_kv : info->tile_kv > 0 ? info->tile_kv : 64;
   int64_t tiles = max_seqlen > 0 ? (max_seqlen + tile - 1) / tile : 1;
   /* A split block is latency-bound at batch 1: its copies wait one DRAM
    * round trip per K/V step. One block per SM, down to one tile a split:
@@ -341,6 +359,7 @@ int fa_decode_splits(const fa_kernel_info *info, int64_t batch, int64_t kv_heads
   if (one > tiles) one = tiles;
   int64_t two = 2 * (int64_t)sm_count / blocks;
   if (two > max_seqlen / FA_DECODE_LONG_CHUNK) two = max_seqlen / FA_DECODE_LONG_CHUNK;
+  if (wide) two = 0; /* 100 KB blocks: 16 splits 92.4 us, 32 96.9 (B=1 GQA 64k) */
   int64_t n = one > two ? one : two;
   if (n > FA_DECODE_MAX_SPLITS) n = FA_DECODE_MAX_SPLITS;
   if (n < 1) return 1;
@@ -367,12 +386,17 @@ static int64_t longest(const fa_kernel_info *info, const fa_decode_args *a) {
 }
 
 fa_status fa_decode_plan(const fa_kernel_info *info, const fa_decode_args *args, int sm_count,
-                         int *nsplit, size_t *workspace_bytes) {
+                         int *nsplit, size_t *workspace_bytes, int *wide) {
   if (!info || !args || !nsplit || !workspace_bytes) return FA_ERR_NULL_POINTER;
   int auto_split = args->nsplit == 0 && info->decode.split == 0;
   int n = args->nsplit ? args->nsplit : info->decode.split;
-  if (auto_split)
-    n = fa_decode_splits(info, args->q.dim[0], info->kv_heads, longest(info, args), sm_count);
+  int use_wide = 0;
+  if (auto_split) {
+    int64_t len = longest(info, args);
+    n = fa_decode_splits(info, args->q.dim[0], info->kv_heads, len, sm_count);
+    use_wide = fa_decode_variant(info, args->q.dim[0], info->kv_heads, len, sm_count);
+  }
+  if (wide) *wide = use_wide;
   if (!has_combine(info)) n = 1;
   /* Floats per split: o_part rows of v_head_dim plus one lse_part each. */
   int64_t per_split = args->q.dim[0] * info->heads * args->q.dim[1] * (info->v_head_dim + 1);
@@ -399,7 +423,7 @@ static uint64_t devptr(const void *p) { return (uint64_t)(uintptr_t)p; }
 
 /* Parameters in docs/decode.md order. */
 static fa_status launch_split(fa_module *m, const fa_decode_args *a, int nsplit, uint64_t lse,
-                              uint64_t ws) {
+                              uint64_t ws, int wide) {
   const fa_kernel_info *in = fa_module_info(m);
   uint64_t q = devptr(a->q.data), k = devptr(a->k.data), v = devptr(a->v.data),
            o = devptr(a->o.data), seq = devptr(a->cache_seqlens), bt = devptr(a->block_table);
@@ -415,8 +439,11 @@ static fa_status launch_split(fa_module *m, const fa_decode_args *a, int nsplit,
                       &bt_stride};
   for (int i = 0; i < 12; i++) params[13 + i] = &st[i];
   unsigned grid[3] = {(unsigned)nsplit, (unsigned)in->kv_heads, (unsigned)batch};
-  return fa_module_launch_(m, 0, grid, (unsigned)in->threads, (unsigned)in->smem_bytes,
-                           a->stream, params);
+  if (wide)
+    return fa_module_launch_(m, FA_ENTRY_WIDE, grid, (unsigned)in->decode.wide_threads,
+                             (unsigned)in->decode.wide_smem_bytes, a->stream, params);
+  return fa_module_launch_(m, FA_ENTRY_KERNEL, grid, (unsigned)in->threads,
+                           (unsigned)in->smem_bytes, a->stream, params);
 }
 
 static fa_status launch_combine(fa_module *m, const fa_decode_args *a, int nsplit, uint64_t lse,
@@ -427,7 +454,8 @@ static fa_status launch_combine(fa_module *m, const fa_decode_args *a, int nspli
   long long sb = a->o.stride[0], ss = a->o.stride[1], sh = a->o.stride[2];
   void *params[10] = {&o, &lse, &ws, &seq, &batch, &q_len, &ns, &sb, &ss, &sh};
   unsigned grid[3] = {(unsigned)in->heads, (unsigned)batch, 1};
-  return fa_module_launch_(m, 1, grid, (unsigned)in->decode.combine_threads, 0, a->stream,
+  return fa_module_launch_(m, FA_ENTRY_COMBINE, grid, (unsigned)in->decode.combine_threads, 0,
+                           a->stream,
                            params);
 }
 
@@ -439,9 +467,9 @@ fa_status fa_decode(fa_module *mod, const fa_decode_args *args) {
   fa_status st = fa_decode_check(in, args, msg, msglen);
   if (st != FA_OK) return st;
   if (args->q.dim[0] == 0 || args->q.dim[1] == 0) return FA_OK; /* nothing to compute */
-  int nsplit;
+  int nsplit, wide;
   size_t ws_bytes;
-  if ((st = fa_decode_plan(in, args, fa_module_sm_count_(mod), &nsplit, &ws_bytes))) {
+  if ((st = fa_decode_plan(in, args, fa_module_sm_count_(mod), &nsplit, &ws_bytes, &wide))) {
     fa_fmt(msg, msglen, "workspace: nsplit %d x batch %" PRId64 " x heads %d x q_len %" PRId64
            " x (v_head_dim %d + 1) floats exceed the int32 limit", nsplit, args->q.dim[0],
            in->heads, args->q.dim[1], in->v_head_dim);
@@ -467,10 +495,13 @@ fa_status fa_decode(fa_module *mod, const fa_decode_args *args) {
   if (st == FA_OK) {
     uint64_t lse = args->lse ? devptr(args->lse) : base + ctr_bytes + (fused ? ws_bytes : 0);
     uint64_t ws = ws_bytes ? base + ctr_bytes + (fused ? 0 : lse_bytes) : 0;
-    st = launch_split(mod, args, nsplit, lse, ws);
+    st = launch_split(mod, args, nsplit, lse, ws, wide);
     if (st == FA_OK && nsplit > 1 && !fused) st = launch_combine(mod, args, nsplit, lse, ws);
   }
   fa_module_leave_(mod);
-  if (st == FA_OK) *fa_module_last_nsplit_(mod) = nsplit;
+  if (st == FA_OK) {
+    *fa_module_last_nsplit_(mod) = nsplit;
+    *fa_module_last_wide_(mod) = wide;
+  }
   return st;
 }

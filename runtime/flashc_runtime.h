@@ -93,6 +93,13 @@ typedef struct fa_decode_info {
                                       * needs N i32 arrival counters per sequence, zero on
                                       * entry, right before the workspace; the combine kernel
                                       * is not launched. 0 (default): separate combine */
+  char wide_kernel[FA_NAME_MAX];     /* key wide_kernel: the small-batch variant, the same
+                                      * split kernel on wide_tile_kv-key tiles, launched
+                                      * instead of `kernel` when few (batch, K/V head) pairs
+                                      * leave one block per SM (fa_decode_variant); "" none */
+  int wide_tile_kv;                  /* keys wide_tile_kv, wide_threads, wide_smem_bytes: */
+  int wide_threads;                  /* the variant's tile_kv, threads and smem_bytes */
+  int wide_smem_bytes;               /* (all four keys together, with a combine kernel) */
 } fa_decode_info;
 
 /* What the `// flashc.meta KEY VALUE` lines say (docs/abi.md, "Metadata").
@@ -265,6 +272,8 @@ fa_status fa_forward(fa_module *mod, const fa_forward_args *args);
 #define FA_DECODE_MAX_Q_LEN 16
 #define FA_DECODE_MAX_SPLITS 64   /* fa_decode_splits' cap; an explicit nsplit may go to 1024 */
 #define FA_DECODE_LONG_CHUNK 1024 /* split = auto: keys per split before two blocks per SM */
+#define FA_DECODE_WIDE_SPLITS 16   /* the small-batch variant: at least this many splits at */
+#define FA_DECODE_WIDE_KEYS 4096   /* one block per SM, and caches of at least this many keys */
 
 /* Arguments of one decode launch: q_len (1..16) new tokens per sequence
  * against a KV cache holding cache_seqlens[b] tokens of sequence b (the new
@@ -317,13 +326,23 @@ typedef struct fa_decode_args {
 fa_status fa_decode_check(const fa_kernel_info *info, const fa_decode_args *args, char *msg,
                           size_t msglen);
 
+/* Whether a `split = auto` launch of (batch, kv_heads) pairs on a GPU of
+ * `sm_count` SMs runs the module's small-batch variant (metadata
+ * wide_kernel) instead of its kernel: when it has one, one block per SM
+ * gives every pair at least FA_DECODE_WIDE_SPLITS splits, and the longest
+ * cache (max_seqlen) holds at least FA_DECODE_WIDE_KEYS keys. 0 or 1. */
+int fa_decode_variant(const fa_kernel_info *info, int64_t batch, int64_t kv_heads,
+                      int64_t max_seqlen, int sm_count);
+
 /* The `split = auto` heuristic for (split, kv_head, batch) blocks on a GPU
  * of `sm_count` SMs: one block per SM (rounded down) with at least one K/V
  * tile (metadata tile_kv) of the longest cache (max_seqlen) per split, or
  * two per SM where each split still gets FA_DECODE_LONG_CHUNK keys,
  * whichever is more; at most FA_DECODE_MAX_SPLITS; then as few splits as
  * cover the longest cache's tiles with the same tiles per split, so none is
- * empty. 1 when the kernel has no combine kernel. Always >= 1. */
+ * empty. For the small-batch variant (fa_decode_variant) one block per SM
+ * on its wide_tile_kv tiles. 1 when the kernel has no combine kernel.
+ * Always >= 1. */
 int fa_decode_splits(const fa_kernel_info *info, int64_t batch, int64_t kv_heads,
                      int64_t max_seqlen, int sm_count);
 
@@ -332,10 +351,12 @@ int fa_decode_splits(const fa_kernel_info *info, int64_t batch, int64_t kv_heads
  * the workspace it needs in bytes (o_part + lse_part, docs/decode.md; 0
  * when nsplit is 1; a kernel compiled in the FlashAttention-1 loop order,
  * whose metadata has workspace_floats_per_row > 0, gets that many floats
- * per query row for its O, m, l instead). Returns FA_ERR_TOO_LARGE when the
- * workspace would not fit the kernels' int32 float indices. */
+ * per query row for its O, m, l instead), and in *wide (when not NULL)
+ * whether the small-batch variant runs (fa_decode_variant; only with the
+ * automatic split count). Returns FA_ERR_TOO_LARGE when the workspace
+ * would not fit the kernels' int32 float indices. */
 fa_status fa_decode_plan(const fa_kernel_info *info, const fa_decode_args *args, int sm_count,
-                         int *nsplit, size_t *workspace_bytes);
+                         int *nsplit, size_t *workspace_bytes, int *wide);
 
 /* Validates args (fa_decode_check), chooses nsplit (fa_decode_plan with
  * the device's SM count), makes sure the module's scratch holds the
@@ -347,6 +368,9 @@ fa_status fa_decode(fa_module *mod, const fa_decode_args *args);
 
 /* The nsplit of the last successful fa_decode on mod (0 before one). */
 int fa_decode_last_nsplit(const fa_module *mod);
+/* The split kernel the last successful fa_decode on mod launched (its
+ * kernel or its small-batch variant); "" before one or for a NULL mod. */
+const char *fa_decode_last_kernel(const fa_module *mod);
 
 /* ---- JIT: compiling specs at run time ------------------------------------
  *

@@ -30,12 +30,16 @@ fa_status fa_module_scratch_(fa_module *m, size_t bytes, uint64_t *base);
  * stream), and from then on only those bytes count as zero. Fused decode
  * kernels keep their arrival counters there and leave them zero. */
 fa_status fa_module_zero_head_(fa_module *m, size_t bytes, void *stream);
-/* Launches the main entry point (combine = 0) or the decode combine kernel. */
-fa_status fa_module_launch_(fa_module *m, int combine, const unsigned grid[3], unsigned block,
+/* A module's entry points: the kernel, a decode kernel's combine kernel and
+ * its small-batch variant (metadata combine_kernel, wide_kernel). */
+typedef enum fa_entry { FA_ENTRY_KERNEL = 0, FA_ENTRY_COMBINE, FA_ENTRY_WIDE } fa_entry;
+/* Launches entry point `which`. */
+fa_status fa_module_launch_(fa_module *m, fa_entry which, const unsigned grid[3], unsigned block,
                             unsigned smem, void *stream, void **params);
 int fa_module_sm_count_(const fa_module *m);
 char *fa_module_msg_(fa_module *m, size_t *len);
 int *fa_module_last_nsplit_(fa_module *m);
+int *fa_module_last_wide_(fa_module *m); /* the last fa_decode ran the small-batch variant */
 
 /* Replaces ctx's message (the JIT library reports compile errors through it;
  * it cannot see struct fa_context). NULL ctx is a no-op. */

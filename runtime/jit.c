@@ -260,12 +260,12 @@ static fa_status emit_kernel(const KernelSpec *k, const Resolved *r, FILE *diag,
   if (!lower_kernel(m, k, r->target, diag) || module_verify(m, "lowering", diag) != 0 ||
       run_pipeline(m, &po) != 0)
     goto done;
-  /* A decode kernel's combine kernel (attribute combine_of, added by
-   * split-kv) travels in the same PTX, as in the CLI; anything else is one
-   * kernel a module. */
+  /* A decode kernel's combine kernel and small-batch variant (attributes
+   * combine_of, variant_of: split-kv, small-batch-variant) travel in the same
+   * PTX, as in the CLI; anything else is one kernel a module. */
   int primary = 0;
   for (int i = 0; i < m->nfuncs; i++)
-    primary += attr_get(&m->funcs[i]->attrs, "combine_of") == NULL;
+    primary += func_companion_of(m->funcs[i]) == NULL;
   if (primary != 1) {
     fprintf(diag, "%s: error: kernel %s compiles to %d kernels; one PTX module holds one\n",
             r->filename, k->name, primary);

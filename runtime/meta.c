@@ -45,7 +45,7 @@ enum {
   K_WORKSPACE, K_TARGET, K_PASSES,
   /* decode keys (docs/decode.md); refused for other modes */
   K_CACHE, K_PAGE_SIZE, K_SPLIT, K_Q_LEN_MAX, K_COMBINE, K_COMBINE_THREADS, K_UNIFIED_MAX,
-  K_COMBINE_PDL, K_COMBINE_FUSED, K_COUNT
+  K_COMBINE_PDL, K_COMBINE_FUSED, K_WIDE, K_WIDE_TILE_KV, K_WIDE_THREADS, K_WIDE_SMEM, K_COUNT
 };
 #define FIRST_DECODE_KEY K_CACHE
 
@@ -54,7 +54,8 @@ static const char *const key_names[K_COUNT] = {
   "mask", "scale", "tile_q", "tile_kv", "warps", "stages", "threads", "smem_bytes", "grid",
   "workspace_floats_per_row", "target", "passes",
   "cache", "page_size", "split", "q_len_max", "combine_kernel", "combine_threads", "unified_max",
-  "combine_pdl", "combine_fused",
+  "combine_pdl", "combine_fused", "wide_kernel", "wide_tile_kv", "wide_threads",
+  "wide_smem_bytes",
 };
 
 static const int required_keys[] = {K_VERSION, K_KERNEL, K_DTYPE, K_HEAD_DIM, K_HEADS,
@@ -62,7 +63,7 @@ static const int required_keys[] = {K_VERSION, K_KERNEL, K_DTYPE, K_HEAD_DIM, K_
 
 typedef struct Parser {
   fa_kernel_info *info;
-  unsigned seen;  /* bit per key */
+  uint64_t seen;  /* bit per key */
   int line;       /* 1-based line of the current key */
   char *err;
   size_t errlen;
@@ -129,7 +130,9 @@ static fa_status parse_scale(Parser *p, const char *v) {
 }
 
 /* The decode keys: cache, page_size, split, q_len_max, combine_kernel,
- * combine_threads, unified_max, combine_pdl, combine_fused. */
+ * combine_threads, unified_max, combine_pdl, combine_fused, and the
+ * small-batch variant's wide_kernel, wide_tile_kv, wide_threads,
+ * wide_smem_bytes. */
 static fa_status set_decode_key(Parser *p, int k, const char *v) {
   fa_decode_info *d = &p->info->decode;
   const char *key = key_names[k];
@@ -157,6 +160,10 @@ static fa_status set_decode_key(Parser *p, int k, const char *v) {
   case K_COMBINE_THREADS: return parse_int(p, key, v, 1, 1024, &d->combine_threads);
   case K_COMBINE_PDL: return parse_int(p, key, v, 0, 1, &d->combine_pdl);
   case K_COMBINE_FUSED: return parse_int(p, key, v, 0, 1 << 20, &d->combine_fused);
+  case K_WIDE: return parse_name(p, key, v, d->wide_kernel, sizeof d->wide_kernel, 1);
+  case K_WIDE_TILE_KV: return parse_int(p, key, v, 16, 256, &d->wide_tile_kv);
+  case K_WIDE_THREADS: return parse_int(p, key, v, 1, 1024, &d->wide_threads);
+  case K_WIDE_SMEM: return parse_int(p, key, v, 0, 232448, &d->wide_smem_bytes);
   case K_UNIFIED_MAX: {
     char *end;
     errno = 0;
@@ -266,12 +273,12 @@ static fa_status parse_line(Parser *p, const char *s, const char *e) {
   memcpy(val, s, vl);
   val[vl] = '\0';
   if (memchr(val, '\0', vl)) return fail(p, key, "%svalue holds a NUL byte", "");
-  if (p->seen & (1u << k)) return fail(p, key, "%sgiven twice", "");
-  p->seen |= 1u << k;
+  if (p->seen & (1ull << k)) return fail(p, key, "%sgiven twice", "");
+  p->seen |= 1ull << k;
   return set_key(p, k, val);
 }
 
-static int seen(const Parser *p, int k) { return (p->seen >> k) & 1u; }
+static int seen(const Parser *p, int k) { return (int)((p->seen >> k) & 1u); }
 
 /* Decode keys belong to decode kernels, and a decode kernel's launch
  * depends on them: a paged cache needs its page size, a split count other
@@ -306,6 +313,17 @@ static fa_status check_decode_keys(Parser *p) {
     fa_fmt(p->err, p->errlen, "metadata: combine_kernel is required unless split is 1");
     return FA_ERR_META;
   }
+  int wide = seen(p, K_WIDE) + seen(p, K_WIDE_TILE_KV) + seen(p, K_WIDE_THREADS) +
+             seen(p, K_WIDE_SMEM);
+  if (wide != 0 && wide != 4) {
+    fa_fmt(p->err, p->errlen,
+           "metadata: wide_kernel, wide_tile_kv, wide_threads and wide_smem_bytes go together");
+    return FA_ERR_META;
+  }
+  if (wide && !d->combine_kernel[0]) {
+    fa_fmt(p->err, p->errlen, "metadata: wide_kernel needs a combine kernel (split is not 1)");
+    return FA_ERR_META;
+  }
   return FA_OK;
 }
 
@@ -315,12 +333,12 @@ static fa_status check_complete(Parser *p) {
   p->line = 0;
   for (size_t i = 0; i < sizeof required_keys / sizeof required_keys[0]; i++) {
     int k = required_keys[i];
-    if (!(p->seen & (1u << k))) {
+    if (!(p->seen & (1ull << k))) {
       fa_fmt(p->err, p->errlen, "metadata: required key '%s' is missing", key_names[k]);
       return FA_ERR_META;
     }
   }
-  if (!(p->seen & (1u << K_V_HEAD_DIM))) in->v_head_dim = in->head_dim;
+  if (!(p->seen & (1ull << K_V_HEAD_DIM))) in->v_head_dim = in->head_dim;
   if (in->head_dim % 8 || in->v_head_dim % 8) {
     fa_fmt(p->err, p->errlen,
            "metadata: head_dim %d / v_head_dim %d must be multiples of 8 (16-byte loads)",

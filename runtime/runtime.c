@@ -64,7 +64,9 @@ struct fa_module {
   CUmodule mod;
   CUfunction fn;
   CUfunction combine;      /* decode: the split-KV combine kernel, or NULL */
+  CUfunction wide;         /* decode: the small-batch variant, or NULL */
   int last_nsplit;         /* decode: nsplit of the last launch */
+  int last_wide;           /* decode: the last launch ran the small-batch variant */
   fa_kernel_info info;
   CUdeviceptr scratch;     /* LSE scratch + workspace, see fa_forward */
   size_t scratch_bytes;
@@ -296,48 +298,61 @@ static fa_status prepare_combine(fa_context *c, fa_module *m) {
   return FA_OK;
 }
 
-/* Resolves the entry point and fits its launch resources to the metadata. */
-static fa_status prepare_function(fa_context *c, fa_module *m) {
+/* Resolves entry point `name` into *fn and fits its launch resources to the
+ * metadata's smem_bytes and threads (what `key` names in the messages). */
+static fa_status prepare_entry(fa_context *c, fa_module *m, const char *name, const char *key,
+                               int smem, int threads, CUfunction *fn) {
   char *msg = c->errmsg;
   size_t len = sizeof c->errmsg;
-  CUresult r = c->cu.ModuleGetFunction(&m->fn, m->mod, m->info.kernel);
+  CUresult r = c->cu.ModuleGetFunction(fn, m->mod, name);
   if (r != CUDA_SUCCESS) {
-    fa_fmt(msg, len, "the module has no entry point '%s' (named by the metadata key kernel)",
-           m->info.kernel);
+    fa_fmt(msg, len, "the module has no entry point '%s' (named by the metadata key %s)", name,
+           key);
     return FA_ERR_LOAD;
   }
-  int smem = m->info.smem_bytes, static_smem = 0, max_threads = 0;
-  c->cu.FuncGetAttribute(&static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, m->fn);
+  int static_smem = 0, max_threads = 0;
+  c->cu.FuncGetAttribute(&static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, *fn);
   if (c->max_smem_optin > 0 && smem + static_smem > c->max_smem_optin) {
     fa_fmt(msg, len,
            "kernel %s needs %d bytes of dynamic + %d of static shared memory; device %d allows "
            "%d per block",
-           m->info.kernel, smem, static_smem, c->device, c->max_smem_optin);
+           name, smem, static_smem, c->device, c->max_smem_optin);
     return FA_ERR_LOAD;
   }
   /* Above 48 KiB a kernel must opt in; raising it always is harmless. */
-  r = c->cu.FuncSetAttribute(m->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem);
+  r = c->cu.FuncSetAttribute(*fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem);
   if (r != CUDA_SUCCESS) {
     char head[256];
     cuda_msg(&c->cu, head, sizeof head, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", r);
-    fa_fmt(msg, len, "kernel %s: %s for %d bytes", m->info.kernel, head, smem);
+    fa_fmt(msg, len, "kernel %s: %s for %d bytes", name, head, smem);
     return FA_ERR_LOAD;
   }
   /* All of the SM's unified L1/shared memory as shared: with the driver's
    * own carveout a second or third block of a 56-112 KB kernel may not fit,
    * and co-resident blocks are what hide one block's softmax behind another's
    * matmuls. A hint: a driver that refuses it changes nothing. */
-  c->cu.FuncSetAttribute(m->fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+  c->cu.FuncSetAttribute(*fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
                          CU_SHAREDMEM_CARVEOUT_MAX_SHARED);
-  c->cu.FuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, m->fn);
-  if (max_threads > 0 && m->info.threads > max_threads) {
+  c->cu.FuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, *fn);
+  if (max_threads > 0 && threads > max_threads) {
     fa_fmt(msg, len,
            "kernel %s: the metadata asks for %d threads per block but the compiled function "
            "allows at most %d (too many registers?)",
-           m->info.kernel, m->info.threads, max_threads);
+           name, threads, max_threads);
     return FA_ERR_LOAD;
   }
-  return prepare_combine(c, m);
+  return FA_OK;
+}
+
+/* Resolves the entry points and fits their launch resources to the metadata. */
+static fa_status prepare_function(fa_context *c, fa_module *m) {
+  fa_status st = prepare_entry(c, m, m->info.kernel, "kernel", m->info.smem_bytes,
+                               m->info.threads, &m->fn);
+  const fa_decode_info *d = &m->info.decode;
+  if (st == FA_OK && m->info.mode == FA_MODE_DECODE && d->wide_kernel[0])
+    st = prepare_entry(c, m, d->wide_kernel, "wide_kernel", d->wide_smem_bytes, d->wide_threads,
+                       &m->wide);
+  return st != FA_OK ? st : prepare_combine(c, m);
 }
 
 static void module_release(fa_module *m) {
@@ -596,10 +611,17 @@ static CUresult launch_pdl(fa_module *m, CUfunction fn, const unsigned grid[3], 
   return m->ctx->cu.LaunchKernelEx(&cfg, fn, params, NULL);
 }
 
-fa_status fa_module_launch_(fa_module *m, int combine, const unsigned grid[3], unsigned block,
+fa_status fa_module_launch_(fa_module *m, fa_entry which, const unsigned grid[3], unsigned block,
                             unsigned smem, void *stream, void **params) {
-  CUfunction fn = combine ? m->combine : m->fn;
-  const char *name = combine ? m->info.decode.combine_kernel : m->info.kernel;
+  int combine = which == FA_ENTRY_COMBINE;
+  CUfunction fn = combine ? m->combine : which == FA_ENTRY_WIDE ? m->wide : m->fn;
+  const char *name = combine                  ? m->info.decode.combine_kernel
+                     : which == FA_ENTRY_WIDE ? m->info.decode.wide_kernel
+                                              : m->info.kernel;
+  if (!fn) {
+    fa_fmt(m->errmsg, sizeof m->errmsg, "kernel %s: the module has no such entry point", name);
+    return FA_ERR_INVALID_ARGUMENT;
+  }
   CUresult r = CUDA_ERROR_NOT_SUPPORTED;
   if (combine && use_pdl(m)) r = launch_pdl(m, fn, grid, block, smem, stream, params);
   /* Refused (an old driver, or a stream that cannot take the attribute):
@@ -625,3 +647,10 @@ char *fa_module_msg_(fa_module *m, size_t *len) {
 int *fa_module_last_nsplit_(fa_module *m) { return &m->last_nsplit; }
 
 int fa_decode_last_nsplit(const fa_module *mod) { return mod ? mod->last_nsplit : 0; }
+
+int *fa_module_last_wide_(fa_module *m) { return &m->last_wide; }
+
+const char *fa_decode_last_kernel(const fa_module *mod) {
+  if (!mod || mod->last_nsplit == 0) return "";
+  return mod->last_wide ? mod->info.decode.wide_kernel : mod->info.kernel;
+}

@@ -271,7 +271,7 @@ static int select_tile_kernel(const Options *o, Module *m) {
     return 0;
   int keep = 0;
   for (int i = 0; i < m->nfuncs; i++) {
-    const char *of = attr_str(&m->funcs[i]->attrs, "combine_of", NULL);
+    const char *of = func_companion_of(m->funcs[i]);
     if (is_selected(o, m->funcs[i]->name) || (of && is_selected(o, of)))
       m->funcs[keep++] = m->funcs[i];
   }
@@ -302,11 +302,11 @@ static void passes_ran(const PassOptions *po, char *buf, size_t len) {
 
 /* Runs codegen on the module (every kernel in it) and writes the stage. */
 static int emit_code(const Options *o, Module *m, FILE *out, double t_front) {
-  /* A decode kernel's combine kernel (attribute combine_of) goes into the
+  /* A decode kernel's combine kernel and small-batch variant go into the
    * same PTX as its split kernel: count the spec's kernels only. */
   int primary = 0;
   for (int i = 0; i < m->nfuncs; i++)
-    primary += attr_get(&m->funcs[i]->attrs, "combine_of") == NULL;
+    primary += func_companion_of(m->funcs[i]) == NULL;
   if ((o->emit == EMIT_PTX || o->emit == EMIT_CUBIN) && primary > 1) {
     fprintf(stderr, "flashc: error: the file has %d kernels and -emit=%s writes one module per kernel; "
             "pick one with --kernel=NAME\n", primary, emit_names[o->emit]);

@@ -155,14 +155,14 @@ def run_case(mod, name, spec, c, seed):
     mod.decode(q, k, v, o, seqlens, bt_dev, lse, host_seqlens=seqlens_h, host_block_table=bt,
                nsplit=nsplit_asked)
     torch.cuda.synchronize()
-    nsplit = mod.last_nsplit()
+    nsplit, ran = mod.last_nsplit(), mod.last_kernel()
     r = check_case(spec, c, q, ks, vs, o, lse)
     pad_bad = int((~torch.isnan(o_base[..., spec["v_head_dim"]:])).sum()) if c["layout"] == "strided" else 0
     o_tol = 2 * r["o_pt"] + 1e-5
     lse_tol = 2 * r["lse_pt"] + LSE_SLACK
     ok = (r["nan"] == 0 and r["masked_bad"] == 0 and pad_bad == 0 and r["o_err"] <= o_tol
           and (lse is None or r["lse_err"] <= lse_tol))
-    r.update(kernel=name, case=c, nsplit_run=nsplit, seed=seed, pad_bad=pad_bad, o_tol=o_tol,
+    r.update(kernel=name, ran=ran, case=c, nsplit_run=nsplit, seed=seed, pad_bad=pad_bad, o_tol=o_tol,
              lse_tol=lse_tol, passed=ok, seconds=round(time.time() - t0, 3))
     return r
 
@@ -177,7 +177,8 @@ def describe(r):
     return (f"{'PASS' if r['passed'] else 'FAIL'} {r['kernel']:<30} ql={c['q_len']:<2} "
             f"lens={lens} nsplit={c['nsplit'] or 'auto'}->{r['nsplit_run']} {c['inputs']:<5} "
             f"{c['layout']:<7} o {r['o_err']:.2e}/{r['o_tol']:.2e} {lse} "
-            f"masked-rows {r['masked_rows']}{extra}")
+            f"masked-rows {r['masked_rows']}{extra}"
+            + (f" ran {r['ran']}" if r.get("ran") and r["ran"] != r["kernel"] else ""))
 
 
 # ---- validation through the binding ----------------------------------------------
@@ -234,9 +235,17 @@ def main():
             print(f"FAIL {name}: metadata cache {dinfo['cache']}/{dinfo['page_size']} but "
                   f"decode_specs.py says {spec['cache']}/{spec['page_size']}")
             st.failed += 1
+        ran = set()
         for i, c in enumerate(spec["cases"]):
             st.run_case(name, spec, c, lambda: run_case(mod, name, spec, c, st.seed * 1000 + i),
                         describe)
+            ran.add(mod.last_kernel())
+        # A small-batch variant (metadata wide_kernel) is checked only if some case ran it.
+        wide = dinfo["wide_kernel"]
+        if wide and wide not in ran and not spec["expect_fail"]:
+            print(f"FAIL {name}: no case launched its small-batch variant {wide} "
+                  f"(ran: {', '.join(sorted(k for k in ran if k))})")
+            st.failed += 1
         if spec["cache"] == "paged" and not validated and not spec["expect_fail"]:
             validated = True
             st.validation(name, 30, validation_cases(mod, spec))

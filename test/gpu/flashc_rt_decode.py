@@ -23,7 +23,9 @@ class DecodeInfo(ctypes.Structure):
                 ("q_len_max", ctypes.c_int), ("combine_kernel", ctypes.c_char * 128),
                 ("combine_threads", ctypes.c_int), ("has_unified_max", ctypes.c_int),
                 ("unified_max", ctypes.c_double), ("combine_pdl", ctypes.c_int),
-                ("combine_fused", ctypes.c_int)]
+                ("combine_fused", ctypes.c_int), ("wide_kernel", ctypes.c_char * 128),
+                ("wide_tile_kv", ctypes.c_int), ("wide_threads", ctypes.c_int),
+                ("wide_smem_bytes", ctypes.c_int)]
 
 
 class KernelInfoDecode(flashc_rt.KernelInfo):
@@ -38,6 +40,7 @@ class KernelInfoDecode(flashc_rt.KernelInfo):
         d["grid"] = ["q_tiles,heads,batch", "1,heads,batch", "splits,kv_heads,batch"][self.grid]
         dd = {name: getattr(self.decode, name) for name, _ in DecodeInfo._fields_}
         dd["combine_kernel"] = dd["combine_kernel"].decode()
+        dd["wide_kernel"] = dd["wide_kernel"].decode()
         dd["cache"] = "paged" if dd["cache"] == 1 else "contiguous"
         d["decode"] = dd
         return d
@@ -58,6 +61,7 @@ def _setup(lib):
     P = ctypes.c_void_p
     lib.fa_decode.restype, lib.fa_decode.argtypes = ctypes.c_int, [P, ctypes.POINTER(DecodeArgs)]
     lib.fa_decode_last_nsplit.restype, lib.fa_decode_last_nsplit.argtypes = ctypes.c_int, [P]
+    lib.fa_decode_last_kernel.restype, lib.fa_decode_last_kernel.argtypes = ctypes.c_char_p, [P]
     lib._decode_ready = True
 
 
@@ -111,3 +115,7 @@ class DecodeModule(flashc_rt.Module):
 
     def last_nsplit(self):
         return self.lib.fa_decode_last_nsplit(self.handle)
+
+    def last_kernel(self):
+        """The split kernel the last decode launched (the kernel or its small-batch variant)."""
+        return self.lib.fa_decode_last_kernel(self.handle).decode()

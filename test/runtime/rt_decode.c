@@ -79,6 +79,9 @@ static int cmd_meta(int argc, char **argv) {
          "combine_fused %d\n",
          d->combine_kernel, d->combine_threads, d->has_unified_max ? "on" : "off",
          d->unified_max, d->combine_pdl, d->combine_fused);
+  if (d->wide_kernel[0])
+    printf("wide_kernel %s\nwide_tile_kv %d\nwide_threads %d\nwide_smem_bytes %d\n",
+           d->wide_kernel, d->wide_tile_kv, d->wide_threads, d->wide_smem_bytes);
   return 0;
 }
 
@@ -192,12 +195,13 @@ static int cmd_check(int argc, char **argv) {
   char msg[512];
   fa_status st = fa_decode_check(l.null_info ? NULL : &info, l.null_args ? NULL : &l.a, msg,
                                  sizeof msg);
-  int nsplit = 0;
+  int nsplit = 0, wide = 0;
   size_t ws = 0;
-  if (st == FA_OK && fa_decode_plan(&info, &l.a, 132, &nsplit, &ws) == FA_OK)
-    printf("plan: grid %d %d %" PRId64 " block %d, nsplit %d, workspace %zu bytes%s\n", nsplit,
-           info.kv_heads, l.a.q.dim[0], info.threads, nsplit, ws,
-           nsplit > 1 ? ", combine" : "");
+  if (st == FA_OK && fa_decode_plan(&info, &l.a, 132, &nsplit, &ws, &wide) == FA_OK)
+    printf("plan: grid %d %d %" PRId64 " block %d, nsplit %d, workspace %zu bytes%s%s%s\n",
+           nsplit, info.kv_heads, l.a.q.dim[0], wide ? info.decode.wide_threads : info.threads,
+           nsplit, ws, nsplit > 1 ? ", combine" : "", wide ? ", kernel " : "",
+           wide ? info.decode.wide_kernel : "");
   return report(st, msg);
 }
 
