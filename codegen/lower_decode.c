@@ -427,7 +427,7 @@ typedef struct Rows {
    * of a divide, a remainder and two 64-bit multiply-adds. Null otherwise. */
   MlirValue split_row, base_lo, base_hi;
   MlirValue bh;         /* plain: b * sb + h * sh */
-  bool row0_paged;      /* paged: row0 is a multiple of the page size (row0_on_pages) */
+  int row0_mult;        /* row0 is a multiple of it by construction (row0_multiple); 0 */
 } Rows;
 
 /* block_table[b, pi] as i64 when `ok`, else 0 (the table is read only for
@@ -506,28 +506,26 @@ static bool make_rows(Lowerer *L, const Op *op, int t, int at, Rows *m) {
 
 /* ------------------------------------------------------------ loads */
 
-/* Is row0 (IR) a multiple of P by construction: `mul x, C` with C % P == 0
- * (a K/V tile's first row, j * tile_kv)? */
-static bool row0_on_pages(const Value *row0, int P) {
+/* C when row0 (IR) is `mul x, C` for a constant C > 0 (a K/V tile's first
+ * row, j * tile_kv), else 0. */
+static int row0_multiple(const Value *row0) {
   const Op *d = row0->def;
-  if (!d || d->kind != OP_MUL || d->noperands != 2 || P <= 0)
-    return false;
+  if (!d || d->kind != OP_MUL || d->noperands != 2)
+    return 0;
   for (int i = 0; i < 2; i++) {
     const Op *c = d->operands[i]->def;
     const Attr *a = c && c->kind == OP_CONST ? attr_get(&c->attrs, "value") : NULL;
-    if (a && ((a->kind == ATTR_INT && a->i > 0 && a->i % P == 0) ||
-              (a->kind == ATTR_FLOAT && a->f > 0 && (int64_t)a->f == a->f &&
-               (int64_t)a->f % P == 0)))
-      return true;
+    if (a && a->kind == ATTR_INT && a->i > 0 && a->i < (1 << 30))
+      return (int)a->i;
+    if (a && a->kind == ATTR_FLOAT && a->f > 0 && a->f < (1 << 30) && (int)a->f == a->f)
+      return (int)a->f;
   }
-  return false;
+  return 0;
 }
 
-/* A tile of R <= page rows starting at row0, or of R <= 2 x page rows
- * starting on a page boundary (a 128-key tile of 64-row pages), touches
- * pages row0 / P and (row0 + R - 1) / P only (the same one when row0 is
- * page-aligned and R <= P): both entries up front, clamped to the rows that
- * are there. */
+/* A tile of R <= page rows starting at row0 touches pages row0 / P and
+ * (row0 + R - 1) / P only (the same one when row0 is page-aligned): both
+ * entries up front, clamped to the rows that are there. */
 static void hoist_pages(Lowerer *L, Rows *m, int R) {
   CgBuilder *b = &L->b;
   MlirValue P = cg_const_i64(b, m->page), zero = cg_const_i64(b, 0);
@@ -559,24 +557,76 @@ static void rows_chunk(Lowerer *L, void *ctx, int it, MlirValue r, MlirValue cc,
   *src = cg_gep(b, m->t.base, off, m->t.et);
 }
 
+/* A paged tile whose pages are known per copy: rows row0 .. row0 + R - 1
+ * with row0 a multiple of C (Rows.row0_mult) lie in one page when C divides
+ * P and R <= C, or fill R / P whole pages when P divides C and R (and a
+ * thread's rows, step apart, cross pages only between copies: step divides
+ * P). Then copy it reads page it / per_page of the tile, and each page is a
+ * RowStream of its own: one block-table entry per page and tile, and per
+ * copy the contiguous cache's pointer add, compare and select (H100,
+ * docs/perf.md 2026-11-22: paged bench rows 0.3-2.6% faster). Only in the
+ * 16-row warp-split kernels: in the 64-row d128 kernel ptxas then settled on
+ * 168 registers and 60 bytes of spills, 4-10% slower. Returns false for
+ * other tiles. */
+static bool paged_stream(Lowerer *L, Rows *m, const StagePlan *p, int R, RowStream *rs,
+                         StageSource *src) {
+  CgBuilder *b = &L->b;
+  if (attr_int(&L->f->attrs, "tile_q", 0) > 16)
+    return false;
+  int P = m->page, C = m->row0_mult;
+  bool one = C > 0 && P % C == 0 && R <= C;
+  bool whole = C > 0 && C % P == 0 && R % P == 0 && p->step > 0 && P % p->step == 0;
+  int npages = one ? 1 : R / (P > 0 ? P : 1);
+  if (!p->regular || m->pack || !P || !(one || whole) || npages > 16)
+    return false;
+  memset(rs, 0, sizeof *rs);
+  rs->p = p;
+  rs->et = m->t.et;
+  rs->per_page = one ? p->iters : P / p->step;
+  MlirValue Pv = cg_const_i64(b, P);
+  MlirValue pi0 = cg_arith2(b, "arith.divui", m->row0, Pv);
+  MlirValue r0 = cg_int_cast(b, p->r_reg, b->i64);
+  MlirValue R0 = cg_addi(b, m->row0, r0);
+  /* Where a thread's first copy of each page starts within the page. */
+  MlirValue in_page = cg_addi(b, cg_subi(b, m->row0, cg_muli(b, pi0, Pv)), r0);
+  MlirValue col = cg_int_cast(b, cg_muli_c(b, p->cc_reg, 8), b->i64);
+  MlirValue rest = cg_addi(b, cg_addi(b, cg_muli(b, m->h, m->t.sh), cg_muli(b, in_page, m->t.ss)),
+                           col);
+  for (int q = 0; q < npages; q++) {
+    MlirValue ok = cg_cmpi(b, "slt", cg_addi_c(b, m->row0, (int64_t)q * P), m->limit);
+    MlirValue entry = page_entry(L, m, cg_addi_c(b, pi0, q), ok);
+    rs->page_ptr[q] = cg_gep(b, m->t.base, cg_addi(b, cg_muli(b, entry, m->t.sb), rest), m->t.et);
+  }
+  rs->delta = cg_muli_c(b, m->t.ss, p->step);
+  rs->left = cg_subi(b, m->limit, R0);
+  rs->row_zero = m->t.base; /* any readable address: a missing row's copy reads nothing */
+  *src = lw_stream_source(rs);
+  return true;
+}
+
 /* cp.async of the tile's rows into shared memory, 16 bytes a thread; rows
  * that are not there are zero-filled (src-size 0 reads nothing). A
- * contiguous cache's rows are a RowStream (lw_row_stream); packed and paged
- * tiles keep rows_chunk: a stream with the second page's select kept
- * sixteen pointers live in the d256 kernels (1.2 KB of spills; d256 MQA
- * paged 125.5 -> 85.0 us without it, docs/perf.md 2026-11-22). */
+ * contiguous cache's rows are a RowStream (lw_row_stream), a paged cache's
+ * a RowStream per page where each copy's page is known (paged_stream);
+ * other paged and packed tiles take rows_chunk (a single stream with a
+ * per-copy select between two pages kept sixteen pointers live in the d256
+ * kernels: 1.2 KB of spills, docs/perf.md 2026-11-22). */
 static void stage_rows(Lowerer *L, Rows *m, CgVal *s) {
-  if (m->page && !m->pack &&
-      (s->type.rows <= m->page || (m->row0_paged && s->type.rows <= 2 * m->page)))
-    hoist_pages(L, m, s->type.rows);
   StagePlan p = lw_stage_plan(L, s);
+  RowStream rs;
+  StageSource src;
+  if (m->page && paged_stream(L, m, &p, s->type.rows, &rs, &src)) {
+    lw_stage_copies(L, s, &p, &src);
+    return;
+  }
+  if (m->page && !m->pack && s->type.rows <= m->page)
+    hoist_pages(L, m, s->type.rows);
   if (!p.regular || m->pack || m->page) {
     StageSource src = {NULL, rows_chunk, m};
     lw_stage_copies(L, s, &p, &src);
     return;
   }
-  RowStream rs;
-  StageSource src = lw_row_stream(L, &rs, &p, &m->t, m->bh, m->row0, m->limit, m->t.base);
+  src = lw_row_stream(L, &rs, &p, &m->t, m->bh, m->row0, m->limit, m->t.base);
   lw_stage_copies(L, s, &p, &src);
 }
 
@@ -632,7 +682,7 @@ void lw_decode_load(Lowerer *L, const Op *op) {
     }
     MlirValue row = cg_muli(b, m.b, L->bt_stride);
     m.bt_row = cg_gep(b, cg_addrspacecast(b, L->p_bt, b->gptr), row, b->i32);
-    m.row0_paged = row0_on_pages(op->operands[at + 2], m.page);
+    m.row0_mult = row0_multiple(op->operands[at + 2]);
   }
   Type rt = op->results[0]->type;
   if (rt.kind != TYPE_TILE) {

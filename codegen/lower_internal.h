@@ -256,9 +256,15 @@ typedef struct RowStream {
   MlirType et;
   MlirValue ptr, row_zero; /* this copy's source; what a missing row's copy names */
   MlirValue delta, left;   /* i64: elements per step rows; rows left from R0 */
+  /* A paged cache (lower_decode.c): copy it reads page it / per_page of
+   * the tile, whose first copy starts at page_ptr[it / per_page]. */
+  int per_page;            /* 0: one contiguous stream */
+  MlirValue page_ptr[16];
 } RowStream;
 StageSource lw_row_stream(Lowerer *L, RowStream *rs, const StagePlan *p, const TensorRef *t,
                           MlirValue bh, MlirValue row0, MlirValue limit, MlirValue row_zero);
+/* The StageSource of a RowStream set up by hand (a paged one). */
+StageSource lw_stream_source(RowStream *rs);
 /* Issues the copies into s (padded or swizzled) and commits them as one group. */
 void lw_stage_copies(Lowerer *L, CgVal *s, const StagePlan *p, const StageSource *src);
 /* A load staged for the tensor cores, in two halves around the copy: the

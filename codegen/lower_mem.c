@@ -312,7 +312,9 @@ void lw_stage_copies(Lowerer *L, CgVal *s, const StagePlan *p, const StageSource
 
 static void stream_step(Lowerer *L, void *ctx, int it) {
   RowStream *rs = ctx;
-  if (it > 0) /* the chain stays outside any guard */
+  if (rs->per_page && it % rs->per_page == 0)
+    rs->ptr = rs->page_ptr[it / rs->per_page];
+  else if (it > 0) /* the chain stays outside any guard */
     rs->ptr = cg_gep(&L->b, rs->ptr, rs->delta, rs->et);
 }
 
@@ -324,6 +326,8 @@ static void stream_chunk(Lowerer *L, void *ctx, int it, MlirValue r, MlirValue c
   *inb = cg_cmpi(b, "slt", cg_const_i64(b, (int64_t)it * rs->p->step), rs->left);
   *src = cg_select(b, *inb, rs->ptr, rs->row_zero);
 }
+
+StageSource lw_stream_source(RowStream *rs) { return (StageSource){stream_step, stream_chunk, rs}; }
 
 StageSource lw_row_stream(Lowerer *L, RowStream *rs, const StagePlan *p, const TensorRef *t,
                           MlirValue bh, MlirValue row0, MlirValue limit, MlirValue row_zero) {
@@ -337,7 +341,7 @@ StageSource lw_row_stream(Lowerer *L, RowStream *rs, const StagePlan *p, const T
   rs->delta = cg_muli_c(b, t->ss, p->step);
   rs->left = cg_subi(b, limit, R0);
   rs->row_zero = row_zero;
-  return (StageSource){stream_step, stream_chunk, rs};
+  return lw_stream_source(rs);
 }
 
 /* The rows row0.. of (batch, head) of a tensor for a plan whose threads do
