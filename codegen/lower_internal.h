@@ -63,7 +63,7 @@ typedef struct CgVal {
 /* A pending cp.async group (issued, not yet waited for). */
 typedef struct Pending {
   int seq;
-  bool carried; /* the next step's tile of a pipelined loop: stays in flight
+  bool carried; /* a tile ahead of a pipelined loop (its ring's next load): stays in flight
                  * across the loop's back edge */
 } Pending;
 
