@@ -4,12 +4,13 @@
  * pairs leave one split block per SM (runtime/decode.c fa_decode_variant).
  *
  * Why: with one block of four warps per SM (batch 1, GQA 32/8: 8 pairs,
- * 16 splits) nothing hides a K/V step's own chain (wait, barrier, QK^T,
+ * 16 splits; MHA 32/32: 32 pairs, 4 splits) nothing hides a K/V step's own chain (wait, barrier, QK^T,
  * softmax, P V), and a 64-key step moves 32 KB. On 128-key tiles each warp
  * takes 32 keys a step (twice the independent MMAs) and a block has 64 KB in
  * flight: H100, docs/perf.md 2026-11-22, batch 1 GQA 8k 18.9 -> 18.0 us, 16k
- * 31.6 -> 30.1, 64k 94.8 -> 92.4 (16 splits). Where two or more blocks share
- * an SM (larger batches, MHA) the 100 KB blocks lose 0.5-4%, so the 64-key
+ * 31.6 -> 30.1, 64k 94.8 -> 92.4 (16 splits), MHA 8k 50.9 -> 50.3 (4
+ * splits). Where two or more blocks share an SM (larger batches) the 100
+ * KB blocks lose 0.5-4%, so the 64-key
  * kernel stays the one for those launches and the spec compiles both.
  *
  *   kernel @NAME(...) {...}                     the spec's kernel, untouched
@@ -27,7 +28,7 @@
  * tiling_decode_warp_split) and that the runtime splits by its rule: no
  * schedule block in the spec (a user's schedule is the one compiled), split
  * = auto (the variant runs only with the automatic split count), split-kv
- * and warp-split-kv enabled, at most 8 K/V heads. Disabled, the module has
+ * and warp-split-kv enabled, at most 32 K/V heads. Disabled, the module has
  * the one kernel and every launch uses it.
  */
 #include <stdio.h>
@@ -59,9 +60,9 @@ int pass_small_batch_variant(Module *m, Func *f, const PassOptions *opts, FILE *
   for (size_t i = 0; i < sizeof user / sizeof user[0]; i++)
     if (attr_get(a, user[i]))
       return 0;
-  /* The runtime picks the variant for at most sm_count / 16 pairs (8 on an
-   * H100, 9 on a B200): with more K/V heads no batch qualifies. */
-  if (attr_int(a, "kv_heads", 1) > 8 || !tiling_decode_warp_split(f, opts))
+  /* The runtime picks the variant for at most sm_count / 4 pairs (33 on an
+   * H100, 37 on a B200): with more K/V heads no batch qualifies. */
+  if (attr_int(a, "kv_heads", 1) > 32 || !tiling_decode_warp_split(f, opts))
     return 0;
   char name[256];
   snprintf(name, sizeof name, "%s_wide", f->name);

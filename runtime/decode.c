@@ -322,8 +322,10 @@ fa_status fa_decode_check(const fa_kernel_info *info, const fa_decode_args *args
  * leave one block per SM: on 128-key tiles a block has 64 KB in flight and
  * its warps twice the MMAs a step (H100, docs/perf.md 2026-11-22, batch 1
  * GQA 32/8 at 16 splits: 8k 18.9 -> 18.0 us, 16k 31.6 -> 30.1, 64k 94.8 ->
- * 92.4; 1k-4k within 0.4 us either way). With two blocks per SM (batch 1
- * MHA, larger batches) the 64-key kernel is 0.5-4% faster. */
+ * 92.4; 1k-4k within 0.4 us either way; at 4-8 splits: batch 1 MHA 8k 50.9
+ * -> 50.3, 64k 349.2 -> 345.2, batch 2 GQA 8k 31.4 -> 30.0, batch 4 GQA 16k
+ * 94.3 -> 92.1). With two blocks per SM (larger batches) the 64-key kernel
+ * is 0.5-4% faster. */
 int fa_decode_variant(const fa_kernel_info *info, int64_t batch, int64_t kv_heads,
                       int64_t max_seqlen, int sm_count) {
   if (!info || !has_combine(info) || !info->decode.wide_kernel[0] ||

@@ -272,7 +272,7 @@ fa_status fa_forward(fa_module *mod, const fa_forward_args *args);
 #define FA_DECODE_MAX_Q_LEN 16
 #define FA_DECODE_MAX_SPLITS 64   /* fa_decode_splits' cap; an explicit nsplit may go to 1024 */
 #define FA_DECODE_LONG_CHUNK 1024 /* split = auto: keys per split before two blocks per SM */
-#define FA_DECODE_WIDE_SPLITS 16   /* the small-batch variant: at least this many splits at */
+#define FA_DECODE_WIDE_SPLITS 4    /* the small-batch variant: at least this many splits at */
 #define FA_DECODE_WIDE_KEYS 4096   /* one block per SM, and caches of at least this many keys */
 
 /* Arguments of one decode launch: q_len (1..16) new tokens per sequence
