@@ -173,6 +173,7 @@ def run_config(mods, cfg, args, gen):
         torch.cuda.synchronize()
         ok, err, bound = check(outs[0], *sets[0], KH)
         row[key + "_ok"], row[key + "_err"], row[key + "_nsplit"] = ok, err, mod.last_nsplit()
+        row[key + "_kernel"] = mod.last_kernel()  # the kernel or its small-batch variant
         if ok:
             row[key + "_us"] = graph_us(calls, args.inner, args.trials)
         del calls, outs
@@ -230,7 +231,8 @@ def sweep(dirs, cfgs, nsplits, args, gen):
                     ok, err, _ = check(outs[0], *sets[0], KH)
                     us = graph_us(calls, args.inner, args.trials) if ok else None
                     r = dict(dir=d, batch=B, heads=H, kv_heads=KH, seqlen=L, paged=paged,
-                             nsplit=mod.last_nsplit(), forced=ns, ok=ok, us=us)
+                             nsplit=mod.last_nsplit(), kernel=mod.last_kernel(), forced=ns, ok=ok,
+                             us=us)
                     rows.append(r)
                     print(f"sweep: {os.path.basename(d.rstrip('/')):>12} B={B:<3} q_len={args.q_len} H={H} Hkv={KH:<2} "
                           f"L={L:<6} {'paged' if paged else 'contig'} nsplit {r['nsplit']:>3} "
