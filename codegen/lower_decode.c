@@ -513,12 +513,9 @@ static int row0_multiple(const Value *row0) {
   if (!d || d->kind != OP_MUL || d->noperands != 2)
     return 0;
   for (int i = 0; i < 2; i++) {
-    const Op *c = d->operands[i]->def;
-    const Attr *a = c && c->kind == OP_CONST ? attr_get(&c->attrs, "value") : NULL;
-    if (a && a->kind == ATTR_INT && a->i > 0 && a->i < (1 << 30))
-      return (int)a->i;
-    if (a && a->kind == ATTR_FLOAT && a->f > 0 && a->f < (1 << 30) && (int)a->f == a->f)
-      return (int)a->f;
+    double c;
+    if (value_const(d->operands[i], &c) && c > 0 && c < (1 << 30) && (int)c == c)
+      return (int)c;
   }
   return 0;
 }
@@ -574,10 +571,12 @@ static bool paged_stream(Lowerer *L, Rows *m, const StagePlan *p, int R, RowStre
   if (attr_int(&L->f->attrs, "tile_q", 0) > 16)
     return false;
   int P = m->page, C = m->row0_mult;
-  bool one = C > 0 && P % C == 0 && R <= C;
-  bool whole = C > 0 && C % P == 0 && R % P == 0 && p->step > 0 && P % p->step == 0;
-  int npages = one ? 1 : R / (P > 0 ? P : 1);
-  if (!p->regular || m->pack || !P || !(one || whole) || npages > 16)
+  if (!p->regular || m->pack || P <= 0 || C <= 0)
+    return false;
+  bool one = P % C == 0 && R <= C;
+  bool whole = C % P == 0 && R % P == 0 && p->step > 0 && P % p->step == 0;
+  int npages = one ? 1 : R / P;
+  if (!(one || whole) || npages > 16)
     return false;
   memset(rs, 0, sizeof *rs);
   rs->p = p;

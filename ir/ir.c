@@ -389,6 +389,21 @@ Func *func_create(Module *m, const char *name, const Type *arg_types,
   return f;
 }
 
+bool value_const(const Value *v, double *out) {
+  if (!v->def || (v->def->kind != OP_CONST && v->def->kind != OP_FULL))
+    return false;
+  const Attr *a = attr_get(&v->def->attrs, "value");
+  if (!a)
+    return false;
+  if (a->kind == ATTR_INT)
+    *out = (double)a->i;
+  else if (a->kind == ATTR_FLOAT)
+    *out = a->f;
+  else
+    return false;
+  return true;
+}
+
 const char *func_companion_of(const Func *f) {
   const char *of = attr_str(&f->attrs, "combine_of", NULL);
   return of ? of : attr_str(&f->attrs, "variant_of", NULL);

@@ -405,6 +405,8 @@ Func *op_func(Op *op);
 bool op_is_inside(Op *op, Op *ancestor);
 /* True when v is defined outside `op` (usable inside it unchanged). */
 bool value_defined_outside(Value *v, Op *op);
+/* True when v is a const/full op result; *out gets its value. */
+bool value_const(const Value *v, double *out);
 
 /* Calls fn(op, ctx) for every op in pre-order (an op before the ops of its
  * regions). fn may not erase ops other than... none: collect first, then

@@ -198,21 +198,6 @@ Value *strip_xwarp(Value *v) {
   return v;
 }
 
-bool value_const(const Value *v, double *out) {
-  if (!v->def || (v->def->kind != OP_CONST && v->def->kind != OP_FULL))
-    return false;
-  const Attr *a = attr_get(&v->def->attrs, "value");
-  if (!a)
-    return false;
-  if (a->kind == ATTR_INT)
-    *out = (double)a->i;
-  else if (a->kind == ATTR_FLOAT)
-    *out = a->f;
-  else
-    return false;
-  return true;
-}
-
 static void map_block_types(Block *b, TypeMapFn fn, void *ctx) {
   for (int i = 0; i < b->nargs; i++)
     b->args[i]->type = fn(b->args[i]->type, ctx);

@@ -53,8 +53,6 @@ void replace_uses_except(Value *from, Value *to, Op *const *keep, int nkeep);
 
 /* The operand of an xwarp_reduce, or v itself. */
 Value *strip_xwarp(Value *v);
-/* True when v is a const/full op result; *out gets its value. */
-bool value_const(const Value *v, double *out);
 /* The tensor a load/store reads or writes (operand 0). */
 static inline Value *mem_tensor(const Op *op) { return op->operands[0]; }
 

@@ -457,8 +457,7 @@ static fa_status launch_combine(fa_module *m, const fa_decode_args *a, int nspli
   void *params[10] = {&o, &lse, &ws, &seq, &batch, &q_len, &ns, &sb, &ss, &sh};
   unsigned grid[3] = {(unsigned)in->heads, (unsigned)batch, 1};
   return fa_module_launch_(m, FA_ENTRY_COMBINE, grid, (unsigned)in->decode.combine_threads, 0,
-                           a->stream,
-                           params);
+                           a->stream, params);
 }
 
 fa_status fa_decode(fa_module *mod, const fa_decode_args *args) {
