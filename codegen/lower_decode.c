@@ -721,33 +721,20 @@ void lw_decode_load_scalar(Lowerer *L, const Op *op) {
 
 /* ----------------------------------------------------------- stores */
 
-/* Row (mi, h) of a thread's share at element offset off; the two adjacent
- * columns of an n8 fragment go together. */
+/* row_at for lw_store_rows (ctx: the store's Rows). */
+static void rows_at(Lowerer *L, void *ctx, MlirValue r, MlirValue *off, MlirValue *ok) {
+  row_at(L, ctx, r, off, ok);
+}
+
 static void fused_merge(Lowerer *L, const Op *st);
 
+/* A store to a decode tensor (o, lse, o_part, lse_part): rows addressed like
+ * the loads' (make_rows); after the lse_part store the fused merge. */
 void lw_decode_store(Lowerer *L, const Op *op) {
-  CgBuilder *b = &L->b;
   Rows m;
   if (op->noperands != 5 || !make_rows(L, op, 0, 1, &m))
     return;
-  MlirValue only;
-  const CgVal *x = lw_store_begin(L, op, m.t.cols, &only);
-  if (!x)
-    return;
-  const TileGeom *g = &x->g;
-  int nm = g->cls == TC_ONE ? 1 : g->nm, nh = g->cls == TC_ONE ? 1 : 2;
-  for (int mi = 0; mi < nm; mi++)
-    for (int h = 0; h < nh; h++) {
-      MlirValue rr = g->cls == TC_ONE ? cg_const_i32(b, 0) : lw_elem_row(L, g, mi, 2 * h);
-      MlirValue off, ok;
-      row_at(L, &m, rr, &off, &ok);
-      MlirBlock then_block, outer = b->block;
-      cg_if(b, cg_arith2(b, "arith.andi", only, ok), NULL, 0, false, &then_block, NULL);
-      cg_builder_set_block(b, then_block);
-      lw_store_row(L, &m.t, x, off, mi, h);
-      cg_yield(b, NULL, 0);
-      cg_builder_set_block(b, outer);
-    }
+  lw_store_rows(L, op, &m.t, rows_at, &m);
   /* split-kv stores o_part, then lse_part: the unit's partials are out. */
   const Value *t = op->operands[0];
   if (L->fused && t->name && strcmp(t->name, "lse_part") == 0)

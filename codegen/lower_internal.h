@@ -288,9 +288,10 @@ bool lw_decode_init(Lowerer *L); /* true for a decode kernel; sets L->decode/com
 /* lower_mem.c: a tensor argument of op (q, k, v, o, lse, or a workspace part:
  * o_acc, m_buf, l_buf, o_part, lse_part) as a TensorRef; false after an error. */
 bool lw_tensor_ref(Lowerer *L, const Op *op, const Value *tv, TensorRef *r);
-/* lower_mem.c: the parts of a store that forward and decode share. */
-const CgVal *lw_store_begin(Lowerer *L, const Op *op, int cols, MlirValue *only);
-void lw_store_row(Lowerer *L, const TensorRef *t, const CgVal *x, MlirValue off, int mi, int h);
+/* lower_mem.c: a store's rows, for forward and decode tensors alike (see
+ * lw_store_rows). */
+typedef void (*LwRowAt)(Lowerer *L, void *ctx, MlirValue r, MlirValue *off, MlirValue *ok);
+void lw_store_rows(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt row_at, void *ctx);
 int lw_decode_param_types(Lowerer *L, MlirType *params); /* returns the count */
 void lw_decode_params(Lowerer *L, MlirBlock entry);
 MlirValue lw_decode_index_arg(Lowerer *L, const char *name); /* null when none */

@@ -506,7 +506,7 @@ void lw_load(Lowerer *L, const Op *op) {
 
 /* One row (mi, h) of a thread's share: the n8 fragments' two adjacent
  * elements are stored together. */
-void lw_store_row(Lowerer *L, const TensorRef *t, const CgVal *x, MlirValue off, int mi, int h) {
+static void store_row(Lowerer *L, const TensorRef *t, const CgVal *x, MlirValue off, int mi, int h) {
   CgBuilder *b = &L->b;
   const TileGeom *g = &x->g;
   if (g->cls == TC_ROWV || g->cls == TC_ONE) {
@@ -549,18 +549,13 @@ const CgVal *lw_store_begin(Lowerer *L, const Op *op, int cols, MlirValue *only)
   return x;
 }
 
-void lw_store(Lowerer *L, const Op *op) {
-  if (L->decode) {
-    lw_decode_store(L, op);
-    return;
-  }
+/* Stores the tile of op (operand 4) into t row by row: row_at gives the
+ * element offset of the thread's row r of the tile (an i32 from
+ * lw_elem_row) and whether that row exists; replicated copies are skipped. */
+void lw_store_rows(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt row_at, void *ctx) {
   CgBuilder *b = &L->b;
-  TensorRef t;
-  MlirValue ix[3];
-  if (op->noperands != 5 || !lw_tensor_ref(L, op, op->operands[0], &t) || !index_operands(L, op, ix))
-    return;
   MlirValue only;
-  const CgVal *x = lw_store_begin(L, op, t.cols, &only);
+  const CgVal *x = lw_store_begin(L, op, t->cols, &only);
   if (!x)
     return;
   const TileGeom *g = &x->g;
@@ -568,13 +563,40 @@ void lw_store(Lowerer *L, const Op *op) {
   for (int mi = 0; mi < nm; mi++)
     for (int h = 0; h < nh; h++) {
       MlirValue rr = g->cls == TC_ONE ? cg_const_i32(b, 0) : lw_elem_row(L, g, mi, 2 * h);
-      MlirValue row = cg_addi(b, ix[2], cg_int_cast(b, rr, b->i64));
-      MlirValue ok = cg_arith2(b, "arith.andi", only, cg_cmpi(b, "slt", row, t.extent));
+      MlirValue off, ok;
+      row_at(L, ctx, rr, &off, &ok);
       MlirBlock then_block, outer = b->block;
-      cg_if(b, ok, NULL, 0, false, &then_block, NULL);
+      cg_if(b, cg_arith2(b, "arith.andi", only, ok), NULL, 0, false, &then_block, NULL);
       cg_builder_set_block(b, then_block);
-      lw_store_row(L, &t, x, row_offset(L, &t, ix[0], ix[1], row), mi, h);
+      store_row(L, t, x, off, mi, h);
       cg_yield(b, NULL, 0);
       cg_builder_set_block(b, outer);
     }
+}
+
+/* A forward store's rows: ix[2] + r of the (batch ix[0], head ix[1]) slice. */
+typedef struct StoreAt {
+  const TensorRef *t;
+  const MlirValue *ix;
+} StoreAt;
+
+static void store_at(Lowerer *L, void *ctx, MlirValue r, MlirValue *off, MlirValue *ok) {
+  CgBuilder *b = &L->b;
+  const StoreAt *at = ctx;
+  MlirValue row = cg_addi(b, at->ix[2], cg_int_cast(b, r, b->i64));
+  *ok = cg_cmpi(b, "slt", row, at->t->extent);
+  *off = row_offset(L, at->t, at->ix[0], at->ix[1], row);
+}
+
+void lw_store(Lowerer *L, const Op *op) {
+  if (L->decode) {
+    lw_decode_store(L, op);
+    return;
+  }
+  TensorRef t;
+  MlirValue ix[3];
+  if (op->noperands != 5 || !lw_tensor_ref(L, op, op->operands[0], &t) || !index_operands(L, op, ix))
+    return;
+  StoreAt at = {&t, ix};
+  lw_store_rows(L, op, &t, store_at, &at);
 }
