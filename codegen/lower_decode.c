@@ -596,10 +596,8 @@ static bool paged_stream(Lowerer *L, Rows *m, const StagePlan *p, int R, RowStre
     MlirValue entry = page_entry(L, m, cg_addi_c(b, pi0, q), ok);
     rs->page_ptr[q] = cg_gep(b, m->t.base, cg_addi(b, cg_muli(b, entry, m->t.sb), rest), m->t.et);
   }
-  rs->delta = cg_muli_c(b, m->t.ss, p->step);
-  rs->left = cg_subi(b, m->limit, R0);
-  rs->row_zero = m->t.base; /* any readable address: a missing row's copy reads nothing */
-  *src = lw_stream_source(rs);
+  /* A missing row's copy names the cache's base: readable, it reads nothing. */
+  *src = lw_stream_source(L, rs, &m->t, R0, m->limit, m->t.base);
   return true;
 }
 

@@ -263,8 +263,11 @@ typedef struct RowStream {
 } RowStream;
 StageSource lw_row_stream(Lowerer *L, RowStream *rs, const StagePlan *p, const TensorRef *t,
                           MlirValue bh, MlirValue row0, MlirValue limit, MlirValue row_zero);
-/* The StageSource of a RowStream set up by hand (a paged one). */
-StageSource lw_stream_source(RowStream *rs);
+/* Finishes a RowStream whose p, et and ptr (or page_ptr) are set (a paged
+ * one is set up by hand): rows left from R0 before limit, the step's pointer
+ * delta, row_zero; returns its StageSource. */
+StageSource lw_stream_source(Lowerer *L, RowStream *rs, const TensorRef *t, MlirValue R0,
+                             MlirValue limit, MlirValue row_zero);
 /* Issues the copies into s (padded or swizzled) and commits them as one group. */
 void lw_stage_copies(Lowerer *L, CgVal *s, const StagePlan *p, const StageSource *src);
 /* A load staged for the tensor cores, in two halves around the copy: the

@@ -327,7 +327,14 @@ static void stream_chunk(Lowerer *L, void *ctx, int it, MlirValue r, MlirValue c
   *src = cg_select(b, *inb, rs->ptr, rs->row_zero);
 }
 
-StageSource lw_stream_source(RowStream *rs) { return (StageSource){stream_step, stream_chunk, rs}; }
+StageSource lw_stream_source(Lowerer *L, RowStream *rs, const TensorRef *t, MlirValue R0,
+                             MlirValue limit, MlirValue row_zero) {
+  CgBuilder *b = &L->b;
+  rs->delta = cg_muli_c(b, t->ss, rs->p->step);
+  rs->left = cg_subi(b, limit, R0);
+  rs->row_zero = row_zero;
+  return (StageSource){stream_step, stream_chunk, rs};
+}
 
 StageSource lw_row_stream(Lowerer *L, RowStream *rs, const StagePlan *p, const TensorRef *t,
                           MlirValue bh, MlirValue row0, MlirValue limit, MlirValue row_zero) {
@@ -338,10 +345,7 @@ StageSource lw_row_stream(Lowerer *L, RowStream *rs, const StagePlan *p, const T
   MlirValue R0 = cg_addi(b, row0, cg_int_cast(b, p->r_reg, b->i64));
   MlirValue col = cg_int_cast(b, cg_muli_c(b, p->cc_reg, 8), b->i64);
   rs->ptr = cg_gep(b, t->base, cg_addi(b, cg_addi(b, bh, cg_muli(b, R0, t->ss)), col), t->et);
-  rs->delta = cg_muli_c(b, t->ss, p->step);
-  rs->left = cg_subi(b, limit, R0);
-  rs->row_zero = row_zero;
-  return lw_stream_source(rs);
+  return lw_stream_source(L, rs, t, R0, limit, row_zero);
 }
 
 /* The rows row0.. of (batch, head) of a tensor for a plan whose threads do
