@@ -275,31 +275,10 @@ static fa_status jit_load(fa_context *c, const void *image, fa_module *m) {
   return FA_OK;
 }
 
-/* A decode module's second entry point: the combine kernel named by the
- * metadata (no dynamic shared memory), resolved at load so that a module
- * without it fails to load rather than at its first launch. */
-static fa_status prepare_combine(fa_context *c, fa_module *m) {
-  const fa_decode_info *d = &m->info.decode;
-  if (m->info.mode != FA_MODE_DECODE || !d->combine_kernel[0]) return FA_OK;
-  if (c->cu.ModuleGetFunction(&m->combine, m->mod, d->combine_kernel) != CUDA_SUCCESS) {
-    fa_fmt(c->errmsg, sizeof c->errmsg,
-           "the module has no entry point '%s' (named by the metadata key combine_kernel)",
-           d->combine_kernel);
-    return FA_ERR_LOAD;
-  }
-  int max_threads = 0;
-  c->cu.FuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, m->combine);
-  if (max_threads > 0 && d->combine_threads > max_threads) {
-    fa_fmt(c->errmsg, sizeof c->errmsg,
-           "kernel %s: the metadata asks for %d combine threads per block but the compiled "
-           "function allows at most %d", d->combine_kernel, d->combine_threads, max_threads);
-    return FA_ERR_LOAD;
-  }
-  return FA_OK;
-}
-
 /* Resolves entry point `name` into *fn and fits its launch resources to the
- * metadata's smem_bytes and threads (what `key` names in the messages). */
+ * metadata's smem_bytes and threads (what `key` names in the messages).
+ * Every entry the metadata names is resolved at load, so that a module
+ * without one fails to load rather than at its first launch. */
 static fa_status prepare_entry(fa_context *c, fa_module *m, const char *name, const char *key,
                                int smem, int threads, CUfunction *fn) {
   char *msg = c->errmsg;
@@ -330,9 +309,11 @@ static fa_status prepare_entry(fa_context *c, fa_module *m, const char *name, co
   /* All of the SM's unified L1/shared memory as shared: with the driver's
    * own carveout a second or third block of a 56-112 KB kernel may not fit,
    * and co-resident blocks are what hide one block's softmax behind another's
-   * matmuls. A hint: a driver that refuses it changes nothing. */
-  c->cu.FuncSetAttribute(*fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-                         CU_SHAREDMEM_CARVEOUT_MAX_SHARED);
+   * matmuls. A hint: a driver that refuses it changes nothing. A kernel
+   * without shared memory (decode's combine) keeps the driver's L1. */
+  if (smem > 0)
+    c->cu.FuncSetAttribute(*fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                           CU_SHAREDMEM_CARVEOUT_MAX_SHARED);
   c->cu.FuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, *fn);
   if (max_threads > 0 && threads > max_threads) {
     fa_fmt(msg, len,
@@ -344,15 +325,22 @@ static fa_status prepare_entry(fa_context *c, fa_module *m, const char *name, co
   return FA_OK;
 }
 
-/* Resolves the entry points and fits their launch resources to the metadata. */
+/* Resolves the entry points (the kernel; a decode module's small-batch
+ * variant and combine kernel) and fits their launch resources to the
+ * metadata. */
 static fa_status prepare_function(fa_context *c, fa_module *m) {
   fa_status st = prepare_entry(c, m, m->info.kernel, "kernel", m->info.smem_bytes,
                                m->info.threads, &m->fn);
   const fa_decode_info *d = &m->info.decode;
-  if (st == FA_OK && m->info.mode == FA_MODE_DECODE && d->wide_kernel[0])
+  if (st != FA_OK || m->info.mode != FA_MODE_DECODE)
+    return st;
+  if (d->wide_kernel[0])
     st = prepare_entry(c, m, d->wide_kernel, "wide_kernel", d->wide_smem_bytes, d->wide_threads,
                        &m->wide);
-  return st != FA_OK ? st : prepare_combine(c, m);
+  if (st == FA_OK && d->combine_kernel[0])
+    st = prepare_entry(c, m, d->combine_kernel, "combine_kernel", 0, d->combine_threads,
+                       &m->combine);
+  return st;
 }
 
 static void module_release(fa_module *m) {
