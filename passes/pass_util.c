@@ -1,6 +1,7 @@
 /* pass_util.c - helpers shared by the passes (see pass_util.h). */
 #include "passes/pass_util.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -284,4 +285,22 @@ void replace_uses_except(Value *from, Value *to, Op *const *keep, int nkeep) {
     if (!kept)
       op_set_operand(user, from->uses[u].index, to);
   }
+}
+
+bool kv_loop_state(const Op *loop, int *io, int *il, int *im) {
+  *io = *il = *im = -1;
+  for (int i = 0; i < loop->nresults; i++) {
+    Value *init = loop->operands[2 + i];
+    double c;
+    if (init->type.kind != TYPE_TILE || !value_const(init, &c))
+      continue;
+    int *slot = init->type.cols > 1 ? (c == 0.0 ? io : NULL)
+                : c == 0.0         ? il
+                : c == -INFINITY   ? im
+                                   : NULL;
+    if (!slot || *slot >= 0)
+      return false;
+    *slot = i;
+  }
+  return *io >= 0 && *il >= 0 && *im >= 0;
 }

@@ -51,6 +51,14 @@ void fuse_matmul_accumulators(Module *m, Func *f);
 /* Every use of `from` but those by the ops in keep[0..nkeep) takes `to`. */
 void replace_uses_except(Value *from, Value *to, Op *const *keep, int nkeep);
 
+/* The online-softmax state a K/V loop carries, from its initial values:
+ * O (a `full 0` tile of more than one column), l (a `full 0` row vector) and
+ * m (a `full -inf` row vector) at iter-arg positions *io, *il, *im. Other
+ * arguments that are not constant tiles (a pipelined K tile) are passed
+ * over; another constant tile, or a second one of the kinds, and the loop is
+ * not one: false. */
+bool kv_loop_state(const Op *loop, int *io, int *il, int *im);
+
 /* The operand of an xwarp_reduce, or v itself. */
 Value *strip_xwarp(Value *v);
 /* The tensor a load/store reads or writes (operand 0). */

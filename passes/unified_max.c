@@ -75,24 +75,6 @@ static bool yields_through(Block *b, Op *loop) {
   return true;
 }
 
-/* O, l, m from the loop's initial values: the wide tile, full 0, full -inf. */
-static bool find_state(Step *st) {
-  Op *l = st->loop;
-  st->io = st->il = st->im = -1;
-  for (int i = 0; i < l->nresults; i++) {
-    Value *init = l->operands[2 + i];
-    double c;
-    if (!value_const(init, &c) || init->type.kind != TYPE_TILE)
-      return false;
-    if (init->type.cols != 1 && c == 0)
-      st->io = i;
-    else if (init->type.cols == 1 && c == 0)
-      st->il = i;
-    else if (init->type.cols == 1 && c == -INFINITY)
-      st->im = i;
-  }
-  return st->io >= 0 && st->il >= 0 && st->im >= 0;
-}
 
 /* The step's P V product (a matmul without transpose_b after the scores)
  * gives the V tile; a recip says O is kept normalised. */
@@ -114,7 +96,8 @@ static bool match(Func *f, Step *st) {
     return false;
   st->s = st->rowmax->operands[0];
   st->loop = enclosing_for(st->rowmax);
-  if (!st->loop || for_is_parallel(st->loop) || st->loop->nresults != 3 || !find_state(st))
+  if (!st->loop || for_is_parallel(st->loop) || st->loop->nresults != 3 ||
+      !kv_loop_state(st->loop, &st->io, &st->il, &st->im))
     return false;
   if (!st->s->def || st->s->def->parent != st->rowmax->parent)
     return false;

@@ -42,27 +42,6 @@ typedef struct KvLoop {
 
 static bool is_tile(const Value *v) { return v->type.kind == TYPE_TILE; }
 
-/* The positions of O, l, m from the loop's inits: full 0 with more than one
- * column, full 0 and full -inf row vectors. */
-static bool find_state(KvLoop *k) {
-  Op *loop = k->loop;
-  k->io = k->il = k->im = -1;
-  for (int i = 0; i < loop->nresults; i++) {
-    Value *init = loop->operands[2 + i];
-    double c;
-    if (!is_tile(init) || !value_const(init, &c))
-      continue;
-    int *slot = init->type.cols > 1 ? (c == 0.0 ? &k->io : NULL)
-                : c == 0.0         ? &k->il
-                : c == -INFINITY   ? &k->im
-                                   : NULL;
-    if (!slot || *slot >= 0)
-      return false;
-    *slot = i;
-  }
-  return k->io >= 0 && k->il >= 0 && k->im >= 0;
-}
-
 /* A sequential loop carrying O, l, m whose step reduces across warps and
  * keeps O unnormalised (no recip: defer-rescale ran). */
 static bool match(KvLoop *k, Op *op) {
@@ -70,7 +49,7 @@ static bool match(KvLoop *k, Op *op) {
     return false;
   k->loop = op;
   Block *body = for_body(op);
-  return find_state(k) && block_has_op(body, OP_XWARP_REDUCE) && !block_has_op(body, OP_RECIP);
+  return kv_loop_state(op, &k->io, &k->il, &k->im) && block_has_op(body, OP_XWARP_REDUCE) && !block_has_op(body, OP_RECIP);
 }
 
 typedef struct Find {
