@@ -627,31 +627,9 @@ static void stage_rows(Lowerer *L, Rows *m, CgVal *s) {
   lw_stage_copies(L, s, &p, &src);
 }
 
-/* Straight into the accumulator layout; missing rows read 0. */
-static void load_regs(Lowerer *L, const Op *op, const Rows *m) {
-  CgBuilder *b = &L->b;
-  Type rt = op->results[0]->type;
-  TileGeom g;
-  if (!lw_geom(L, rt, &g, op))
-    return;
-  CgVal *r = lw_tile(L, rt, &g);
-  static int mi[4096], ni[4096], e[4096];
-  if (r->ne > 4096) {
-    lw_error(L, op, "tile too large for one thread");
-    return;
-  }
-  lw_positions(&g, mi, ni, e);
-  MlirValue zero = cg_const_float(b, m->t.et, 0.0);
-  int esize = m->t.elem == ELEM_F32 ? 4 : 2;
-  for (int k = 0; k < r->ne; k++) {
-    MlirValue off, ok;
-    row_at(L, m, lw_elem_row(L, &g, mi[k], e[k]), &off, &ok);
-    if (g.cls == TC_FULL || g.cls == TC_COLV)
-      off = cg_addi(b, off, cg_int_cast(b, lw_elem_col(L, &g, ni[k], e[k]), b->i64));
-    MlirValue v = cg_load(b, cg_gep(b, m->t.base, off, m->t.et), m->t.et, esize);
-    r->e[k] = cg_float_cast(b, cg_select(b, ok, v, zero), lw_elem_type(L, rt.elem));
-  }
-  lw_set(L, op->results[0], r);
+/* row_at for lw_load_rows and lw_store_rows (ctx: the Rows). */
+static void rows_at(Lowerer *L, void *ctx, MlirValue r, MlirValue *off, MlirValue *ok) {
+  row_at(L, ctx, r, off, ok);
 }
 
 void lw_decode_load(Lowerer *L, const Op *op) {
@@ -687,7 +665,7 @@ void lw_decode_load(Lowerer *L, const Op *op) {
     return;
   }
   if (!lw_is_staged_type(rt)) {
-    load_regs(L, op, &m);
+    lw_load_rows(L, op, &m.t, rows_at, &m);
     return;
   }
   if (rt.cols % 8 || rt.cols != m.t.cols || (m.t.elem != ELEM_BF16 && m.t.elem != ELEM_F16)) {
@@ -719,10 +697,6 @@ void lw_decode_load_scalar(Lowerer *L, const Op *op) {
 
 /* ----------------------------------------------------------- stores */
 
-/* row_at for lw_store_rows (ctx: the store's Rows). */
-static void rows_at(Lowerer *L, void *ctx, MlirValue r, MlirValue *off, MlirValue *ok) {
-  row_at(L, ctx, r, off, ok);
-}
 
 static void fused_merge(Lowerer *L, const Op *st);
 

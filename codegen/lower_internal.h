@@ -291,10 +291,12 @@ bool lw_decode_init(Lowerer *L); /* true for a decode kernel; sets L->decode/com
 /* lower_mem.c: a tensor argument of op (q, k, v, o, lse, or a workspace part:
  * o_acc, m_buf, l_buf, o_part, lse_part) as a TensorRef; false after an error. */
 bool lw_tensor_ref(Lowerer *L, const Op *op, const Value *tv, TensorRef *r);
-/* lower_mem.c: a store's rows, for forward and decode tensors alike (see
- * lw_store_rows). */
+/* lower_mem.c: a register tile's rows loaded or stored, for forward and
+ * decode tensors alike: row_at gives the element offset of the thread's row
+ * r of the tile (an i32 from lw_elem_row) and whether the row exists. */
 typedef void (*LwRowAt)(Lowerer *L, void *ctx, MlirValue r, MlirValue *off, MlirValue *ok);
 void lw_store_rows(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt row_at, void *ctx);
+void lw_load_rows(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt row_at, void *ctx);
 int lw_decode_param_types(Lowerer *L, MlirType *params); /* returns the count */
 void lw_decode_params(Lowerer *L, MlirBlock entry);
 MlirValue lw_decode_index_arg(Lowerer *L, const char *name); /* null when none */

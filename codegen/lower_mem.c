@@ -14,6 +14,7 @@
  * [B, H, Sq] f32 each - workspace_floats_per_row = Dv + 2.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen/lower_internal.h"
@@ -445,33 +446,50 @@ void lw_stage_end(Lowerer *L, const Op *op, CgVal *s) {
   lw_set(L, op->results[0], s);
 }
 
-/* Loads straight into the accumulator layout; rows past the end read 0. */
-static void load_registers(Lowerer *L, const Op *op, const TensorRef *t, MlirValue *ix) {
+/* Loads the tile op reads from t straight into the accumulator layout:
+ * row_at gives each element's row offset and presence (as for
+ * lw_store_rows); a missing row reads 0. */
+void lw_load_rows(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt row_at, void *ctx) {
   CgBuilder *b = &L->b;
   Type rt = op->results[0]->type;
   TileGeom g;
   if (!lw_geom(L, rt, &g, op))
     return;
   CgVal *r = lw_tile(L, rt, &g);
-  int mi[4096], ni[4096], e[4096];
-  if (r->ne > 4096) {
-    lw_error(L, op, "tile too large for one thread");
+  int *mi = malloc(3 * sizeof(int) * (size_t)(r->ne > 0 ? r->ne : 1)), *ni = mi + r->ne,
+      *e = ni + r->ne;
+  if (!mi) {
+    lw_error(L, op, "out of memory");
     return;
   }
   lw_positions(&g, mi, ni, e);
   MlirValue zero = cg_const_float(b, t->et, 0.0);
   for (int k = 0; k < r->ne; k++) {
-    MlirValue row = cg_addi(b, ix[2], cg_int_cast(b, lw_elem_row(L, &g, mi[k], e[k]), b->i64));
-    MlirValue inb = cg_cmpi(b, "slt", row, t->extent);
-    MlirValue crow = cg_select(b, inb, row, cg_const_i64(b, 0));
-    MlirValue off = row_offset(L, t, ix[0], ix[1], crow);
+    MlirValue off, ok;
+    row_at(L, ctx, lw_elem_row(L, &g, mi[k], e[k]), &off, &ok);
     if (g.cls == TC_FULL || g.cls == TC_COLV)
       off = cg_addi(b, off, cg_int_cast(b, lw_elem_col(L, &g, ni[k], e[k]), b->i64));
-    MlirValue v = cg_load(b, cg_gep(b, t->base, off, t->et), t->et, 1 << (t->elem == ELEM_F32 ? 2 : 1));
-    v = cg_select(b, inb, v, zero);
-    r->e[k] = cg_float_cast(b, v, lw_elem_type(L, rt.elem));
+    MlirValue v = cg_load(b, cg_gep(b, t->base, off, t->et), t->et, t->elem == ELEM_F32 ? 4 : 2);
+    r->e[k] = cg_float_cast(b, cg_select(b, ok, v, zero), lw_elem_type(L, rt.elem));
   }
+  free(mi);
   lw_set(L, op->results[0], r);
+}
+
+/* Row r of a forward tile: ix[2] + r of the (batch ix[0], head ix[1])
+ * slice; a row past the end names row 0 (read, then replaced by 0). */
+typedef struct SliceRows {
+  const TensorRef *t;
+  const MlirValue *ix;
+} SliceRows;
+
+static void slice_row_load(Lowerer *L, void *ctx, MlirValue r, MlirValue *off, MlirValue *ok) {
+  CgBuilder *b = &L->b;
+  const SliceRows *at = ctx;
+  MlirValue row = cg_addi(b, at->ix[2], cg_int_cast(b, r, b->i64));
+  *ok = cg_cmpi(b, "slt", row, at->t->extent);
+  MlirValue crow = cg_select(b, *ok, row, cg_const_i64(b, 0));
+  *off = row_offset(L, at->t, at->ix[0], at->ix[1], crow);
 }
 
 static bool index_operands(Lowerer *L, const Op *op, MlirValue *ix) {
@@ -503,7 +521,7 @@ void lw_load(Lowerer *L, const Op *op) {
   if (rt.dist == DIST_NONE && (rt.elem == ELEM_BF16 || rt.elem == ELEM_F16))
     load_staged(L, op, &t, ix);
   else
-    load_registers(L, op, &t, ix);
+    lw_load_rows(L, op, &t, slice_row_load, &(SliceRows){&t, ix});
 }
 
 /* ----------------------------------------------------------- stores */
@@ -578,15 +596,10 @@ void lw_store_rows(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt row_at,
     }
 }
 
-/* A forward store's rows: ix[2] + r of the (batch ix[0], head ix[1]) slice. */
-typedef struct StoreAt {
-  const TensorRef *t;
-  const MlirValue *ix;
-} StoreAt;
-
-static void store_at(Lowerer *L, void *ctx, MlirValue r, MlirValue *off, MlirValue *ok) {
+/* A forward store's row r (SliceRows; a row past the end is not stored). */
+static void slice_row_store(Lowerer *L, void *ctx, MlirValue r, MlirValue *off, MlirValue *ok) {
   CgBuilder *b = &L->b;
-  const StoreAt *at = ctx;
+  const SliceRows *at = ctx;
   MlirValue row = cg_addi(b, at->ix[2], cg_int_cast(b, r, b->i64));
   *ok = cg_cmpi(b, "slt", row, at->t->extent);
   *off = row_offset(L, at->t, at->ix[0], at->ix[1], row);
@@ -601,6 +614,5 @@ void lw_store(Lowerer *L, const Op *op) {
   MlirValue ix[3];
   if (op->noperands != 5 || !lw_tensor_ref(L, op, op->operands[0], &t) || !index_operands(L, op, ix))
     return;
-  StoreAt at = {&t, ix};
-  lw_store_rows(L, op, &t, store_at, &at);
+  lw_store_rows(L, op, &t, slice_row_store, &(SliceRows){&t, ix});
 }
