@@ -514,8 +514,10 @@ Op *build_op(Builder *b, OpKind kind, Value *const *operands, int noperands,
   return op;
 }
 
-Value *build_const(Builder *b, Type t, double v) {
-  Op *op = build_op(b, OP_CONST, NULL, 0, &t, 1, 0);
+/* A const or full op of type t and value v (an integer attribute for index
+ * and i1 elements, a float otherwise). */
+static Value *build_valued(Builder *b, OpKind kind, Type t, double v) {
+  Op *op = build_op(b, kind, NULL, 0, &t, 1, 0);
   if (t.elem == ELEM_INDEX || t.elem == ELEM_I1)
     attr_set_int(b->m, &op->attrs, "value", (int64_t)v);
   else
@@ -523,16 +525,11 @@ Value *build_const(Builder *b, Type t, double v) {
   return op->results[0];
 }
 
+Value *build_const(Builder *b, Type t, double v) { return build_valued(b, OP_CONST, t, v); }
+
 Value *build_index(Builder *b, int64_t v) { return build_const(b, type_index(), (double)v); }
 
-Value *build_full(Builder *b, Type tile, double v) {
-  Op *op = build_op(b, OP_FULL, NULL, 0, &tile, 1, 0);
-  if (tile.elem == ELEM_INDEX || tile.elem == ELEM_I1)
-    attr_set_int(b->m, &op->attrs, "value", (int64_t)v);
-  else
-    attr_set_float(b->m, &op->attrs, "value", v);
-  return op->results[0];
-}
+Value *build_full(Builder *b, Type tile, double v) { return build_valued(b, OP_FULL, tile, v); }
 
 Value *build_unary(Builder *b, OpKind k, Value *x) {
   return build_op(b, k, &x, 1, &x->type, 1, 0)->results[0];
