@@ -38,10 +38,10 @@ DECODE_SPECS = {
     "dec_gqa_d128_bf16": dspec("bf16", 128, 32, 8, cases=[
         case(1, [1]), case(4, [17], nsplit=3), case(16, [128, 1000], layout="strided"),
         case(1, [131072]), case(4, [4097, 1, 65536, 17], nsplit=3, lse=False),
-        case(16, [1000, 0, 3], nsplit=1)]),
+        case(16, [1000, 0, 3], nsplit=1), case(1, [262144])]),
     "dec_gqa_d128_bf16_paged64": dspec("bf16", 128, 32, 8, cache="paged", page_size=64, cases=[
         case(1, [65536]), case(16, [4097, 17, 1], nsplit=3), case(4, [1000, 128], nsplit=1),
-        case(1, [131072, 1000], layout="strided")]),
+        case(1, [131072, 1000], layout="strided"), case(4, [262144, 17])]),
     "dec_mha_d64_f16_paged16": dspec("f16", 64, 16, 16, causal=False, cache="paged",
                                      page_size=16, split=3, cases=[
         case(1, [1000]), case(16, [17, 4097]), case(4, [65536], nsplit=1),
@@ -61,7 +61,7 @@ DECODE_SPECS = {
     "dec_gqa_d128_bf16_q4": dspec("bf16", 128, 32, 8, q_len_max=4, cases=[
         case(1, [1]), case(4, [17], nsplit=3), case(4, [1000, 128], layout="strided"),
         case(1, [131072]), case(4, [4097, 1, 65536, 17], nsplit=3, lse=False),
-        case(1, [1000, 0, 3], nsplit=1)]),
+        case(1, [1000, 0, 3], nsplit=1), case(1, [262144])]),
     "dec_gqa_d128_bf16_q1_paged64_umax": dspec("bf16", 128, 32, 8, q_len_max=1, cache="paged",
                                                page_size=64, unified_max=10, cases=[
         case(1, [65536]), case(1, [4097, 17, 1], nsplit=3, inputs="hot"),
