@@ -81,15 +81,9 @@ static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
   cg_strbuf_printf(sb, "// flashc.meta passes %s\n", o->passes && o->passes[0] ? o->passes : "none");
   if (!cg_meta_is_decode(f))
     return;
-  int w = -1;
-  for (int k = 0; k < E->m->nfuncs; k++) {
-    const char *of = attr_str(&E->m->funcs[k]->attrs, "variant_of", NULL);
-    if (of && strcmp(of, f->name) == 0)
-      w = k;
-  }
+  int w = module_variant_index(E->m, f->name);
   cg_meta_decode(sb, f, w >= 0 ? E->m->funcs[w] : NULL, w >= 0 ? &E->info[w] : NULL);
 }
-
 
 /* The most dynamic shared memory one block may opt into. */
 static int smem_limit(const char *target) {

@@ -384,7 +384,7 @@ static bool setup_rings(Lowerer *L, const Op *op, int *ring_of, int *pos_of) {
       return false;
     }
     /* Walk back from the last argument to the first. */
-    int chain[4], n = 0;
+    int chain[MAX_RING_DEPTH], n = 0;
     chain[n++] = i;
     for (;;) {
       int prev = -1;
@@ -393,8 +393,8 @@ static bool setup_rings(Lowerer *L, const Op *op, int *ring_of, int *pos_of) {
           prev = k;
       if (prev < 0)
         break;
-      if (n == 4) {
-        lw_error(L, op, "a tile carried more than 4 steps ahead");
+      if (n == MAX_RING_DEPTH) {
+        lw_error(L, op, "a tile carried more than %d steps ahead", MAX_RING_DEPTH);
         return false;
       }
       chain[n++] = prev;
@@ -518,7 +518,7 @@ static void lower_seq_for(Lowerer *L, const Op *op) {
     }
     L->npending = k;
   }
-  for (int ago = 4; ago >= 1; ago--)
+  for (int ago = MAX_RING_DEPTH; ago >= 1; ago--)
     for (Op *o = irbody->first; o; o = o->next)
       for (int a = 0; a < nargs; a++) {
         if (ring_of[a] < 0 || L->rings[ring_of[a]].next_load != o)

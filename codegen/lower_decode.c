@@ -697,7 +697,6 @@ void lw_decode_load_scalar(Lowerer *L, const Op *op) {
 
 /* ----------------------------------------------------------- stores */
 
-
 static void fused_merge(Lowerer *L, const Op *st);
 
 /* A store to a decode tensor (o, lse, o_part, lse_part): rows addressed like

@@ -63,8 +63,8 @@ typedef struct CgVal {
 /* A pending cp.async group (issued, not yet waited for). */
 typedef struct Pending {
   int seq;
-  bool carried; /* a tile ahead of a pipelined loop (its ring's next load): stays in flight
-                 * across the loop's back edge */
+  bool carried; /* a tile ahead of a pipelined loop (its ring's next load):
+                 * stays in flight across the loop's back edge */
 } Pending;
 
 /* Bytes of padding after each staged row. */
@@ -75,11 +75,12 @@ enum { SMEM_PAD_ELEMS = 8 };
  * steps' (held[0] .. held[depth-1], buffer offsets chosen at run time), and
  * the body's load of step j + depth writes into the one buffer none of them
  * holds (buf_sum minus theirs). */
+enum { MAX_RING_DEPTH = 4 }; /* steps ahead a loop may carry a tile (stages - 1 <= 3) */
 typedef struct CarryRing {
   int depth;
   int buf_sum;                /* the byte offsets of the depth + 1 buffers, summed */
   const Op *next_load;        /* the body's load of the tile depth steps ahead */
-  MlirValue held[4];          /* i32 offsets held by the body's arguments */
+  MlirValue held[MAX_RING_DEPTH]; /* i32 offsets held by the body's arguments */
   int entry_epoch;            /* barrier epoch at body entry */
   bool wrote_before_barrier;  /* next written before any barrier of the step */
   bool cur_read;              /* held[0] read since the last barrier */

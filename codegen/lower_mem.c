@@ -20,7 +20,6 @@
 #include "codegen/lower_internal.h"
 #include "mlir-c/BuiltinTypes.h"
 
-
 int lw_workspace_floats_per_row(const Func *f) {
   int n = 0;
   for (int i = 0; i < f->nargs; i++) {
@@ -456,12 +455,12 @@ void lw_load_rows(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt row_at, 
   if (!lw_geom(L, rt, &g, op))
     return;
   CgVal *r = lw_tile(L, rt, &g);
-  int *mi = malloc(3 * sizeof(int) * (size_t)(r->ne > 0 ? r->ne : 1)), *ni = mi + r->ne,
-      *e = ni + r->ne;
+  int *mi = malloc(3 * sizeof(int) * (size_t)(r->ne > 0 ? r->ne : 1));
   if (!mi) {
     lw_error(L, op, "out of memory");
     return;
   }
+  int *ni = mi + r->ne, *e = ni + r->ne;
   lw_positions(&g, mi, ni, e);
   MlirValue zero = cg_const_float(b, t->et, 0.0);
   for (int k = 0; k < r->ne; k++) {
@@ -483,11 +482,18 @@ typedef struct SliceRows {
   const MlirValue *ix;
 } SliceRows;
 
+/* The slice's row of tile row r (i64) and whether it exists. */
+static MlirValue slice_row(Lowerer *L, const SliceRows *at, MlirValue r, MlirValue *ok) {
+  CgBuilder *b = &L->b;
+  MlirValue row = cg_addi(b, at->ix[2], cg_int_cast(b, r, b->i64));
+  *ok = cg_cmpi(b, "slt", row, at->t->extent);
+  return row;
+}
+
 static void slice_row_load(Lowerer *L, void *ctx, MlirValue r, MlirValue *off, MlirValue *ok) {
   CgBuilder *b = &L->b;
   const SliceRows *at = ctx;
-  MlirValue row = cg_addi(b, at->ix[2], cg_int_cast(b, r, b->i64));
-  *ok = cg_cmpi(b, "slt", row, at->t->extent);
+  MlirValue row = slice_row(L, at, r, ok);
   MlirValue crow = cg_select(b, *ok, row, cg_const_i64(b, 0));
   *off = row_offset(L, at->t, at->ix[0], at->ix[1], crow);
 }
@@ -598,10 +604,8 @@ void lw_store_rows(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt row_at,
 
 /* A forward store's row r (SliceRows; a row past the end is not stored). */
 static void slice_row_store(Lowerer *L, void *ctx, MlirValue r, MlirValue *off, MlirValue *ok) {
-  CgBuilder *b = &L->b;
   const SliceRows *at = ctx;
-  MlirValue row = cg_addi(b, at->ix[2], cg_int_cast(b, r, b->i64));
-  *ok = cg_cmpi(b, "slt", row, at->t->extent);
+  MlirValue row = slice_row(L, at, r, ok);
   *off = row_offset(L, at->t, at->ix[0], at->ix[1], row);
 }
 

@@ -409,6 +409,15 @@ const char *func_companion_of(const Func *f) {
   return of ? of : attr_str(&f->attrs, "variant_of", NULL);
 }
 
+int module_variant_index(const Module *m, const char *name) {
+  for (int i = 0; i < m->nfuncs; i++) {
+    const char *of = attr_str(&m->funcs[i]->attrs, "variant_of", NULL);
+    if (of && strcmp(of, name) == 0)
+      return i;
+  }
+  return -1;
+}
+
 Func *func_clone(Module *m, Func *f, const char *name) {
   Type types[256];
   const char *names[256];

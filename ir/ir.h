@@ -290,6 +290,9 @@ Func *func_create(Module *m, const char *name, const Type *arg_types,
 /* The kernel that f travels with (a decode kernel's combine kernel or its
  * small-batch variant: attribute combine_of / variant_of), or NULL. */
 const char *func_companion_of(const Func *f);
+/* The index in m of the small-batch variant of kernel `name` (the kernel
+ * whose attribute variant_of names it), or -1. */
+int module_variant_index(const Module *m, const char *name);
 /* Adds a copy of kernel f (arguments, attributes, body) named `name`. */
 Func *func_clone(Module *m, Func *f, const char *name);
 /* Finds a kernel argument by name, or NULL. */

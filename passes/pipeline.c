@@ -73,11 +73,11 @@ static bool listed(const char *const *names, int n, const char *name) {
   return false;
 }
 
-/* FLASHC_DUMP_IR=all or a comma-separated list of pass names. */
 bool pass_is_disabled(const PassOptions *opts, const char *name) {
   return opts && listed(opts->disabled, opts->ndisabled, name);
 }
 
+/* FLASHC_DUMP_IR=all or a comma-separated list of pass names. */
 static bool env_dump(const char *name) {
   const char *e = getenv("FLASHC_DUMP_IR");
   if (!e || !*e)

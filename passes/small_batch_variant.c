@@ -3,14 +3,14 @@
  * that the runtime launches instead of @NAME when few (batch, K/V head)
  * pairs leave one split block per SM (runtime/decode.c fa_decode_variant).
  *
- * Why: with one block of four warps per SM (batch 1, GQA 32/8: 8 pairs,
- * 16 splits; MHA 32/32: 32 pairs, 4 splits) nothing hides a K/V step's own chain (wait, barrier, QK^T,
- * softmax, P V), and a 64-key step moves 32 KB. On 128-key tiles each warp
- * takes 32 keys a step (twice the independent MMAs) and a block has 64 KB in
- * flight: H100, docs/perf.md 2026-11-22, batch 1 GQA 8k 18.9 -> 18.0 us, 16k
- * 31.6 -> 30.1, 64k 94.8 -> 92.4 (16 splits), MHA 8k 50.9 -> 50.3 (4
- * splits). Where two or more blocks share an SM (larger batches) the 100
- * KB blocks lose 0.5-4%, so the 64-key
+ * Why: with one block of four warps per SM (batch 1, GQA 32/8: 8 pairs, 16
+ * splits; MHA 32/32: 32 pairs, 4 splits) nothing hides a K/V step's own
+ * chain (wait, barrier, QK^T, softmax, P V), and a 64-key step moves 32 KB.
+ * On 128-key tiles each warp takes 32 keys a step (twice the independent
+ * MMAs) and a block has 64 KB in flight: H100, docs/perf.md 2026-11-22,
+ * batch 1 GQA 8k 18.9 -> 18.0 us, 16k 31.6 -> 30.1, 64k 94.8 -> 92.4 (16
+ * splits), MHA 8k 50.9 -> 50.3 (4 splits). Where two or more blocks share
+ * an SM (larger batches) the 100 KB blocks lose 0.5-4%, so the 64-key
  * kernel stays the one for those launches and the spec compiles both.
  *
  *   kernel @NAME(...) {...}                     the spec's kernel, untouched
@@ -39,21 +39,12 @@
 
 enum { WIDE_TILE_KV = 128 };
 
-static bool has_variant(const Module *m, const Func *f) {
-  for (int i = 0; i < m->nfuncs; i++) {
-    const char *of = attr_str(&m->funcs[i]->attrs, "variant_of", NULL);
-    if (of && strcmp(of, f->name) == 0)
-      return true;
-  }
-  return false;
-}
-
 int pass_small_batch_variant(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   (void)diag;
   const AttrList *a = &f->attrs;
   if (strcmp(attr_str(a, "mode", "forward"), "decode") != 0 || attr_get(a, "combine_of") ||
       attr_get(a, "variant_of") || attr_get(a, "tile_kv") || attr_int(a, "split", 0) != 0 ||
-      pass_is_disabled(opts, "split-kv") || has_variant(m, f))
+      pass_is_disabled(opts, "split-kv") || module_variant_index(m, f->name) >= 0)
     return 0;
   static const char *const user[] = {"sched_tile_q", "sched_tile_kv", "sched_warps",
                                      "sched_stages"};

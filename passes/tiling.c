@@ -141,13 +141,18 @@ static Sched decode_sched(const Shape *sh, int live_rows, const PassOptions *opt
   return s;
 }
 
+/* The query rows a decode kernel's Q tile holds at most: q_len_max tokens
+ * of each query head that shares one K/V head. */
+static int decode_live_rows(const AttrList *a) {
+  int heads = (int)attr_int(a, "heads", 1), kv = (int)attr_int(a, "kv_heads", 1);
+  return (int)attr_int(a, "q_len_max", 16) * (kv > 0 ? heads / kv : 1);
+}
+
 bool tiling_decode_warp_split(const Func *f, const PassOptions *opts) {
   const AttrList *a = &f->attrs;
-  int heads = (int)attr_int(a, "heads", 1), kv = (int)attr_int(a, "kv_heads", 1);
-  int live_rows = (int)attr_int(a, "q_len_max", 16) * (kv > 0 ? heads / kv : 1);
   Shape sh = {(int)attr_int(a, "head_dim", 128), 0, 2};
   sh.dv = (int)attr_int(a, "v_head_dim", sh.d);
-  Sched s = decode_sched(&sh, live_rows, opts);
+  Sched s = decode_sched(&sh, decode_live_rows(a), opts);
   return s.tile_q == 16 && s.warps > 1;
 }
 
@@ -230,11 +235,8 @@ static int choose(Func *f, const PassOptions *opts, FILE *diag, Sched *out) {
     sh.elem_bytes = 4;
 
   bool decode = strcmp(attr_str(&f->attrs, "mode", "forward"), "decode") == 0;
-  int heads = (int)attr_int(&f->attrs, "heads", 1), kv = (int)attr_int(&f->attrs, "kv_heads", 1);
-  Sched auto_s =
-      decode ? decode_sched(&sh, (int)attr_int(&f->attrs, "q_len_max", 16) * (kv > 0 ? heads / kv : 1),
-                            opts)
-             : forward_sched(&sh, t, opts);
+  Sched auto_s = decode ? decode_sched(&sh, decode_live_rows(&f->attrs), opts)
+                        : forward_sched(&sh, t, opts);
   /* Already tiled (a .tile input that went through this pass): the extents
    * in its types are that choice, so it stands. */
   Sched done = {(int)attr_int(&f->attrs, "tile_q", 0), (int)attr_int(&f->attrs, "tile_kv", 0),

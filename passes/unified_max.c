@@ -75,7 +75,6 @@ static bool yields_through(Block *b, Op *loop) {
   return true;
 }
 
-
 /* The step's P V product (a matmul without transpose_b after the scores)
  * gives the V tile; a recip says O is kept normalised. */
 static bool scan_slice(Step *st) {

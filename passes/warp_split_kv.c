@@ -49,7 +49,8 @@ static bool match(KvLoop *k, Op *op) {
     return false;
   k->loop = op;
   Block *body = for_body(op);
-  return kv_loop_state(op, &k->io, &k->il, &k->im) && block_has_op(body, OP_XWARP_REDUCE) && !block_has_op(body, OP_RECIP);
+  return kv_loop_state(op, &k->io, &k->il, &k->im) && block_has_op(body, OP_XWARP_REDUCE) &&
+         !block_has_op(body, OP_RECIP);
 }
 
 typedef struct Find {
