@@ -1221,6 +1221,11 @@ SpecFile *fe_check(const Ast *ast, int *nerrors) {
       diag_note(&S.diag, prev->name_loc, "first defined here");
       continue;
     }
+    if (strlen(it->name) > SPEC_MAX_KERNEL_NAME) {
+      diag_error(&S.diag, it->name_loc, "attention name is %zu characters long; at most %d",
+                 strlen(it->name), SPEC_MAX_KERNEL_NAME);
+      continue;
+    }
     KernelSpec *k = check_attention(&S, it);
     by_slot[table_get(&names, it->name)] = k;
     if (k)

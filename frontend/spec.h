@@ -68,6 +68,11 @@ typedef struct Schedule {
 } Schedule;
 
 /* One attention kernel, checked and with defaults filled in. */
+/* The longest kernel name a spec may give: the runtime holds PTX entry names
+ * of up to 127 characters (FA_NAME_MAX) and a decode kernel's companions
+ * append `_combine` (8) or `_wide` (5). */
+#define SPEC_MAX_KERNEL_NAME 119
+
 typedef struct KernelSpec {
   const char *name;
   SrcLoc loc;

@@ -17,7 +17,14 @@
  * pipeline.
  *
  * Exit status: 0 success, 1 errors in the input, 2 usage errors, 3 internal
- * errors (a pass produced invalid IR, MLIR failed).
+ * errors (a pass produced invalid IR, MLIR failed) and output that could not
+ * be written.
+ *
+ * Output (-o FILE): the result is built in memory and written only when the
+ * compile succeeded, through a temporary file in FILE's directory renamed over
+ * FILE, so a failed compile leaves FILE as it was. Something that is not a
+ * regular file (/dev/null, a FIFO) is written in place and never removed;
+ * FILE may not be the input. `-o -` is standard output.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -25,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "codegen/codegen.h"
@@ -32,6 +40,7 @@
 #include "frontend/lower.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
+#include "tools/output.h"
 
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3 };
 
@@ -57,7 +66,8 @@ static void usage(FILE *out) {
           "usage: flashc [options] FILE\n"
           "  FILE                    a spec (.fa), tile IR (.tile), or - for stdin\n"
           "  -emit=STAGE             ast | spec | tile | mlir | llvm | ptx | cubin | meta (default ptx)\n"
-          "  -o FILE                 write the output to FILE (default stdout)\n"
+          "  -o FILE                 write the output to FILE (- or default: stdout); on\n"
+          "                          errors FILE is left as it was\n"
           "  --kernel=NAME           compile only the kernel NAME of the file\n"
           "  --target=sm_80|sm_90a   GPU target (default sm_90a)\n"
           "  -mma=auto|sync|wgmma    tensor-core instruction: wgmma on sm_90a where the kernel\n"
@@ -208,11 +218,20 @@ static int parse_args(int argc, char **argv, Options *o) {
   return -1;
 }
 
-/* Reads a whole file (or stdin for "-"). */
+/* Reads a whole file (or stdin for "-"). A directory or a read error is an
+ * error, never an empty input. */
 static char *read_input(const char *path, size_t *len) {
-  FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+  bool is_stdin = strcmp(path, "-") == 0;
+  FILE *f = is_stdin ? stdin : fopen(path, "rb");
   if (!f) {
     fprintf(stderr, "flashc: error: cannot open '%s': %s\n", path, strerror(errno));
+    return NULL;
+  }
+  struct stat st;
+  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "flashc: error: cannot read '%s': it is a directory\n", path);
+    if (!is_stdin)
+      fclose(f);
     return NULL;
   }
   size_t cap = 65536, n = 0;
@@ -231,10 +250,17 @@ static char *read_input(const char *path, size_t *len) {
       cap *= 2;
     }
   }
-  if (f != stdin)
+  int read_errno = ferror(f) ? errno : 0;
+  if (!is_stdin)
     fclose(f);
   if (!buf) {
     fprintf(stderr, "flashc: error: out of memory reading '%s'\n", path);
+    return NULL;
+  }
+  if (read_errno) {
+    fprintf(stderr, "flashc: error: cannot read '%s': %s\n", is_stdin ? "<stdin>" : path,
+            strerror(read_errno));
+    free(buf);
     return NULL;
   }
   buf[n] = '\0';
@@ -300,18 +326,25 @@ static void passes_ran(const PassOptions *po, char *buf, size_t len) {
   }
 }
 
+/* -emit=ptx and -emit=cubin write one module: one kernel of the file (its
+ * companions, a decode kernel's combine kernel and variant, go with it). */
+static int check_one_kernel(const Options *o, int nkernels) {
+  if ((o->emit == EMIT_PTX || o->emit == EMIT_CUBIN) && nkernels > 1) {
+    fprintf(stderr, "flashc: error: the file has %d kernels and -emit=%s writes one module per kernel; "
+            "pick one with --kernel=NAME\n", nkernels, emit_names[o->emit]);
+    return EXIT_USAGE;
+  }
+  return 0;
+}
+
 /* Runs codegen on the module (every kernel in it) and writes the stage. */
 static int emit_code(const Options *o, Module *m, FILE *out, double t_front) {
-  /* A decode kernel's combine kernel and small-batch variant go into the
-   * same PTX as its split kernel: count the spec's kernels only. */
   int primary = 0;
   for (int i = 0; i < m->nfuncs; i++)
     primary += func_companion_of(m->funcs[i]) == NULL;
-  if ((o->emit == EMIT_PTX || o->emit == EMIT_CUBIN) && primary > 1) {
-    fprintf(stderr, "flashc: error: the file has %d kernels and -emit=%s writes one module per kernel; "
-            "pick one with --kernel=NAME\n", primary, emit_names[o->emit]);
-    return EXIT_USAGE;
-  }
+  int rc = check_one_kernel(o, primary);
+  if (rc)
+    return rc;
   /* codegen reads the choice from the split kernel (meta_decode.c). */
   for (int i = 0; o->separate_combine && i < m->nfuncs; i++)
     if (strcmp(attr_str(&m->funcs[i]->attrs, "mode", "forward"), "decode") == 0)
@@ -337,8 +370,12 @@ static int emit_code(const Options *o, Module *m, FILE *out, double t_front) {
     free(data);
     return EXIT_INTERNAL;
   }
-  fwrite(data, 1, len, out);
+  size_t wrote = fwrite(data, 1, len, out);
   free(data);
+  if (wrote != len) {
+    fprintf(stderr, "flashc: error: writing the output failed: %s\n", strerror(errno));
+    return EXIT_INTERNAL;
+  }
   if (o->stats) {
     fprintf(stderr, "flashc: stats (%s):\n", o->passes.target);
     fprintf(stderr, "  frontend + passes   %8.2f ms\n", t_front);
@@ -408,19 +445,27 @@ static int compile_spec(const Options *o, const char *name, const char *text, si
     fe_print_spec(out, spec);
     goto done;
   }
-  bool found = false;
-  Module *m = module_create();
-  for (int i = 0; i < spec->nkernels && rc == 0; i++) {
-    if (!is_selected(o, spec->kernels[i]->name))
-      continue;
-    found = true;
-    if (!lower_kernel(m, spec->kernels[i], o->passes.target, stderr))
-      rc = EXIT_INPUT;
+  /* Count before lowering: a file of thousands of kernels fails at once. */
+  int selected = 0;
+  for (int i = 0; i < spec->nkernels; i++)
+    selected += is_selected(o, spec->kernels[i]->name);
+  if (spec->nkernels == 0) {
+    fprintf(stderr, "flashc: error: no attention block in %s\n", name);
+    rc = EXIT_INPUT;
+    goto done;
   }
-  if (!found && rc == 0) {
+  if (selected == 0) {
     fprintf(stderr, "flashc: error: no kernel named '%s' in %s\n", o->kernel, name);
     rc = EXIT_USAGE;
+    goto done;
   }
+  if ((rc = check_one_kernel(o, selected)))
+    goto done;
+  Module *m = module_create();
+  for (int i = 0; i < spec->nkernels && rc == 0; i++)
+    if (is_selected(o, spec->kernels[i]->name) &&
+        !lower_kernel(m, spec->kernels[i], o->passes.target, stderr))
+      rc = EXIT_INPUT;
   if (rc == 0 && module_verify(m, "lowering", stderr) != 0)
     rc = EXIT_INTERNAL;
   if (rc == 0 && run_pipeline(m, &o->passes) != 0)
@@ -492,17 +537,25 @@ static int compile_split(const Options *o, const char *text, size_t len, FILE *o
 int main(int argc, char **argv) {
   Options o;
   int rc = parse_args(argc, argv, &o);
-  if (rc >= 0)
-    return rc;
+  if (rc >= 0) /* --help, --version, --list-passes or a usage error */
+    return rc == 0 && !output_stdout_ok() ? EXIT_INTERNAL : rc;
+  if (o.output && strcmp(o.output, "-") == 0)
+    o.output = NULL;
+  if (o.output && !output_allowed(o.output, o.input))
+    return EXIT_USAGE;
   size_t len = 0;
   char *text = read_input(o.input, &len);
   if (!text)
     return EXIT_INPUT;
-  FILE *out = stdout;
-  if (o.output && !(out = fopen(o.output, "wb"))) {
-    fprintf(stderr, "flashc: error: cannot write '%s': %s\n", o.output, strerror(errno));
+  /* -o FILE: the result goes to memory first; FILE is written only when
+   * the compile succeeded (tools/output.h). */
+  char *result = NULL;
+  size_t result_len = 0;
+  FILE *out = o.output ? open_memstream(&result, &result_len) : stdout;
+  if (!out) {
+    fprintf(stderr, "flashc: error: out of memory\n");
     free(text);
-    return EXIT_USAGE;
+    return EXIT_INTERNAL;
   }
   o.passes.dump = stderr;
   o.passes.diag = stderr;
@@ -510,11 +563,14 @@ int main(int argc, char **argv) {
   const char *name = strcmp(o.input, "-") == 0 ? "<stdin>" : o.input;
   rc = o.split_input ? compile_split(&o, text, len, out) : compile_text(&o, name, text, len, out);
   free(text);
-  if (out != stdout && fclose(out) != 0 && rc == 0) {
-    fprintf(stderr, "flashc: error: writing '%s' failed\n", o.output);
+  if (out == stdout)
+    return rc == 0 && !output_stdout_ok() ? EXIT_INTERNAL : rc;
+  if (fclose(out) != 0 && rc == 0) {
+    fprintf(stderr, "flashc: error: out of memory\n");
     rc = EXIT_INTERNAL;
   }
-  if (rc != 0 && out != stdout && o.output)
-    remove(o.output);
+  if (rc == 0 && output_write(o.output, result, result_len) != 0)
+    rc = EXIT_INTERNAL;
+  free(result);
   return rc;
 }
