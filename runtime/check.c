@@ -168,6 +168,10 @@ fa_status fa_forward_grid(const fa_kernel_info *info, int64_t batch, int64_t seq
   return FA_OK;
 }
 
+/* A stride no launch can use: 16-byte aligned for every dtype, so the check
+ * that refuses it is the extent check, whose message names the overflow. */
+#define UNUSABLE_STRIDE (INT64_MAX & ~INT64_C(15))
+
 fa_tensor *fa_tensor_contiguous(fa_tensor *t, void *data, fa_dtype dtype, int64_t d0,
                                 int64_t d1, int64_t d2, int64_t d3) {
   if (!t) return NULL;
@@ -175,9 +179,14 @@ fa_tensor *fa_tensor_contiguous(fa_tensor *t, void *data, fa_dtype dtype, int64_
   t->dtype = dtype;
   t->dim[0] = d0, t->dim[1] = d1, t->dim[2] = d2, t->dim[3] = d3;
   t->stride[3] = 1;
+  int64_t s1, s0;
+  if (d1 < 0 || d2 < 0 || d3 < 0 || !fa_mul_ok(d2, d3, &s1) || !fa_mul_ok(d1, s1, &s0)) {
+    t->stride[2] = t->stride[1] = t->stride[0] = UNUSABLE_STRIDE;
+    return NULL;
+  }
   t->stride[2] = d3;
-  t->stride[1] = d2 * d3;
-  t->stride[0] = d1 * d2 * d3;
+  t->stride[1] = s1;
+  t->stride[0] = s0;
   return t;
 }
 

@@ -258,21 +258,33 @@ static fa_status check_host_seqlens(DCtx *c) {
   return FA_OK;
 }
 
-/* Every entry the lengths need must name a page of k/v: the kernel would
- * read another allocation's memory otherwise. */
+/* Every entry the lengths may need must name a page of k/v: the kernel would
+ * read another allocation's memory otherwise. With host lengths, the entries
+ * those lengths need; without them, every entry a length up to max_seqlen
+ * (else the capacity) could need, since any of them may be read. */
 static fa_status check_host_block_table(DCtx *c) {
   const fa_decode_args *a = c->a;
+  const int32_t *len = a->host_cache_seqlens;
   int64_t stride = a->bt_stride ? a->bt_stride : a->max_pages, pages = c->t[K]->dim[0];
   int ps = c->info->decode.page_size;
+  int64_t bound = a->max_seqlen > 0 ? a->max_seqlen : c->capacity; /* max_seqlen <= capacity */
   for (int64_t b = 0; b < c->t[Q]->dim[0]; b++) {
-    int64_t need = ((int64_t)a->host_cache_seqlens[b] + ps - 1) / ps;
+    int64_t need = ((len ? (int64_t)len[b] : bound) + ps - 1) / ps;
     for (int64_t p = 0; p < need; p++) {
       int32_t e = a->host_block_table[b * stride + p];
       if (e >= 0 && e < pages) continue;
-      fa_fmt(c->msg, c->len, "block_table[%" PRId64 "][%" PRId64 "] is %d but k/v have %" PRId64
-             " pages: cache_seqlens[%" PRId64 "] = %d needs entries 0..%" PRId64
-             " of its row, each in [0, %" PRId64 ")", b, p, (int)e, pages, b,
-             (int)a->host_cache_seqlens[b], need - 1, pages);
+      if (len)
+        fa_fmt(c->msg, c->len, "block_table[%" PRId64 "][%" PRId64 "] is %d but k/v have %" PRId64
+               " pages: cache_seqlens[%" PRId64 "] = %d needs entries 0..%" PRId64
+               " of its row, each in [0, %" PRId64 ")", b, p, (int)e, pages, b, (int)len[b],
+               need - 1, pages);
+      else
+        fa_fmt(c->msg, c->len, "block_table[%" PRId64 "][%" PRId64 "] is %d but k/v have %" PRId64
+               " pages: without host_cache_seqlens a length may reach %" PRId64
+               " (%s), so entries 0..%" PRId64 " of every row must be in [0, %" PRId64
+               "); pass host_cache_seqlens to check only the entries the lengths need",
+               b, p, (int)e, pages, bound, bound == c->capacity ? "the capacity" : "max_seqlen",
+               need - 1, pages);
       return FA_ERR_INVALID_ARGUMENT;
     }
   }
@@ -310,8 +322,7 @@ fa_status fa_decode_check(const fa_kernel_info *info, const fa_decode_args *args
       (st = fa_check_o_overlap(&c.lt)) || (st = check_aliasing(&c, ext)))
     return st;
   if (args->host_cache_seqlens && (st = check_host_seqlens(&c))) return st;
-  if (c.paged && args->host_cache_seqlens && args->host_block_table &&
-      (st = check_host_block_table(&c)))
+  if (c.paged && args->host_block_table && (st = check_host_block_table(&c)))
     return st;
   return FA_OK;
 }

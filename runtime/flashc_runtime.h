@@ -167,7 +167,9 @@ typedef struct fa_forward_args {
 } fa_forward_args;
 
 /* Fills `t` as a contiguous [d0, d1, d2, d3] tensor of `dtype` at `data`
- * (strides d1*d2*d3, d2*d3, d3, 1). A convenience; returns t. */
+ * (strides d1*d2*d3, d2*d3, d3, 1). A convenience; returns t, or NULL when a
+ * dim is negative or a stride overflows int64 (t is then filled with strides
+ * that every launch check refuses, with a message saying so). */
 fa_tensor *fa_tensor_contiguous(fa_tensor *t, void *data, fa_dtype dtype, int64_t d0,
                                 int64_t d1, int64_t d2, int64_t d3);
 
@@ -294,7 +296,10 @@ fa_status fa_forward(fa_module *mod, const fa_forward_args *args);
  *   host_cache_seqlens, host_block_table: optional host copies of the two
  *     (same layout). When given, fa_decode_check validates every length and
  *     every block-table entry those lengths need (kernels do not bounds-check
- *     them), and the longest length drives split = auto.
+ *     them), and the longest length drives split = auto. A host block table
+ *     without host lengths: every entry a length up to max_seqlen (else the
+ *     capacity) could need is checked. Without a host block table nothing
+ *     can check the device one: its entries are trusted.
  *   max_seqlen: optional (0 = unknown) bound on the cache lengths, for
  *     split = auto when no host copy is given (else capacity is assumed).
  *   nsplit: 0 = the kernel's (split = N) or the auto heuristic; else forced

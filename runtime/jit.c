@@ -338,10 +338,11 @@ static fa_status compile(const char *src, size_t len, const Resolved *r, char **
 
 /* ---- the cache around it -------------------------------------------------- */
 
-/* Appends a cache note (the first ones win when it is full). */
+/* Appends a cache note (the first ones win when it is full); the lookup and
+ * the store may say the same thing (an untrusted directory): once is enough. */
 static void add_note(fa_jit_stats *s, const char *note) {
   size_t used = strlen(s->note);
-  if (note[0])
+  if (note[0] && !strstr(s->note, note))
     snprintf(s->note + used, sizeof s->note - used, "%s%s", used ? "; " : "", note);
 }
 

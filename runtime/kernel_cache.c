@@ -1,13 +1,16 @@
 /* kernel_cache.c - the on-disk cache of JIT-compiled PTX (kernel_cache.h). */
 #include "kernel_cache.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- SHA-256 ------------------------------------------------------------ */
@@ -180,6 +183,66 @@ static int make_dirs(const char *dir, char *note, size_t notelen) {
   return 0;
 }
 
+/* ---- trust ---------------------------------------------------------------
+ * An entry is GPU code that will run: its checksum proves it is whole, not who
+ * wrote it. As ssh does for its keys, the directory and every entry must be
+ * owned by the effective user (or root) and writable by nobody else; then no
+ * other user can have put a file there. */
+
+static bool owner_ok(const struct stat *st) {
+  return st->st_uid == geteuid() || st->st_uid == 0;
+}
+
+/* Why a directory's owner or mode make it untrustworthy; NULL when fine. */
+static const char *dir_problem(const struct stat *st, char *buf, size_t len) {
+  if (!owner_ok(st)) {
+    snprintf(buf, len, "owned by uid %ld, not by you (uid %ld)", (long)st->st_uid,
+             (long)geteuid());
+    return buf;
+  }
+  if (st->st_mode & (S_IWGRP | S_IWOTH)) {
+    snprintf(buf, len, "writable by %s (mode %04o)", st->st_mode & S_IWOTH ? "others" : "its group",
+             (unsigned)(st->st_mode & 07777));
+    return buf;
+  }
+  return NULL;
+}
+
+int kc_dir_trusted(const char *dir, char *note, size_t notelen) {
+  struct stat st;
+  if (stat(dir, &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR)
+      return 1;
+    note_fmt(note, notelen, "cannot use cache directory %s: %s", dir, strerror(errno));
+    return -1;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    note_fmt(note, notelen, "cache directory %s is not a directory", dir);
+    return -1;
+  }
+  char why[96];
+  if (dir_problem(&st, why, sizeof why)) {
+    note_fmt(note, notelen, "cache directory %s is %s: cache not used", dir, why);
+    return -1;
+  }
+  return 0;
+}
+
+/* Why an open entry is not one this user could have written; NULL if fine. */
+static const char *entry_problem(const struct stat *st, char *buf, size_t len) {
+  if (!S_ISREG(st->st_mode))
+    return "not a regular file";
+  if (!owner_ok(st)) {
+    snprintf(buf, len, "owned by uid %ld, not by you", (long)st->st_uid);
+    return buf;
+  }
+  if (st->st_mode & (S_IWGRP | S_IWOTH)) {
+    snprintf(buf, len, "writable by others (mode %04o)", (unsigned)(st->st_mode & 07777));
+    return buf;
+  }
+  return NULL;
+}
+
 /* ---- entry layout ---------------------------------------------------------
  *   0  magic "FLASHCKC"        8 bytes
  *   8  format version          u32 LE
@@ -249,11 +312,12 @@ static int write_full(int fd, const void *buf, size_t n) {
   return 0;
 }
 
-/* Removes the entry we validated, unless a writer has already renamed a
- * fresh one over it (then the name points at another inode: keep that). */
+/* Removes the entry we refused, unless a writer has already renamed a fresh
+ * one over it (then the name points at another inode: keep that). lstat: a
+ * symlink is removed itself, never what it points at. */
 static void remove_if_same(const char *path, const struct stat *bad) {
   struct stat now;
-  if (stat(path, &now) == 0 && now.st_ino == bad->st_ino && now.st_dev == bad->st_dev)
+  if (lstat(path, &now) == 0 && now.st_ino == bad->st_ino && now.st_dev == bad->st_dev)
     unlink(path);
 }
 
@@ -301,17 +365,31 @@ KcLookup kc_lookup(const char *dir, const char key[KC_KEY_HEX], char **data, siz
     note_fmt(note, notelen, "cache path too long");
     return KC_MISS;
   }
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno != ENOENT && errno != ENOTDIR)
-      note_fmt(note, notelen, "cannot read cache entry %s: %s", path, strerror(errno));
+  if (kc_dir_trusted(dir, note, notelen) != 0)
     return KC_MISS;
-  }
+  /* O_NOFOLLOW: a symlink is refused, not followed; O_NONBLOCK: a FIFO
+   * planted under the entry's name cannot hang the open. */
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   struct stat st;
-  const char *why = "not a regular file";
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+  const char *why = NULL;
+  char buf[96];
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR)
+      return KC_MISS;
+    if (errno != ELOOP || lstat(path, &st) != 0) {
+      note_fmt(note, notelen, "cannot read cache entry %s: %s", path, strerror(errno));
+      return KC_MISS;
+    }
+    why = "a symbolic link";
+  } else if (fstat(fd, &st) != 0) {
+    note_fmt(note, notelen, "cannot read cache entry %s: %s", path, strerror(errno));
+    close(fd);
+    return KC_MISS;
+  } else if (!(why = entry_problem(&st, buf, sizeof buf))) {
     *data = read_entry(fd, &st, key, len, &why);
-  close(fd);
+  }
+  if (fd >= 0)
+    close(fd);
   if (*data)
     return KC_HIT;
   if (strcmp(why, "out of memory") == 0) {
@@ -325,6 +403,30 @@ KcLookup kc_lookup(const char *dir, const char key[KC_KEY_HEX], char **data, siz
 
 /* ---- store ----------------------------------------------------------------- */
 
+/* A writer that died between mkstemp and rename leaves its temp file. Temps
+ * of ours older than this are such leftovers (a live writer needs well under
+ * a second); younger ones may belong to a writer still at work. */
+#define KC_STALE_TEMP_SECONDS 600
+
+static void remove_stale_temps(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d)
+    return;
+  time_t now = time(NULL);
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    char path[4096];
+    struct stat st;
+    if (strncmp(e->d_name, ".tmp-", 5) != 0 ||
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path)
+      continue;
+    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+        now - st.st_mtime > KC_STALE_TEMP_SECONDS)
+      unlink(path);
+  }
+  closedir(d);
+}
+
 int kc_store(const char *dir, const char key[KC_KEY_HEX], const void *data, size_t len,
              char *note, size_t notelen) {
   char path[4096], tmp[4096];
@@ -333,8 +435,9 @@ int kc_store(const char *dir, const char key[KC_KEY_HEX], const void *data, size
     note_fmt(note, notelen, "cache path too long");
     return -1;
   }
-  if (make_dirs(dir, note, notelen) != 0)
+  if (make_dirs(dir, note, notelen) != 0 || kc_dir_trusted(dir, note, notelen) != 0)
     return -1;
+  remove_stale_temps(dir);
   /* A unique temp name per writer: concurrent writers never share a file,
    * and the final name only ever appears complete (rename is atomic). */
   int fd = mkstemp(tmp);

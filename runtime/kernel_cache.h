@@ -8,7 +8,11 @@
  * writers of one key (threads or processes) are safe: the last rename wins
  * and every candidate is complete. An entry that fails validation on read
  * (corrupt, truncated, foreign) is removed and reported as a miss; nothing
- * from it is ever returned.
+ * from it is ever returned. The checksum proves an entry whole, not who wrote
+ * it: the directory must be the user's own and writable by no one else
+ * (kc_dir_trusted), and an entry must be a regular file (never a symlink or
+ * FIFO: opened with O_NOFOLLOW | O_NONBLOCK) owned by the user and writable by
+ * no one else; anything else is refused and said why in the note.
  *
  * The cache is best effort: every failure is a miss or a skipped store plus
  * a note, never an error of the compile. Pure C and POSIX, no dependencies:
@@ -56,6 +60,12 @@ void kc_hex(const uint8_t digest[32], char hex[KC_KEY_HEX]);
  * -1 when none applies or it does not fit in len (dir then ""). */
 int kc_default_dir(char *dir, size_t len);
 
+/* Whether dir may hold cache entries: it must be a directory owned by the
+ * effective user (or root) and not writable by its group or others, since
+ * entries are code that will run. Returns 0 when it is, 1 when it does not
+ * exist yet (kc_store creates it, mode 0700), -1 with the reason in note. */
+int kc_dir_trusted(const char *dir, char *note, size_t notelen);
+
 typedef enum KcLookup {
   KC_HIT,     /* *data holds the payload */
   KC_MISS,    /* no entry (or it could not be read: see note) */
@@ -63,13 +73,16 @@ typedef enum KcLookup {
 } KcLookup;
 
 /* Looks `key` up in `dir`. On KC_HIT *data is a malloc'ed copy of the
- * payload (NUL-terminated as well) of *len bytes. On KC_CORRUPT and on read
- * problems other than "no such entry" a one-line reason goes into note. */
+ * payload (NUL-terminated as well) of *len bytes. On KC_CORRUPT (an entry
+ * refused and removed), an untrusted directory and read problems other than
+ * "no such entry" a one-line reason goes into note. */
 KcLookup kc_lookup(const char *dir, const char key[KC_KEY_HEX], char **data, size_t *len,
                    char *note, size_t notelen);
 
 /* Stores `len` bytes under `key` in `dir` (created, with parents, mode
- * 0700, when missing). Returns 0, or -1 with a one-line reason in note. */
+ * 0700, when missing; refused when not trusted), and removes this user's temp
+ * files that a crashed writer left there more than 10 minutes ago. Returns 0,
+ * or -1 with a one-line reason in note. */
 int kc_store(const char *dir, const char key[KC_KEY_HEX], const void *data, size_t len,
              char *note, size_t notelen);
 

@@ -19,6 +19,7 @@ int fa_mul_ok(int64_t a, int64_t b, int64_t *r) {
   return 1;
 }
 
+/* a + b for a, b >= 0; returns 0 on overflow of int64. */
 int fa_add_ok(int64_t a, int64_t b, int64_t *r) {
   if (b > INT64_MAX - a) return 0;
   *r = a + b;
@@ -114,13 +115,19 @@ static int64_t extent_bytes(const fa_tensor *t) {
   for (int d = 0; d < 4; d++)
     if (!fa_mul_ok(t->dim[d] - 1, t->stride[d], &term) || !fa_add_ok(off, term, &off)) return -1;
   int64_t es = (int64_t)fa_dtype_size(t->dtype), bytes;
-  if (!fa_mul_ok(off + 1, es, &bytes) || bytes >= MAX_BYTES) return -1;
+  if (!fa_add_ok(off, 1, &off) || !fa_mul_ok(off, es, &bytes) || bytes >= MAX_BYTES) return -1;
   return bytes;
 }
 
 fa_status fa_check_extents(const fa_launch_tensors *c, int64_t ext[4]) {
   for (int i = 0; i < 4; i++) {
     ext[i] = extent_bytes(c->t[i]);
+    uintptr_t p = (uintptr_t)c->t[i]->data;
+    if (ext[i] > 0 && p > UINTPTR_MAX - (uint64_t)ext[i]) {
+      fa_fmt(c->msg, c->len, "%s: memory [0x%" PRIxPTR ", +%" PRId64
+             ") runs past the end of the address space", c->name[i], p, ext[i]);
+      return FA_ERR_INVALID_ARGUMENT;
+    }
     if (ext[i] < 0) {
       const fa_tensor *t = c->t[i];
       fa_fmt(c->msg, c->len,
@@ -172,7 +179,8 @@ fa_status fa_check_o_overlap(const fa_launch_tensors *c) {
   return FA_OK;
 }
 
+/* Compares distances, never end addresses: a + alen may wrap. */
 int fa_ranges_meet(uintptr_t a, int64_t alen, uintptr_t b, int64_t blen) {
-  if (alen == 0 || blen == 0) return 0;
-  return a < b + (uintptr_t)blen && b < a + (uintptr_t)alen;
+  if (alen <= 0 || blen <= 0) return 0;
+  return a <= b ? b - a < (uint64_t)alen : a - b < (uint64_t)blen;
 }

@@ -21,3 +21,7 @@ config.substitutions.append(("%test_bin", test_bin_dir))
 import shutil
 if shutil.which("ptxas"):
     config.available_features.add("ptxas")
+
+# Tests that chown files to other users need root.
+if hasattr(os, "geteuid") and os.geteuid() == 0:
+    config.available_features.add("root")

@@ -212,9 +212,16 @@ def validation_cases(mod, spec):
 
 # ---- main ----------------------------------------------------------------------
 
+# --small (the compute-sanitizer grid, scripts/gpu-sanitize.sh): partial Q and
+# K/V tiles, several K/V tiles, seqlen_q > seqlen_k (fully masked rows under a
+# causal mask) and a strided layout, on few blocks.
+SMALL_CASES = [(1, 130, 203, "contig"), (2, 77, 65, "bhsd")]
+
 def main():
     def add_args(ap):
         ap.add_argument("--quick", action="store_true", help="first case of each kernel only")
+        ap.add_argument("--small", action="store_true",
+                        help="two short launches a kernel (for compute-sanitizer)")
     st = Suite("correctness", add_args)
     first = True
     for name, spec in st.kernels(SPECS, "test/gpu/specs.py"):
@@ -223,7 +230,8 @@ def main():
             continue
         st.check_meta(name, mod.info, {k: spec[k] for k in ("head_dim", "v_head_dim", "heads",
                                                             "kv_heads", "dtype")}, "specs.py")
-        cases = spec["cases"][:1] if st.args.quick else spec["cases"]
+        cases = (SMALL_CASES if st.args.small else spec["cases"][:1] if st.args.quick
+                 else spec["cases"])
         for i, case in enumerate(cases):
             want_lse = i % 3 != 2 or spec["expect_fail"]
             st.run_case(name, spec, list(case),

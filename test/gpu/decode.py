@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from correctness import LSE_SLACK, compare  # noqa: E402
-from decode_specs import DECODE_SPECS  # noqa: E402
+from decode_specs import DECODE_SPECS, case  # noqa: E402
 from flashc_rt_decode import DecodeModule  # noqa: E402
 from specs import causal  # noqa: E402
 from suite import Suite  # noqa: E402
@@ -220,8 +220,19 @@ def validation_cases(mod, spec):
 
 # ---- main ----------------------------------------------------------------------
 
+def small_cases(spec):
+    """--small (the compute-sanitizer grid, scripts/gpu-sanitize.sh): the
+    kernel's cases of at most 5000 keys, three at most, and one batch-1 8k
+    cache, which launches a small-batch variant where there is one."""
+    cases = [c for c in spec["cases"] if max(c["lens"]) <= 5000][:3]
+    return cases + [case(1, [8192])]
+
+
 def main():
-    st = Suite("decode")
+    def add_args(ap):
+        ap.add_argument("--small", action="store_true",
+                        help="a few short caches a kernel (for compute-sanitizer)")
+    st = Suite("decode", add_args)
     validated = False
     for name, spec in st.kernels(DECODE_SPECS, "test/gpu/decode_specs.py"):
         mod = st.load(name, lambda path: DecodeModule(st.ctx, path))
@@ -236,7 +247,7 @@ def main():
                   f"decode_specs.py says {spec['cache']}/{spec['page_size']}")
             st.failed += 1
         ran = set()
-        for i, c in enumerate(spec["cases"]):
+        for i, c in enumerate(small_cases(spec) if st.args.small else spec["cases"]):
             st.run_case(name, spec, c, lambda: run_case(mod, name, spec, c, st.seed * 1000 + i),
                         describe)
             ran.add(mod.last_kernel())

@@ -8,6 +8,9 @@
  *   flashc-jit-test keys DIR SPEC           which option changes make a new key
  *   flashc-jit-test corrupt DIR SPEC MODE   damage the entry, recompile: rebuilt, right PTX
  *       MODE: flip | magic | truncate | truncate1 | extend | garbage | empty | foreign | dir
+ *             | symlink | fifo | groupwrite | owner (owner needs root: chown)
+ *   flashc-jit-test poison DIR SPEC         plant a well-formed entry with other PTX
+ *       under SPEC's key in DIR (as another user with write access could)
  *   flashc-jit-test threads DIR N SPEC...   N threads compile every spec at once
  *   flashc-jit-test procs DIR N SPEC...     N processes compile every spec at once
  *   flashc-jit-test nulls                   bad arguments
@@ -99,7 +102,7 @@ static void run_compile(Compile *c, const char *src, size_t len) {
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: flashc-jit-test compile|twice|keys|corrupt|threads|procs|nulls ...\n");
+  fprintf(stderr, "usage: flashc-jit-test compile|twice|keys|corrupt|poison|threads|procs|nulls ...\n");
   return 2;
 }
 
@@ -284,6 +287,17 @@ static int damage(const char *path, const char *mode, const char *other_entry) {
     rc = write_file(path, "", 0);
   } else if (strcmp(mode, "dir") == 0) {
     rc = unlink(path) == 0 && mkdir(path, 0700) == 0 ? 0 : -1;
+  } else if (strcmp(mode, "symlink") == 0) {
+    /* A symlink to a whole, valid copy of the entry: still refused. */
+    char copy[4200];
+    snprintf(copy, sizeof copy, "%s.copy", path);
+    rc = write_file(copy, d, n) == 0 && unlink(path) == 0 && symlink(copy, path) == 0 ? 0 : -1;
+  } else if (strcmp(mode, "fifo") == 0) {
+    rc = unlink(path) == 0 && mkfifo(path, 0600) == 0 ? 0 : -1;
+  } else if (strcmp(mode, "groupwrite") == 0) {
+    rc = chmod(path, 0660);
+  } else if (strcmp(mode, "owner") == 0) {
+    rc = chown(path, 12345, (gid_t)-1);
   } else if (strcmp(mode, "foreign") == 0) {
     /* A whole, valid entry of another key under this name. */
     size_t m;
@@ -332,6 +346,33 @@ static int cmd_corrupt(int argc, char **argv) {
   fa_jit_free(third.ptx);
   free(src);
   return bad;
+}
+
+/* ---- poison ------------------------------------------------------------------------ */
+
+/* What another user with write access to a shared cache directory could do:
+ * a well-formed entry (magic, key, checksum all right) holding their PTX. */
+static int cmd_poison(int argc, char **argv) {
+  if (argc != 2)
+    return usage();
+  size_t len;
+  char *src = read_file(argv[1], &len);
+  if (!src)
+    return 2;
+  Compile c = {0};
+  c.o.cache_dir = ""; /* only the key */
+  run_compile(&c, src, len);
+  static const char attacker[] = "// attacker's PTX\n";
+  char forge[4200], note[512] = "", from[4200], to[4200];
+  snprintf(forge, sizeof forge, "%s.forge", argv[0]);
+  int ok = c.st == FA_OK && mkdir(forge, 0700) == 0 &&
+           kc_store(forge, c.s.key, attacker, sizeof attacker - 1, note, sizeof note) == 0 &&
+           kc_entry_path(forge, c.s.key, from, sizeof from) == 0 &&
+           kc_entry_path(argv[0], c.s.key, to, sizeof to) == 0 && rename(from, to) == 0;
+  printf("planted %s: %s %s\n", c.s.key, ok ? "yes" : "NO", note);
+  fa_jit_free(c.ptx);
+  free(src);
+  return !ok;
 }
 
 /* ---- threads and processes ----------------------------------------------------------- */
@@ -555,6 +596,8 @@ int main(int argc, char **argv) {
     return cmd_keys(argc, argv);
   if (strcmp(cmd, "corrupt") == 0)
     return cmd_corrupt(argc, argv);
+  if (strcmp(cmd, "poison") == 0)
+    return cmd_poison(argc, argv);
   if (strcmp(cmd, "threads") == 0)
     return cmd_threads(argc, argv);
   if (strcmp(cmd, "procs") == 0)

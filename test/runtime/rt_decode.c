@@ -13,7 +13,8 @@
  *             (T = q, k, v, o; I = 0..3)
  *         lse=null|+N  seqlens=null|+N  bt=null|+N  max_pages=N  bt_stride=N
  *         len[B]=N (host length)  bt[B][P]=N (host table entry)
- *         host=none (no host copies)  max_seqlen=N  nsplit=N  args=null  info=null
+ *         host=none (no host copies)  host=table (the table's only)  max_seqlen=N
+ *         nsplit=N  args=null  info=null
  *   flashc-rt-decode splits FILE BATCH KV_HEADS MAX_SEQLEN SM_COUNT
  *       prints fa_decode_splits
  *
@@ -159,6 +160,7 @@ static int apply_mod(Launch *l, const char *mod) {
   else if (strncmp(mod, "max_seqlen=", 11) == 0) a->max_seqlen = num(val, mod);
   else if (strncmp(mod, "nsplit=", 7) == 0) a->nsplit = (int)num(val, mod);
   else if (strcmp(mod, "host=none") == 0) a->host_cache_seqlens = NULL, a->host_block_table = NULL;
+  else if (strcmp(mod, "host=table") == 0) a->host_cache_seqlens = NULL;
   else if (sscanf(mod, "len[%d]=", &i) == 1 && i >= 0 && i < MAX_BATCH)
     l->lens[i] = (int32_t)num(val, mod);
   else if (sscanf(mod, "bt[%d][%d]=", &i, &j) == 2 && i >= 0 && j >= 0) {

@@ -13,6 +13,7 @@
  *   flashc-rt-test load-cubin CUBIN META [DEVICE]   context + fa_module_load_cubin
  *   flashc-rt-test null-handles         every entry point with NULL handles
  *   flashc-rt-test statuses             fa_status_string of every status
+ *   flashc-rt-test contiguous D0 D1 D2 D3   fa_tensor_contiguous's strides
  *
  * Prints `status: NAME` and `message: ...`; exits 0 when the status is FA_OK,
  * 1 for any other status (so lit uses `not` on failures), 2 on bad usage.
@@ -43,7 +44,7 @@ static int report(fa_status st, const char *msg) {
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: flashc-rt-test meta|check|context|load|null-handles|statuses ...\n");
+  fprintf(stderr, "usage: flashc-rt-test meta|check|context|load|null-handles|statuses|contiguous ...\n");
   return 2;
 }
 
@@ -372,6 +373,20 @@ static int cmd_null_handles(void) {
   return 0;
 }
 
+/* fa_tensor_contiguous of the four dims: the strides, and whether it said
+ * they overflow (NULL). */
+static int cmd_contiguous(int argc, char **argv) {
+  if (argc != 4) return usage();
+  int64_t d[4];
+  for (int i = 0; i < 4; i++) d[i] = strtoll(argv[i], NULL, 0);
+  fa_tensor t;
+  fa_tensor *r = fa_tensor_contiguous(&t, NULL, FA_DTYPE_BF16, d[0], d[1], d[2], d[3]);
+  printf("returned: %s\n", r ? "t" : "NULL");
+  printf("strides: %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 "\n", t.stride[0], t.stride[1],
+         t.stride[2], t.stride[3]);
+  return r ? 0 : 1;
+}
+
 static int cmd_statuses(void) {
   for (int s = 0; s <= FA_STATUS_COUNT_; s++) printf("%d %s\n", s, fa_status_string(s));
   printf("-1 %s\n", fa_status_string((fa_status)-1));
@@ -390,5 +405,6 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "load-cubin") == 0) return cmd_load_cubin(argc - 2, argv + 2);
   if (strcmp(cmd, "null-handles") == 0) return cmd_null_handles();
   if (strcmp(cmd, "statuses") == 0) return cmd_statuses();
+  if (strcmp(cmd, "contiguous") == 0) return cmd_contiguous(argc - 2, argv + 2);
   return usage();
 }
