@@ -10,11 +10,7 @@
 
 #include <stdbool.h>
 
-/* A position in a source file, for diagnostics. line and col count from 1. */
-typedef struct SrcLoc {
-  const char *file;
-  int line, col;
-} SrcLoc;
+#include "base/srcloc.h"
 
 typedef enum DType { DTYPE_F16, DTYPE_BF16 } DType;
 

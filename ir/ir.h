@@ -54,7 +54,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "frontend/spec.h" /* SrcLoc */
+#include "base/srcloc.h"
 
 /* ---------------------------------------------------------------- types */
 
@@ -270,8 +270,9 @@ struct Func {
 struct Module {
   Func **funcs;
   int nfuncs;
-  /* All memory of the module (ops, values, strings) comes from its arena and
-   * is released by module_destroy. Erased ops are unlinked, not freed. */
+  /* All memory of the module (ops, values, strings) comes from its arena
+   * (base/arena.h) and is released by module_destroy. Erased ops are
+   * unlinked, not freed. */
   struct Arena *arena;
 };
 
