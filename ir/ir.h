@@ -39,7 +39,7 @@
  * Attributes are integers, floats (printed with %.17g, or inf/-inf/nan),
  * "strings", or bare words (enums like lt, max, q, kv) stored as strings.
  *
- * Schedules (see passes/): the frontend lowering (frontend/lower.c) emits the
+ * Schedules (see passes/): the frontend (frontend/emit_tile.c) emits the
  * FlashAttention-1 schedule of Algorithm 1: K/V tiles outer, Q tiles inner, O,
  * l, m in global workspace tensors, read and written every step, normalized
  * every step; tile sizes symbolic (Br, Bc). The passes rewrite it into the

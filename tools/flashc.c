@@ -5,7 +5,7 @@
  * Stages, in order (-emit picks where to stop):
  *   ast    the parsed spec                  (frontend/parser.y)
  *   spec   the checked spec, defaults filled (frontend/sema.c)
- *   tile   the tile IR after the pipeline   (frontend/lower.c, passes/)
+ *   tile   the tile IR after the pipeline   (frontend/emit_tile.c, passes/)
  *   mlir   MLIR built through the C API     (codegen/)
  *   llvm   LLVM IR
  *   ptx    PTX from the NVPTX backend
@@ -29,7 +29,7 @@
 
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
-#include "frontend/lower.h"
+#include "frontend/emit_tile.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
 
@@ -414,7 +414,7 @@ static int compile_spec(const Options *o, const char *name, const char *text, si
     if (!is_selected(o, spec->kernels[i]->name))
       continue;
     found = true;
-    if (!lower_kernel(m, spec->kernels[i], o->passes.target, stderr))
+    if (!emit_tile_kernel(m, spec->kernels[i], o->passes.target, stderr))
       rc = EXIT_INPUT;
   }
   if (!found && rc == 0) {
