@@ -350,7 +350,7 @@ static void set_attrs(Lower *L, const char *target) {
     if (k->has_unified_max)
       attr_set_float(L->m, a, "unified_max", k->unified_max);
     if (k->q_len_max)
-      attr_set_int(L->m, a, "q_len_max", k->q_len_max); /* absent: 16 */
+      attr_set_int(L->m, a, "q_len_max", k->q_len_max); /* absent: SPEC_MAX_Q_LEN */
   }
   attr_set_word(L->m, a, "schedule", "fa1");
   const Schedule *s = &k->schedule;
