@@ -4,7 +4,7 @@ BUILD ?= build
 EXAMPLE ?= examples/llama3_prefill.fa
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps build run check fuzz clean
+.PHONY: all deps build run check layers fuzz clean
 
 all: build
 
@@ -24,6 +24,10 @@ run: build
 # Every test: lit + FileCheck suites, differential interpreter tests, the bounded fuzz run.
 check: build
 	/usr/lib/llvm-22/bin/lit -sv --no-progress-bar $(BUILD)/test
+
+# Only the layering check (scripts/layers.txt, docs/layers.md); check runs it too.
+layers:
+	@python3 scripts/check-layers.py
 
 clean:
 	rm -rf $(BUILD)

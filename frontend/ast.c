@@ -1,4 +1,4 @@
-/* ast.c - the arena, AST node constructors and the `-emit=ast` printer. */
+/* ast.c - AST node constructors and the `-emit=ast` printer. */
 #include "frontend/ast.h"
 
 #include <stdio.h>
@@ -6,50 +6,6 @@
 #include <string.h>
 
 #include "frontend/frontend.h"
-
-/* ---- arena ---- */
-
-struct ArenaBlock {
-  ArenaBlock *next;
-  size_t used, cap;
-  _Alignas(16) unsigned char data[];
-};
-
-void *arena_alloc(Arena *a, size_t size) {
-  size = (size + 15) & ~(size_t)15;
-  ArenaBlock *b = a->head;
-  if (!b || b->cap - b->used < size) {
-    size_t cap = size > 65536 ? size : 65536;
-    b = malloc(sizeof(ArenaBlock) + cap);
-    if (!b) {
-      fputs("flashc: out of memory\n", stderr);
-      abort();
-    }
-    b->next = a->head;
-    b->used = 0;
-    b->cap = cap;
-    a->head = b;
-  }
-  void *p = b->data + b->used;
-  b->used += size;
-  memset(p, 0, size);
-  return p;
-}
-
-char *arena_strndup(Arena *a, const char *s, size_t n) {
-  char *p = arena_alloc(a, n + 1);
-  memcpy(p, s, n);
-  p[n] = '\0';
-  return p;
-}
-
-void arena_free(Arena *a) {
-  for (ArenaBlock *b = a->head, *next; b; b = next) {
-    next = b->next;
-    free(b);
-  }
-  a->head = NULL;
-}
 
 /* ---- constructors ---- */
 

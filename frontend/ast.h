@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "base/arena.h"
 #include "frontend/spec.h"
 
 /* Deepest expression the parser accepts. It bounds every recursive walk
@@ -95,16 +96,6 @@ struct AstItem {
   AstStmt *stmts;
   AstItem *next;
 };
-
-/* A bump allocator: big blocks, freed all at once. */
-typedef struct ArenaBlock ArenaBlock;
-typedef struct Arena {
-  ArenaBlock *head;
-} Arena;
-
-void *arena_alloc(Arena *a, size_t size); /* zeroed; aborts on OOM */
-char *arena_strndup(Arena *a, const char *s, size_t n);
-void arena_free(Arena *a);
 
 struct Ast {
   Arena arena;

@@ -96,13 +96,16 @@ void diag_note(Diag *d, SrcLoc loc, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* Edit distance with adjacent transpositions ("hedas" -> "heads" is 1).
- * Names are short; longer ones are simply "far". */
+/* Names longer than EDIT_MAX_NAME are EDIT_FAR from everything: the table
+ * of edit_distance, (EDIT_MAX_NAME + 1)^2 ints, lives on the stack. */
+enum { EDIT_MAX_NAME = 63, EDIT_FAR = 99 };
+
+/* Edit distance with adjacent transpositions ("hedas" -> "heads" is 1). */
 static int edit_distance(const char *a, const char *b) {
   size_t la = strlen(a), lb = strlen(b);
-  if (la > 63 || lb > 63)
-    return 99;
-  int d[64][64];
+  if (la > EDIT_MAX_NAME || lb > EDIT_MAX_NAME)
+    return EDIT_FAR;
+  int d[EDIT_MAX_NAME + 1][EDIT_MAX_NAME + 1];
   for (size_t i = 0; i <= la; i++)
     d[i][0] = (int)i;
   for (size_t j = 0; j <= lb; j++)
@@ -124,7 +127,7 @@ static int edit_distance(const char *a, const char *b) {
 
 const char *diag_closest(const char *name, const char *const *cands) {
   const char *best = NULL;
-  int best_d = 99;
+  int best_d = EDIT_FAR;
   /* Short names are too easily "close" to anything. */
   size_t len = strlen(name);
   int limit = len <= 2 ? 0 : len <= 4 ? 1 : 2;

@@ -1,16 +1,13 @@
-/* lower.h - from a checked KernelSpec to the tile IR in the FlashAttention-1
- * schedule (Algorithm 1 of the FlashAttention paper; docs/tile-ir.md). */
+/* lower.h - the old name of emit_tile.h, kept only for runtime/jit.c, which
+ * moves to jit/ (issue 16): include frontend/emit_tile.h and call
+ * emit_tile_kernel there, then delete this file. */
 #ifndef FLASHC_LOWER_H
 #define FLASHC_LOWER_H
 
-#include <stdio.h>
+#include "frontend/emit_tile.h"
 
-#include "frontend/spec.h"
-#include "ir/ir.h"
-
-/* Adds the kernel for `k` to m. `target` ("sm_80" / "sm_90a") is recorded on
- * the kernel for the tiling pass. Returns NULL after printing an error in the
- * `file:line:col: error:` form for what cannot be lowered (yet). */
-Func *lower_kernel(Module *m, const KernelSpec *k, const char *target, FILE *diag);
+static inline Func *lower_kernel(Module *m, const KernelSpec *k, const char *target, FILE *diag) {
+  return emit_tile_kernel(m, k, target, diag);
+}
 
 #endif

@@ -1,13 +1,16 @@
 /* sema.c - checks the AST and resolves it into KernelSpecs (spec.h).
  *
- * Per attention block, in three steps:
+ * Per attention block (check_attention), in three phases:
  *   1. sort the statements: fields by name (duplicates, unknown names),
- *      mask(...) and score(...) definitions;
- *   2. read the constant fields (dtype, head dims, heads, mode, split, cache), which
- *      expressions may use, and fill in defaults;
+ *      mask(...) and score(...) definitions (sort_statements);
+ *   2. read the constant fields, which expressions may use, and fill in
+ *      defaults: the required ones (check_required), the shape (dtype, head
+ *      dims, heads: shape_fields), the mode and the decode-only fields
+ *      (split, cache, q_len_max: mode_fields);
  *   3. walk the statements in source order, resolving `let`s, mask, score,
- *      scale and dropout: identifiers become variables, spec constants
- *      become numbers and let names are replaced by (a copy of) their value.
+ *      scale, unified_max and dropout: identifiers become variables, spec
+ *      constants become numbers and let names are replaced by (a copy of)
+ *      their value (resolve_statements).
  * Schedules are checked last and attached to their kernel by name.
  *
  * Resolved expressions are plain trees (each let use is a deep copy), owned
@@ -27,6 +30,25 @@
 #define MAX_EXPR_NODES 4096        /* one resolved expression */
 #define MAX_TOTAL_NODES 1000000    /* every expression of a file */
 #define MAX_RESOLVED_DEPTH 1000    /* after let substitution */
+
+/* Capacities of sema's fixed-size buffers:
+ *   SUGGEST_LETS    "did you mean" offers the first SUGGEST_LETS lets of a
+ *                   block (or attention names of a file); later ones are not
+ *                   searched
+ *   SUGGEST_PARAMS  ... and the first SUGGEST_PARAMS mask/score parameters
+ *   SUGGEST_FIXED   room for the other candidates besides the lets: the
+ *                   parameters or the four index names, the four spec
+ *                   constants, seqlen_q and seqlen_k (at most 14)
+ *   NAME_TABLE_MIN  first size of the attention-name table, a power of 2;
+ *                   it doubles until at most half full
+ *   TILE_WHAT_LEN   "tile q" / "tile kv", the subject of a tile message */
+enum {
+  SUGGEST_LETS = 64,
+  SUGGEST_PARAMS = 8,
+  SUGGEST_FIXED = 16,
+  NAME_TABLE_MIN = 16,
+  TILE_WHAT_LEN = 32,
+};
 
 typedef struct Sema {
   Diag diag;
@@ -246,15 +268,15 @@ static Let *find_let(Let *l, const char *name) {
 
 /* The names an identifier could have meant, for "did you mean". */
 static const char *suggest_name(Scope *sc, const char *name) {
-  const char *cands[64 + 16];
+  const char *cands[SUGGEST_LETS + SUGGEST_FIXED];
   int n = 0;
   if (sc->fn)
-    for (const AstParam *p = sc->fn->params; p && n < 8; p = p->next)
+    for (const AstParam *p = sc->fn->params; p && n < SUGGEST_PARAMS; p = p->next)
       cands[n++] = p->name;
   if (sc->ctx == CTX_LET)
     for (int i = 1; i < 5; i++)
       cands[n++] = var_names[i];
-  for (Let *l = sc->lets; l && n < 64; l = l->next)
+  for (Let *l = sc->lets; l && n < SUGGEST_LETS; l = l->next)
     cands[n++] = l->name;
   for (int i = 0; constant_names[i]; i++)
     cands[n++] = constant_names[i];
@@ -889,13 +911,20 @@ static void duplicate(Sema *S, const AstStmt *s, const AstStmt *prev,
   diag_note(&S->diag, prev->loc, "first given here");
 }
 
-/* attention NAME { stmt* } -> KernelSpec, or NULL after errors */
-static KernelSpec *check_attention(Sema *S, const AstItem *it) {
-  int errors0 = S->diag.nerrors;
-  const AstStmt *field[NFIELDS] = {0};
-  const AstStmt *mask_fn = NULL, *score_fn = NULL;
+/* ---- attention blocks ---- */
 
-  /* 1. Sort the statements. */
+/* The statements of one attention block, sorted by sort_statements. */
+typedef struct Stmts {
+  const AstStmt *field[NFIELDS];     /* each field's statement; NULL: absent */
+  const AstStmt *mask_fn, *score_fn; /* mask(...) = ... and score(...) = ... */
+} Stmts;
+
+/* Phase 1: sorts the statements into fields (by name) and the mask and score
+ * definitions; lets stay where they are (phase 3 walks them in order).
+ * Checks: unknown field and definition names, `score = ...` written as a
+ * field, a field or a definition given twice (a mask field and a mask
+ * definition count as one). */
+static void sort_statements(Sema *S, const AstItem *it, Stmts *st) {
   for (const AstStmt *s = it->stmts; s; s = s->next) {
     if (s->kind == ST_FIELD) {
       int f = name_index(s->name, field_names);
@@ -911,15 +940,15 @@ static KernelSpec *check_attention(Sema *S, const AstItem *it) {
           diag_note(&S->diag, NOLOC, "did you mean '%s'?", best);
         continue;
       }
-      if (field[f]) {
-        duplicate(S, s, field[f], s->name);
+      if (st->field[f]) {
+        duplicate(S, s, st->field[f], s->name);
         continue;
       }
-      if (f == F_MASK && mask_fn) {
-        duplicate(S, s, mask_fn, "mask");
+      if (f == F_MASK && st->mask_fn) {
+        duplicate(S, s, st->mask_fn, "mask");
         continue;
       }
-      field[f] = s;
+      st->field[f] = s;
     } else if (s->kind == ST_FUNC) {
       bool is_mask = strcmp(s->name, "mask") == 0;
       if (!is_mask && strcmp(s->name, "score") != 0) {
@@ -928,32 +957,40 @@ static KernelSpec *check_attention(Sema *S, const AstItem *it) {
                   "only mask(b, h, q, k) and score(s, b, h, q, k) can be defined");
         continue;
       }
-      const AstStmt *prev = is_mask ? (mask_fn ? mask_fn : field[F_MASK]) : score_fn;
+      const AstStmt *prev =
+          is_mask ? (st->mask_fn ? st->mask_fn : st->field[F_MASK]) : st->score_fn;
       if (prev) {
         duplicate(S, s, prev, s->name);
         continue;
       }
       if (is_mask)
-        mask_fn = s;
+        st->mask_fn = s;
       else
-        score_fn = s;
+        st->score_fn = s;
     }
   }
+}
 
-  /* 2. Constant fields, then defaults. */
-  KernelSpec *k = xcalloc(1, sizeof(KernelSpec));
-  k->name = xstrdup(it->name);
-  k->loc = sloc(S, it->loc);
-  static const char *const dtypes[] = {"fp16", "bf16", NULL};
-  static const char *const modes[] = {"forward", "backward", "decode", NULL};
+/* Phase 2a: the fields every attention needs (dtype, head_dim, heads) are
+ * there; one error each, at the attention's name. */
+static void check_required(Sema *S, const AstItem *it, const Stmts *st) {
   static const char *const required[] = {"dtype", "head_dim", "heads"};
   static const Field required_f[] = {F_DTYPE, F_HEAD_DIM, F_HEADS};
   for (int i = 0; i < 3; i++)
-    if (!field[required_f[i]]) {
+    if (!st->field[required_f[i]]) {
       diag_error(&S->diag, it->name_loc, "attention '%s' has no '%s' field",
                  it->name, required[i]);
       diag_note(&S->diag, NOLOC, "dtype, head_dim and heads are required");
     }
+}
+
+/* Phase 2b: the shape fields, constants the expressions may read. Checks:
+ * dtype is fp16 or bf16; head_dim and v_head_dim (default head_dim) are
+ * multiples of 8 up to 256; heads and kv_heads (default heads) are at least
+ * 1 and kv_heads divides heads. */
+static void shape_fields(Sema *S, const Stmts *st, KernelSpec *k) {
+  static const char *const dtypes[] = {"fp16", "bf16", NULL};
+  const AstStmt *const *field = st->field;
   if (field[F_DTYPE]) {
     int d = word_field(S, field[F_DTYPE], dtypes, "fp16 or bf16");
     k->dtype = d == 0 ? DTYPE_F16 : DTYPE_BF16;
@@ -976,95 +1013,152 @@ static KernelSpec *check_attention(Sema *S, const AstItem *it) {
                 "each K/V head serves heads / kv_heads query heads");
     }
   }
+}
+
+/* split = auto | N: a count of KV splits of at least 1 (auto is 0). */
+static void split_field(Sema *S, const AstStmt *s, KernelSpec *k) {
+  if (s->value->kind == AE_IDENT && strcmp(s->value->text, "auto") == 0) {
+    k->split = 0;
+  } else if (s->value->kind == AE_IDENT) {
+    diag_error(&S->diag, s->value->loc, "split must be auto or a count >= 1");
+  } else {
+    int v;
+    if (int_field(S, s, &v)) {
+      if (v < 1)
+        diag_error(&S->diag, s->value->loc,
+                   "split must be auto or at least 1; got %d", v);
+      else
+        k->split = v;
+    }
+  }
+}
+
+/* q_len_max = N: 1..SPEC_MAX_Q_LEN query tokens per sequence. */
+static void q_len_max_field(Sema *S, const AstStmt *s, KernelSpec *k) {
+  int v;
+  if (int_field(S, s, &v)) {
+    if (v < 1 || v > SPEC_MAX_Q_LEN)
+      diag_error(&S->diag, s->value->loc,
+                 "q_len_max must be from 1 to %d; got %d", SPEC_MAX_Q_LEN, v);
+    else
+      k->q_len_max = v;
+  }
+}
+
+/* Phase 2c: the mode and the fields only a decode kernel has. Checks: mode
+ * is forward, backward or decode; split, cache, q_len_max and unified_max
+ * appear only with mode = decode, and the first three have valid values
+ * (unified_max is an expression: phase 3 reads it). */
+static void mode_fields(Sema *S, const Stmts *st, KernelSpec *k) {
+  static const char *const modes[] = {"forward", "backward", "decode", NULL};
+  const AstStmt *const *field = st->field;
   if (field[F_MODE]) {
     int m = word_field(S, field[F_MODE], modes, "forward, backward or decode");
     k->mode = m < 0 ? MODE_FORWARD : (Mode)m;
   }
   if (field[F_SPLIT] && decode_only(S, field[F_SPLIT], k,
-                                     "split divides the KV cache among thread blocks when decoding")) {
-    const AstStmt *s = field[F_SPLIT];
-    if (s->value->kind == AE_IDENT && strcmp(s->value->text, "auto") == 0) {
-      k->split = 0;
-    } else if (s->value->kind == AE_IDENT) {
-      diag_error(&S->diag, s->value->loc, "split must be auto or a count >= 1");
-    } else {
-      int v;
-      if (int_field(S, s, &v)) {
-        if (v < 1)
-          diag_error(&S->diag, s->value->loc,
-                     "split must be auto or at least 1; got %d", v);
-        else
-          k->split = v;
-      }
-    }
-  }
+                                     "split divides the KV cache among thread blocks when decoding"))
+    split_field(S, field[F_SPLIT], k);
   if (field[F_CACHE] &&
       decode_only(S, field[F_CACHE], k, "cache describes the KV cache a decode kernel reads"))
     cache_field(S, field[F_CACHE], k);
   if (field[F_Q_LEN_MAX] &&
       decode_only(S, field[F_Q_LEN_MAX], k,
-                  "q_len_max bounds the query tokens per sequence of a decode launch")) {
-    int v;
-    if (int_field(S, field[F_Q_LEN_MAX], &v)) {
-      if (v < 1 || v > 16)
-        diag_error(&S->diag, field[F_Q_LEN_MAX]->value->loc,
-                   "q_len_max must be from 1 to 16; got %d", v);
-      else
-        k->q_len_max = v;
-    }
-  }
+                  "q_len_max bounds the query tokens per sequence of a decode launch"))
+    q_len_max_field(S, field[F_Q_LEN_MAX], k);
   if (field[F_UNIFIED_MAX])
     decode_only(S, field[F_UNIFIED_MAX], k,
                 "unified_max fixes the softmax maximum of a decode kernel (FlashDecoding++)");
-  k->scale = k->head_dim > 0 ? 1.0 / sqrt((double)k->head_dim) : 1.0;
+}
 
-  /* 3. Expressions, in source order, so a let is visible after its definition. */
+/* scale = constant: positive and finite. */
+static void scale_field(Sema *S, Scope *sc, const AstStmt *s, KernelSpec *k) {
+  double v;
+  if (const_field(S, sc, s, &v)) {
+    if (!(v > 0) || !isfinite(v))
+      diag_error(&S->diag, start(s->value),
+                 "scale must be a positive constant; got %g", v);
+    else
+      k->scale = v;
+  }
+}
+
+/* unified_max = constant (decode): finite. */
+static void unified_max_field(Sema *S, Scope *sc, const AstStmt *s, KernelSpec *k) {
+  double v;
+  if (const_field(S, sc, s, &v)) {
+    if (!isfinite(v))
+      diag_error(&S->diag, start(s->value), "unified_max must be a finite constant");
+    else {
+      k->has_unified_max = true;
+      k->unified_max = v;
+    }
+  }
+}
+
+/* dropout = constant: a probability in [0, 1). */
+static void dropout_field(Sema *S, Scope *sc, const AstStmt *s, KernelSpec *k) {
+  double v;
+  if (const_field(S, sc, s, &v)) {
+    if (!(v >= 0 && v < 1))
+      diag_error(&S->diag, start(s->value),
+                 "dropout must be a probability in [0, 1); got %g", v);
+    else
+      k->dropout = v;
+  }
+}
+
+/* Phase 3: the expressions, in source order, so that a let is visible after
+ * its definition: lets, the mask and score definitions, the mask field and
+ * the constant fields scale, unified_max (decode only) and dropout. Checks
+ * what resolve checks (names, types, sizes) and each value's range. */
+static void resolve_statements(Sema *S, const AstItem *it, const Stmts *st, KernelSpec *k) {
+  const AstStmt *const *field = st->field;
   Scope sc = {.block = it->stmts, .k = k};
   for (const AstStmt *s = it->stmts; s; s = s->next) {
     if (S->diag.stopped)
       break;
     if (s->kind == ST_LET)
       let_def(S, &sc, s);
-    else if (s == mask_fn || s == score_fn)
+    else if (s == st->mask_fn || s == st->score_fn)
       func_def(S, &sc, s, k);
     else if (s == field[F_MASK])
       mask_field(S, s, k);
-    else if (s == field[F_SCALE]) {
-      double v;
-      if (const_field(S, &sc, s, &v)) {
-        if (!(v > 0) || !isfinite(v))
-          diag_error(&S->diag, start(s->value),
-                     "scale must be a positive constant; got %g", v);
-        else
-          k->scale = v;
-      }
-    } else if (s == field[F_UNIFIED_MAX] && k->mode == MODE_DECODE) {
-      double v;
-      if (const_field(S, &sc, s, &v)) {
-        if (!isfinite(v))
-          diag_error(&S->diag, start(s->value), "unified_max must be a finite constant");
-        else {
-          k->has_unified_max = true;
-          k->unified_max = v;
-        }
-      }
-    } else if (s == field[F_DROPOUT]) {
-      double v;
-      if (const_field(S, &sc, s, &v)) {
-        if (!(v >= 0 && v < 1))
-          diag_error(&S->diag, start(s->value),
-                     "dropout must be a probability in [0, 1); got %g", v);
-        else
-          k->dropout = v;
-      }
-    }
+    else if (s == field[F_SCALE])
+      scale_field(S, &sc, s, k);
+    else if (s == field[F_UNIFIED_MAX] && k->mode == MODE_DECODE)
+      unified_max_field(S, &sc, s, k);
+    else if (s == field[F_DROPOUT])
+      dropout_field(S, &sc, s, k);
   }
   free_lets(sc.lets);
+}
+
+/* A KernelSpec and all it owns (fe_free_spec's ownership note). */
+static void free_kernel(KernelSpec *k) {
+  free_expr(k->mask);
+  free_expr(k->score);
+  free((char *)k->name);
+  free(k);
+}
+
+/* attention NAME { stmt* } -> KernelSpec, or NULL after errors */
+static KernelSpec *check_attention(Sema *S, const AstItem *it) {
+  int errors0 = S->diag.nerrors;
+  Stmts st = {0};
+  sort_statements(S, it, &st);
+
+  KernelSpec *k = xcalloc(1, sizeof(KernelSpec));
+  k->name = xstrdup(it->name);
+  k->loc = sloc(S, it->loc);
+  check_required(S, it, &st);
+  shape_fields(S, &st, k);
+  mode_fields(S, &st, k);
+  k->scale = k->head_dim > 0 ? 1.0 / sqrt((double)k->head_dim) : 1.0;
+
+  resolve_statements(S, it, &st, k);
   if (S->diag.nerrors != errors0) {
-    free_expr(k->mask);
-    free_expr(k->score);
-    free((char *)k->name);
-    free(k);
+    free_kernel(k);
     return NULL;
   }
   return k;
@@ -1096,7 +1190,7 @@ static void check_tile(Sema *S, const AstTileEntry *t, Schedule *sch,
     return;
   }
   seen[which] = t;
-  char what[32];
+  char what[TILE_WHAT_LEN];
   snprintf(what, sizeof what, "tile %s", t->key);
   int v;
   if (!sched_int(S, what, t->value, &v))
@@ -1203,7 +1297,7 @@ SpecFile *fe_check(const Ast *ast, int *nerrors) {
   for (const AstItem *it = ast->items; it; it = it->next)
     nitems++;
   NameTable names = {0};
-  names.cap = 16;
+  names.cap = NAME_TABLE_MIN;
   while (names.cap < 2 * (size_t)nitems + 2)
     names.cap *= 2;
   names.slots = xcalloc(names.cap, sizeof(AstItem *));
@@ -1239,9 +1333,9 @@ SpecFile *fe_check(const Ast *ast, int *nerrors) {
     if (slot < 0) {
       diag_error(&S.diag, it->name_loc, "schedule for unknown attention '%s'",
                  it->name);
-      const char *cands[65];
+      const char *cands[SUGGEST_LETS + 1];
       int n = 0;
-      for (const AstItem *a = ast->items; a && n < 64; a = a->next)
+      for (const AstItem *a = ast->items; a && n < SUGGEST_LETS; a = a->next)
         if (a->kind == ITEM_ATTENTION)
           cands[n++] = a->name;
       cands[n] = NULL;
@@ -1284,11 +1378,7 @@ void fe_free_spec(SpecFile *spec) {
   if (!spec)
     return;
   for (int i = 0; i < spec->nkernels; i++) {
-    KernelSpec *k = spec->kernels[i];
-    free_expr(k->mask);
-    free_expr(k->score);
-    free((char *)k->name);
-    free(k);
+    free_kernel(spec->kernels[i]);
   }
   free(spec->kernels);
   free(spec->file);

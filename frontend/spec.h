@@ -10,11 +10,7 @@
 
 #include <stdbool.h>
 
-/* A position in a source file, for diagnostics. line and col count from 1. */
-typedef struct SrcLoc {
-  const char *file;
-  int line, col;
-} SrcLoc;
+#include "base/srcloc.h"
 
 typedef enum DType { DTYPE_F16, DTYPE_BF16 } DType;
 
@@ -95,8 +91,12 @@ typedef struct KernelSpec {
   int page_size;     /* CACHE_PAGED: a power of 2 in 16..256; 0 otherwise */
   bool has_unified_max; /* FlashDecoding++'s fixed softmax max is on */
   double unified_max;   /* its value phi when on */
-  int q_len_max;        /* most query tokens per sequence a launch may pass; 0 = 16 */
+  int q_len_max;        /* most query tokens per sequence a launch may pass; 0 = SPEC_MAX_Q_LEN */
 } KernelSpec;
+
+/* q_len_max: the most query tokens per sequence a decode launch may pass,
+ * and what an absent q_len_max (0) means. */
+enum { SPEC_MAX_Q_LEN = 16 };
 
 /* All kernels of one file, in source order. */
 typedef struct SpecFile {

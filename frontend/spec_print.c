@@ -157,7 +157,7 @@ static void print_kernel(FILE *out, const KernelSpec *k) {
       fprintf(out, "  cache      paged(%d)\n", k->page_size);
     else
       fputs("  cache      contiguous\n", out);
-    fprintf(out, "  q_len_max  %d\n", k->q_len_max ? k->q_len_max : 16);
+    fprintf(out, "  q_len_max  %d\n", k->q_len_max ? k->q_len_max : SPEC_MAX_Q_LEN);
     if (k->has_unified_max) {
       fputs("  unified_max ", out);
       print_num(out, k->unified_max);

@@ -7,38 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---------------------------------------------------------------- arena */
-
-/* A bump allocator: the module owns all its IR memory and frees it at once. */
-typedef struct ArenaChunk {
-  struct ArenaChunk *next;
-  size_t used, cap;
-  _Alignas(16) unsigned char data[];
-} ArenaChunk;
-
-struct Arena {
-  ArenaChunk *head;
-};
-
-static void *arena_alloc(struct Arena *a, size_t size) {
-  size = (size + 15) & ~(size_t)15;
-  if (!a->head || a->head->used + size > a->head->cap) {
-    size_t cap = size > 65536 ? size : 65536;
-    ArenaChunk *c = malloc(sizeof(ArenaChunk) + cap);
-    if (!c) {
-      fprintf(stderr, "flashc: out of memory\n");
-      abort();
-    }
-    c->next = a->head;
-    c->used = 0;
-    c->cap = cap;
-    a->head = c;
-  }
-  void *p = a->head->data + a->head->used;
-  a->head->used += size;
-  memset(p, 0, size);
-  return p;
-}
+#include "base/arena.h"
 
 Module *module_create(void) {
   Module *m = calloc(1, sizeof(Module));
@@ -54,11 +23,7 @@ Module *module_create(void) {
 void module_destroy(Module *m) {
   if (!m)
     return;
-  for (ArenaChunk *c = m->arena->head; c;) {
-    ArenaChunk *n = c->next;
-    free(c);
-    c = n;
-  }
+  arena_free(m->arena);
   free(m->arena);
   free(m);
 }

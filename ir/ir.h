@@ -39,7 +39,7 @@
  * Attributes are integers, floats (printed with %.17g, or inf/-inf/nan),
  * "strings", or bare words (enums like lt, max, q, kv) stored as strings.
  *
- * Schedules (see passes/): the frontend lowering (frontend/lower.c) emits the
+ * Schedules (see passes/): the frontend (frontend/emit_tile.c) emits the
  * FlashAttention-1 schedule of Algorithm 1: K/V tiles outer, Q tiles inner, O,
  * l, m in global workspace tensors, read and written every step, normalized
  * every step; tile sizes symbolic (Br, Bc). The passes rewrite it into the
@@ -54,7 +54,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "frontend/spec.h" /* SrcLoc */
+#include "base/srcloc.h"
 
 /* ---------------------------------------------------------------- types */
 
@@ -270,8 +270,9 @@ struct Func {
 struct Module {
   Func **funcs;
   int nfuncs;
-  /* All memory of the module (ops, values, strings) comes from its arena and
-   * is released by module_destroy. Erased ops are unlinked, not freed. */
+  /* All memory of the module (ops, values, strings) comes from its arena
+   * (base/arena.h) and is released by module_destroy. Erased ops are
+   * unlinked, not freed. */
   struct Arena *arena;
 };
 

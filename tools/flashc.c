@@ -5,7 +5,7 @@
  * Stages, in order (-emit picks where to stop):
  *   ast    the parsed spec                  (frontend/parser.y)
  *   spec   the checked spec, defaults filled (frontend/sema.c)
- *   tile   the tile IR after the pipeline   (frontend/lower.c, passes/)
+ *   tile   the tile IR after the pipeline   (frontend/emit_tile.c, passes/)
  *   mlir   MLIR built through the C API     (codegen/)
  *   llvm   LLVM IR
  *   ptx    PTX from the NVPTX backend
@@ -37,7 +37,7 @@
 
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
-#include "frontend/lower.h"
+#include "frontend/emit_tile.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
 #include "tools/output.h"
@@ -464,7 +464,7 @@ static int compile_spec(const Options *o, const char *name, const char *text, si
   Module *m = module_create();
   for (int i = 0; i < spec->nkernels && rc == 0; i++)
     if (is_selected(o, spec->kernels[i]->name) &&
-        !lower_kernel(m, spec->kernels[i], o->passes.target, stderr))
+        !emit_tile_kernel(m, spec->kernels[i], o->passes.target, stderr))
       rc = EXIT_INPUT;
   if (rc == 0 && module_verify(m, "lowering", stderr) != 0)
     rc = EXIT_INTERNAL;

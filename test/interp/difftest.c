@@ -32,7 +32,7 @@
 #include <string.h>
 
 #include "frontend/frontend.h"
-#include "frontend/lower.h"
+#include "frontend/emit_tile.h"
 #include "ir/interp.h"
 #include "ir/ir.h"
 #ifndef DIFFTEST_NO_PASSES
@@ -92,7 +92,7 @@ typedef struct Variant {
 } Variant;
 
 static Func *lower_one(Module *m, const KernelSpec *k, FILE *diag) {
-  return lower_kernel(m, k, "sm_90a", diag);
+  return emit_tile_kernel(m, k, "sm_90a", diag);
 }
 
 /* Lowers k and runs the pipeline under `po` (NULL: no passes). */

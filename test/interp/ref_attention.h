@@ -1,6 +1,6 @@
 /* ref_attention.h - plain reference attention in float64, straight from a
  * KernelSpec: no tiles, no IR. It evaluates the spec's Expr trees directly
- * (its own small evaluator), so it shares nothing with frontend/lower.c or
+ * (its own small evaluator), so it shares nothing with frontend/emit_tile.c or
  * ir/interp.c and can judge both.
  *
  * Layouts (element strides given per tensor, any order):

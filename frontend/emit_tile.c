@@ -1,4 +1,5 @@
-/* lower.c - KernelSpec -> tile IR in the FlashAttention-1 schedule.
+/* emit_tile.c - emits the tile IR of a checked KernelSpec, in the
+ * FlashAttention-1 schedule.
  *
  * The emitted shape is fixed (docs/tile-ir.md) because the passes pattern-match
  * it; change it only together with passes/. For a kernel with head dim D,
@@ -41,7 +42,7 @@
  * Ops carry the SrcLoc of the construct they come from: the Expr's for score
  * and mask ops, the kernel's otherwise.
  */
-#include "frontend/lower.h"
+#include "frontend/emit_tile.h"
 
 #include <math.h>
 #include <string.h>
@@ -349,7 +350,7 @@ static void set_attrs(Lower *L, const char *target) {
     if (k->has_unified_max)
       attr_set_float(L->m, a, "unified_max", k->unified_max);
     if (k->q_len_max)
-      attr_set_int(L->m, a, "q_len_max", k->q_len_max); /* absent: 16 */
+      attr_set_int(L->m, a, "q_len_max", k->q_len_max); /* absent: SPEC_MAX_Q_LEN */
   }
   attr_set_word(L->m, a, "schedule", "fa1");
   const Schedule *s = &k->schedule;
@@ -587,7 +588,7 @@ static int refuse(FILE *diag, const KernelSpec *k, SrcLoc loc, const char *msg) 
   return 0;
 }
 
-Func *lower_kernel(Module *m, const KernelSpec *k, const char *target, FILE *diag) {
+Func *emit_tile_kernel(Module *m, const KernelSpec *k, const char *target, FILE *diag) {
   if (k->mode == MODE_BACKWARD) {
     refuse(diag, k, k->loc, "mode = backward cannot be compiled yet (only forward and decode)");
     return NULL;

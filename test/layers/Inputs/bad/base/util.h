@@ -1,0 +1,1 @@
+/* fine: nothing to include */

@@ -1,0 +1,3 @@
+#include "kern_a.h"
+#include "codegen/low.h"
+#include "kern_b.h"

@@ -1,0 +1,3 @@
+/* a spec may include ir (layer 2 -> 1) */
+#include "ir/ir.h"
+#include "../base/util.h"

@@ -1,0 +1,4 @@
+%{
+/* a .y with no rule: frontend/*.[ch] does not match it */
+%}
+%%

@@ -1,0 +1,1 @@
+/* a repository file no rule covers */

@@ -1,0 +1,3 @@
+/* the runtime includes nothing of the compiler */
+#include "ir/ir.h"
+#include "base/util.h"

@@ -1,0 +1,2 @@
+#include "codegen/kern_a.h"
+#include "../orphan/lost.h"
