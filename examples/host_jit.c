@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "flashc_runtime.h"
+#include "flashc_jit.h"
 
 static const char spec[] =
     "# Compiled at run time by examples/host_jit.c\n"

@@ -27,7 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "flashc_runtime.h"
+#include "flashc_jit.h"
 #include "kernel_cache.h"
 
 static char *read_file(const char *path, size_t *len) {

@@ -17,12 +17,12 @@
 
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
-#include "frontend/lower.h"
+#include "frontend/emit_tile.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
-#include "runtime/flashc_runtime.h"
+#include "jit/flashc_jit.h"
 #include "runtime/internal.h"
-#include "runtime/kernel_cache.h"
+#include "jit/kernel_cache.h"
 
 /* libflashc_jit.so is built with hidden visibility: only the header's
  * functions are its interface, not the cache's kc_* helpers. */
@@ -257,7 +257,7 @@ static fa_status emit_kernel(const KernelSpec *k, const Resolved *r, FILE *diag,
   fa_status st = FA_ERR_COMPILE;
   PassOptions po = r->po;
   po.diag = diag;
-  if (!lower_kernel(m, k, r->target, diag) || module_verify(m, "lowering", diag) != 0 ||
+  if (!emit_tile_kernel(m, k, r->target, diag) || module_verify(m, "lowering", diag) != 0 ||
       run_pipeline(m, &po) != 0)
     goto done;
   /* A decode kernel's combine kernel and small-batch variant (attributes
