@@ -108,8 +108,15 @@ def heads_per_chunk(spec, sq, sk):
     return max(1, min(spec["heads"], CHUNK_BYTES // max(1, sq * sk * 8 * 3)))
 
 
+# Where compare() computes the references: "cpu" under compute-sanitizer
+# (--cpu-reference), whose racecheck fails inside cuBLAS's own kernels.
+REF_DEVICE = "cuda"
+
+
 def compare(spec, q, k, v, o, lse, sq, sk):
     """Max errors of out / pt against ref over the whole launch."""
+    q, k, v, o = (t.to(REF_DEVICE) for t in (q, k, v, o))
+    lse = lse.to(REF_DEVICE) if lse is not None else None
     H, KH = spec["heads"], spec["kv_heads"]
     g = H // KH
     hc = heads_per_chunk(spec, sq, sk)
@@ -222,7 +229,11 @@ def main():
         ap.add_argument("--quick", action="store_true", help="first case of each kernel only")
         ap.add_argument("--small", action="store_true",
                         help="two short launches a kernel (for compute-sanitizer)")
+        ap.add_argument("--cpu-reference", action="store_true",
+                        help="compute the references on the CPU (no cuBLAS on the GPU)")
+    global REF_DEVICE
     st = Suite("correctness", add_args)
+    REF_DEVICE = "cpu" if st.args.cpu_reference else "cuda"
     first = True
     for name, spec in st.kernels(SPECS, "test/gpu/specs.py"):
         mod = st.load(name, st.ctx.load_ptx)

@@ -21,6 +21,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import correctness  # noqa: E402
 from correctness import LSE_SLACK, compare  # noqa: E402
 from decode_specs import DECODE_SPECS, case  # noqa: E402
 from flashc_rt_decode import DecodeModule  # noqa: E402
@@ -232,7 +233,10 @@ def main():
     def add_args(ap):
         ap.add_argument("--small", action="store_true",
                         help="a few short caches a kernel (for compute-sanitizer)")
+        ap.add_argument("--cpu-reference", action="store_true",
+                        help="compute the references on the CPU (no cuBLAS on the GPU)")
     st = Suite("decode", add_args)
+    correctness.REF_DEVICE = "cpu" if st.args.cpu_reference else "cuda"
     validated = False
     for name, spec in st.kernels(DECODE_SPECS, "test/gpu/decode_specs.py"):
         mod = st.load(name, lambda path: DecodeModule(st.ctx, path))
