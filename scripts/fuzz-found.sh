@@ -9,7 +9,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 while read -r bug harness file; do
   [ -x "$bin/fuzz_$harness" ] || { echo "$bug: no $bin/fuzz_$harness"; continue; }
-  if (cd "$tmp" && FLASHC_FUZZ_KNOWN_BUGS=$bug "$OLDPWD/$bin/fuzz_$harness" -timeout=5 \
+  if (cd "$tmp" && FUZZ_SCRATCH=$tmp FLASHC_FUZZ_KNOWN_BUGS=$bug "$OLDPWD/$bin/fuzz_$harness" -timeout=5 \
         "$OLDPWD/$found/$file") >"$tmp/log" 2>&1; then
     echo "$bug: fixed ($file passes; move it into test/fuzz/corpus/$harness, drop the guard)"
   else

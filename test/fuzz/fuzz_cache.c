@@ -27,17 +27,14 @@
 static const char fuzz_key[KC_KEY_HEX] =
     "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
-static char dir[64], path[128];
+static char dir[256], path[512];
 
 static void remove_dir(void) { rmdir(dir); }
 
 static void setup(void) {
   if (dir[0])
     return;
-  /* tmpfs where there is one: kc_store fsyncs every entry. */
-  const char *tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR");
-  snprintf(dir, sizeof dir, "%s/fuzz_cache.XXXXXX", tmp && tmp[0] && strlen(tmp) < 32 ? tmp : "/tmp");
-  FUZZ_CHECK(mkdtemp(dir));
+  fuzz_scratch_dir(dir, sizeof dir, "fuzz_cache");
   FUZZ_CHECK(kc_entry_path(dir, fuzz_key, path, sizeof path) == 0);
   atexit(remove_dir);
 }
@@ -53,7 +50,7 @@ static void write_file(const char *p, const uint8_t *d, size_t n) {
 static void clean(void) {
   rmdir(path);
   unlink(path);
-  char other[160];
+  char other[512];
   snprintf(other, sizeof other, "%s/target", dir);
   unlink(other);
 }
@@ -67,7 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char note[512] = "";
   char *got = NULL;
   size_t len = 0;
-  char target[160];
+  char target[512];
   snprintf(target, sizeof target, "%s/target", dir);
   switch (mode) {
   case 0:

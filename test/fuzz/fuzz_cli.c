@@ -30,7 +30,7 @@ int flashc_main(int argc, char **argv);
 #define MAX_ARGS 24
 #define MAX_ARG_LEN 256
 
-static char dir[64], in_fa[96], in_tile[96], out[96], existing[96];
+static char dir[256], in_fa[512], in_tile[512], out[512], existing[512];
 static const char sentinel[] = "an existing file: keep me\n";
 
 static void cleanup(void) {
@@ -41,9 +41,7 @@ static void cleanup(void) {
 static void setup(void) {
   if (dir[0])
     return;
-  const char *tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-  snprintf(dir, sizeof dir, "%s/fuzz_cli.XXXXXX", tmp);
-  FUZZ_CHECK(mkdtemp(dir));
+  fuzz_scratch_dir(dir, sizeof dir, "fuzz_cli");
   snprintf(in_fa, sizeof in_fa, "%s/input.fa", dir);
   snprintf(in_tile, sizeof in_tile, "%s/input.tile", dir);
   snprintf(out, sizeof out, "%s/out", dir);

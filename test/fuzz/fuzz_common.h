@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Where the code under test prints (diagnostics, dumps): /dev/null. */
 static inline FILE *fuzz_sink(void) {
@@ -40,6 +41,19 @@ static inline int fuzz_known_bug(const char *name) {
       abort();                                                                         \
     }                                                                                  \
   } while (0)
+
+/* A new scratch directory PREFIX.XXXXXX into dir[len], under
+ * $FUZZ_SCRATCH when set, else /dev/shm (tmpfs: the cache fsyncs), else
+ * $TMPDIR or /tmp. The harness removes it at exit; a crash leaves it. */
+static inline void fuzz_scratch_dir(char *dir, size_t len, const char *prefix) {
+  const char *base = getenv("FUZZ_SCRATCH");
+  if (!base || !base[0])
+    base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR");
+  if (!base || !base[0])
+    base = "/tmp";
+  int n = snprintf(dir, len, "%s/%s.XXXXXX", base, prefix);
+  FUZZ_CHECK(n > 0 && (size_t)n < len && mkdtemp(dir));
+}
 
 /* Reads fixed-size values off the front of the input; zeros once it runs out. */
 typedef struct FuzzIn {
