@@ -25,3 +25,13 @@ if shutil.which("ptxas"):
 # Tests that chown files to other users need root.
 if hasattr(os, "geteuid") and os.geteuid() == 0:
     config.available_features.add("root")
+
+# A sanitizer build (FLASHC_SANITIZE, `make check SANITIZE=1`): every report
+# is fatal, leaks included; lsan.supp names the leaks at exit that are not
+# flashc's (docs/testing.md).
+if getattr(config, "flashc_sanitize", False):
+    supp = os.path.join(config.test_source_root, "lsan.supp")
+    config.environment["ASAN_OPTIONS"] = "halt_on_error=1:detect_leaks=1:abort_on_error=1:strict_string_checks=1"
+    config.environment["UBSAN_OPTIONS"] = "halt_on_error=1:print_stacktrace=1"
+    config.environment["LSAN_OPTIONS"] = "suppressions=" + supp + ":print_suppressions=0"
+    config.available_features.add("sanitize")

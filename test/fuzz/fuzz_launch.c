@@ -1,0 +1,323 @@
+/* fuzz_launch.c - libFuzzer harness for the launch-argument checks,
+ * fa_forward_check (runtime/check.c) and fa_decode_check (runtime/decode.c),
+ * no GPU needed. The input is decoded into a kernel info (a sane one built
+ * from a few choices, or every field raw: hand-built infos must be refused,
+ * not trusted) and the arguments: dims, strides, pointers as integers,
+ * dtypes, the decode cache's block table and its host copies. Values come
+ * from a table of edge cases (0, -1, INT64_MAX, 2^62, ...) or raw bytes.
+ *
+ * Oracle: a launch the checks accept keeps its contract (flashc_runtime.h):
+ * no tensor's bytes reach 2^62, the outputs (O, LSE) do not overlap an
+ * input or each other, pointers are aligned. */
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flashc_runtime.h"
+#include "fuzz_common.h"
+
+static int64_t pick64(FuzzIn *in) {
+  uint8_t sel = fuzz_u8(in);
+  switch (sel % 16) {
+  case 0: return 0;
+  case 1: return 1;
+  case 2: return -1;
+  case 3: return INT64_MAX;
+  case 4: return INT64_MIN;
+  case 5: return INT32_MAX;
+  case 6: return (int64_t)INT32_MAX + 1;
+  case 7: return INT64_C(1) << 62;
+  case 8: return (INT64_C(1) << 62) - 1;
+  case 9: return 65535;
+  case 10: return 65536;
+  case 11: case 12: case 13: return fuzz_u8(in);
+  case 14: return (int64_t)(fuzz_bytes(in, 2));
+  default: return (int64_t)fuzz_bytes(in, 8);
+  }
+}
+
+static int pick32(FuzzIn *in) {
+  uint8_t sel = fuzz_u8(in);
+  switch (sel % 12) {
+  case 0: return 0;
+  case 1: return 1;
+  case 2: return -1;
+  case 3: return INT_MAX;
+  case 4: return INT_MIN;
+  case 5: return 8 << (fuzz_u8(in) % 6);
+  case 6: case 7: case 8: return fuzz_u8(in);
+  case 9: return (int)fuzz_bytes(in, 2);
+  default: return (int)fuzz_u32(in);
+  }
+}
+
+static void *pickptr(FuzzIn *in) {
+  uint8_t sel = fuzz_u8(in);
+  switch (sel % 8) {
+  case 0: return NULL;
+  case 1: return (void *)(uintptr_t)(((uint64_t)fuzz_u8(in) + 1) << 40); /* far apart */
+  case 2: return (void *)(uintptr_t)(16 * (uint64_t)fuzz_bytes(in, 3)); /* close together */
+  case 3: return (void *)(uintptr_t)(UINT64_MAX - 16 * (uint64_t)fuzz_u8(in) - 15); /* the top */
+  case 4: return (void *)(uintptr_t)((uint64_t)fuzz_u8(in) << 40 | fuzz_u8(in)); /* misaligned */
+  default: return (void *)(uintptr_t)fuzz_bytes(in, 8);
+  }
+}
+
+/* A kernel info: sane from a few choices, or (flag) every field raw. */
+static void make_info(FuzzIn *in, fa_kernel_info *info, int decode) {
+  memset(info, 0, sizeof *info);
+  strcpy(info->kernel, "k");
+  info->version = FA_META_VERSION;
+  info->mode = decode ? FA_MODE_DECODE : FA_MODE_FORWARD;
+  fa_decode_info *d = &info->decode;
+  if (fuzz_u8(in) % 8 == 0) { /* raw */
+    info->dtype = (fa_dtype)pick32(in);
+    info->head_dim = pick32(in), info->v_head_dim = pick32(in);
+    info->heads = pick32(in), info->kv_heads = pick32(in);
+    info->tile_q = pick32(in), info->tile_kv = pick32(in), info->threads = pick32(in);
+    info->grid = (fa_grid)(fuzz_u8(in) % 3);
+    info->workspace_floats_per_row = pick32(in);
+    d->cache = (fa_cache)(fuzz_u8(in) % 3);
+    d->page_size = pick32(in), d->split = pick32(in), d->q_len_max = pick32(in);
+    d->combine_threads = pick32(in);
+    if (fuzz_u8(in) & 1)
+      strcpy(d->combine_kernel, "c");
+    return;
+  }
+  uint8_t b = fuzz_u8(in);
+  info->dtype = b & 1 ? FA_DTYPE_BF16 : FA_DTYPE_F16;
+  info->grid = decode ? FA_GRID_SPLITS : b & 2 ? FA_GRID_ONE : FA_GRID_Q_TILES;
+  info->head_dim = 8 * (1 + fuzz_u8(in) % 32);
+  info->v_head_dim = fuzz_u8(in) & 1 ? info->head_dim : 8 * (1 + fuzz_u8(in) % 32);
+  info->kv_heads = 1 + fuzz_u8(in) % 16;
+  info->heads = info->kv_heads * (1 + fuzz_u8(in) % 8);
+  info->tile_q = 16 << (fuzz_u8(in) % 4);
+  info->tile_kv = 16 << (fuzz_u8(in) % 4);
+  info->threads = 32 * (1 + fuzz_u8(in) % 8);
+  info->workspace_floats_per_row = fuzz_u8(in) % 4 == 0 ? 2 * info->v_head_dim : 0;
+  if (!decode)
+    return;
+  uint8_t c = fuzz_u8(in);
+  d->cache = c & 1 ? FA_CACHE_PAGED : FA_CACHE_CONTIGUOUS;
+  d->page_size = d->cache == FA_CACHE_PAGED ? 16 << (c >> 1) % 5 : 0;
+  d->q_len_max = 1 + fuzz_u8(in) % FA_DECODE_MAX_Q_LEN;
+  d->split = (c >> 4) % 3 == 0 ? 1 : (c >> 4) % 3 == 1 ? 0 : 1 + fuzz_u8(in) % 64;
+  if (d->split != 1) {
+    strcpy(d->combine_kernel, "kc");
+    d->combine_threads = 128;
+  }
+}
+
+/* d1 * d2 * d3 and d2 * d3 fit in int64 (what fa_tensor_contiguous computes). */
+static int contiguous_fits(int64_t d1, int64_t d2, int64_t d3) {
+  int64_t r;
+  return !__builtin_mul_overflow(d2, d3, &r) && !__builtin_mul_overflow(d1, d2, &r) &&
+         !__builtin_mul_overflow(r, d3, &r);
+}
+
+/* dims (shared ones, or raw), then strides: contiguous or raw. */
+static void make_tensor(FuzzIn *in, fa_tensor *t, fa_dtype dtype, const int64_t want[4]) {
+  uint8_t f = fuzz_u8(in);
+  t->data = pickptr(in);
+  t->dtype = f & 0x80 ? (fa_dtype)(fuzz_u8(in) % 4) : dtype;
+  for (int d = 0; d < 4; d++)
+    t->dim[d] = f >> d & 1 ? pick64(in) : want[d];
+  /* Known bug (being fixed): fa_tensor_contiguous overflows int64 on dims
+   * whose product does not fit. */
+  if (f & 0x10 && (fuzz_known_bug("contiguous") || contiguous_fits(t->dim[1], t->dim[2], t->dim[3]))) {
+    fa_tensor_contiguous(t, t->data, t->dtype, t->dim[0], t->dim[1], t->dim[2], t->dim[3]);
+  } else {
+    for (int d = 0; d < 4; d++)
+      t->stride[d] = f & 0x20 ? pick64(in) : d == 3 ? 1 : 8 * (int64_t)fuzz_bytes(in, 2);
+  }
+}
+
+/* Bytes from data to one past the last element, as the contract defines
+ * them, in 128 bits; 0 without elements. */
+static __int128 extent(const fa_tensor *t, int elem) {
+  for (int d = 0; d < 4; d++)
+    if (t->dim[d] <= 0)
+      return 0;
+  __int128 off = 0;
+  for (int d = 0; d < 4; d++)
+    off += (__int128)(t->dim[d] - 1) * t->stride[d];
+  return (off + 1) * elem;
+}
+
+/* Known bug (being fixed): extent_bytes computes off + 1 with off ==
+ * INT64_MAX (signed overflow) for a largest element offset of INT64_MAX. */
+static int hits_extent_bug(const fa_tensor *t) {
+  for (int d = 0; d < 4; d++)
+    if (t->dim[d] <= 0)
+      return 0;
+  __int128 off = 0;
+  for (int d = 0; d < 4; d++) {
+    __int128 term = (__int128)(t->dim[d] - 1) * t->stride[d];
+    if (term < 0 || term > INT64_MAX || off + term > INT64_MAX)
+      return 0; /* refused before the + 1 (negative strides: before extent_bytes) */
+    off += term;
+  }
+  return off == INT64_MAX;
+}
+
+typedef struct Range {
+  const char *name;
+  __int128 lo, len;
+} Range;
+
+static Range range(const char *name, const void *p, __int128 len) {
+  Range r = {name, (__int128)(uintptr_t)p, len};
+  return r;
+}
+
+/* What an accepted launch promises about its memory. */
+static void check_accepted(const char *what, fa_tensor *const t[4], const void *lse,
+                           __int128 lse_bytes, Range extra[2], int nextra) {
+  Range r[7];
+  int n = 0;
+  for (int i = 0; i < 4; i++) {
+    __int128 e = extent(t[i], 2);
+    FUZZ_CHECK(e < ((__int128)1 << 62));
+    FUZZ_CHECK(e == 0 || (uintptr_t)t[i]->data % 16 == 0);
+    r[n++] = range((const char *[]){"q", "k", "v", "o"}[i], t[i]->data, e);
+  }
+  r[n++] = range("lse", lse, lse ? lse_bytes : 0);
+  for (int i = 0; i < nextra; i++)
+    r[n++] = extra[i];
+  /* Known bug (being fixed): fa_ranges_meet adds in uintptr_t and wraps for
+   * ranges that reach past the top of the address space. */
+  for (int i = 0; i < n; i++)
+    if (r[i].len && r[i].lo + r[i].len >= ((__int128)1 << 64) && !fuzz_known_bug("ranges"))
+      return;
+  int outs[2] = {3, 4};
+  for (int a = 0; a < 2; a++)
+    for (int b = 0; b < n; b++) {
+      const Range *x = &r[outs[a]], *y = &r[b];
+      if (b == outs[a] || (a == 1 && b == 3) || !x->len || !y->len)
+        continue;
+      if (x->lo < y->lo + y->len && y->lo < x->lo + x->len) {
+        fprintf(stderr, "%s accepted a launch whose %s overlaps %s\n", what, x->name, y->name);
+        for (int i = 0; i < n; i++)
+          fprintf(stderr, "  %s: [0x%016llx%016llx, +0x%llx)\n", r[i].name,
+                  (unsigned long long)(r[i].lo >> 64), (unsigned long long)r[i].lo,
+                  (unsigned long long)r[i].len);
+        for (int i = 0; i < 4; i++)
+          fprintf(stderr, "  %s: dims %lld %lld %lld %lld strides %lld %lld %lld %lld\n",
+                  r[i].name, (long long)t[i]->dim[0], (long long)t[i]->dim[1],
+                  (long long)t[i]->dim[2], (long long)t[i]->dim[3], (long long)t[i]->stride[0],
+                  (long long)t[i]->stride[1], (long long)t[i]->stride[2],
+                  (long long)t[i]->stride[3]);
+        FUZZ_CHECK(0);
+      }
+    }
+}
+
+/* q, k, v, o of one launch: q/o [bq, sq, heads, head_dim / v_head_dim],
+ * k/v [bk, sk, kv_heads, ...], each as make_tensor varies it. Returns 0 when
+ * a tensor would hit the known extent bug (then the input is skipped). */
+static int make_tensors(FuzzIn *in, const fa_kernel_info *info, int64_t bq, int64_t sq,
+                        int64_t bk, int64_t sk, fa_tensor *t[4]) {
+  int64_t dims[4][4] = {{bq, sq, info->heads, info->head_dim},
+                        {bk, sk, info->kv_heads, info->head_dim},
+                        {bk, sk, info->kv_heads, info->v_head_dim},
+                        {bq, sq, info->heads, info->v_head_dim}};
+  for (int i = 0; i < 4; i++)
+    make_tensor(in, t[i], info->dtype, dims[i]);
+  if (!fuzz_known_bug("extent"))
+    for (int i = 0; i < 4; i++)
+      if (hits_extent_bug(t[i]))
+        return 0;
+  return 1;
+}
+
+static void forward(FuzzIn *in) {
+  fa_kernel_info info;
+  make_info(in, &info, 0);
+  int64_t batch = pick64(in), sq = pick64(in), sk = pick64(in);
+  fa_forward_args a;
+  memset(&a, 0, sizeof a);
+  fa_tensor *t[4] = {&a.q, &a.k, &a.v, &a.o};
+  int ok = make_tensors(in, &info, batch, sq, batch, sk, t);
+  a.lse = pickptr(in);
+  if (!ok)
+    return;
+  char msg[256];
+  size_t msglen = fuzz_u8(in) & 1 ? sizeof msg : 1 + fuzz_u8(in) % 16;
+  fa_status st = fa_forward_check(&info, &a, msg, msglen);
+  FUZZ_CHECK(st >= 0 && st < FA_STATUS_COUNT_ && memchr(msg, '\0', msglen));
+  FUZZ_CHECK(fa_forward_check(&info, &a, NULL, 0) == st);
+  if (st != FA_OK || a.q.dim[0] == 0 || a.q.dim[1] == 0)
+    return;
+  check_accepted("fa_forward_check", t, a.lse,
+                 (__int128)a.q.dim[0] * info.heads * a.q.dim[1] * 4, NULL, 0);
+  unsigned grid[3];
+  FUZZ_CHECK(fa_forward_grid(&info, a.q.dim[0], a.q.dim[1], grid) == FA_OK);
+}
+
+#define MAX_HOST 4096
+
+static void decode(FuzzIn *in) {
+  fa_kernel_info info;
+  make_info(in, &info, 1);
+  int paged = info.decode.cache == FA_CACHE_PAGED;
+  int64_t batch = pick64(in), ql = 1 + fuzz_u8(in) % 20, cap = pick64(in);
+  int64_t kb = paged ? pick64(in) : batch, k1 = paged ? info.decode.page_size : cap;
+  fa_decode_args a;
+  memset(&a, 0, sizeof a);
+  fa_tensor *t[4] = {&a.q, &a.k, &a.v, &a.o};
+  int skip = !make_tensors(in, &info, batch, ql, kb, k1, t);
+  a.lse = pickptr(in);
+  a.cache_seqlens = pickptr(in);
+  a.block_table = pickptr(in);
+  a.max_pages = pick64(in);
+  a.bt_stride = fuzz_u8(in) & 1 ? pick64(in) : 0;
+  a.max_seqlen = fuzz_u8(in) & 1 ? pick64(in) : 0;
+  a.nsplit = fuzz_u8(in) & 1 ? pick32(in) : 0;
+  /* Host copies: as many entries as the contract says they hold. */
+  int32_t *lens = NULL, *table = NULL;
+  int64_t b = a.q.dim[0], stride = a.bt_stride ? a.bt_stride : a.max_pages, nt;
+  uint8_t host = fuzz_u8(in);
+  if (host & 1 && b >= 0 && b <= MAX_HOST) {
+    lens = malloc(sizeof *lens * (size_t)(b + 1));
+    for (int64_t i = 0; i < b; i++)
+      lens[i] = host & 2 ? pick32(in) : (int32_t)(fuzz_bytes(in, 2) % 512);
+    a.host_cache_seqlens = lens;
+  }
+  if (host & 4 && b >= 0 && stride >= 0 && !__builtin_mul_overflow(b, stride, &nt) &&
+      nt <= MAX_HOST) {
+    table = malloc(sizeof *table * (size_t)(nt + 1));
+    for (int64_t i = 0; i < nt; i++)
+      table[i] = host & 8 ? pick32(in) : (int32_t)fuzz_u8(in);
+    a.host_block_table = table;
+  }
+  if (!skip) {
+    char msg[256];
+    fa_status st = fa_decode_check(&info, &a, msg, sizeof msg);
+    FUZZ_CHECK(st >= 0 && st < FA_STATUS_COUNT_);
+    FUZZ_CHECK(fa_decode_check(&info, &a, NULL, 0) == st);
+    if (st == FA_OK && b > 0 && a.q.dim[1] > 0) {
+      Range extra[2] = {range("cache_seqlens", a.cache_seqlens, (__int128)b * 4),
+                        range("block_table", a.block_table,
+                              paged ? ((__int128)(b - 1) * stride + a.max_pages) * 4 : 0)};
+      check_accepted("fa_decode_check", t, a.lse, (__int128)b * info.heads * a.q.dim[1] * 4,
+                     extra, 2);
+      int nsplit = 0, wide = 0;
+      size_t ws = 0;
+      if (fa_decode_plan(&info, &a, 1 + fuzz_u8(in), &nsplit, &ws, &wide) == FA_OK)
+        FUZZ_CHECK(nsplit >= 1 && nsplit <= 1024);
+    }
+  }
+  free(lens);
+  free(table);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  FuzzIn in = {data, size};
+  if (fuzz_u8(&in) & 1)
+    decode(&in);
+  else
+    forward(&in);
+  return 0;
+}

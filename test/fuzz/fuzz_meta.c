@@ -1,0 +1,101 @@
+/* fuzz_meta.c - libFuzzer harness for the runtime's metadata parser
+ * (fa_meta_parse, runtime/meta.c): any bytes, as a PTX file or the output of
+ * `flashc -emit=meta`. What it accepts must be a sane kernel: the invariants
+ * its header documents hold, and a plain contiguous launch of that kernel
+ * passes fa_forward_check / fa_decode_check (and fa_decode_plan). */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "flashc_runtime.h"
+#include "fuzz_common.h"
+
+/* Fake device addresses: 16-byte aligned, 1 TiB apart (no overlap). */
+#define ADDR(i) ((void *)(uintptr_t)((uint64_t)(i) << 40))
+
+static void forward_launch(const fa_kernel_info *in) {
+  fa_forward_args a;
+  memset(&a, 0, sizeof a);
+  int64_t b = 2, sq = 100, sk = 77;
+  fa_tensor_contiguous(&a.q, ADDR(1), in->dtype, b, sq, in->heads, in->head_dim);
+  fa_tensor_contiguous(&a.k, ADDR(2), in->dtype, b, sk, in->kv_heads, in->head_dim);
+  fa_tensor_contiguous(&a.v, ADDR(3), in->dtype, b, sk, in->kv_heads, in->v_head_dim);
+  fa_tensor_contiguous(&a.o, ADDR(4), in->dtype, b, sq, in->heads, in->v_head_dim);
+  a.lse = ADDR(5);
+  char msg[512];
+  fa_status st = fa_forward_check(in, &a, msg, sizeof msg);
+  if (st != FA_OK)
+    fprintf(stderr, "a plain launch is refused: %s\n", msg);
+  FUZZ_CHECK(st == FA_OK);
+  unsigned grid[3];
+  FUZZ_CHECK(fa_forward_grid(in, b, sq, grid) == FA_OK);
+  FUZZ_CHECK(grid[1] == (unsigned)in->heads && grid[2] == (unsigned)b && grid[0] >= 1);
+}
+
+static void decode_launch(const fa_kernel_info *in) {
+  const fa_decode_info *d = &in->decode;
+  fa_decode_args a;
+  memset(&a, 0, sizeof a);
+  int64_t b = 3, ql = d->q_len_max < 2 ? d->q_len_max : 2;
+  int32_t seqlens[3] = {0, 1, 300}, table[3 * 20];
+  fa_tensor_contiguous(&a.q, ADDR(1), in->dtype, b, ql, in->heads, in->head_dim);
+  fa_tensor_contiguous(&a.o, ADDR(4), in->dtype, b, ql, in->heads, in->v_head_dim);
+  if (d->cache == FA_CACHE_PAGED) {
+    int64_t pages = 3 * 20;
+    fa_tensor_contiguous(&a.k, ADDR(2), in->dtype, pages, d->page_size, in->kv_heads,
+                         in->head_dim);
+    fa_tensor_contiguous(&a.v, ADDR(3), in->dtype, pages, d->page_size, in->kv_heads,
+                         in->v_head_dim);
+    for (int i = 0; i < 60; i++)
+      table[i] = i;
+    a.block_table = ADDR(7);
+    a.host_block_table = table;
+    a.max_pages = 20;
+  } else {
+    fa_tensor_contiguous(&a.k, ADDR(2), in->dtype, b, 320, in->kv_heads, in->head_dim);
+    fa_tensor_contiguous(&a.v, ADDR(3), in->dtype, b, 320, in->kv_heads, in->v_head_dim);
+  }
+  a.cache_seqlens = ADDR(6);
+  a.host_cache_seqlens = seqlens;
+  char msg[512];
+  fa_status st = fa_decode_check(in, &a, msg, sizeof msg);
+  if (st != FA_OK)
+    fprintf(stderr, "a plain decode launch is refused: %s\n", msg);
+  FUZZ_CHECK(st == FA_OK);
+  int nsplit = 0, wide = 0;
+  size_t ws = 0;
+  for (int sm = 1; sm <= 264; sm += 131)
+    if (fa_decode_plan(in, &a, sm, &nsplit, &ws, &wide) == FA_OK)
+      FUZZ_CHECK(nsplit >= 1 && nsplit <= 1024 && (wide == 0 || wide == 1));
+  FUZZ_CHECK(fa_decode_splits(in, b, in->kv_heads, 300, 132) >= 1);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  fa_kernel_info in;
+  char err[256];
+  fa_status st = fa_meta_parse((const char *)data, size, &in, err, sizeof err);
+  /* The same answer without a message buffer and with a tiny one. */
+  fa_kernel_info in2;
+  char tiny[3];
+  FUZZ_CHECK(fa_meta_parse((const char *)data, size, &in2, NULL, 0) == st);
+  FUZZ_CHECK(fa_meta_parse((const char *)data, size, &in2, tiny, sizeof tiny) == st);
+  FUZZ_CHECK(memchr(tiny, '\0', sizeof tiny) != NULL);
+  if (st != FA_OK) {
+    FUZZ_CHECK(st == FA_ERR_META && err[0] != '\0');
+    return 0;
+  }
+  FUZZ_CHECK(memcmp(&in, &in2, sizeof in) == 0);
+  FUZZ_CHECK(in.version == FA_META_VERSION);
+  FUZZ_CHECK(memchr(in.kernel, '\0', sizeof in.kernel) && in.kernel[0]);
+  FUZZ_CHECK(memchr(in.target, '\0', sizeof in.target));
+  FUZZ_CHECK(memchr(in.passes, '\0', sizeof in.passes));
+  FUZZ_CHECK(in.head_dim >= 8 && in.head_dim <= 256 && in.head_dim % 8 == 0);
+  FUZZ_CHECK(in.v_head_dim >= 8 && in.v_head_dim <= 256 && in.v_head_dim % 8 == 0);
+  FUZZ_CHECK(in.heads >= 1 && in.kv_heads >= 1 && in.heads % in.kv_heads == 0);
+  FUZZ_CHECK(in.threads >= 1 && in.threads <= 1024 && in.tile_q >= 1);
+  if (in.mode == FA_MODE_FORWARD)
+    forward_launch(&in);
+  else if (in.mode == FA_MODE_DECODE)
+    decode_launch(&in);
+  return 0;
+}
