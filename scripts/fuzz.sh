@@ -5,7 +5,7 @@
 # test/fuzz/run.sh. New inputs and crash artifacts go to BUILD/fuzz/NAME/
 # (new/, art/), logs to BUILD/fuzz/NAME.log. Exits 1 when a harness found
 # something (its artifacts are listed). Environment: FUZZ_FLAGS, extra
-# libFuzzer flags; FLASHC_FUZZ_KNOWN_BUGS (test/fuzz/README.md).
+# libFuzzer flags (test/fuzz/README.md).
 # To keep what a run found, minimize it into the corpus:
 #   BUILD/test/bin/fuzz_NAME -merge=1 test/fuzz/corpus/NAME BUILD/fuzz/NAME/new
 set -u

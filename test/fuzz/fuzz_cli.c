@@ -13,9 +13,8 @@
  *     scratch/out (absent before the run);
  *   - everything else (options, their values) is passed as is.
  * stdout and stderr go to /dev/null during the call. flashc_main must return
- * 0..3 (never crash, never exit). With FLASHC_FUZZ_KNOWN_BUGS=cli-o also: a
- * failed run leaves a file that existed before -o untouched (known bug,
- * being fixed: the CLI truncates and removes it). */
+ * 0..3 (never crash, never exit), and a failed run leaves a file that
+ * existed before -o untouched. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,7 +123,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fprintf(stderr, "flashc_main returned %d\n", rc);
     FUZZ_CHECK(0);
   }
-  if (rc != 0 && o_existing && fuzz_known_bug("cli-o") && !existing_intact()) {
+  if (rc != 0 && o_existing && !existing_intact()) {
     fprintf(stderr, "a failed run (exit %d) destroyed the existing -o file\n", rc);
     FUZZ_CHECK(0);
   }

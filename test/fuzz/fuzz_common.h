@@ -16,23 +16,6 @@ static inline FILE *fuzz_sink(void) {
   return sink;
 }
 
-/* FLASHC_FUZZ_KNOWN_BUGS=NAME[,NAME] (or "all") lifts the guards that keep
- * the harnesses off known bugs being fixed (test/fuzz/README.md lists them:
- * contiguous, extent, ranges, cli-o, cache-fifo, name-length), so that their
- * reproducers in test/fuzz/found/ fail again. */
-static inline int fuzz_known_bug(const char *name) {
-  const char *e = getenv("FLASHC_FUZZ_KNOWN_BUGS");
-  if (!e)
-    return 0;
-  if (strcmp(e, "all") == 0)
-    return 1;
-  size_t n = strlen(name);
-  for (const char *p = e; (p = strstr(p, name)); p += n)
-    if ((p == e || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
-      return 1;
-  return 0;
-}
-
 /* A harness invariant that does not hold: a bug, reported as a crash. */
 #define FUZZ_CHECK(cond)                                                               \
   do {                                                                                 \

@@ -110,13 +110,6 @@ static void make_info(FuzzIn *in, fa_kernel_info *info, int decode) {
   }
 }
 
-/* d1 * d2 * d3 and d2 * d3 fit in int64 (what fa_tensor_contiguous computes). */
-static int contiguous_fits(int64_t d1, int64_t d2, int64_t d3) {
-  int64_t r;
-  return !__builtin_mul_overflow(d2, d3, &r) && !__builtin_mul_overflow(d1, d2, &r) &&
-         !__builtin_mul_overflow(r, d3, &r);
-}
-
 /* dims (shared ones, or raw), then strides: contiguous or raw. */
 static void make_tensor(FuzzIn *in, fa_tensor *t, fa_dtype dtype, const int64_t want[4]) {
   uint8_t f = fuzz_u8(in);
@@ -124,9 +117,7 @@ static void make_tensor(FuzzIn *in, fa_tensor *t, fa_dtype dtype, const int64_t 
   t->dtype = f & 0x80 ? (fa_dtype)(fuzz_u8(in) % 4) : dtype;
   for (int d = 0; d < 4; d++)
     t->dim[d] = f >> d & 1 ? pick64(in) : want[d];
-  /* Known bug (being fixed): fa_tensor_contiguous overflows int64 on dims
-   * whose product does not fit. */
-  if (f & 0x10 && (fuzz_known_bug("contiguous") || contiguous_fits(t->dim[1], t->dim[2], t->dim[3]))) {
+  if (f & 0x10) {
     fa_tensor_contiguous(t, t->data, t->dtype, t->dim[0], t->dim[1], t->dim[2], t->dim[3]);
   } else {
     for (int d = 0; d < 4; d++)
@@ -144,22 +135,6 @@ static __int128 extent(const fa_tensor *t, int elem) {
   for (int d = 0; d < 4; d++)
     off += (__int128)(t->dim[d] - 1) * t->stride[d];
   return (off + 1) * elem;
-}
-
-/* Known bug (being fixed): extent_bytes computes off + 1 with off ==
- * INT64_MAX (signed overflow) for a largest element offset of INT64_MAX. */
-static int hits_extent_bug(const fa_tensor *t) {
-  for (int d = 0; d < 4; d++)
-    if (t->dim[d] <= 0)
-      return 0;
-  __int128 off = 0;
-  for (int d = 0; d < 4; d++) {
-    __int128 term = (__int128)(t->dim[d] - 1) * t->stride[d];
-    if (term < 0 || term > INT64_MAX || off + term > INT64_MAX)
-      return 0; /* refused before the + 1 (negative strides: before extent_bytes) */
-    off += term;
-  }
-  return off == INT64_MAX;
 }
 
 typedef struct Range {
@@ -186,11 +161,6 @@ static void check_accepted(const char *what, fa_tensor *const t[4], const void *
   r[n++] = range("lse", lse, lse ? lse_bytes : 0);
   for (int i = 0; i < nextra; i++)
     r[n++] = extra[i];
-  /* Known bug (being fixed): fa_ranges_meet adds in uintptr_t and wraps for
-   * ranges that reach past the top of the address space. */
-  for (int i = 0; i < n; i++)
-    if (r[i].len && r[i].lo + r[i].len >= ((__int128)1 << 64) && !fuzz_known_bug("ranges"))
-      return;
   int outs[2] = {3, 4};
   for (int a = 0; a < 2; a++)
     for (int b = 0; b < n; b++) {
@@ -215,9 +185,8 @@ static void check_accepted(const char *what, fa_tensor *const t[4], const void *
 }
 
 /* q, k, v, o of one launch: q/o [bq, sq, heads, head_dim / v_head_dim],
- * k/v [bk, sk, kv_heads, ...], each as make_tensor varies it. Returns 0 when
- * a tensor would hit the known extent bug (then the input is skipped). */
-static int make_tensors(FuzzIn *in, const fa_kernel_info *info, int64_t bq, int64_t sq,
+ * k/v [bk, sk, kv_heads, ...], each as make_tensor varies it. */
+static void make_tensors(FuzzIn *in, const fa_kernel_info *info, int64_t bq, int64_t sq,
                         int64_t bk, int64_t sk, fa_tensor *t[4]) {
   int64_t dims[4][4] = {{bq, sq, info->heads, info->head_dim},
                         {bk, sk, info->kv_heads, info->head_dim},
@@ -225,11 +194,6 @@ static int make_tensors(FuzzIn *in, const fa_kernel_info *info, int64_t bq, int6
                         {bq, sq, info->heads, info->v_head_dim}};
   for (int i = 0; i < 4; i++)
     make_tensor(in, t[i], info->dtype, dims[i]);
-  if (!fuzz_known_bug("extent"))
-    for (int i = 0; i < 4; i++)
-      if (hits_extent_bug(t[i]))
-        return 0;
-  return 1;
 }
 
 static void forward(FuzzIn *in) {
@@ -239,10 +203,8 @@ static void forward(FuzzIn *in) {
   fa_forward_args a;
   memset(&a, 0, sizeof a);
   fa_tensor *t[4] = {&a.q, &a.k, &a.v, &a.o};
-  int ok = make_tensors(in, &info, batch, sq, batch, sk, t);
+  make_tensors(in, &info, batch, sq, batch, sk, t);
   a.lse = pickptr(in);
-  if (!ok)
-    return;
   char msg[256];
   size_t msglen = fuzz_u8(in) & 1 ? sizeof msg : 1 + fuzz_u8(in) % 16;
   fa_status st = fa_forward_check(&info, &a, msg, msglen);
@@ -267,7 +229,7 @@ static void decode(FuzzIn *in) {
   fa_decode_args a;
   memset(&a, 0, sizeof a);
   fa_tensor *t[4] = {&a.q, &a.k, &a.v, &a.o};
-  int skip = !make_tensors(in, &info, batch, ql, kb, k1, t);
+  make_tensors(in, &info, batch, ql, kb, k1, t);
   a.lse = pickptr(in);
   a.cache_seqlens = pickptr(in);
   a.block_table = pickptr(in);
@@ -292,22 +254,20 @@ static void decode(FuzzIn *in) {
       table[i] = host & 8 ? pick32(in) : (int32_t)fuzz_u8(in);
     a.host_block_table = table;
   }
-  if (!skip) {
-    char msg[256];
-    fa_status st = fa_decode_check(&info, &a, msg, sizeof msg);
-    FUZZ_CHECK(st >= 0 && st < FA_STATUS_COUNT_);
-    FUZZ_CHECK(fa_decode_check(&info, &a, NULL, 0) == st);
-    if (st == FA_OK && b > 0 && a.q.dim[1] > 0) {
-      Range extra[2] = {range("cache_seqlens", a.cache_seqlens, (__int128)b * 4),
-                        range("block_table", a.block_table,
-                              paged ? ((__int128)(b - 1) * stride + a.max_pages) * 4 : 0)};
-      check_accepted("fa_decode_check", t, a.lse, (__int128)b * info.heads * a.q.dim[1] * 4,
-                     extra, 2);
-      int nsplit = 0, wide = 0;
-      size_t ws = 0;
-      if (fa_decode_plan(&info, &a, 1 + fuzz_u8(in), &nsplit, &ws, &wide) == FA_OK)
-        FUZZ_CHECK(nsplit >= 1 && nsplit <= 1024);
-    }
+  char msg[256];
+  fa_status st = fa_decode_check(&info, &a, msg, sizeof msg);
+  FUZZ_CHECK(st >= 0 && st < FA_STATUS_COUNT_);
+  FUZZ_CHECK(fa_decode_check(&info, &a, NULL, 0) == st);
+  if (st == FA_OK && b > 0 && a.q.dim[1] > 0) {
+    Range extra[2] = {range("cache_seqlens", a.cache_seqlens, (__int128)b * 4),
+                      range("block_table", a.block_table,
+                            paged ? ((__int128)(b - 1) * stride + a.max_pages) * 4 : 0)};
+    check_accepted("fa_decode_check", t, a.lse, (__int128)b * info.heads * a.q.dim[1] * 4,
+                   extra, 2);
+    int nsplit = 0, wide = 0;
+    size_t ws = 0;
+    if (fa_decode_plan(&info, &a, 1 + fuzz_u8(in), &nsplit, &ws, &wide) == FA_OK)
+      FUZZ_CHECK(nsplit >= 1 && nsplit <= 1024);
   }
   free(lens);
   free(table);

@@ -32,10 +32,6 @@ static int strict(void) {
 #ifdef FUZZ_HAVE_RUNTIME
 /* What codegen wrote must be metadata the runtime loads, naming the kernel. */
 static void check_meta(const char *kernel, const char *text, size_t len) {
-  /* Known bug (being fixed in sema): kernel names of any length get through,
-   * and the runtime refuses names of FA_NAME_MAX bytes and more. */
-  if (strlen(kernel) >= FA_NAME_MAX && !fuzz_known_bug("name-length"))
-    return;
   fa_kernel_info info;
   char err[512];
   fa_status st = fa_meta_parse(text, len, &info, err, sizeof err);
