@@ -1,145 +1,24 @@
-/* lower.c - tile IR kernel -> gpu.func: the walk, scalars, control flow.
+/* walk.c - layer 3: the IR walker. One tile IR kernel to one gpu.func.
  *
  * The walk visits each op of the kernel in order and lowers it on its own
  * (no pattern over the whole kernel): scalar ops become one arith op, tile
- * ops go to lower_tiles.c (registers) or lower_mem.c (global and shared
- * memory). Control flow:
- *   - `for ... parallel`: one iteration per thread block; the k-th parallel
- *     loop of the nest takes grid dimension z, y, x in that order (batch,
- *     heads, Q tiles: docs/abi.md), guarded by iv < hi;
+ * ops go to the compute layer (compute.h), loads and stores to the kernel
+ * kind (walk.h: LwKind), which makes the row map and calls the memory layer
+ * (mem.h). Control flow:
+ *   - `for ... parallel`: onto the grid as the kind's table says: one
+ *     iteration per block (grid_block_for) or grid-stride loops
+ *     (grid_stride_for);
  *   - `for ... sequential`: scf.for over i64 with the iter_args flattened to
  *     the per-thread SSA values of each tile;
  *   - `if`: scf.if, results flattened the same way.
  */
-#include <assert.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/lower.h"
-#include "codegen/lower_internal.h"
-#include "mlir-c/BuiltinTypes.h"
-
-/* ---------------------------------------------------------- memory, map */
-
-void *lw_alloc(Lowerer *L, size_t size) {
-  void *p = calloc(1, size ? size : 1);
-  if (!p) {
-    fputs("flashc: out of memory\n", stderr);
-    abort();
-  }
-  if (L->nallocs == L->capallocs) {
-    L->capallocs = L->capallocs ? 2 * L->capallocs : 256;
-    L->allocs = realloc(L->allocs, sizeof(void *) * (size_t)L->capallocs);
-    if (!L->allocs)
-      abort();
-  }
-  L->allocs[L->nallocs++] = p;
-  return p;
-}
-
-static size_t hash_ptr(const void *p, int cap) {
-  uintptr_t x = (uintptr_t)p;
-  x ^= x >> 17;
-  x *= 0x9E3779B97F4A7C15ull;
-  return (size_t)(x >> 7) & (size_t)(cap - 1);
-}
-
-static void map_grow(Lowerer *L) {
-  int oldcap = L->map_cap;
-  const Value **ok = L->keys;
-  CgVal **ov = L->vals;
-  L->map_cap = oldcap ? oldcap * 2 : 1024;
-  L->keys = calloc((size_t)L->map_cap, sizeof *L->keys);
-  L->vals = calloc((size_t)L->map_cap, sizeof *L->vals);
-  if (!L->keys || !L->vals)
-    abort();
-  L->map_n = 0;
-  for (int i = 0; i < oldcap; i++)
-    if (ok[i])
-      lw_set(L, ok[i], ov[i]);
-  free(ok);
-  free(ov);
-}
-
-void lw_set(Lowerer *L, const Value *v, CgVal *cv) {
-  if (2 * (L->map_n + 1) > L->map_cap)
-    map_grow(L);
-  size_t i = hash_ptr(v, L->map_cap);
-  while (L->keys[i] && L->keys[i] != v)
-    i = (i + 1) & (size_t)(L->map_cap - 1);
-  if (!L->keys[i])
-    L->map_n++;
-  L->keys[i] = v;
-  L->vals[i] = cv;
-}
-
-CgVal *lw_get(Lowerer *L, const Value *v) {
-  if (L->map_cap) {
-    size_t i = hash_ptr(v, L->map_cap);
-    while (L->keys[i]) {
-      if (L->keys[i] == v)
-        return L->vals[i];
-      i = (i + 1) & (size_t)(L->map_cap - 1);
-    }
-  }
-  return NULL;
-}
-
-/* ---------------------------------------------------------- diagnostics */
-
-void lw_set_loc(Lowerer *L, const Op *op) {
-  const SrcLoc *s = &op->loc;
-  if (s->file && s->line > 0)
-    cg_builder_set_loc(&L->b, s->file, s->line, s->col);
-  else if (L->f->loc.file)
-    cg_builder_set_loc(&L->b, L->f->loc.file, L->f->loc.line, L->f->loc.col);
-}
-
-void lw_error(Lowerer *L, const Op *op, const char *fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (op)
-    lw_set_loc(L, op);
-  cg_context_error(L->cc, L->b.loc, "codegen: %s%s%s", op ? op_name(op->kind) : "",
-                   op ? ": " : "", msg);
-  L->failed = true;
-}
+#include "codegen/walk.h"
 
 /* ------------------------------------------------------------- values */
-
-MlirType lw_elem_type(Lowerer *L, ElemType e) {
-  switch (e) {
-  case ELEM_I1: return L->b.i1;
-  case ELEM_INDEX: return L->b.i64;
-  case ELEM_F16: return L->b.f16;
-  case ELEM_BF16: return L->b.bf16;
-  case ELEM_F32: return L->b.f32;
-  case ELEM_I32: return L->b.i32; /* tensors only (cache_seqlens, block_table) */
-  case ELEM_NONE: break;
-  }
-  return L->b.f32;
-}
-
-MlirType lw_val_type(Lowerer *L, Type t) {
-  if (t.kind == TYPE_TILE && t.elem == ELEM_INDEX)
-    return L->b.i32; /* see lower_tiles.c: ew_element */
-  return lw_elem_type(L, t.elem);
-}
-
-CgVal *lw_scalar(Lowerer *L, Type t, MlirValue v) {
-  CgVal *cv = lw_alloc(L, sizeof *cv);
-  cv->kind = CV_SCALAR;
-  cv->type = t;
-  cv->v = v;
-  cv->async_seq = -1;
-  return cv;
-}
 
 int lw_flat_count(Lowerer *L, const CgVal *cv) {
   (void)L;
@@ -195,10 +74,7 @@ static int type_flat_count(Lowerer *L, Type t, const Op *op) {
   TileGeom g;
   if (!lw_geom(L, t, &g, op))
     return -1;
-  CgVal tmp = {.kind = CV_TILE, .g = g};
-  tmp.ne = g.cls == TC_ONE ? 1 : g.cls == TC_ROWV ? 2 * g.nm : g.cls == TC_COLV ? 2 * g.nn
-                                                                  : 4 * g.nm * g.nn;
-  return tmp.ne;
+  return lw_geom_count(&g);
 }
 
 /* -------------------------------------------------------- scalar ops */
@@ -284,12 +160,10 @@ static void lower_region(Lowerer *L, const Block *blk, MlirBlock into, int ring_
 
 static const char *const grid_dims[3] = {"z", "y", "x"};
 
-/* A parallel loop: this thread block's iteration is lo + block id. */
-static void lower_parallel_for(Lowerer *L, const Op *op) {
-  if (L->decode && op->noperands == 2 && op->nresults == 0) {
-    lw_decode_parallel_for(L, op); /* grid (splits, kv_heads, batch) */
-    return;
-  }
+/* A parallel loop: this thread block's iteration is lo + block id; the
+ * k-th parallel loop of the nest takes grid dimension z, y, x in that order
+ * (batch, heads, Q tiles: docs/abi.md), guarded by iv < hi. */
+static void grid_block_for(Lowerer *L, const Op *op) {
   if (op->noperands != 2 || op->nresults != 0) {
     lw_error(L, op, "a parallel loop with iter_args is not supported");
     return;
@@ -579,11 +453,66 @@ static void lower_seq_for(Lowerer *L, const Op *op) {
   (void)types;
 }
 
-void lw_lower_region(Lowerer *L, const Block *blk, MlirBlock into) {
-  lower_region(L, blk, into, 0, 0, -1, -1);
+
+static MlirValue grid_dim(CgBuilder *b, const char *dim) {
+  char text[32];
+  snprintf(text, sizeof text, "#gpu<dim %s>", dim);
+  CgNamedAttr a = {"dimension", cg_attr(b, text)};
+  return cg_int_cast(b, cg_op1(b, "gpu.grid_dim", NULL, 0, b->index, &a, 1), b->i64);
 }
 
-void lw_lower_seq_for(Lowerer *L, const Op *op) { lower_seq_for(L, op); }
+/* The dimension of the first entry of map that matches loop op, or NULL. */
+static const char *grid_dim_of(Lowerer *L, const LwGridMap *map, const Op *op) {
+  const Value *hi = op->operands[1];
+  const char *n = hi->block == L->f->body && hi->name ? hi->name : "";
+  for (int i = 0; i < 4 && map[i].dim; i++)
+    if (map[i].bound ? strcmp(n, map[i].bound) == 0 : hi->def && hi->def->kind == OP_CONST)
+      return map[i].dim;
+  return NULL;
+}
+
+/* A grid-stride loop: iv = lo + block id, step grid dim (one step when the
+ * launch's grid matches the loop, as the runtime's does). The used-dims mask
+ * is per kernel: nested loops never share a dim. */
+static void grid_stride_for(Lowerer *L, const Op *op) {
+  const LwKind *K = L->kind;
+  const char *dim = grid_dim_of(L, K->grid, op);
+  unsigned used = (unsigned)L->parallel_seen;
+  if (dim && (used & (1u << (dim[0] - 'x'))))
+    dim = NULL;
+  if (!dim) {
+    lower_seq_for(L, op);
+    return;
+  }
+  used |= 1u << (dim[0] - 'x');
+  int saved = L->parallel_seen;
+  L->parallel_seen = (int)used;
+  CgBuilder *b = &L->b;
+  MlirValue lo = lw_get(L, op->operands[0])->v, hi = lw_get(L, op->operands[1])->v;
+  MlirValue start = cg_addi(b, lo, cg_int_cast(b, cg_block_id(b, dim), b->i64));
+  MlirBlock body;
+  cg_for(b, start, hi, grid_dim(b, dim), NULL, 0, &body);
+  lw_set(L, for_iv((Op *)op), lw_scalar(L, type_index(), mlirBlockGetArgument(body, 0)));
+  MlirBlock outer = b->block;
+  if (K->grid_body && K->grid_body(L, op, dim, mlirBlockGetArgument(body, 0), body)) {
+    cg_builder_set_block(b, outer);
+    L->parallel_seen = saved;
+    return;
+  }
+  /* A second step rewrites the buffers the first one read. */
+  L->smem_read_since_barrier = true;
+  lower_region(L, for_body((Op *)op), body, 0, 0, -1, -1);
+  L->smem_read_since_barrier = true;
+  L->parallel_seen = saved;
+}
+
+static void lower_parallel_for(Lowerer *L, const Op *op) {
+  const LwKind *K = L->kind;
+  if (K->grid[0].dim && op->noperands == 2 && op->nresults == 0)
+    grid_stride_for(L, op);
+  else
+    grid_block_for(L, op);
+}
 
 static void lower_for(Lowerer *L, const Op *op) {
   if (for_is_parallel((Op *)op))
@@ -667,7 +596,17 @@ static void lower_if(Lowerer *L, const Op *op) {
 
 /* ------------------------------------------------------------ dispatch */
 
+/* A rank 1 tensor argument of the kind's ABI (cache_seqlens, block_table):
+ * its generic pointer, null when the kind has none. */
+static MlirValue scalar_tensor(Lowerer *L, const Value *t) {
+  const LwKind *K = L->kind;
+  if (!K->scalar_tensor || !t->name)
+    return (MlirValue){NULL};
+  return K->scalar_tensor(L, t->name);
+}
+
 static void lower_op(Lowerer *L, const Op *op) {
+  const LwKind *K = L->kind;
   lw_set_loc(L, op);
   for (int i = 0; i < op->noperands; i++)
     if (!lw_get(L, op->operands[i])) {
@@ -681,11 +620,11 @@ static void lower_op(Lowerer *L, const Op *op) {
   case OP_TILE_SIZE:
     lw_error(L, op, "tile sizes are still symbolic: the tiling pass must run before codegen");
     break;
-  case OP_LOAD: lw_load(L, op); break;
-  case OP_STORE: lw_store(L, op); break;
-  case OP_LOAD_PAGED: lw_decode_load(L, op); break;
-  case OP_LOAD_SCALAR: lw_decode_load_scalar(L, op); break;
-  case OP_REDUCE: lw_decode_reduce(L, op); break;
+  case OP_LOAD:
+  case OP_LOAD_PAGED: K->load(L, op); break;
+  case OP_STORE: K->store(L, op); break;
+  case OP_LOAD_SCALAR: lw_load_scalar(L, op, scalar_tensor(L, op->operands[0])); break;
+  case OP_REDUCE: lw_reduce(L, op); break;
   case OP_MATMUL: lw_matmul(L, op); break;
   case OP_ROWMAX:
   case OP_ROWSUM: lw_reduce_rows(L, op); break;
@@ -711,15 +650,6 @@ static void count_parallel(Op *op, void *ctx) {
     (*(int *)ctx)++;
 }
 
-int lw_count_parallel(const Func *f) {
-  int n = 0;
-  func_walk((Func *)f, count_parallel, &n);
-  return n;
-}
-
-/* ABI parameter types, in order (docs/abi.md). */
-enum { ABI_NPARAMS = 21 };
-
 void lw_bind_io_params(Lowerer *L, const MlirValue *a, int strides_at) {
   L->p_q = a[0];
   L->p_k = a[1];
@@ -732,15 +662,25 @@ void lw_bind_io_params(Lowerer *L, const MlirValue *a, int strides_at) {
       L->strides[t][s] = a[strides_at + 3 * t + s];
 }
 
-static void make_params(Lowerer *L, MlirBlock entry) {
+/* The kind's ABI (docs/abi.md, docs/decode.md): pointers, then i32 sizes,
+ * then i64 strides. */
+static int param_types(Lowerer *L, const LwKind *K, MlirType *params) {
+  int n = K->nptr + K->ni32 + K->ni64;
+  for (int i = 0; i < n; i++)
+    params[i] = i < K->nptr ? L->b.ptr : i < K->nptr + K->ni32 ? L->b.i32 : L->b.i64;
+  return n;
+}
+
+/* The parameters as the kind binds them: the i32 sizes widened to i64. */
+static void bind_params(Lowerer *L, const LwKind *K, MlirBlock entry) {
   CgBuilder *b = &L->b;
-  MlirValue a[ABI_NPARAMS];
-  for (int i = 0; i < ABI_NPARAMS; i++)
+  MlirValue a[LW_MAX_PARAMS];
+  int n = K->nptr + K->ni32 + K->ni64;
+  for (int i = 0; i < n; i++)
     a[i] = mlirBlockGetArgument(entry, i);
-  lw_bind_io_params(L, a, 9);
-  L->batch = cg_int_cast(b, a[6], b->i64);
-  L->seqlen_q = cg_int_cast(b, a[7], b->i64);
-  L->seqlen_k = cg_int_cast(b, a[8], b->i64);
+  for (int i = K->nptr; i < K->nptr + K->ni32; i++)
+    a[i] = cg_int_cast(b, a[i], b->i64);
+  K->bind(L, a);
 }
 
 static void make_thread_ids(Lowerer *L) {
@@ -753,8 +693,9 @@ static void make_thread_ids(Lowerer *L) {
   L->smem = cg_addressof(b, CG_SMEM_SYMBOL, b->sptr);
 }
 
-/* Binds the IR's index arguments (batch, seqlen_q, seqlen_k) to the i32
- * parameters; tensor arguments are looked up by name when used. */
+/* Binds the IR's index arguments (batch, seqlen_q, seqlen_k, and the kind's
+ * own) to the i32 parameters; tensor arguments are looked up by name when
+ * used. */
 static bool bind_args(Lowerer *L) {
   for (int i = 0; i < L->f->nargs; i++) {
     Value *a = L->f->args[i];
@@ -767,8 +708,7 @@ static bool bind_args(Lowerer *L) {
     MlirValue v = strcmp(n, "batch") == 0      ? L->batch
                   : strcmp(n, "seqlen_q") == 0 ? L->seqlen_q
                   : strcmp(n, "seqlen_k") == 0 ? L->seqlen_k
-                  : L->decode                  ? lw_decode_index_arg(L, n)
-                                               : (MlirValue){NULL};
+                                               : lw_index_value(L, n);
     if (mlirValueIsNull(v)) {
       lw_error(L, NULL, "kernel argument %%%s has no place in the kernel ABI", n);
       return false;
@@ -783,18 +723,19 @@ static ElemType kernel_dtype(const Func *f) {
   return strcmp(d, "f16") == 0 ? ELEM_F16 : ELEM_BF16;
 }
 
-int cg_lower_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, CgTensorCore tc,
-                    const char *target, CgKernelInfo *info) {
+int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwKind *K,
+                   CgTensorCore tc, const char *target, CgKernelInfo *info) {
   Lowerer *L = calloc(1, sizeof *L);
   if (!L)
     return -1;
   cg_builder_init(&L->b, cc);
   L->cc = cc;
   L->f = f;
+  L->kind = K;
   L->warps = (int)attr_int(&f->attrs, "warps", 4);
   L->threads = 32 * L->warps;
   L->dtype = kernel_dtype(f);
-  L->nparallel = lw_count_parallel(f);
+  func_walk((Func *)f, count_parallel, &L->nparallel);
   /* The cross-warp scratch goes first: its size is known before the walk,
    * the staged tiles' offsets only during it. When it is only used after
    * the last staged tile, it shares their bytes instead (one block more per
@@ -806,26 +747,13 @@ int cg_lower_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, CgTensor
   if (f->loc.file)
     cg_builder_set_loc(&L->b, f->loc.file, f->loc.line, f->loc.col);
   cg_builder_set_block(&L->b, gpu_module);
-  MlirType params[32];
-  int nparams = ABI_NPARAMS;
-  if (lw_decode_init(L)) {
-    nparams = lw_decode_param_types(L, params); /* docs/decode.md */
-  } else {
-    for (int i = 0; i < 6; i++)
-      params[i] = L->b.ptr;
-    for (int i = 6; i < 9; i++)
-      params[i] = L->b.i32;
-    for (int i = 9; i < ABI_NPARAMS; i++)
-      params[i] = L->b.i64;
-  }
+  MlirType params[LW_MAX_PARAMS];
+  int nparams = param_types(L, K, params);
   MlirBlock entry = cg_gpu_kernel(&L->b, f->name, params, nparams, L->threads);
   cg_builder_set_block(&L->b, entry);
-  if (L->decode)
-    lw_decode_params(L, entry);
-  else
-    make_params(L, entry);
+  bind_params(L, K, entry);
   make_thread_ids(L);
-  if (lw_wgmma_plan(L, tc, target) && bind_args(L))
+  if (lw_wgmma_plan(L, tc, target, K->no_wgmma) && bind_args(L))
     lower_block(L, f->body);
   lw_flush_async(L, 0);
   cg_gpu_return(&L->b);
@@ -835,11 +763,6 @@ int cg_lower_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, CgTensor
   info->parallel_loops = L->nparallel;
   info->wgmma = L->wgmma;
   int rc = L->failed ? -1 : 0;
-  for (int i = 0; i < L->nallocs; i++)
-    free(L->allocs[i]);
-  free(L->allocs);
-  free(L->keys);
-  free(L->vals);
-  free(L);
+  lw_free_all(L);
   return rc;
 }
