@@ -144,18 +144,19 @@ void lw_free_all(Lowerer *L) {
   free(L);
 }
 
-void lw_bind_index(Lowerer *L, const char *name, MlirValue v) {
-  if (L->nindex == (int)(sizeof L->index / sizeof L->index[0])) {
-    lw_error(L, NULL, "too many index arguments");
+void lw_bind_param(Lowerer *L, const char *name, MlirValue v, bool ptr) {
+  if (L->nparam == (int)(sizeof L->param / sizeof L->param[0])) {
+    lw_error(L, NULL, "too many kernel parameters of its own (%s)", name);
     return;
   }
-  L->index[L->nindex].name = name;
-  L->index[L->nindex++].v = v;
+  L->param[L->nparam].name = name;
+  L->param[L->nparam].ptr = ptr;
+  L->param[L->nparam++].v = v;
 }
 
-MlirValue lw_index_value(const Lowerer *L, const char *name) {
-  for (int i = 0; i < L->nindex; i++)
-    if (strcmp(L->index[i].name, name) == 0)
-      return L->index[i].v;
+MlirValue lw_param(const Lowerer *L, const char *name, bool ptr) {
+  for (int i = 0; i < L->nparam; i++)
+    if (L->param[i].ptr == ptr && strcmp(L->param[i].name, name) == 0)
+      return L->param[i].v;
   return (MlirValue){NULL};
 }

@@ -16,8 +16,8 @@
  *
  * What only one kernel kind needs (the decode kernels' cache lengths, block
  * table, splits) is not here: it lives in that kind's file (kind_*.c),
- * behind Lowerer.kind; the layers below see only the IR's index arguments
- * the kind binds by name (lw_bind_index).
+ * behind Lowerer.kind_state; the layers below see only the parameters of
+ * the kind's ABI, by name (lw_param).
  */
 #ifndef FLASHC_CG_LOWERER_H
 #define FLASHC_CG_LOWERER_H
@@ -105,18 +105,19 @@ struct Lowerer {
   /* Per-thread ids (i32) made at kernel entry. */
   MlirValue tid, warp, lane, lg, lq; /* lg = lane / 4, lq = lane % 4 */
   MlirValue smem;                    /* !llvm.ptr<3> to dynamic shared memory */
-  /* Kernel parameters (docs/abi.md), bound by the kernel kind; null where
-   * the kind's ABI has none. */
+  /* Kernel parameters (docs/abi.md), bound from the kernel kind's ABI
+   * table (walk.c); null where the kind's ABI has none. */
   MlirValue p_q, p_k, p_v, p_o, p_lse, p_ws;
   MlirValue batch, seqlen_q, seqlen_k; /* i64 */
   MlirValue strides[4][3];             /* q, k, v, o: b, s, h (i64) */
-  /* The IR's index arguments beyond batch, seqlen_q, seqlen_k that the
-   * kind's ABI has (q_len, capacity, nsplit), by name (lw_bind_index). */
+  /* The kind's other parameters (cache_seqlens, block_table, q_len,
+   * capacity, nsplit, bt_stride), by name (lw_param). */
   struct {
     const char *name;
-    MlirValue v; /* i64 */
-  } index[8];
-  int nindex;
+    MlirValue v; /* a generic pointer, or an i64 */
+    bool ptr;
+  } param[8];
+  int nparam;
   /* The kernel kind (walk.h) and its own state (its file's struct). */
   const void *kind;
   void *kind_state;
@@ -156,9 +157,11 @@ void lw_set_loc(Lowerer *L, const Op *op);
 MlirType lw_elem_type(Lowerer *L, ElemType e);
 MlirType lw_val_type(Lowerer *L, Type t); /* index tiles: i32 elements */
 CgVal *lw_scalar(Lowerer *L, Type t, MlirValue v);
-/* The IR index argument `name` is v (i64); its value, null when unbound. */
-void lw_bind_index(Lowerer *L, const char *name, MlirValue v);
-MlirValue lw_index_value(const Lowerer *L, const char *name);
+/* A parameter of the kind's ABI with no field in Lowerer: v, a generic
+ * pointer (ptr) or an i64 (an i32 size widened, or a stride). */
+void lw_bind_param(Lowerer *L, const char *name, MlirValue v, bool ptr);
+/* Its value (a pointer parameter only when ptr); null when none. */
+MlirValue lw_param(const Lowerer *L, const char *name, bool ptr);
 /* Operand i of op, which must be a scalar (else an error and a null value). */
 MlirValue lw_scalar_operand(Lowerer *L, const Op *op, int i);
 

@@ -19,11 +19,12 @@
 #include "codegen/meta_decode.h"
 #include "codegen/kinds.h"
 
-/* The combine kernel's own parameters. */
-typedef struct Combine {
-  MlirValue p_seqlens;     /* generic pointer */
-  MlirValue q_len, nsplit; /* i64 */
-} Combine;
+/* Its own parameters are named ones (lw_param: cache_seqlens, q_len,
+ * nsplit). */
+static const LwParam params[] = {
+    {LW_PTR, "o"},      {LW_PTR, "lse"},   {LW_PTR, "workspace"}, {LW_PTR, "cache_seqlens"},
+    {LW_I32, "batch"},  {LW_I32, "q_len"}, {LW_I32, "nsplit"},    LW_STRIDES("o"),
+};
 
 static bool accepts(const Func *f) {
   return strcmp(attr_str(&f->attrs, "mode", "forward"), "decode") == 0 && cg_meta_is_combine(f);
@@ -33,37 +34,23 @@ static bool accepts(const Func *f) {
  * kernel waits, before its first read of the workspace, until the split
  * kernel has finished and its stores are visible. Without a PDL launch the
  * wait returns at once. */
-static void bind(Lowerer *L, const MlirValue *a) {
-  Combine *C = lw_alloc(L, sizeof *C);
-  L->kind_state = C;
-  L->p_o = a[0];
-  L->p_lse = a[1];
-  L->p_ws = a[2];
-  C->p_seqlens = a[3];
-  L->batch = a[4];
-  C->q_len = a[5];
-  C->nsplit = a[6];
-  lw_bind_index(L, "q_len", C->q_len);
-  lw_bind_index(L, "nsplit", C->nsplit);
-  for (int s = 0; s < 3; s++)
-    L->strides[3][s] = a[7 + s];
+static void bind(Lowerer *L) {
   /* The forward names, for code that asks for them. */
-  L->seqlen_q = C->q_len;
-  L->seqlen_k = C->q_len;
+  L->seqlen_q = L->seqlen_k = lw_param(L, "q_len", false);
   if (cg_decode_pdl(L->f))
     cg_ptx(&L->b, "griddepcontrol.wait;", NULL, "", 0, NULL, 0);
 }
 
 /* The body of the head loop for (b, h) = (the batch loop's iv, hv). */
 static bool head_body(Lowerer *L, const Op *op, const char *dim, MlirValue hv, MlirBlock body) {
-  const Combine *C = L->kind_state;
+  MlirValue nsplit = lw_param(L, "nsplit", false), q_len = lw_param(L, "q_len", false);
   if (dim[0] != 'x')
     return false;
   CgBuilder *b = &L->b;
   cg_builder_set_block(b, body);
   const Op *bl = op->parent ? op->parent->parent_op : NULL;
   int dv = (int)attr_int(&L->f->attrs, "v_head_dim", 0);
-  Comb c = {.L = L, .nsplit = C->nsplit, .q_len = C->q_len, .h0 = hv};
+  Comb c = {.L = L, .nsplit = nsplit, .q_len = q_len, .h0 = hv};
   if (!bl || bl->kind != OP_FOR || dv <= 0 || dv % 4 || !lw_comb_refs(L, op, &c)) {
     if (!L->failed)
       lw_error(L, op, "the combine kernel needs a batch loop around its head loop and v_head_dim %% 4 == 0");
@@ -73,7 +60,7 @@ static bool head_body(Lowerer *L, const Op *op, const char *dim, MlirValue hv, M
   c.b = lw_get(L, for_iv((Op *)bl))->v;
   MlirValue u0, step, first;
   if (lw_comb_threads(&c, dv, &u0, &step, &first))
-    lw_comb_units(&c, u0, C->q_len, step, first);
+    lw_comb_units(&c, u0, q_len, step, first);
   cg_yield(b, NULL, 0);
   return true;
 }
@@ -90,23 +77,16 @@ static void store(Lowerer *L, const Op *op) {
     lw_store(L, op, &m);
 }
 
-static MlirValue scalar_tensor(Lowerer *L, const char *name) {
-  const Combine *C = L->kind_state;
-  return strcmp(name, "cache_seqlens") == 0 ? C->p_seqlens : (MlirValue){NULL};
-}
-
 const LwKind lw_kind_combine = {
     .name = "combine",
     .accepts = accepts,
     .no_wgmma = "decode kernels use mma.sync",
-    .nptr = 4,
-    .ni32 = 3,
-    .ni64 = 3,
+    .params = params,
+    .nparams = sizeof params / sizeof params[0],
     .bind = bind,
     /* the loop to %batch, and the head loop (its bound a constant) */
     .grid = {{"batch", "y"}, {NULL, "x"}},
     .grid_body = head_body,
     .load = load,
     .store = store,
-    .scalar_tensor = scalar_tensor,
 };

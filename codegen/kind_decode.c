@@ -19,12 +19,21 @@
 #include "codegen/meta_decode.h"
 #include "codegen/kinds.h"
 
-/* The split kernel's own parameters and choices. */
+/* The split kernel's own choice; its own parameters are named ones
+ * (lw_param: cache_seqlens, block_table, q_len, capacity, nsplit,
+ * bt_stride). */
 typedef struct Decode {
   bool fused; /* merges its partials (cg_decode_fused) */
-  MlirValue p_seqlens, p_bt;                    /* generic pointers */
-  MlirValue q_len, capacity, nsplit, bt_stride; /* i64 */
 } Decode;
+
+static const LwParam params[] = {
+    {LW_PTR, "q"},        {LW_PTR, "k"},           {LW_PTR, "v"},
+    {LW_PTR, "o"},        {LW_PTR, "lse"},         {LW_PTR, "workspace"},
+    {LW_PTR, "cache_seqlens"}, {LW_PTR, "block_table"}, {LW_I32, "batch"},
+    {LW_I32, "q_len"},    {LW_I32, "capacity"},    {LW_I32, "nsplit"},
+    {LW_I32, "bt_stride"}, LW_STRIDES("q"),        LW_STRIDES("k"),
+    LW_STRIDES("v"),      LW_STRIDES("o"),
+};
 
 static bool accepts(const Func *f) { return cg_meta_is_decode(f); }
 
@@ -33,40 +42,22 @@ static bool accepts(const Func *f) { return cg_meta_is_decode(f); }
  * early: the trigger only moves the combine's launch and prologue under the
  * split kernel's run); without a PDL launch the trigger does nothing. A
  * fused split kernel has no dependent. */
-static void bind(Lowerer *L, const MlirValue *a) {
+static void bind(Lowerer *L) {
   Decode *D = lw_alloc(L, sizeof *D);
   L->kind_state = D;
   D->fused = cg_decode_fused(L->f);
-  lw_bind_io_params(L, a, 13);
-  D->p_seqlens = a[6];
-  D->p_bt = a[7];
-  L->batch = a[8];
-  D->q_len = a[9];
-  D->capacity = a[10];
-  D->nsplit = a[11];
-  D->bt_stride = a[12];
-  lw_bind_index(L, "q_len", D->q_len);
-  lw_bind_index(L, "capacity", D->capacity);
-  lw_bind_index(L, "nsplit", D->nsplit);
   /* The forward names, for code that asks for them. */
-  L->seqlen_q = D->q_len;
-  L->seqlen_k = D->capacity;
+  L->seqlen_q = lw_param(L, "q_len", false);
+  L->seqlen_k = lw_param(L, "capacity", false);
   if (cg_decode_pdl(L->f) && !D->fused)
     cg_ptx(&L->b, "griddepcontrol.launch_dependents;", NULL, "", 0, NULL, 0);
 }
 
 static void load(Lowerer *L, const Op *op) {
-  const Decode *D = L->kind_state;
   Rows m;
-  if (lw_rows_of_load(L, op, D->p_bt, D->bt_stride, &m))
+  if (lw_rows_of_load(L, op, lw_param(L, "block_table", true), lw_param(L, "bt_stride", false),
+                      &m))
     lw_load(L, op, &m);
-}
-
-static MlirValue scalar_tensor(Lowerer *L, const char *name) {
-  const Decode *D = L->kind_state;
-  return strcmp(name, "cache_seqlens") == 0 ? D->p_seqlens
-         : strcmp(name, "block_table") == 0 ? D->p_bt
-                                             : (MlirValue){NULL};
 }
 
 /* ------------------------------------------------------ fused combine */
@@ -108,7 +99,6 @@ static MlirValue fused_counter(Lowerer *L, MlirValue bv, MlirValue h, MlirValue 
  * their arrivals. No separate fence: each was a round trip on the path
  * of the last block (docs/perf.md 2026-11-22). */
 static MlirValue fused_arrive(Lowerer *L, MlirValue ctr) {
-  const Decode *D = L->kind_state;
   CgBuilder *b = &L->b;
   lw_barrier(L);
   MlirBlock tb, eb, outer = b->block;
@@ -118,7 +108,7 @@ static MlirValue fused_arrive(Lowerer *L, MlirValue ctr) {
   MlirValue addr = cg_op1(b, "llvm.ptrtoint", &ctr, 1, b->i64, NULL, 0);
   MlirValue old = cg_const_i32(b, 0);
   cg_ptx(b, "atom.acq_rel.gpu.global.add.u32 $0, [$1], 1;", &addr, "l", 1, &old, 1);
-  MlirValue nm1 = cg_int_cast(b, cg_subi(b, D->nsplit, cg_const_i64(b, 1)), b->i32);
+  MlirValue nm1 = cg_int_cast(b, cg_subi(b, lw_param(L, "nsplit", false), cg_const_i64(b, 1)), b->i32);
   MlirValue last = cg_cmpi(b, "eq", old, nm1);
   MlirBlock rb, around = b->block;
   cg_if(b, last, NULL, 0, false, &rb, NULL);
@@ -139,18 +129,18 @@ static MlirValue fused_arrive(Lowerer *L, MlirValue ctr) {
 
 /* st: split-kv's `store %lse_part, %bs, %h, %q0, %lset {pack}`. */
 static void fused_merge(Lowerer *L, const Op *st) {
-  const Decode *D = L->kind_state;
   CgBuilder *b = &L->b;
+  MlirValue nsplit = lw_param(L, "nsplit", false), q_len = lw_param(L, "q_len", false);
   int dv = (int)attr_int(&L->f->attrs, "v_head_dim", 0);
   int rows = st->operands[4]->type.rows, pack = (int)attr_int(&st->attrs, "pack", 0);
   MlirValue bs = lw_scalar_operand(L, st, 1), h = lw_scalar_operand(L, st, 2), q0 = lw_scalar_operand(L, st, 3);
-  Comb c = {.L = L, .nsplit = D->nsplit, .q_len = D->q_len, .pack = pack, .vol = true};
+  Comb c = {.L = L, .nsplit = nsplit, .q_len = q_len, .pack = pack, .vol = true};
   if (L->failed || dv <= 0 || dv % 4 || rows <= 0 || !lw_comb_refs(L, st, &c)) {
     if (!L->failed)
       lw_error(L, st, "the fused combine needs v_head_dim %% 4 == 0");
     return;
   }
-  c.b = cg_arith2(b, "arith.divui", bs, D->nsplit);
+  c.b = cg_arith2(b, "arith.divui", bs, nsplit);
   c.h0 = pack ? cg_muli_c(b, h, pack) : h;
   MlirValue last = fused_arrive(L, fused_counter(L, c.b, h, q0, rows));
   MlirBlock mb, outer = b->block;
@@ -158,7 +148,7 @@ static void fused_merge(Lowerer *L, const Op *st) {
   cg_builder_set_block(b, mb);
   MlirValue u0, step, first;
   if (lw_comb_threads(&c, dv, &u0, &step, &first)) {
-    MlirValue limit = pack ? cg_muli_c(b, D->q_len, pack) : D->q_len;
+    MlirValue limit = pack ? cg_muli_c(b, q_len, pack) : q_len;
     MlirValue uend = cg_arith2(b, "arith.minsi", cg_addi_c(b, q0, rows), limit);
     lw_comb_units(&c, cg_addi(b, q0, u0), uend, step, first);
   }
@@ -184,14 +174,12 @@ const LwKind lw_kind_decode = {
     .name = "decode",
     .accepts = accepts,
     .no_wgmma = "decode kernels use mma.sync",
-    .nptr = 8,
-    .ni32 = 5,
-    .ni64 = 12,
+    .params = params,
+    .nparams = sizeof params / sizeof params[0],
     .bind = bind,
     /* the loop to %batch, the loop to %nsplit, and the head loop (its
      * bound a constant: kv_heads, or heads when pack-gqa is off) */
     .grid = {{"batch", "z"}, {"nsplit", "x"}, {NULL, "y"}},
     .load = load,
     .store = store,
-    .scalar_tensor = scalar_tensor,
 };

@@ -15,12 +15,12 @@ static bool accepts(const Func *f) {
   return strcmp(attr_str(&f->attrs, "mode", "forward"), "decode") != 0;
 }
 
-static void bind(Lowerer *L, const MlirValue *a) {
-  lw_bind_io_params(L, a, 9);
-  L->batch = a[6];
-  L->seqlen_q = a[7];
-  L->seqlen_k = a[8];
-}
+static const LwParam params[] = {
+    {LW_PTR, "q"},        {LW_PTR, "k"},        {LW_PTR, "v"},   {LW_PTR, "o"},
+    {LW_PTR, "lse"},      {LW_PTR, "workspace"}, {LW_I32, "batch"}, {LW_I32, "seqlen_q"},
+    {LW_I32, "seqlen_k"}, LW_STRIDES("q"),      LW_STRIDES("k"), LW_STRIDES("v"),
+    LW_STRIDES("o"),
+};
 
 static void load(Lowerer *L, const Op *op) {
   Rows m;
@@ -43,10 +43,8 @@ static void store(Lowerer *L, const Op *op) {
 const LwKind lw_kind_forward = {
     .name = "forward",
     .accepts = accepts,
-    .nptr = 6,
-    .ni32 = 3,
-    .ni64 = 12,
-    .bind = bind,
+    .params = params,
+    .nparams = sizeof params / sizeof params[0],
     .load = load,
     .store = store,
 };

@@ -40,7 +40,7 @@ static MlirValue dim_value(Lowerer *L, int d) {
   case DIM_Q_LEN: return L->seqlen_q;
   case DIM_SEQLEN_K:
   case DIM_CAPACITY: return L->seqlen_k;
-  case DIM_BATCH_NSPLIT: return cg_muli(&L->b, L->batch, lw_index_value(L, "nsplit"));
+  case DIM_BATCH_NSPLIT: return cg_muli(&L->b, L->batch, lw_param(L, "nsplit", false));
   default: /* num_pages, max_pages: never a row extent of a tile */
     return cg_const_i64(&L->b, d > 0 ? d : (int64_t)1 << 40);
   }

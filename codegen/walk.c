@@ -596,13 +596,10 @@ static void lower_if(Lowerer *L, const Op *op) {
 
 /* ------------------------------------------------------------ dispatch */
 
-/* A rank 1 tensor argument of the kind's ABI (cache_seqlens, block_table):
- * its generic pointer, null when the kind has none. */
+/* A rank 1 tensor argument that is a pointer parameter of the kind's own
+ * (cache_seqlens, block_table), null when the kind has none. */
 static MlirValue scalar_tensor(Lowerer *L, const Value *t) {
-  const LwKind *K = L->kind;
-  if (!K->scalar_tensor || !t->name)
-    return (MlirValue){NULL};
-  return K->scalar_tensor(L, t->name);
+  return t->name ? lw_param(L, t->name, true) : (MlirValue){NULL};
 }
 
 static void lower_op(Lowerer *L, const Op *op) {
@@ -650,37 +647,58 @@ static void count_parallel(Op *op, void *ctx) {
     (*(int *)ctx)++;
 }
 
-void lw_bind_io_params(Lowerer *L, const MlirValue *a, int strides_at) {
-  L->p_q = a[0];
-  L->p_k = a[1];
-  L->p_v = a[2];
-  L->p_o = a[3];
-  L->p_lse = a[4];
-  L->p_ws = a[5];
+/* Parameter p of the kind's ABI is v: a Lowerer field, or a named
+ * parameter of the kind's own. */
+static void bind_param(Lowerer *L, const LwParam *p, MlirValue v) {
+  static const char *const io[6] = {"q", "k", "v", "o", "lse", "workspace"};
+  MlirValue *const io_at[6] = {&L->p_q, &L->p_k, &L->p_v, &L->p_o, &L->p_lse, &L->p_ws};
+  static const char *const sizes[3] = {"batch", "seqlen_q", "seqlen_k"};
+  MlirValue *const size_at[3] = {&L->batch, &L->seqlen_q, &L->seqlen_k};
+  static const char *const strides[4][3] = {
+      {"q.sb", "q.ss", "q.sh"}, {"k.sb", "k.ss", "k.sh"},
+      {"v.sb", "v.ss", "v.sh"}, {"o.sb", "o.ss", "o.sh"}};
+  for (int i = 0; i < 6; i++)
+    if (p->type == LW_PTR && strcmp(p->name, io[i]) == 0) {
+      *io_at[i] = v;
+      return;
+    }
+  for (int i = 0; i < 3; i++)
+    if (p->type == LW_I32 && strcmp(p->name, sizes[i]) == 0) {
+      *size_at[i] = v;
+      return;
+    }
   for (int t = 0; t < 4; t++)
-    for (int s = 0; s < 3; s++)
-      L->strides[t][s] = a[strides_at + 3 * t + s];
+    for (int i = 0; i < 3; i++)
+      if (p->type == LW_I64 && strcmp(p->name, strides[t][i]) == 0) {
+        L->strides[t][i] = v;
+        return;
+      }
+  lw_bind_param(L, p->name, v, p->type == LW_PTR);
 }
 
-/* The kind's ABI (docs/abi.md, docs/decode.md): pointers, then i32 sizes,
- * then i64 strides. */
+/* The kind's parameter types, in ABI order. */
 static int param_types(Lowerer *L, const LwKind *K, MlirType *params) {
-  int n = K->nptr + K->ni32 + K->ni64;
-  for (int i = 0; i < n; i++)
-    params[i] = i < K->nptr ? L->b.ptr : i < K->nptr + K->ni32 ? L->b.i32 : L->b.i64;
-  return n;
+  for (int i = 0; i < K->nparams; i++)
+    params[i] = K->params[i].type == LW_PTR ? L->b.ptr
+                : K->params[i].type == LW_I32 ? L->b.i32
+                                              : L->b.i64;
+  return K->nparams;
 }
 
-/* The parameters as the kind binds them: the i32 sizes widened to i64. */
+/* Binds the parameters, the i32 sizes widened to i64 in order, then lets
+ * the kind bind what is its own. */
 static void bind_params(Lowerer *L, const LwKind *K, MlirBlock entry) {
   CgBuilder *b = &L->b;
   MlirValue a[LW_MAX_PARAMS];
-  int n = K->nptr + K->ni32 + K->ni64;
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < K->nparams; i++) {
     a[i] = mlirBlockGetArgument(entry, i);
-  for (int i = K->nptr; i < K->nptr + K->ni32; i++)
-    a[i] = cg_int_cast(b, a[i], b->i64);
-  K->bind(L, a);
+    if (K->params[i].type == LW_I32)
+      a[i] = cg_int_cast(b, a[i], b->i64);
+  }
+  for (int i = 0; i < K->nparams; i++)
+    bind_param(L, &K->params[i], a[i]);
+  if (K->bind)
+    K->bind(L);
 }
 
 static void make_thread_ids(Lowerer *L) {
@@ -708,7 +726,7 @@ static bool bind_args(Lowerer *L) {
     MlirValue v = strcmp(n, "batch") == 0      ? L->batch
                   : strcmp(n, "seqlen_q") == 0 ? L->seqlen_q
                   : strcmp(n, "seqlen_k") == 0 ? L->seqlen_k
-                                               : lw_index_value(L, n);
+                                               : lw_param(L, n, false);
     if (mlirValueIsNull(v)) {
       lw_error(L, NULL, "kernel argument %%%s has no place in the kernel ABI", n);
       return false;
@@ -726,8 +744,10 @@ static ElemType kernel_dtype(const Func *f) {
 int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwKind *K,
                    CgTensorCore tc, const char *target, CgKernelInfo *info) {
   Lowerer *L = calloc(1, sizeof *L);
-  if (!L)
+  if (!L || K->nparams > LW_MAX_PARAMS) {
+    free(L);
     return -1;
+  }
   cg_builder_init(&L->b, cc);
   L->cc = cc;
   L->f = f;

@@ -15,6 +15,18 @@
 
 enum { LW_MAX_PARAMS = 32 };
 
+/* One kernel parameter of a kind's ABI, in order. Names the walker binds to
+ * Lowerer fields: q k v o lse workspace (pointers), batch seqlen_q
+ * seqlen_k (i32 sizes, widened to i64), T.sb T.ss T.sh for T in q k v o
+ * (i64 element strides: LW_STRIDES); every other name is a parameter of
+ * the kind's own (lw_param): a pointer, an i32 size (widened) or an i64. */
+typedef enum LwParamType { LW_PTR, LW_I32, LW_I64 } LwParamType;
+typedef struct LwParam {
+  LwParamType type;
+  const char *name;
+} LwParam;
+#define LW_STRIDES(t) {LW_I64, t ".sb"}, {LW_I64, t ".ss"}, {LW_I64, t ".sh"}
+
 /* A grid-stride mapping of parallel loops: the loop whose upper bound is
  * the IR argument `bound` (NULL: a constant) runs on grid dimension `dim`
  * ("x", "y" or "z"); the first entry that matches wins, a loop no entry
@@ -35,13 +47,12 @@ typedef struct LwKind {
   /* Why this kind's kernels stay on mma.sync; NULL: wgmma wherever the
    * kernel's matmuls and staged tiles allow it (compute_wgmma.c). */
   const char *no_wgmma;
-  /* The ABI: nptr pointers, then ni32 i32 sizes, then ni64 i64 strides. */
-  int nptr, ni32, ni64;
-  /* Binds the parameters (the i32 sizes widened to i64) to the Lowerer's
-   * fields (lw_bind_io_params; the IR's index arguments other than batch,
-   * seqlen_q, seqlen_k by lw_bind_index) and the kind's state; may emit the
-   * kernel's prologue. */
-  void (*bind)(Lowerer *L, const MlirValue *args);
+  /* The ABI (docs/abi.md, docs/decode.md): nparams parameters. */
+  const LwParam *params;
+  int nparams;
+  /* After the parameters are bound: the kind's state (L->kind_state), and
+   * the kernel's prologue if it has one. May be NULL. */
+  void (*bind)(Lowerer *L);
   /* The grid: empty (grid[0].dim NULL): one iteration of each parallel
    * loop per block, the k-th loop of the nest on grid z, y, x; else
    * grid-stride loops mapped by the table, with grid_body (may be NULL)
@@ -52,19 +63,10 @@ typedef struct LwKind {
    * map and call lw_load / lw_store (mem.h). */
   void (*load)(Lowerer *L, const Op *op);
   void (*store)(Lowerer *L, const Op *op);
-  /* A rank 1 i32 tensor parameter load_scalar may read, by name (a null
-   * value: none). May be NULL. */
-  MlirValue (*scalar_tensor)(Lowerer *L, const char *name);
 } LwKind;
 
 /* Lowers f as a kernel of kind K into gpu.func @<f->name> (cg_lower.h). */
 int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwKind *K,
                    CgTensorCore tc, const char *target, CgKernelInfo *info);
-
-/* ------------------------------------------------ for the kinds' hooks */
-
-/* The pointers q, k, v, o, lse, workspace (args 0..5) and the q, k, v, o
- * strides starting at args[strides_at]. */
-void lw_bind_io_params(Lowerer *L, const MlirValue *a, int strides_at);
 
 #endif
