@@ -1,4 +1,4 @@
-/* walk.h - layer 3: the IR walker (walk.c) and the hooks a kernel kind
+/* walk.h - layer 3: the IR walker (walk.c, walk_kernel.c) and the hooks a kernel kind
  * plugs into it (docs/codegen.md, "Adding a kernel kind").
  *
  * The walker lowers every op the same way for every kernel; what depends
@@ -65,8 +65,12 @@ typedef struct LwKind {
   void (*store)(Lowerer *L, const Op *op);
 } LwKind;
 
-/* Lowers f as a kernel of kind K into gpu.func @<f->name> (cg_lower.h). */
+/* Lowers f as a kernel of kind K into gpu.func @<f->name> (cg_lower.h;
+ * walk_kernel.c). */
 int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwKind *K,
                    CgTensorCore tc, const char *target, CgKernelInfo *info);
+
+/* walk.c: lowers the ops of blk in order into the current block. */
+void lw_walk_block(Lowerer *L, const Block *blk);
 
 #endif
