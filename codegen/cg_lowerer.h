@@ -67,6 +67,12 @@ typedef struct CgVal {
   int async_seq;    /* cp.async group number; -1 when ready */
 } CgVal;
 
+/* Capacities of the async state (cg_async.h): cp.async groups in flight
+ * on one path (a staged load issues one; past this many codegen waits for
+ * all of them), and rings of the pipelined loops being lowered (one per
+ * carried tile, nested loops together). */
+enum { MAX_PENDING_GROUPS = 32, MAX_CARRY_RINGS = 16 };
+
 /* A pending cp.async group (issued, not yet waited for). */
 typedef struct Pending {
   int seq;
@@ -134,15 +140,15 @@ struct Lowerer {
   int scratch_bytes;  /* its size (max over the xwarp_reduce ops) */
   bool scratch_aliases; /* the scratch reuses the staged tiles' bytes (lw_scratch_can_alias) */
   bool scratch_claimed; /* an xwarp_reduce has taken those bytes over */
-  /* cp.async bookkeeping. */
+  /* cp.async bookkeeping (cg_async.c). */
   int next_seq;
-  Pending pending[32];
+  Pending pending[MAX_PENDING_GROUPS];
   int npending;
   bool smem_read_since_barrier;
-  Pending region_end[32]; /* pending groups at the end of the last region */
+  Pending region_end[MAX_PENDING_GROUPS]; /* pending groups at the end of the last region */
   int nregion_end;
   int epoch; /* barriers emitted on the current path (conservative across ifs) */
-  CarryRing rings[16];
+  CarryRing rings[MAX_CARRY_RINGS];
   int nrings;
   /* Parallel loops -> grid dims. */
   int nparallel, parallel_seen;

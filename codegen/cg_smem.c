@@ -1,8 +1,7 @@
 /* cg_smem.c - layer 0: shared memory. The staged tiles' layouts (padded
  * rows, or the 128-byte swizzle wgmma reads and ldmatrix prefers), the
- * allocation of their buffers, and the cp.async bookkeeping around them:
- * groups in flight, waits, barriers, and the rings of buffers a pipelined
- * loop carries (CarryRing).
+ * allocation of their buffers, and the two halves of a staged load around
+ * its copies (the cp.async groups, waits and barriers are cg_async.c's).
  *
  * Swizzled layout (docs/tile-ir.md, "Staged tiles"): a tile of R rows and C
  * columns (C a multiple of 64) is stored as C/64 column blocks of R rows x
@@ -57,79 +56,6 @@ MlirValue lw_swizzled_byte(Lowerer *L, const CgVal *t, MlirValue row, MlirValue 
   return cg_addi(b, off, cg_muli_c(b, in_row, 16));
 }
 
-/* ------------------------------------------------------ async state */
-
-void lw_barrier(Lowerer *L) {
-  cg_barrier(&L->b);
-  L->smem_read_since_barrier = false;
-  L->epoch++;
-  for (int i = 0; i < L->nrings; i++)
-    L->rings[i].cur_read = false;
-}
-
-void lw_wait_all_async(Lowerer *L) {
-  if (L->npending == 0)
-    return;
-  cg_cp_async_wait(&L->b, 0);
-  L->npending = 0;
-}
-
-/* The newest pending group among t's (or -1 when t is ready). */
-static int pending_seq(Lowerer *L, const CgVal *t) {
-  if (!t || t->kind != CV_SMEM || t->async_seq < 0)
-    return -1;
-  for (int i = 0; i < L->npending; i++)
-    if (L->pending[i].seq == t->async_seq)
-      return t->async_seq;
-  return -1; /* already waited for on this path */
-}
-
-/* cp.async.wait_group (groups newer than seq) + barrier; forgets seq and
- * everything older. */
-static void wait_through(Lowerer *L, int seq) {
-  int newer = 0;
-  for (int i = 0; i < L->npending; i++)
-    newer += L->pending[i].seq > seq;
-  cg_cp_async_wait(&L->b, newer);
-  if (L->wgmma) /* the tensor cores read through the async proxy */
-    cg_fence_proxy_async(&L->b);
-  lw_barrier(L);
-  int k = 0;
-  for (int i = 0; i < L->npending; i++)
-    if (L->pending[i].seq > seq)
-      L->pending[k++] = L->pending[i];
-  L->npending = k;
-}
-
-void lw_wait_for_seq(Lowerer *L, int seq) {
-  for (int i = 0; i < L->npending; i++)
-    if (L->pending[i].seq == seq) {
-      wait_through(L, seq);
-      return;
-    }
-}
-
-void lw_smem_ready2(Lowerer *L, CgVal *a, CgVal *b) {
-  int sa = pending_seq(L, a), sb = pending_seq(L, b);
-  int s = sa > sb ? sa : sb;
-  if (s >= 0)
-    wait_through(L, s);
-}
-
-void lw_smem_ready(Lowerer *L, CgVal *t) { lw_smem_ready2(L, t, NULL); }
-
-/* Waits for the groups issued since `mark`, except the next step's tiles of
- * a pipelined loop (they stay in flight across the back edge). */
-void lw_flush_async(Lowerer *L, int mark) {
-  int newest = -1;
-  for (int i = 0; i < L->npending; i++)
-    if (L->pending[i].seq >= mark && !L->pending[i].carried && L->pending[i].seq > newest)
-      newest = L->pending[i].seq;
-  if (newest < 0)
-    return;
-  wait_through(L, newest);
-}
-
 /* ----------------------------------------------------- staged tiles */
 
 CgVal *lw_stage_begin(Lowerer *L, const Op *op) {
@@ -161,19 +87,8 @@ CgVal *lw_stage_begin(Lowerer *L, const Op *op) {
   return s;
 }
 
-CarryRing *lw_ring_of_load(Lowerer *L, const Op *op) {
-  for (int i = 0; i < L->nrings; i++)
-    if (L->rings[i].next_load == op)
-      return &L->rings[i];
-  return NULL;
-}
-
 void lw_stage_end(Lowerer *L, const Op *op, CgVal *s) {
   CarryRing *cp = lw_ring_of_load(L, op);
-  s->async_seq = L->next_seq++;
-  if (L->npending == 32) {
-    lw_flush_async(L, 0);
-  }
-  L->pending[L->npending++] = (Pending){s->async_seq, cp != NULL};
+  s->async_seq = lw_async_issue(L, cp != NULL);
   lw_set(L, op->results[0], s);
 }

@@ -117,32 +117,18 @@ enum { MAX_CARRIED = 4096 };
 
 /* Lowers `blk` into the MLIR block `into` and ends it with scf.yield of the
  * block's yield operands. Async copies issued inside are waited for before
- * the yield (the next iteration or the code after must see them done). */
-
-/* wait_first >= 0: wait for that group (and older) before the body;
- * sync_to >= 0: also wait for that group (and older) before the yield. */
+ * the yield (the next iteration or the code after must see them done).
+ * wait_first >= 0: wait for that group (and older) before the body;
+ * sync_to >= 0: also wait for that group (and older) before the yield
+ * (cg_async.h: lw_region_enter, lw_region_leave). */
 static void lower_region(Lowerer *L, const Block *blk, MlirBlock into, int ring_lo, int ring_hi,
                          int wait_first, int sync_to) {
   MlirBlock saved = L->b.block;
-  int mark = L->next_seq;
-  Pending saved_pending[32];
-  int saved_np = L->npending;
-  memcpy(saved_pending, L->pending, sizeof saved_pending);
+  AsyncRegion async;
   cg_builder_set_block(&L->b, into);
-  if (wait_first >= 0)
-    lw_wait_for_seq(L, wait_first);
+  lw_region_enter(L, &async, wait_first);
   lw_walk_block(L, blk);
-  lw_flush_async(L, mark);
-  if (sync_to >= 0)
-    lw_wait_for_seq(L, sync_to);
-  memcpy(L->region_end, L->pending, sizeof L->region_end);
-  L->nregion_end = L->npending;
-  /* A pipelined step that wrote a next buffer before its first barrier must
-   * end with its cur buffer unread since the last barrier: the next step
-   * writes into it before any barrier. */
-  for (int i = ring_lo; i < ring_hi; i++)
-    if (L->rings[i].wrote_before_barrier && L->rings[i].cur_read)
-      lw_barrier(L);
+  lw_region_leave(L, &async, sync_to, ring_lo, ring_hi);
   Op *term = block_terminator((Block *)blk);
   MlirValue *vals = lw_alloc(L, sizeof(MlirValue) * MAX_CARRIED);
   int n = (term && term->kind == OP_YIELD) ? flatten_yield(L, term, vals, MAX_CARRIED) : 0;
@@ -150,10 +136,6 @@ static void lower_region(Lowerer *L, const Block *blk, MlirBlock into, int ring_
     lw_set_loc(L, term);
   cg_yield(&L->b, vals, n);
   cg_builder_set_block(&L->b, saved);
-  /* Groups that were pending before the region may or may not have been
-   * waited for inside it (the region may not run): keep them pending. */
-  memcpy(L->pending, saved_pending, sizeof saved_pending);
-  L->npending = saved_np;
 }
 
 static const char *const grid_dims[3] = {"z", "y", "x"};
@@ -251,7 +233,7 @@ static bool setup_rings(Lowerer *L, const Op *op, int *ring_of, int *pos_of) {
     if (body_arg_index(body, y) >= 0)
       continue; /* inside a chain: placed from the chain's last argument */
     if (!y || !y->def || (y->def->kind != OP_LOAD && y->def->kind != OP_LOAD_PAGED) ||
-        y->def->parent != body || L->nrings == 16) {
+        y->def->parent != body || L->nrings == MAX_CARRY_RINGS) {
       lw_error(L, op, "%s", shape);
       return false;
     }
@@ -318,13 +300,6 @@ static bool carries_every_staged_load(const Lowerer *L, const Block *blk, int ri
   return true;
 }
 
-static bool pending_has(const Lowerer *L, int seq) {
-  for (int i = 0; i < L->npending; i++)
-    if (L->pending[i].seq == seq)
-      return true;
-  return false;
-}
-
 static void lower_seq_for(Lowerer *L, const Op *op) {
   CgBuilder *b = &L->b;
   MlirValue lo = lw_get(L, op->operands[0])->v, hi = lw_get(L, op->operands[1])->v;
@@ -356,40 +331,17 @@ static void lower_seq_for(Lowerer *L, const Op *op) {
   Block *irbody = for_body((Op *)op);
   lw_set(L, for_iv((Op *)op), lw_scalar(L, type_index(), mlirBlockGetArgument(body, 0)));
   bind_flat(L, irbody->args + 1, irbody->nargs - 1, get_arg, &body, 1);
-  /* Carried tiles: in flight at body entry (the prologue's copies, or the
-   * previous steps'), oldest first: by the step that issued them (a ring's
-   * first argument depth steps ago, its last one step ago), then in the
-   * order the body issues them; the prologue's groups stand for them. Other
-   * groups still pending must be older than those, or the wait counts would
-   * be wrong. */
-  Pending outer[32];
-  int nouter = L->npending;
-  memcpy(outer, L->pending, sizeof outer);
-  int oldest_init = 1 << 30;
+  /* Carried tiles: the body's arguments stand for the prologue's groups
+   * (cg_async.h: lw_loop_enter), issued oldest first: by the step that
+   * issued them (a ring's first argument depth steps ago, its last one step
+   * ago), then in the order the body issues them. */
+  int *init_seq = lw_alloc(L, sizeof(int) * (size_t)(nargs ? nargs : 1));
+  int ninit_seq = 0;
   for (int i = 0; i < nargs; i++)
-    if (ring_of[i] >= 0) {
-      int sq = lw_get(L, op->operands[2 + i])->async_seq;
-      if (sq >= 0 && pending_has(L, sq) && sq < oldest_init)
-        oldest_init = sq;
-    }
-  {
-    int k = 0;
-    for (int i = 0; i < L->npending; i++) {
-      bool is_init = false;
-      for (int a = 0; a < nargs; a++)
-        if (ring_of[a] >= 0 && lw_get(L, op->operands[2 + a])->async_seq == L->pending[i].seq)
-          is_init = true;
-      if (is_init)
-        continue;
-      if (L->pending[i].seq > oldest_init) { /* issued between the prologue and the loop */
-        lw_flush_async(L, 0);
-        k = 0;
-        break;
-      }
-      L->pending[k++] = L->pending[i];
-    }
-    L->npending = k;
-  }
+    if (ring_of[i] >= 0)
+      init_seq[ninit_seq++] = lw_get(L, op->operands[2 + i])->async_seq;
+  AsyncLoop async;
+  lw_loop_enter(L, &async, init_seq, ninit_seq);
   for (int ago = MAX_RING_DEPTH; ago >= 1; ago--)
     for (Op *o = irbody->first; o; o = o->next)
       for (int a = 0; a < nargs; a++) {
@@ -400,16 +352,10 @@ static void lower_seq_for(Lowerer *L, const Op *op) {
           continue;
         CgVal *arg = lw_get(L, irbody->args[1 + a]);
         arg->ring = pos_of[a] == 0 ? ring_of[a] : -1;
-        arg->async_seq = L->next_seq++;
+        arg->async_seq = lw_async_issue(L, false);
         r->held[pos_of[a]] = arg->smem_dyn;
-        if (L->npending == 32)
-          lw_flush_async(L, 0);
-        L->pending[L->npending++] = (Pending){arg->async_seq, false};
       }
-  /* Warps may still read shared memory of the previous iteration. */
-  L->smem_read_since_barrier = true;
-  for (int i = ring_lo; i < ring_hi; i++)
-    L->rings[i].entry_epoch = L->epoch;
+  lw_loop_body(L, ring_lo, ring_hi);
   /* A loop that carries every staged tile it loads waits for them at the
    * top of the step: its one barrier then comes before the next tiles'
    * copies, which may overwrite the buffers of the step before
@@ -424,28 +370,13 @@ static void lower_seq_for(Lowerer *L, const Op *op) {
           wait_first = sq;
       }
   lower_region(L, irbody, body, ring_lo, ring_hi, wait_first, -1);
-  L->smem_read_since_barrier = true;
   bind_flat(L, op->results, op->nresults, get_result, &forop, 0);
   /* After the loop: the outer groups but the prologue's, then the last
    * step's copies (nobody should use them, but they are in flight). */
-  {
-    int k = 0;
-    for (int i = 0; i < nouter; i++) {
-      bool is_init = false;
-      for (int a = 0; a < nargs; a++)
-        if (ring_of[a] >= 0 && lw_get(L, op->operands[2 + a])->async_seq == outer[i].seq)
-          is_init = true;
-      if (!is_init && pending_has(L, outer[i].seq))
-        L->pending[k++] = outer[i];
-    }
-    L->npending = k;
-    for (int a = 0; a < nargs; a++)
-      if (ring_of[a] >= 0) {
-        CgVal *r = lw_get(L, op->results[a]);
-        r->async_seq = L->next_seq++;
-        L->pending[L->npending++] = (Pending){r->async_seq, false};
-      }
-  }
+  lw_loop_leave(L, &async, init_seq, ninit_seq);
+  for (int a = 0; a < nargs; a++)
+    if (ring_of[a] >= 0)
+      lw_get(L, op->results[a])->async_seq = lw_async_issue(L, false);
   /* The rings belong to this loop only. */
   L->nrings = ring_lo;
   (void)types;
@@ -532,63 +463,17 @@ static void lower_if(Lowerer *L, const Op *op) {
   MlirBlock tb, eb;
   bool has_else = op->nregions > 1 && (op->regions[1]->first || n > 0);
   MlirOperation ifop = cg_if(&L->b, c->v, types, n, has_else, &tb, &eb);
-  /* The else region (the step's work, where mask-skip made one) first: the
-   * then region then waits for what the else region waited for, so that
-   * after the if those groups are known to be done on both paths. */
-  bool saved = L->smem_read_since_barrier;
-  int epoch = L->epoch;
-  bool pr_saved[16], pr_else[16];
-  for (int i = 0; i < L->nrings; i++)
-    pr_saved[i] = L->rings[i].cur_read;
-  Pending before[32];
-  int nbefore = L->npending;
-  memcpy(before, L->pending, sizeof before);
+  /* The else region (the step's work, where mask-skip made one) first
+   * (cg_async.h: AsyncIf). */
+  AsyncIf async;
+  lw_if_enter(L, &async);
   int sync_to = -1;
-  bool after_else = saved;
-  Pending else_end[32];
-  int nelse_end = nbefore;
-  memcpy(else_end, before, sizeof else_end);
   if (has_else) {
     lower_region(L, op->regions[1], eb, 0, 0, -1, -1);
-    memcpy(else_end, L->region_end, sizeof else_end);
-    nelse_end = L->nregion_end;
-    for (int i = 0; i < nbefore; i++) {
-      bool kept = false;
-      for (int k = 0; k < nelse_end; k++)
-        kept |= else_end[k].seq == before[i].seq;
-      if (!kept && before[i].seq > sync_to)
-        sync_to = before[i].seq;
-    }
-    after_else = L->smem_read_since_barrier;
-    L->smem_read_since_barrier = saved;
-    for (int i = 0; i < L->nrings; i++) {
-      pr_else[i] = L->rings[i].cur_read;
-      L->rings[i].cur_read = pr_saved[i];
-    }
-  } else {
-    for (int i = 0; i < L->nrings; i++)
-      pr_else[i] = pr_saved[i];
+    sync_to = lw_if_after_else(L, &async);
   }
   lower_region(L, op->regions[0], tb, 0, 0, -1, sync_to);
-  L->smem_read_since_barrier = L->smem_read_since_barrier || after_else;
-  for (int i = 0; i < L->nrings; i++)
-    L->rings[i].cur_read = L->rings[i].cur_read || pr_else[i];
-  /* Pending after the if: pending before and at the end of both regions. */
-  {
-    int k = 0;
-    for (int i = 0; i < nbefore; i++) {
-      bool in_t = false, in_e = false;
-      for (int j = 0; j < L->nregion_end; j++)
-        in_t |= L->region_end[j].seq == before[i].seq;
-      for (int j = 0; j < nelse_end; j++)
-        in_e |= else_end[j].seq == before[i].seq;
-      if (in_t && in_e)
-        L->pending[k++] = before[i];
-    }
-    L->npending = k;
-  }
-  /* A barrier in a branch may not have run. */
-  L->epoch = epoch;
+  lw_if_leave(L, &async);
   bind_flat(L, op->results, op->nresults, get_result, &ifop, 0);
 }
 
