@@ -7,7 +7,7 @@
 
 #include "codegen/cg_builder.h"
 #include "codegen/cg_context.h"
-#include "codegen/lower.h"
+#include "codegen/cg_lower.h"
 #include "codegen/meta_decode.h"
 #include "codegen/mlir_to_ptx.h"
 #include "codegen/ptxas.h"

@@ -1,6 +1,6 @@
 /* codegen.h - tile IR (FlashAttention-2 schedule) to MLIR, LLVM IR, PTX, cubin.
  *
- *   Module (ir/ir.h) --lower.c: one tile op at a time, through the MLIR C API-->
+ *   Module (ir/ir.h) --walk.c: one tile op at a time, through the MLIR C API-->
  *   builtin.module { gpu.module [#nvvm.target] { gpu.func @kernel ... } }   -emit=mlir
  *   --MLIR passes--> llvm/nvvm dialects --translation + LLVM O3--> LLVM IR   -emit=llvm
  *   --NVPTX backend--> PTX (metadata comment lines first, docs/abi.md)       -emit=ptx

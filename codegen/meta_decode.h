@@ -6,7 +6,7 @@
 #include <stdbool.h>
 
 #include "codegen/cg_strbuf.h"
-#include "codegen/lower.h"
+#include "codegen/cg_lower.h"
 #include "ir/ir.h"
 
 /* A decode program's split kernel (mode decode, not a combine kernel). */

@@ -265,8 +265,8 @@ static Func *make_combine_func(Module *m, Split *sp) {
 
 /* @NAME_combine: if nsplit > 1, for b, h, Q tiles: merge (docs/decode.md).
  * This body is the merge's meaning (the interpreter runs it); codegen lowers
- * the body of the head loop with a routine of its own (lower_decode.c:
- * combine_head, float4 columns per thread, one online pass, a group of
+ * the body of the head loop with a routine of its own (codegen/kind_combine.c
+ * head_body over compute_merge.c, float4 columns per thread, one online pass, a group of
  * splits' loads in flight at once), because 16-row tiles hold q_len rows. */
 static void make_combine(Module *m, Split *sp) {
   Func *f = make_combine_func(m, sp);

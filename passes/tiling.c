@@ -96,7 +96,7 @@ static Sched forward_sched(const Shape *sh, const TargetInfo *t, const PassOptio
   /* Without partition-warps the warps split S's 64 columns (8 each), and P
    * as an MMA A operand needs 16 per warp: keep 4 warps then. */
   bool split_k = pass_is_disabled(opts, "partition-warps");
-  /* Hopper's warpgroup MMA (codegen/lower_wgmma.c) wants 16 query rows per
+  /* Hopper's warpgroup MMA (codegen/compute_wgmma.c) wants 16 query rows per
    * warp (a warpgroup's 64-row slab is one wgmma), head dims in whole
    * 64-column blocks, and a wide N. Each matmul is waited for before the
    * softmax, so the tensor cores idle during it unless another block's

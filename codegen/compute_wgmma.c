@@ -1,32 +1,30 @@
-/* lower_wgmma.c - matmuls on Hopper's warpgroup MMA (wgmma, sm_90a).
+/* compute_wgmma.c - layer 2: the wgmma engine, matmuls on Hopper's
+ * warpgroup MMA (sm_90a).
  *
  * mma.sync reaches about half of an H100's tensor-core rate; wgmma is the
  * instruction the rest of it is behind. A warpgroup (4 consecutive warps)
  * multiplies a 64-row A by a B of up to 256 columns read straight from
  * shared memory, asynchronously. Its f32 accumulator is, per warp, the
- * m16n8 layout this codegen already uses (lower_internal.h), repeated over
+ * m16n8 layout this codegen already uses (cg_lowerer.h), repeated over
  * the columns: warp w of the group holds rows 16w..16w+15. So only the
  * operands change, never the softmax code around them:
  *   - S = Q K^T: A (Q) and B (K) from shared memory (both K-major);
  *   - O += P V: A (P) from registers (the m16n8k16 A fragment), B (V) from
  *     shared memory, N-major.
  *
- * Shared-memory layout (docs/tile-ir.md, "Staged tiles"): a tile of R rows
- * and C columns (C a multiple of 64) is stored as C/64 column blocks of R
- * rows x 128 bytes; in each row the eight 16-byte chunks are permuted by
- * chunk ^ (row % 8) - the tensor cores' 128-byte swizzle, which also keeps
- * the cp.async writes free of bank conflicts. Buffers are 1024-byte aligned
- * (the swizzle is a function of the address bits).
+ * Operands in shared memory are read in the 128-byte swizzled layout
+ * (cg_smem.c) through matrix descriptors.
  *
- * The decision is per kernel (lw_wgmma_plan): every matmul must fit the
- * shape rules and every staged tile the layout; otherwise the whole kernel
- * uses mma.sync, so -mma=sync and the -disable-pass variants that leave
- * other shapes (split-K warps, narrow head dims) stay correct.
+ * The decision is per kernel (lw_wgmma_plan): the kernel kind must allow
+ * it, every matmul must fit the shape rules and every staged tile the
+ * layout; otherwise the whole kernel uses mma.sync, so -mma=sync and the
+ * -disable-pass variants that leave other shapes (split-K warps, narrow
+ * head dims) stay correct.
  */
 #include <stdio.h>
 #include <string.h>
 
-#include "codegen/lower_internal.h"
+#include "codegen/compute.h"
 
 /* ------------------------------------------------------------- plan */
 
@@ -70,15 +68,15 @@ static void wg_scan(Op *op, void *ctx) {
     s->why = "a staged tile is not whole 64-column blocks of 8-row groups";
 }
 
-bool lw_wgmma_plan(Lowerer *L, CgTensorCore tc, const char *target) {
+bool lw_wgmma_plan(Lowerer *L, CgTensorCore tc, const char *target, const char *kind_why) {
   L->wgmma = false;
   if (tc == CG_TC_MMA_SYNC)
     return true;
   const char *why = NULL;
   if (strcmp(target, "sm_90a") != 0)
     why = "wgmma needs target sm_90a";
-  else if (L->decode || L->combine)
-    why = "decode kernels use mma.sync";
+  else if (kind_why)
+    why = kind_why;
   else if (L->warps % 4)
     why = "wgmma needs whole warpgroups (a multiple of 4 warps)";
   if (!why) {
@@ -95,18 +93,6 @@ bool lw_wgmma_plan(Lowerer *L, CgTensorCore tc, const char *target) {
     return false;
   }
   return true;
-}
-
-/* ------------------------------------------------------------ layout */
-
-MlirValue lw_swizzled_byte(Lowerer *L, const CgVal *t, MlirValue row, MlirValue chunk) {
-  CgBuilder *b = &L->b;
-  MlirValue c8 = cg_const_i32(b, 8);
-  MlirValue block = cg_arith2(b, "arith.divui", chunk, c8);
-  MlirValue in_row = cg_arith2(b, "arith.xori", cg_arith2(b, "arith.remui", chunk, c8),
-                               cg_arith2(b, "arith.remui", row, c8));
-  MlirValue off = cg_addi(b, cg_muli_c(b, block, t->type.rows * 128), cg_muli_c(b, row, 128));
-  return cg_addi(b, off, cg_muli_c(b, in_row, 16));
 }
 
 /* ----------------------------------------------------------- matmul */

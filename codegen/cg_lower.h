@@ -1,5 +1,6 @@
-/* lower.h - one tile IR kernel to one gpu.func (lower.c, lower_tiles.c,
- * lower_mem.c). */
+/* cg_lower.h - layer 0: the lowering's interface to the stage driver
+ * (codegen.c): one tile IR kernel to one gpu.func. Implemented by kinds.c
+ * (the kernel kinds) over the walker (walk.c); docs/codegen.md. */
 #ifndef FLASHC_CG_LOWER_H
 #define FLASHC_CG_LOWER_H
 
@@ -20,7 +21,7 @@ typedef struct CgKernelInfo {
   int threads;        /* block size */
   int parallel_loops; /* 3: grid q_tiles,heads,batch; 2: 1,heads,batch */
   int workspace_floats_per_row;
-  bool wgmma;         /* its matmuls run on warpgroup MMA (lower_wgmma.c) */
+  bool wgmma;         /* its matmuls run on warpgroup MMA (compute_wgmma.c) */
 } CgKernelInfo;
 
 /* Appends gpu.func @<f->name> to the gpu.module body. Errors go to cc's

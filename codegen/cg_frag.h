@@ -1,0 +1,27 @@
+/* cg_frag.h - layer 0: register fragments (cg_frag.c). */
+#ifndef FLASHC_CG_FRAG_H
+#define FLASHC_CG_FRAG_H
+
+#include "codegen/cg_lowerer.h"
+
+/* The geometry of a register tile of type t over L's warps; false (an error
+ * at op, or a plain one when op is NULL) when the warps cannot hold it. */
+bool lw_geom(Lowerer *L, Type t, TileGeom *g, const Op *op);
+int lw_geom_count(const TileGeom *g); /* elements one thread holds */
+CgVal *lw_tile(Lowerer *L, Type t, const TileGeom *g); /* elements uninitialized */
+CgVal *lw_splat(Lowerer *L, Type t, MlirValue v);
+/* The element of operand cv at result position (mi, ni, e) of class rc. */
+MlirValue lw_elem(Lowerer *L, const CgVal *cv, TileClass rc, int mi, int ni, int e);
+/* Number of result positions and their (mi, ni, e) for a geometry. */
+int lw_positions(const TileGeom *g, int *mi, int *ni, int *e);
+int lw_index_of(const TileGeom *g, int mi, int ni, int e);
+/* Row / column index (i32, within the tile) of element (mi, ni, e). */
+MlirValue lw_elem_row(Lowerer *L, const TileGeom *g, int mi, int e);
+MlirValue lw_elem_col(Lowerer *L, const TileGeom *g, int ni, int e);
+/* May an operand of geometry `o` be read at the positions of `r`? */
+bool lw_compatible(const TileGeom *o, const TileGeom *r);
+/* The m16n8k16 A fragment (4 packed registers) of m16 tile mi at k step kk
+ * of a register tile a (P of P V): two n8 accumulator tiles make one. */
+void lw_a_fragment_regs(Lowerer *L, CgMmaType mt, const CgVal *a, int mi, int kk, MlirValue *out);
+
+#endif

@@ -1,0 +1,332 @@
+/* compute_elementwise.c - layer 2: elementwise ops, index tiles and splats.
+ *
+ * Every tile op is unrolled over the elements one thread holds (TileGeom,
+ * cg_frag.h): C loops here, straight-line SSA values in the MLIR.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen/cg_math.h"
+#include "codegen/compute.h"
+
+/* ------------------------------------------------------- scalar math */
+
+static bool is_float(ElemType e) { return e == ELEM_F32 || e == ELEM_F16 || e == ELEM_BF16; }
+
+/* Converts one value between element types (cast semantics). */
+static MlirValue convert(Lowerer *L, MlirValue v, ElemType from, ElemType to, MlirType tt) {
+  CgBuilder *b = &L->b;
+  if (from == to)
+    return from == ELEM_INDEX ? cg_int_cast(b, v, tt) : v;
+  if (is_float(from) && is_float(to))
+    return cg_float_cast(b, v, tt);
+  if (from == ELEM_INDEX && is_float(to))
+    return cg_op1(b, "arith.sitofp", &v, 1, tt, NULL, 0);
+  if (from == ELEM_I1 && is_float(to))
+    return cg_op1(b, "arith.uitofp", &v, 1, tt, NULL, 0);
+  if (from == ELEM_I1 && to == ELEM_INDEX)
+    return cg_op1(b, "arith.extui", &v, 1, tt, NULL, 0);
+  if (is_float(from) && to == ELEM_INDEX)
+    return cg_op1(b, "arith.fptosi", &v, 1, tt, NULL, 0);
+  if (to == ELEM_I1) {
+    MlirValue zero = is_float(from) ? cg_const_float(b, mlirValueGetType(v), 0)
+                                    : cg_const_int(b, mlirValueGetType(v), 0);
+    return is_float(from) ? cg_cmpf(b, "une", v, zero) : cg_cmpi(b, "ne", v, zero);
+  }
+  return v;
+}
+
+/* Math outside cg_math.h (see there why intrinsics). The NVPTX backend
+ * selects sqrt.rn.f32, abs.f32 and cvt.rmi.f32 for these. */
+static MlirValue intr1(Lowerer *L, const char *name, MlirValue x) {
+  return cg_intrinsic(&L->b, name, &x, 1, mlirValueGetType(x));
+}
+
+static MlirValue math1(Lowerer *L, const char *name, MlirValue x) {
+  if (strcmp(name, "math.absf") == 0)
+    return intr1(L, "llvm.fabs.f32", x);
+  if (strcmp(name, "math.sqrt") == 0)
+    return intr1(L, "llvm.sqrt.f32", x);
+  if (strcmp(name, "math.floor") == 0)
+    return intr1(L, "llvm.floor.f32", x);
+  return cg_op1(&L->b, name, &x, 1, mlirValueGetType(x), NULL, 0);
+}
+
+/* fmod(a, b) = a - trunc(a / b) * b (frem would become a libdevice call). */
+static MlirValue fmodf_(Lowerer *L, MlirValue a, MlirValue b) {
+  MlirValue q = intr1(L, "llvm.trunc.f32", cg_arith2(&L->b, "arith.divf", a, b));
+  return cg_subf(&L->b, a, cg_mulf(&L->b, q, b));
+}
+
+/* tanh(x) = sign(x) (1 - 2 / (e^{2|x|} + 1)): exact to a few ulp with
+ * ex2.approx, unlike tanh.approx (2^-11), which the accuracy rule rejects for
+ * softcapping. Large |x| gives e = inf and 1. */
+static MlirValue tanhf_(Lowerer *L, MlirValue x) {
+  CgBuilder *b = &L->b;
+  MlirValue ax = math1(L, "math.absf", x);
+  MlirValue t = cg_exp2f(b, cg_mulf(b, ax, cg_const_f32(b, 2.0 * CG_LOG2E)));
+  MlirValue q = cg_arith2(b, "arith.divf", cg_const_f32(b, 2.0), cg_addf(b, t, cg_const_f32(b, 1.0)));
+  MlirValue r = cg_subf(b, cg_const_f32(b, 1.0), q);
+  MlirValue neg = cg_cmpf(b, "olt", x, cg_const_f32(b, 0.0));
+  return cg_select(b, neg, math1(L, "arith.negf", r), r);
+}
+
+/* Floor division and modulo on i64 (the IR's index semantics). */
+static MlirValue floordiv(Lowerer *L, MlirValue a, MlirValue d, bool want_rem) {
+  CgBuilder *b = &L->b;
+  MlirValue q = cg_arith2(b, "arith.divsi", a, d), r = cg_arith2(b, "arith.remsi", a, d);
+  MlirType it = mlirValueGetType(a);
+  MlirValue zero = cg_const_int(b, it, 0);
+  MlirValue nz = cg_cmpi(b, "ne", r, zero);
+  MlirValue sr = cg_cmpi(b, "slt", r, zero), sd = cg_cmpi(b, "slt", d, zero);
+  MlirValue adj = cg_arith2(b, "arith.andi", nz, cg_arith2(b, "arith.xori", sr, sd));
+  if (want_rem)
+    return cg_select(b, adj, cg_addi(b, r, d), r);
+  return cg_select(b, adj, cg_subi(b, q, cg_const_int(b, it, 1)), q);
+}
+
+static const char *cmp_pred(const char *p, bool fl) {
+  static const char *const names[][3] = {{"lt", "olt", "slt"}, {"le", "ole", "sle"},
+                                         {"gt", "ogt", "sgt"}, {"ge", "oge", "sge"},
+                                         {"eq", "oeq", "eq"},  {"ne", "une", "ne"}};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcmp(p, names[i][0]) == 0)
+      return names[i][fl ? 1 : 2];
+  return NULL;
+}
+
+/* One element of an elementwise op. x[] are the operands converted to `et`
+ * (the operation type: f32, i64 or i1), except for select's condition and
+ * the operands of cmp, which keep their own type `et`. */
+static MlirValue scalar_op(Lowerer *L, const Op *op, MlirValue *x, ElemType et) {
+  CgBuilder *b = &L->b;
+  bool fl = is_float(et);
+  switch (op->kind) {
+  case OP_ADD: return fl ? cg_addf(b, x[0], x[1]) : et == ELEM_I1 ? cg_arith2(b, "arith.ori", x[0], x[1]) : cg_addi(b, x[0], x[1]);
+  case OP_SUB: return fl ? cg_subf(b, x[0], x[1]) : cg_subi(b, x[0], x[1]);
+  case OP_MUL: return fl ? cg_mulf(b, x[0], x[1]) : et == ELEM_I1 ? cg_arith2(b, "arith.andi", x[0], x[1]) : cg_muli(b, x[0], x[1]);
+  case OP_DIV: return fl ? cg_arith2(b, "arith.divf", x[0], x[1]) : floordiv(L, x[0], x[1], false);
+  case OP_REM: return fl ? fmodf_(L, x[0], x[1]) : floordiv(L, x[0], x[1], true);
+  case OP_CEILDIV: {
+    MlirValue zero = cg_const_int(b, mlirValueGetType(x[0]), 0);
+    MlirValue q = floordiv(L, cg_subi(b, zero, x[0]), x[1], false);
+    return cg_subi(b, zero, q);
+  }
+  case OP_MIN: return fl ? cg_minnumf(b, x[0], x[1]) : cg_arith2(b, "arith.minsi", x[0], x[1]);
+  case OP_MAX: return fl ? cg_maxnumf(b, x[0], x[1]) : cg_arith2(b, "arith.maxsi", x[0], x[1]);
+  case OP_NEG: return fl ? math1(L, "arith.negf", x[0]) : cg_subi(b, cg_const_int(b, mlirValueGetType(x[0]), 0), x[0]);
+  case OP_EXP: return cg_expf(b, x[0]);
+  case OP_EXP2: return cg_exp2f(b, x[0]);
+  case OP_LOG: return cg_mulf(b, cg_log2f(b, x[0]), cg_const_f32(b, CG_LN2));
+  case OP_LOG2: return cg_log2f(b, x[0]);
+  case OP_TANH: return tanhf_(L, x[0]);
+  case OP_SQRT: return math1(L, "math.sqrt", x[0]);
+  case OP_ABS:
+    if (fl)
+      return math1(L, "math.absf", x[0]);
+    return cg_select(b, cg_cmpi(b, "slt", x[0], cg_const_int(b, mlirValueGetType(x[0]), 0)),
+                     cg_subi(b, cg_const_int(b, mlirValueGetType(x[0]), 0), x[0]), x[0]);
+  case OP_FLOOR: return fl ? math1(L, "math.floor", x[0]) : x[0];
+  case OP_RECIP: {
+    MlirValue zero = cg_const_f32(b, 0.0);
+    MlirValue r = cg_arith2(b, "arith.divf", cg_const_f32(b, 1.0), x[0]);
+    return cg_select(b, cg_cmpf(b, "oeq", x[0], zero), zero, r);
+  }
+  case OP_CMP: {
+    const char *p = cmp_pred(attr_str(&op->attrs, "pred", "eq"), fl);
+    if (!p) {
+      lw_error(L, op, "unknown predicate");
+      return x[0];
+    }
+    return fl ? cg_cmpf(b, p, x[0], x[1]) : cg_cmpi(b, p, x[0], x[1]);
+  }
+  case OP_AND: return cg_arith2(b, "arith.andi", x[0], x[1]);
+  case OP_OR: return cg_arith2(b, "arith.ori", x[0], x[1]);
+  case OP_NOT: return cg_arith2(b, "arith.xori", x[0], cg_const_int(b, b->i1, 1));
+  case OP_MASK: return cg_select(b, x[1], x[0], cg_const_f32(b, -INFINITY));
+  case OP_RESCALE: return cg_mulf(b, x[0], x[1]);
+  default:
+    lw_error(L, op, "no lowering for this op");
+    return x[0];
+  }
+}
+
+/* The element type an op computes in. */
+static ElemType op_elem(const Op *op) {
+  Type r = op->results[0]->type;
+  switch (op->kind) {
+  case OP_CMP: {
+    ElemType a = op->operands[0]->type.elem, c = op->operands[1]->type.elem;
+    if (is_float(a) || is_float(c))
+      return ELEM_F32;
+    return a == ELEM_I1 && c == ELEM_I1 ? ELEM_I1 : ELEM_INDEX;
+  }
+  case OP_SELECT: return r.elem == ELEM_F16 || r.elem == ELEM_BF16 ? r.elem : r.elem;
+  default: return is_float(r.elem) ? ELEM_F32 : r.elem;
+  }
+}
+
+/* ------------------------------------------------------ elementwise */
+
+/* exp(a - b) as exp2(a * log2e - b * log2e): one FMA and one ex2 per element
+ * (b is usually a row vector, so its product is shared by the row). */
+static bool exp_of_sub(const Op *op, const Op **sub) {
+  if (op->kind != OP_EXP)
+    return false;
+  const Op *d = op->operands[0]->def;
+  if (!d || d->kind != OP_SUB || !is_float(d->results[0]->type.elem))
+    return false;
+  *sub = d;
+  return true;
+}
+
+typedef struct EwArgs {
+  const CgVal *v[3];
+  ElemType et[3];
+  int n;
+  double k0; /* exp(sub): the factor of operand 0 in the exponent (log2e, or c * log2e) */
+  /* exp(sub) of row vectors or scalars (the online softmax's rescale factor
+   * exp(m_old - m_new)): exp2((a - b) log2e), so that a == b gives exactly
+   * 1. The FMA form gives 2^(rounding error of b log2e), about 1 + 5e-6 at
+   * m = 120, and that factor compounds over every K/V step of a long split:
+   * l drifts by 3e-4 after 60 steps (O/l does not: O has the same factor). */
+  bool exact_sub;
+} EwArgs;
+
+/* exp(sub(mul(x, c), m)) with c a scalar constant (passes/fold_scale.c):
+ * x and c, so that the exponent is one FMA, x * (c log2e) - m log2e. */
+static bool scaled_operand(const Op *sub, const Value **x, double *c) {
+  const Op *d = sub->operands[0]->def;
+  if (!d || d->kind != OP_MUL || d->noperands != 2)
+    return false;
+  const Value *a = d->operands[0], *k = d->operands[1];
+  if (a->type.kind != TYPE_TILE || !is_float(a->type.elem) || k->type.kind != TYPE_SCALAR ||
+      !k->def || k->def->kind != OP_CONST || !is_float(k->type.elem))
+    return false;
+  *x = a;
+  *c = attr_float(&k->def->attrs, "value", 1.0);
+  return true;
+}
+
+static MlirValue ew_element(Lowerer *L, const Op *op, const EwArgs *a, ElemType et,
+                            const Op *sub, TileClass rc, int mi, int ni, int e) {
+  CgBuilder *b = &L->b;
+  MlirValue x[3];
+  bool tile = op->results[0]->type.kind == TYPE_TILE;
+  ElemType to = op->kind == OP_SELECT ? op->results[0]->type.elem : et;
+  /* Index values of tiles are i32 (sequence positions; the ABI's lengths
+   * are i32), scalars i64: a scalar meeting a tile is narrowed. */
+  MlirType tt = (tile && to == ELEM_INDEX) ? b->i32 : lw_elem_type(L, to);
+  for (int i = 0; i < a->n; i++) {
+    MlirValue v = lw_elem(L, a->v[i], rc, mi, ni, e);
+    bool keep = (op->kind == OP_SELECT && i == 0) || (op->kind == OP_MASK && i == 1);
+    x[i] = keep ? v : convert(L, v, a->et[i], to, tt);
+  }
+  if (sub && a->exact_sub) /* (a - b) log2e: exactly 1 when a == b */
+    return cg_exp2f(b, cg_mulf(b, cg_subf(b, x[0], x[1]), cg_const_f32(b, a->k0)));
+  if (sub) {
+    MlirValue nb = cg_mulf(b, x[1], cg_const_f32(b, -CG_LOG2E));
+    return cg_exp2f(b, cg_fmaf(b, x[0], cg_const_f32(b, a->k0), nb));
+  }
+  if (op->kind == OP_SELECT)
+    return cg_select(b, x[0], x[1], x[2]);
+  if (op->kind == OP_CAST)
+    return x[0];
+  return scalar_op(L, op, x, et);
+}
+
+void lw_elementwise(Lowerer *L, const Op *op) {
+  if (op->nresults != 1 || op->noperands < 1 || op->noperands > 3) {
+    lw_error(L, op, "no lowering for this op");
+    return;
+  }
+  const Op *sub = NULL;
+  EwArgs a = {.n = op->noperands, .k0 = CG_LOG2E};
+  const Op *src = exp_of_sub(op, &sub) ? sub : op;
+  const Value *sx = NULL;
+  double sc = 1.0;
+  if (sub && scaled_operand(sub, &sx, &sc))
+    a.k0 = sc * CG_LOG2E;
+  else if (sub)
+    a.exact_sub = op->results[0]->type.kind == TYPE_SCALAR || op->results[0]->type.cols == 1;
+  a.n = src->noperands;
+  for (int i = 0; i < a.n; i++) {
+    const Value *ov = (i == 0 && sx) ? sx : src->operands[i];
+    a.v[i] = lw_get(L, ov);
+    a.et[i] = ov->type.elem;
+    if (!a.v[i] || a.v[i]->kind == CV_SMEM) {
+      lw_error(L, op, "operand %d is not in registers", i);
+      return;
+    }
+  }
+  Type rt = op->results[0]->type;
+  /* A cast converts to the result type; everything else computes in et. */
+  ElemType et = op->kind == OP_CAST ? rt.elem : op_elem(op);
+  if (op->kind == OP_CAST)
+    a.et[0] = op->operands[0]->type.elem;
+  bool all_uniform = true;
+  for (int i = 0; i < a.n; i++)
+    all_uniform &= a.v[i]->kind == CV_SCALAR || a.v[i]->splat;
+  if (rt.kind == TYPE_SCALAR || all_uniform) {
+    MlirValue r = ew_element(L, op, &a, et, sub, TC_ONE, 0, 0, 0);
+    lw_set(L, op->results[0], rt.kind == TYPE_SCALAR ? lw_scalar(L, rt, r) : lw_splat(L, rt, r));
+    return;
+  }
+  TileGeom g;
+  if (!lw_geom(L, rt, &g, op))
+    return;
+  for (int i = 0; i < a.n; i++)
+    if (a.v[i]->kind == CV_TILE && !a.v[i]->splat && !lw_compatible(&a.v[i]->g, &g)) {
+      char b1[96], b2[96];
+      lw_error(L, op, "operand %d (%s) is distributed differently from the result (%s)", i,
+               type_str(a.v[i]->type, b1, sizeof b1), type_str(rt, b2, sizeof b2));
+      return;
+    }
+  CgVal *r = lw_tile(L, rt, &g);
+  int mi[4096], ni[4096], e[4096];
+  if (r->ne > 4096) {
+    lw_error(L, op, "tile too large for one thread (%d values)", r->ne);
+    return;
+  }
+  lw_positions(&g, mi, ni, e);
+  for (int k = 0; k < r->ne; k++)
+    r->e[k] = ew_element(L, op, &a, et, sub, g.cls, mi[k], ni[k], e[k]);
+  lw_set(L, op->results[0], r);
+}
+
+/* ------------------------------------------------------ index tiles */
+
+void lw_iota(Lowerer *L, const Op *op) {
+  Type rt = op->results[0]->type;
+  int axis = (int)attr_int(&op->attrs, "axis", 0);
+  TileGeom g;
+  if (!lw_geom(L, rt, &g, op))
+    return;
+  if ((axis == 0 && g.cls != TC_ROWV) || (axis == 1 && g.cls != TC_COLV)) {
+    lw_error(L, op, "iota along axis %d needs an %s tile", axis, axis ? "1 x C" : "R x 1");
+    return;
+  }
+  CgVal *r = lw_tile(L, rt, &g);
+  int mi[4096], ni[4096], e[4096];
+  lw_positions(&g, mi, ni, e);
+  for (int k = 0; k < r->ne; k++) {
+    MlirValue v = axis == 0 ? lw_elem_row(L, &g, mi[k], e[k]) : lw_elem_col(L, &g, ni[k], e[k]);
+    r->e[k] = v; /* i32: see ew_element */
+  }
+  lw_set(L, op->results[0], r);
+}
+
+void lw_full(Lowerer *L, const Op *op) {
+  Type rt = op->results[0]->type;
+  double v = attr_float(&op->attrs, "value", 0.0);
+  MlirType mt = lw_val_type(L, rt);
+  MlirValue c = is_float(rt.elem) ? cg_const_float(&L->b, mt, v) : cg_const_int(&L->b, mt, (int64_t)v);
+  if (rt.kind == TYPE_SCALAR) {
+    lw_set(L, op->results[0], lw_scalar(L, rt, c));
+    return;
+  }
+  CgVal *s = lw_splat(L, rt, c);
+  if (s)
+    lw_set(L, op->results[0], s);
+}

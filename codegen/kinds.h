@@ -1,0 +1,12 @@
+/* kinds.h - layer 4: the kernel kinds (one file each, kind_*.c), which
+ * kinds.c offers the walker. */
+#ifndef FLASHC_KINDS_H
+#define FLASHC_KINDS_H
+
+#include "codegen/walk.h"
+
+extern const LwKind lw_kind_forward; /* kind_forward.c */
+extern const LwKind lw_kind_decode;  /* kind_decode.c */
+extern const LwKind lw_kind_combine; /* kind_combine.c */
+
+#endif

@@ -1,0 +1,144 @@
+/* mem.h - layer 1: memory movement (docs/codegen.md).
+ *
+ *   mem_rows.c      tensors (ABI parameters, workspace parts) and the row
+ *                   map: where row R of a tile lives (plain, packed, paged)
+ *   mem_global.c    global <-> registers: loads and stores through the row
+ *                   map, the load/store entry every kernel kind calls
+ *   mem_stage.c     global -> shared: cp.async staging (StagePlan, RowStream)
+ *   mem_ldmatrix.c  shared -> registers: ldmatrix lane addresses
+ */
+#ifndef FLASHC_MEM_H
+#define FLASHC_MEM_H
+
+#include "codegen/cg_frag.h"
+#include "codegen/cg_smem.h"
+
+/* ------------------------------------------------------------ tensors */
+
+/* Where a tensor argument's rows live: base pointer, element strides,
+ * row extent (lw_tensor_ref). */
+typedef struct TensorRef {
+  MlirValue base; /* !llvm.ptr<1> */
+  ElemType elem;
+  MlirType et;
+  MlirValue sb, ss, sh; /* element strides (i64) of batch, row, head */
+  MlirValue extent;     /* rows (i64) */
+  int cols;
+} TensorRef;
+
+/* A tensor argument of op (q, k, v, o, lse, or a workspace part: o_acc,
+ * m_buf, l_buf, o_part, lse_part) as a TensorRef; false after an error. */
+bool lw_tensor_ref(Lowerer *L, const Op *op, const Value *tv, TensorRef *r);
+/* Element offset (i64) of (batch, head, row) of t. */
+MlirValue lw_row_offset(Lowerer *L, const TensorRef *t, MlirValue bi, MlirValue hi, MlirValue row);
+/* Floats per (batch, head, query row) of the FA1 workspaces (metadata). */
+int lw_workspace_floats_per_row(const Func *f);
+
+/* ------------------------------------------------------------ row map */
+
+/* Where logical row R = row0 + r of a tile lives, for every kernel kind:
+ *   - slice rows (forward kernels): row R of the (b, h) slice, present
+ *     below the extent; addressed per row, a missing row clamped to row 0
+ *     by loads (lw_rows_slice);
+ *   - plain rows: the same, present below `limit` (the extent, or a
+ *     sequence's cache length), missing rows at offset 0;
+ *   - packed rows (pack = G): head h*G + R/n, token R%n (pack-gqa);
+ *   - paged rows (page = P): slot R%P of page block_table[b, R/P], the table
+ *     read only for rows that are there (lw_rows_of_load). */
+typedef struct Rows {
+  TensorRef t;
+  MlirValue b, h, row0; /* i64 */
+  MlirValue limit;      /* rows at or past it are missing (i64) */
+  bool slice;           /* slice rows (see above) */
+  int pack;             /* G query heads per K/V head; 0: not packed */
+  int page;             /* page size; 0: not paged */
+  MlirValue bt_row;     /* paged: !llvm.ptr<1> to block_table[b, 0] */
+  /* paged, a staged tile of at most page rows: it spans pages pi_lo and
+   * pi_lo + 1 at most, whose entries are read once per tile instead of once
+   * per 16-byte chunk. Row R of the tile then lives at base + R * ss, base
+   * = base_lo below row split_row (= (pi_lo + 1) * P) and base_hi from it:
+   * per chunk one compare and select more than a contiguous cache, instead
+   * of a divide, a remainder and two 64-bit multiply-adds. Null otherwise. */
+  MlirValue split_row, base_lo, base_hi;
+  MlirValue bh;         /* plain: b * sb + h * sh */
+  int row0_mult;        /* row0 is a multiple of it (mem_rows.c: row0_multiple); 0 */
+} Rows;
+
+/* Slice rows of a forward load/store: tensor operand 0, then batch, head
+ * and first row; false after an error. */
+bool lw_rows_slice(Lowerer *L, const Op *op, Rows *m);
+/* The row map of a load or load_paged of a decode program: the tensor,
+ * then (load_paged: the block table,) b, h, row0, and a limit (optional for
+ * load); bt and bt_stride: the kernel's block table (a generic pointer) and
+ * its row stride, null when it has none. False after an error. */
+bool lw_rows_of_load(Lowerer *L, const Op *op, MlirValue bt, MlirValue bt_stride, Rows *m);
+/* The row map of a store of a decode program: the tensor, b, h, row0. */
+bool lw_rows_of_store(Lowerer *L, const Op *op, Rows *m);
+/* Element offset (i64) and presence (i1) of the tile's row r (i32), for a
+ * load or a store (slice rows: a store's missing row is not clamped). */
+void lw_row_at(Lowerer *L, const Rows *m, MlirValue r, bool store, MlirValue *off,
+               MlirValue *ok);
+/* block_table[b, pi] as i64 when `ok`, else 0. */
+MlirValue lw_page_entry(Lowerer *L, const Rows *m, MlirValue pi, MlirValue ok);
+/* A paged tile of R <= page rows: both of its page entries up front. */
+void lw_hoist_pages(Lowerer *L, Rows *m, int R);
+
+/* ------------------------------------------------ global <-> registers */
+
+/* row_at gives the element offset of the thread's row r of the tile (an
+ * i32 from lw_elem_row) and whether the row exists. */
+typedef void (*LwRowAt)(Lowerer *L, void *ctx, MlirValue r, MlirValue *off, MlirValue *ok);
+void lw_store_rows(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt row_at, void *ctx);
+void lw_load_rows(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt row_at, void *ctx);
+/* The load and store of every kernel kind, once its row map is made: a
+ * register tile row by row, or a tile staged for the tensor cores. */
+void lw_load(Lowerer *L, const Op *op, Rows *m);
+void lw_store(Lowerer *L, const Op *op, Rows *m);
+/* load_scalar of element operand 1 of a rank 1 i32 tensor at ptr (a generic
+ * pointer; null: the kind has no such tensor, an error). */
+void lw_load_scalar(Lowerer *L, const Op *op, MlirValue ptr);
+
+/* ----------------------------------------------- global -> shared */
+
+/* The 16-byte cp.async copies that fill a staged tile: thread tid takes
+ * copies tid, tid + T, ... (row r, 16-byte column chunk cc); a thread keeps
+ * its column when `regular` (T a multiple of the chunks per row), its rows
+ * then step by `step`. */
+typedef struct StagePlan {
+  int cpr, total, iters, step;
+  bool regular;
+  MlirValue r_reg, cc_reg; /* this thread's first row and its column chunk (i32) */
+} StagePlan;
+/* Where each copy reads from: `step` (may be NULL) runs for copy `it`
+ * before its bound guard; `chunk`, inside it, gives the source pointer and
+ * whether the row is there (a missing row's copy reads nothing and writes
+ * zeros). */
+typedef struct StageSource {
+  void (*step)(Lowerer *L, void *ctx, int it);
+  void (*chunk)(Lowerer *L, void *ctx, int it, MlirValue r, MlirValue cc, MlirValue *src,
+                MlirValue *inb);
+  void *ctx;
+} StageSource;
+StagePlan lw_stage_plan(Lowerer *L, const CgVal *s);
+/* Issues the copies into s (padded or swizzled) and commits them as one group. */
+void lw_stage_copies(Lowerer *L, CgVal *s, const StagePlan *p, const StageSource *src);
+/* Copies the rows of m into the staged tile s (one cp.async group). */
+void lw_stage_rows(Lowerer *L, Rows *m, CgVal *s);
+
+/* ----------------------------------------------- shared -> registers */
+
+/* Where one lane's ldmatrix row lives in a staged tile, and how the
+ * per-instruction offsets (whole 8-row groups, pairs of 16-byte chunks)
+ * move it (mem_ldmatrix.c). */
+typedef struct LaneAddr {
+  MlirValue byte; /* padded: the lane's byte; swizzled: base + r * 128 */
+  MlirValue lx;   /* swizzled: (c ^ r8) * 16 */
+} LaneAddr;
+/* The lane address of row `row`, column `col` (elements, a lane-uniform
+ * offset included when padded; 0 or 8 when swizzled) of staged tile t. */
+LaneAddr lw_lane_addr(Lowerer *L, const CgVal *t, MlirValue row, MlirValue col);
+/* The ldmatrix address of a lane moved by `drow` rows (a multiple of 8) and
+ * `dcol` columns (a multiple of 16, or of 8 when the layout is padded). */
+MlirValue lw_lane_at(Lowerer *L, const CgVal *t, const LaneAddr *a, int drow, int dcol);
+
+#endif

@@ -1,0 +1,156 @@
+/* walk_kernel.c - layer 3: a kernel's entry and exit around the walk
+ * (walk.c): the gpu.func with the kind's ABI parameters bound by name, the
+ * thread ids, the shared-memory plan (cross-warp scratch first), the
+ * tensor-core engine, the IR's arguments, and what the metadata learns
+ * (CgKernelInfo).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/walk.h"
+
+/* Number of nested parallel loops (they map onto the grid). */
+static void count_parallel(Op *op, void *ctx) {
+  if (op->kind == OP_FOR && for_is_parallel(op))
+    (*(int *)ctx)++;
+}
+
+/* Parameter p of the kind's ABI is v: a Lowerer field, or a named
+ * parameter of the kind's own. */
+static void bind_param(Lowerer *L, const LwParam *p, MlirValue v) {
+  static const char *const io[6] = {"q", "k", "v", "o", "lse", "workspace"};
+  MlirValue *const io_at[6] = {&L->p_q, &L->p_k, &L->p_v, &L->p_o, &L->p_lse, &L->p_ws};
+  static const char *const sizes[3] = {"batch", "seqlen_q", "seqlen_k"};
+  MlirValue *const size_at[3] = {&L->batch, &L->seqlen_q, &L->seqlen_k};
+  static const char *const strides[4][3] = {
+      {"q.sb", "q.ss", "q.sh"}, {"k.sb", "k.ss", "k.sh"},
+      {"v.sb", "v.ss", "v.sh"}, {"o.sb", "o.ss", "o.sh"}};
+  for (int i = 0; i < 6; i++)
+    if (p->type == LW_PTR && strcmp(p->name, io[i]) == 0) {
+      *io_at[i] = v;
+      return;
+    }
+  for (int i = 0; i < 3; i++)
+    if (p->type == LW_I32 && strcmp(p->name, sizes[i]) == 0) {
+      *size_at[i] = v;
+      return;
+    }
+  for (int t = 0; t < 4; t++)
+    for (int i = 0; i < 3; i++)
+      if (p->type == LW_I64 && strcmp(p->name, strides[t][i]) == 0) {
+        L->strides[t][i] = v;
+        return;
+      }
+  lw_bind_param(L, p->name, v, p->type == LW_PTR);
+}
+
+/* The kind's parameter types, in ABI order. */
+static int param_types(Lowerer *L, const LwKind *K, MlirType *params) {
+  for (int i = 0; i < K->nparams; i++)
+    params[i] = K->params[i].type == LW_PTR ? L->b.ptr
+                : K->params[i].type == LW_I32 ? L->b.i32
+                                              : L->b.i64;
+  return K->nparams;
+}
+
+/* Binds the parameters, the i32 sizes widened to i64 in order, then lets
+ * the kind bind what is its own. */
+static void bind_params(Lowerer *L, const LwKind *K, MlirBlock entry) {
+  CgBuilder *b = &L->b;
+  MlirValue a[LW_MAX_PARAMS];
+  for (int i = 0; i < K->nparams; i++) {
+    a[i] = mlirBlockGetArgument(entry, i);
+    if (K->params[i].type == LW_I32)
+      a[i] = cg_int_cast(b, a[i], b->i64);
+  }
+  for (int i = 0; i < K->nparams; i++)
+    bind_param(L, &K->params[i], a[i]);
+  if (K->bind)
+    K->bind(L);
+}
+
+static void make_thread_ids(Lowerer *L) {
+  CgBuilder *b = &L->b;
+  L->tid = cg_thread_id(b, "x");
+  L->warp = cg_arith2(b, "arith.divui", L->tid, cg_const_i32(b, 32));
+  L->lane = cg_arith2(b, "arith.remui", L->tid, cg_const_i32(b, 32));
+  L->lg = cg_arith2(b, "arith.divui", L->lane, cg_const_i32(b, 4));
+  L->lq = cg_arith2(b, "arith.remui", L->lane, cg_const_i32(b, 4));
+  L->smem = cg_addressof(b, CG_SMEM_SYMBOL, b->sptr);
+}
+
+/* Binds the IR's index arguments (batch, seqlen_q, seqlen_k, and the kind's
+ * own) to the i32 parameters; tensor arguments are looked up by name when
+ * used. */
+static bool bind_args(Lowerer *L) {
+  for (int i = 0; i < L->f->nargs; i++) {
+    Value *a = L->f->args[i];
+    if (a->type.kind == TYPE_TENSOR) {
+      /* A marker: load/store read the tensor from the IR value itself. */
+      lw_set(L, a, lw_scalar(L, a->type, (MlirValue){NULL}));
+      continue;
+    }
+    const char *n = a->name ? a->name : "";
+    MlirValue v = strcmp(n, "batch") == 0      ? L->batch
+                  : strcmp(n, "seqlen_q") == 0 ? L->seqlen_q
+                  : strcmp(n, "seqlen_k") == 0 ? L->seqlen_k
+                                               : lw_param(L, n, false);
+    if (mlirValueIsNull(v)) {
+      lw_error(L, NULL, "kernel argument %%%s has no place in the kernel ABI", n);
+      return false;
+    }
+    lw_set(L, a, lw_scalar(L, a->type, v));
+  }
+  return true;
+}
+
+static ElemType kernel_dtype(const Func *f) {
+  const char *d = attr_str(&f->attrs, "dtype", "bf16");
+  return strcmp(d, "f16") == 0 ? ELEM_F16 : ELEM_BF16;
+}
+
+int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwKind *K,
+                   CgTensorCore tc, const char *target, CgKernelInfo *info) {
+  Lowerer *L = calloc(1, sizeof *L);
+  if (!L || K->nparams > LW_MAX_PARAMS) {
+    free(L);
+    return -1;
+  }
+  cg_builder_init(&L->b, cc);
+  L->cc = cc;
+  L->f = f;
+  L->kind = K;
+  L->warps = (int)attr_int(&f->attrs, "warps", 4);
+  L->threads = 32 * L->warps;
+  L->dtype = kernel_dtype(f);
+  func_walk((Func *)f, count_parallel, &L->nparallel);
+  /* The cross-warp scratch goes first: its size is known before the walk,
+   * the staged tiles' offsets only during it. When it is only used after
+   * the last staged tile, it shares their bytes instead (one block more per
+   * SM for warp-split-kv's decode kernels). */
+  L->scratch_off = 0;
+  L->scratch_bytes = lw_scratch_bytes(L);
+  L->scratch_aliases = L->scratch_bytes > 0 && lw_scratch_can_alias(L);
+  L->smem_top = L->scratch_aliases ? 0 : (L->scratch_bytes + 127) / 128 * 128;
+  if (f->loc.file)
+    cg_builder_set_loc(&L->b, f->loc.file, f->loc.line, f->loc.col);
+  cg_builder_set_block(&L->b, gpu_module);
+  MlirType params[LW_MAX_PARAMS];
+  int nparams = param_types(L, K, params);
+  MlirBlock entry = cg_gpu_kernel(&L->b, f->name, params, nparams, L->threads);
+  cg_builder_set_block(&L->b, entry);
+  bind_params(L, K, entry);
+  make_thread_ids(L);
+  if (lw_wgmma_plan(L, tc, target, K->no_wgmma) && bind_args(L))
+    lw_walk_block(L, f->body);
+  lw_flush_async(L, 0);
+  cg_gpu_return(&L->b);
+  info->smem_bytes = L->smem_top > L->scratch_bytes ? L->smem_top : L->scratch_bytes;
+  info->workspace_floats_per_row = lw_workspace_floats_per_row(f);
+  info->threads = L->threads;
+  info->parallel_loops = L->nparallel;
+  info->wgmma = L->wgmma;
+  int rc = L->failed ? -1 : 0;
+  lw_free_all(L);
+  return rc;
+}
