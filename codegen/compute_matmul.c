@@ -14,6 +14,10 @@ static bool plan_matmul(Lowerer *L, const Op *op, const TileGeom *rg, MmaPlan *p
   p->a = lw_get(L, op->operands[0]);
   p->bm = lw_get(L, op->operands[1]);
   p->trans_b = attr_int(&op->attrs, "transpose_b", 0) != 0;
+  if (attr_int(&op->attrs, "transpose_a", 0) != 0) {
+    lw_error(L, op, "a matmul with transpose_a is not supported by this kernel's engines yet");
+    return false;
+  }
   if (p->bm->kind != CV_SMEM) {
     lw_error(L, op, "the B operand must be a tile loaded from memory");
     return false;

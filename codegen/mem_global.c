@@ -119,10 +119,19 @@ static void rows_store_at(Lowerer *L, void *ctx, MlirValue r, MlirValue *off, Ml
   lw_row_at(L, ctx, r, true, off, ok);
 }
 
+/* A 1 x C tile of a rank 3 tensor (positions along the columns). */
+static bool along_cols(const Op *op, Type tile) {
+  return op->operands[0]->type.rank == 3 && tile.rows == 1 && tile.cols != 1;
+}
+
 void lw_load(Lowerer *L, const Op *op, Rows *m) {
   Type rt = op->results[0]->type;
   if (rt.kind != TYPE_TILE) {
     lw_error(L, op, "the result must be a tile");
+    return;
+  }
+  if (along_cols(op, rt)) {
+    lw_error(L, op, "a 1 x C load of a rank 3 tensor is not supported yet");
     return;
   }
   if (!lw_is_staged_type(rt)) {
@@ -139,6 +148,10 @@ void lw_load(Lowerer *L, const Op *op, Rows *m) {
 }
 
 void lw_store(Lowerer *L, const Op *op, Rows *m) {
+  if (attr_get(&op->attrs, "reduce") || along_cols(op, op->operands[4]->type)) {
+    lw_error(L, op, "stores with reduce = add and 1 x C stores of rank 3 tensors are not supported yet");
+    return;
+  }
   lw_store_rows(L, op, &m->t, rows_store_at, m);
 }
 

@@ -511,6 +511,9 @@ static void lower_op(Lowerer *L, const Op *op) {
   case OP_XWARP_REDUCE: lw_xwarp_reduce(L, op); break;
   case OP_FOR: lower_for(L, op); break;
   case OP_IF: lower_if(L, op); break;
+  case OP_GRAD:
+    lw_error(L, op, "grad must be expanded by the differentiate pass before codegen");
+    break;
   case OP_YIELD: break; /* handled by the region's owner */
   case OP_RETURN: break; /* gpu.return is added at the end of the kernel */
   default: lw_elementwise(L, op); break;

@@ -74,7 +74,8 @@ typedef struct OpInfo {
   int reduce;      /* reduce: 0 max, 1 min, 2 sum */
   int axis;        /* iota */
   double value;    /* const, full */
-  bool transpose_b;
+  bool transpose_a, transpose_b;
+  bool reduce_add; /* store {reduce = add} */
   bool dim_kv;     /* tile_size */
 } OpInfo;
 
@@ -212,10 +213,15 @@ static void decode_op(Op *op, void *ctx) {
     in->value = attr_float(&op->attrs, "value", 0);
     break;
   case OP_MATMUL:
+    in->transpose_a = attr_int(&op->attrs, "transpose_a", 0) != 0;
     in->transpose_b = attr_int(&op->attrs, "transpose_b", 0) != 0;
     break;
-  case OP_LOAD:
   case OP_STORE:
+    in->reduce_add = attr_get(&op->attrs, "reduce") != NULL;
+    if (in->reduce_add && strcmp(attr_str(&op->attrs, "reduce", ""), "add") != 0)
+      fail(I, op, "reduce must be add");
+    /* fall through */
+  case OP_LOAD:
     in->pack = (int)attr_int(&op->attrs, "pack", 0);
     if (attr_get(&op->attrs, "pack") && in->pack < 1)
       fail(I, op, "pack must be >= 1");
@@ -580,8 +586,8 @@ static void exec_matmul(Interp *I, const Op *op) {
   RtVal *out = val(I, op->results[0]);
   if (!need_tile(I, op, a, "a") || !need_tile(I, op, b, "b") || (c && !need_tile(I, op, c, "acc")))
     return;
-  bool tb = I->info[op->id].transpose_b;
-  int R = a->rows, K = a->cols, C = tb ? b->rows : b->cols;
+  bool ta = I->info[op->id].transpose_a, tb = I->info[op->id].transpose_b;
+  int R = ta ? a->cols : a->rows, K = ta ? a->rows : a->cols, C = tb ? b->rows : b->cols;
   int rows, cols;
   if ((tb ? b->cols : b->rows) != K) {
     fail(I, op, "inner extents differ (%d and %d)", K, tb ? b->cols : b->rows);
@@ -595,11 +601,20 @@ static void exec_matmul(Interp *I, const Op *op) {
   }
   if (!set_tile(I, out, R, C))
     return;
+  /* op(a) row r as a contiguous vector (a column of a when transposed). */
+  double *arow = ta ? malloc(sizeof(double) * (size_t)(K ? K : 1)) : NULL;
+  if (ta && !arow) {
+    fail(I, op, "out of memory");
+    return;
+  }
   for (int r = 0; r < R; r++) {
     double *restrict o = out->t + (size_t)r * C;
     for (int j = 0; j < C; j++)
       o[j] = c ? c->t[(size_t)r * C + j] : 0;
-    const double *restrict ar = a->t + (size_t)r * K;
+    if (ta)
+      for (int k = 0; k < K; k++)
+        arow[k] = a->t[(size_t)k * R + r];
+    const double *restrict ar = ta ? arow : a->t + (size_t)r * K;
     if (tb) {
       for (int j = 0; j < C; j++)
         o[j] += dot(ar, b->t + (size_t)j * K, K);
@@ -612,6 +627,7 @@ static void exec_matmul(Interp *I, const Op *op) {
       }
     }
   }
+  free(arow);
 }
 
 static void exec_rowreduce(Interp *I, const Op *op) {
@@ -706,6 +722,12 @@ static bool map_row(const Tensor *t, int pack, int64_t h, int64_t R, int64_t *he
   return true;
 }
 
+/* Is a tile of rows x cols on rank 3 tensor t a 1 x C row of positions
+ * row0 .. row0 + C - 1 (not R x 1)? */
+static bool row_vector(const Interp *I, const Op *op, const Tensor *t, int rows, int cols) {
+  return t->rank == 3 && rows == 1 && cols != 1 && !I->info[op->id].pack;
+}
+
 /* Address of (b, h, row, col), by rank. */
 static double *elem_ptr(Tensor *t, int64_t b, int64_t h, int64_t row, int64_t col) {
   if (t->rank == 4)
@@ -720,7 +742,8 @@ static void exec_load(Interp *I, const Op *op) {
   int rows, cols;
   if (!t || !tile_type(I, op, &rows, &cols))
     return;
-  if (cols != col_extent(t)) {
+  bool along_cols = row_vector(I, op, t, rows, cols);
+  if (cols != col_extent(t) && !along_cols) {
     fail(I, op, "tile has %d columns, the tensor %lld", cols, (long long)col_extent(t));
     return;
   }
@@ -731,6 +754,14 @@ static void exec_load(Interp *I, const Op *op) {
     return;
   bool rnd = I->o->round_casts;
   int pack = I->info[op->id].pack;
+  if (along_cols) {
+    for (int c = 0; c < cols; c++) {
+      int64_t R = row0 + c;
+      double x = R >= 0 && R < row_extent(t) && R < limit ? *elem_ptr(t, b, h, R, 0) : 0;
+      out->t[c] = rnd ? interp_round(x, t->elem) : x;
+    }
+    return;
+  }
   for (int r = 0; r < rows; r++) {
     int64_t head = 0, row = 0;
     bool in = map_row(t, pack, h, row0 + r, &head, &row) && row < limit;
@@ -753,21 +784,27 @@ static void exec_store(Interp *I, const Op *op) {
   RtVal *v = val(I, op->operands[4]);
   if (!need_tile(I, op, v, "stored value"))
     return;
-  if (v->cols != col_extent(t)) {
+  bool along_cols = row_vector(I, op, t, v->rows, v->cols);
+  if (v->cols != col_extent(t) && !along_cols) {
     fail(I, op, "tile has %d columns, the tensor %lld", v->cols, (long long)col_extent(t));
     return;
   }
-  bool rnd = I->o->round_casts;
+  bool rnd = I->o->round_casts, add = I->info[op->id].reduce_add;
   int pack = I->info[op->id].pack;
-  for (int r = 0; r < v->rows; r++) {
-    int64_t head, row;
-    if (!map_row(t, pack, h, row0 + r, &head, &row))
-      continue;
-    for (int c = 0; c < v->cols; c++) {
-      double x = v->t[(size_t)r * v->cols + c];
-      *elem_ptr(t, b, head, row, c) = rnd ? interp_round(x, t->elem) : x;
-    }
+  if (add && t->elem != ELEM_F32) {
+    fail(I, op, "reduce = add needs an f32 tensor");
+    return;
   }
+  for (int r = 0; r < v->rows; r++)
+    for (int c = 0; c < v->cols; c++) {
+      int64_t head = h, row = row0 + (along_cols ? c : r), col = along_cols ? 0 : c;
+      if (along_cols ? row < 0 || row >= row_extent(t) : !map_row(t, pack, h, row0 + r, &head, &row))
+        continue;
+      double x = v->t[(size_t)r * v->cols + c], *e = elem_ptr(t, b, head, row, col);
+      if (add)
+        x += *e;
+      *e = rnd ? interp_round(x, t->elem) : x;
+    }
 }
 
 /* Element i of a rank 1 i32 tensor (cache_seqlens[b]). */
@@ -921,6 +958,7 @@ static void exec_op(Interp *I, const Op *op) {
   case OP_FULL: exec_full(I, op); break;
   case OP_IOTA: exec_iota(I, op); break;
   case OP_MATMUL: exec_matmul(I, op); break;
+  case OP_GRAD: fail(I, op, "grad must be expanded by the differentiate pass first"); break;
   case OP_ROWMAX:
   case OP_ROWSUM: exec_rowreduce(I, op); break;
   case OP_RESCALE: exec_rescale(I, op); break;

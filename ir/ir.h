@@ -130,6 +130,15 @@ const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial", "warp" 
  *  - `{pack = G}` on load/store: operand h is a K/V head and row r of the tile
  *    is query head h*G + R / n, token R % n, with R = row0 + r and n the
  *    tensor's row extent (q_len); rows with R >= G*n read 0 / are skipped.
+ *  - rank 3 tensors ([batch, heads, seqlen]: LSE, the backward's D) load and
+ *    store R x 1 tiles (row r is sequence position row0 + r) or 1 x C tiles
+ *    (column c is position row0 + c: the backward's per-query statistics
+ *    along the columns of a transposed score tile).
+ *  - `store ... {reduce = add}`: adds the tile to the tensor's f32 elements
+ *    instead of overwriting them (the backward's dQ; codegen: atomic adds).
+ *  - `grad %y, %x`: the derivative of y with respect to x, elementwise, where
+ *    y is computed from x by elementwise ops (a score modifier); the
+ *    differentiate pass replaces it by ops (passes/differentiate.c).
  *  - `load_paged %cache, %block_table, %b, %h, %row0, %limit {page_size = P}`:
  *    logical row R of sequence b is slot R % P of physical page
  *    block_table[b, R / P] of the cache [num_pages, P, heads, C]; rows at or
@@ -166,16 +175,17 @@ const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial", "warp" 
   X(OP_SELECT,      "select")       /* cond, a, b */                           \
   X(OP_CAST,        "cast")         /* to the result's element type */         \
   X(OP_LOAD,        "load")         /* tensor, b, h, row0 [, limit] {pack} -> tile (rows past the extent or limit read 0) */ \
-  X(OP_STORE,       "store")        /* tensor, b, h, row0, tile {pack} (rows past the extent skipped) */ \
+  X(OP_STORE,       "store")        /* tensor, b, h, row0, tile {pack, reduce = add} (rows past the extent skipped) */ \
   X(OP_LOAD_SCALAR, "load_scalar")  /* i32 tensor [n], i -> index: element i (cache_seqlens[b]) */ \
   X(OP_LOAD_PAGED,  "load_paged")   /* cache, block_table, b, h, row0, limit {page_size} -> tile */ \
   X(OP_REDUCE,      "reduce")       /* {kind = max|min|sum} tile -> scalar (i1: max = any, min = all) */ \
-  X(OP_MATMUL,      "matmul")       /* a, b [, acc] {transpose_b} -> f32 tile: acc + a*b (or a*b^T) */ \
+  X(OP_MATMUL,      "matmul")       /* a, b [, acc] {transpose_a, transpose_b} -> f32 tile: acc + op(a)*op(b) */ \
   X(OP_ROWMAX,      "rowmax")       /* R x C -> R x 1 */                       \
   X(OP_ROWSUM,      "rowsum")       /* R x C -> R x 1 */                       \
   X(OP_MASK,        "mask")         /* s, cond -> s where cond, -inf elsewhere */ \
   X(OP_RESCALE,     "rescale")      /* o (R x C), v (R x 1) -> diag(v) o */   \
   X(OP_XWARP_REDUCE,"xwarp_reduce") /* {kind = max|sum} partial -> combined across warps */ \
+  X(OP_GRAD,        "grad")         /* y, x -> dy/dx elementwise (the differentiate pass expands it) */ \
   X(OP_FOR,         "for")          /* lo, hi, inits... {parallel} region(iv, iter args) -> results */ \
   X(OP_IF,          "if")           /* cond; then, else regions -> results */  \
   X(OP_YIELD,       "yield")        /* terminator of for/if regions */         \

@@ -290,6 +290,8 @@ static void check_pack(Verifier *v, const Op *op) {
     report(v, op, "'pack' must be an integer >= 1");
 }
 
+static bool pack_of(const Op *op) { return attr_get(&op->attrs, "pack") != NULL; }
+
 static bool check_tensor_access(Verifier *v, const Op *op, Type tile, int last_index) {
   char a[160], b[160];
   if (!check_float_tensor(v, op, 0, last_index))
@@ -300,7 +302,10 @@ static bool check_tensor_access(Verifier *v, const Op *op, Type tile, int last_i
     report(v, op, "the %s must be a tile", op->kind == OP_LOAD ? "result" : "stored value");
     return false;
   }
-  if (tile.elem != t.elem || tile.cols != tensor_cols(t))
+  /* A rank 3 tensor holds one value per (b, h, position): R x 1 tiles, or
+   * 1 x C tiles with the positions along the columns. */
+  bool row_vector = t.rank == 3 && tile.rows == 1 && tile.cols != 1 && !pack_of(op);
+  if (tile.elem != t.elem || (tile.cols != tensor_cols(t) && !row_vector))
     report(v, op, "tile %s does not match tensor %s (columns must be %d)", tstr(tile, a), tstr(t, b),
            tensor_cols(t));
   return true;
@@ -314,9 +319,15 @@ static void check_load(Verifier *v, const Op *op) {
     check_tensor_access(v, op, res(op, 0), 3);
 }
 
+/* store tensor, b, h, row0, tile {reduce = add}: adds into an f32 tensor. */
 static void check_store(Verifier *v, const Op *op) {
-  if (want_counts(v, op, 5, 0))
-    check_tensor_access(v, op, opnd(op, 4), 3);
+  if (!want_counts(v, op, 5, 0) || !check_tensor_access(v, op, opnd(op, 4), 3))
+    return;
+  const Attr *r = attr_get(&op->attrs, "reduce");
+  if (r && (r->kind != ATTR_WORD || strcmp(r->s, "add") != 0))
+    report(v, op, "'reduce' must be add");
+  else if (r && opnd(op, 0).elem != ELEM_F32)
+    report(v, op, "a store with reduce = add needs an f32 tensor");
 }
 
 /* load_scalar i32-tensor<[n]>, i -> index */
@@ -379,19 +390,35 @@ static void check_matmul(Verifier *v, const Op *op) {
     report(v, op, "operands %s and %s must be float tiles of one element type", tstr(x, a), tstr(y, b));
     return;
   }
-  const Attr *tb = attr_get(&op->attrs, "transpose_b");
-  if (tb && (tb->kind != ATTR_INT || (tb->i != 0 && tb->i != 1))) {
-    report(v, op, "'transpose_b' must be 0 or 1");
+  const Attr *ta = attr_get(&op->attrs, "transpose_a"), *tb = attr_get(&op->attrs, "transpose_b");
+  if ((ta && (ta->kind != ATTR_INT || (ta->i != 0 && ta->i != 1))) ||
+      (tb && (tb->kind != ATTR_INT || (tb->i != 0 && tb->i != 1)))) {
+    report(v, op, "'transpose_a' and 'transpose_b' must be 0 or 1");
     return;
   }
-  bool trans = tb && tb->i == 1;
+  bool trans_a = ta && ta->i == 1, trans = tb && tb->i == 1;
+  int m = trans_a ? x.cols : x.rows, ka = trans_a ? x.rows : x.cols;
   int k = trans ? y.cols : y.rows, n = trans ? y.rows : y.cols;
-  if (x.cols != k)
-    report(v, op, "inner extents differ: %s times %s%s", tstr(x, a), tstr(y, b), trans ? " transposed" : "");
-  Type want = type_tile(ELEM_F32, x.rows, n, DIST_NONE);
+  if (ka != k)
+    report(v, op, "inner extents differ: %s%s times %s%s", tstr(x, a), trans_a ? " transposed" : "",
+           tstr(y, b), trans ? " transposed" : "");
+  Type want = type_tile(ELEM_F32, m, n, DIST_NONE);
   if (op->noperands == 3 && !same_shape_elem(opnd(op, 2), want))
     report(v, op, "accumulator %s, expected %s", tstr(opnd(op, 2), a), tstr(want, b));
   want_result(v, op, want);
+}
+
+/* grad y, x -> dy/dx: float values, the result shaped as y. */
+static void check_grad(Verifier *v, const Op *op) {
+  if (!want_counts(v, op, 2, 1))
+    return;
+  Type y = opnd(op, 0), x = opnd(op, 1);
+  if (!is_value_type(y) || !is_float_elem(y.elem) || !is_value_type(x) || !is_float_elem(x.elem)) {
+    report(v, op, "operands must be float scalars or tiles");
+    return;
+  }
+  if (!type_eq(res(op, 0), y))
+    report(v, op, "result must have the type of operand 0");
 }
 
 static void check_rowreduce(Verifier *v, const Op *op) {
@@ -558,6 +585,7 @@ static void check_kind_rules(Verifier *v, const Op *op) {
   case OP_MASK: check_mask(v, op); break;
   case OP_RESCALE: check_rescale(v, op); break;
   case OP_XWARP_REDUCE: check_xwarp(v, op); break;
+  case OP_GRAD: check_grad(v, op); break;
   case OP_FOR: check_for(v, op); break;
   case OP_IF: check_if(v, op); break;
   case OP_YIELD: case OP_RETURN: check_terminator(v, op); break;

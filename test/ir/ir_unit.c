@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/interp.h"
 #include "ir/ir.h"
 
 static int failures;
@@ -388,6 +389,64 @@ static void test_verifier(void) {
   printf("ok verifier\n");
 }
 
+/* The backward's memory and matmul forms in the interpreter: 1 x C loads
+ * and stores of a rank 3 tensor (positions along the columns, past the end
+ * read 0 / skipped), store {reduce = add}, matmul {transpose_a}. */
+static void test_interp_backward_forms(void) {
+  static const char text[] =
+      "kernel @k(%lse: tensor<f32, [batch, 2, seqlen_q]>, %acc: tensor<f32, [batch, seqlen_q, 2, 2]>,\n"
+      "          %out: tensor<f32, [batch, 2, seqlen_q]>, %batch: index, %seqlen_q: index, %seqlen_k: index) {\n"
+      "  %c0 = const {value = 0} : index\n"
+      "  %c1 = const {value = 1} : index\n"
+      "  %c2 = const {value = 2} : index\n"
+      "  %r = load %lse, %c0, %c1, %c1 : tile<1x4xf32>\n"
+      "  store %out, %c0, %c0, %c2, %r\n"
+      "  %a = full {value = 2.0} : tile<3x2xf32>\n"
+      "  %b = full {value = 0.5} : tile<3x2xf32>\n"
+      "  %m = matmul %a, %b {transpose_a = 1} : tile<2x2xf32>\n"
+      "  store %acc, %c0, %c1, %c1, %m {reduce = add}\n"
+      "  return\n"
+      "}\n";
+  Module *m = module_parse("backward_forms", text, sizeof text - 1, stderr);
+  CHECK(m != NULL);
+  if (!m)
+    return;
+  enum { SQ = 5 };
+  double lse[2 * SQ], acc[SQ * 2 * 2], out[2 * SQ];
+  for (int i = 0; i < 2 * SQ; i++) {
+    lse[i] = 10 * (i / SQ) + i % SQ; /* head h, position p: 10h + p */
+    out[i] = -1;
+  }
+  for (int i = 0; i < SQ * 4; i++)
+    acc[i] = 1;
+  InterpBinding bs[3] = {
+      {"lse", lse, {1, 2, SQ}, {2 * SQ, SQ, 1}},
+      {"acc", acc, {1, SQ, 2, 2}, {SQ * 4, 4, 2, 1}},
+      {"out", out, {1, 2, SQ}, {2 * SQ, SQ, 1}},
+  };
+  InterpOptions o;
+  interp_options_init(&o);
+  o.round_casts = false;
+  char err[256] = "";
+  int rc = interp_run(m->funcs[0], bs, 3, 1, SQ, SQ, &o, err, sizeof err);
+  CHECK(rc == 0);
+  if (rc)
+    printf("  %s\n", err);
+  /* positions 1..4 of head 1 are 11..14; stored at head 0 from position 2:
+   * 11, 12, 13 land, 14 is past the end (skipped) */
+  CHECK(out[0] == -1 && out[1] == -1 && out[2] == 11 && out[3] == 12 && out[4] == 13);
+  CHECK(out[SQ] == -1);
+  /* a^T b = 3 * 2 * 0.5 = 3 per element, added to 1: rows 1 and 2 of head 1 */
+  for (int r = 0; r < SQ; r++)
+    for (int h = 0; h < 2; h++)
+      for (int c = 0; c < 2; c++) {
+        bool hit = h == 1 && (r == 1 || r == 2);
+        CHECK(acc[r * 4 + h * 2 + c] == (hit ? 4.0 : 1.0));
+      }
+  module_destroy(m);
+  printf("ok interp backward forms\n");
+}
+
 int main(void) {
   test_builder();
   test_set_operand_and_rauw();
@@ -399,6 +458,7 @@ int main(void) {
   test_attrs();
   test_print_values();
   test_verifier();
+  test_interp_backward_forms();
   if (failures)
     printf("%d check(s) failed\n", failures);
   else
