@@ -324,7 +324,6 @@ static const char *mask_word(MaskKind k) {
 
 static const char *mode_word(Mode m) {
   switch (m) {
-  case MODE_BACKWARD: return "backward";
   case MODE_DECODE: return "decode";
   default: return "forward";
   }
@@ -589,8 +588,8 @@ static int refuse(FILE *diag, const KernelSpec *k, SrcLoc loc, const char *msg) 
 }
 
 Func *emit_tile_kernel(Module *m, const KernelSpec *k, const char *target, FILE *diag) {
-  if (k->mode == MODE_BACKWARD) {
-    refuse(diag, k, k->loc, "mode = backward cannot be compiled yet (only forward and decode)");
+  if (k->grad) {
+    refuse(diag, k, k->loc, "grad = true: the backward cannot be compiled yet");
     return NULL;
   }
   if (k->dropout > 0) {

@@ -593,12 +593,12 @@ static Expr *resolve(Sema *S, Scope *sc, const AstExpr *e, int depth) {
 
 typedef enum Field {
   F_DTYPE, F_HEAD_DIM, F_V_HEAD_DIM, F_HEADS, F_KV_HEADS, F_MASK, F_SCALE,
-  F_DROPOUT, F_MODE, F_SPLIT, F_CACHE, F_UNIFIED_MAX, F_Q_LEN_MAX, NFIELDS
+  F_DROPOUT, F_MODE, F_GRAD, F_SPLIT, F_CACHE, F_UNIFIED_MAX, F_Q_LEN_MAX, NFIELDS
 } Field;
 
 static const char *const field_names[] = {
     "dtype", "head_dim", "v_head_dim", "heads", "kv_heads", "mask",
-    "scale", "dropout", "mode", "split", "cache", "unified_max", "q_len_max", NULL};
+    "scale", "dropout", "mode", "grad", "split", "cache", "unified_max", "q_len_max", NULL};
 
 /* An integer literal field, optionally negated (so `heads = -1` gets a range
  * error rather than a syntax one). */
@@ -1045,16 +1045,33 @@ static void q_len_max_field(Sema *S, const AstStmt *s, KernelSpec *k) {
   }
 }
 
-/* Phase 2c: the mode and the fields only a decode kernel has. Checks: mode
- * is forward, backward or decode; split, cache, q_len_max and unified_max
- * appear only with mode = decode, and the first three have valid values
- * (unified_max is an expression: phase 3 reads it). */
+/* Phase 2c: the mode, grad, and the fields only a decode kernel has.
+ * Checks: mode is forward or decode (`backward` says what replaced it);
+ * grad is true or false and only on a forward kernel; split, cache,
+ * q_len_max and unified_max appear only with mode = decode, and the first
+ * three have valid values (unified_max is an expression: phase 3 reads it). */
 static void mode_fields(Sema *S, const Stmts *st, KernelSpec *k) {
-  static const char *const modes[] = {"forward", "backward", "decode", NULL};
+  static const char *const modes[] = {"forward", "decode", NULL};
+  static const char *const bools[] = {"false", "true", NULL};
   const AstStmt *const *field = st->field;
-  if (field[F_MODE]) {
-    int m = word_field(S, field[F_MODE], modes, "forward, backward or decode");
+  const AstStmt *mode = field[F_MODE];
+  if (mode && mode->value->kind == AE_IDENT && strcmp(mode->value->text, "backward") == 0) {
+    diag_error(&S->diag, mode->value->loc, "mode = backward is not a kernel of its own");
+    diag_note(&S->diag, NOLOC,
+              "write `grad = true;` in the forward kernel: its backward is compiled from the "
+              "same spec (docs/backward.md)");
+  } else if (mode) {
+    int m = word_field(S, mode, modes, "forward or decode");
     k->mode = m < 0 ? MODE_FORWARD : (Mode)m;
+  }
+  if (field[F_GRAD]) {
+    int g = word_field(S, field[F_GRAD], bools, "true or false");
+    if (g == 1 && k->mode == MODE_DECODE) {
+      diag_error(&S->diag, field[F_GRAD]->loc, "grad = true needs a forward kernel");
+      diag_note(&S->diag, NOLOC, "a decode kernel has no backward; train with a forward kernel");
+    } else {
+      k->grad = g == 1;
+    }
   }
   if (field[F_SPLIT] && decode_only(S, field[F_SPLIT], k,
                                      "split divides the KV cache among thread blocks when decoding"))

@@ -14,7 +14,9 @@
 
 typedef enum DType { DTYPE_F16, DTYPE_BF16 } DType;
 
-typedef enum Mode { MODE_FORWARD, MODE_BACKWARD, MODE_DECODE } Mode;
+/* A kernel's mode. A backward is not a mode: a forward kernel with
+ * `grad = true` also gets its backward kernels (docs/backward.md). */
+typedef enum Mode { MODE_FORWARD, MODE_DECODE } Mode;
 
 /* Decode: how the KV cache is laid out (docs/decode.md). */
 typedef enum CacheKind { CACHE_CONTIGUOUS, CACHE_PAGED } CacheKind;
@@ -65,9 +67,9 @@ typedef struct Schedule {
 
 /* One attention kernel, checked and with defaults filled in. */
 /* The longest kernel name a spec may give: the runtime holds PTX entry names
- * of up to 127 characters (FA_NAME_MAX) and a decode kernel's companions
- * append `_combine` (8) or `_wide` (5). */
-#define SPEC_MAX_KERNEL_NAME 119
+ * of up to 127 characters (FA_NAME_MAX) and a kernel's companions append at
+ * most 9: `_bwd_post` (a backward's last kernel), `_combine` (8), `_wide`. */
+#define SPEC_MAX_KERNEL_NAME 118
 
 typedef struct KernelSpec {
   const char *name;
@@ -80,6 +82,7 @@ typedef struct KernelSpec {
   double scale;      /* multiplies Q K^T before the score modifier; default 1/sqrt(head_dim) */
   double dropout;    /* probability in [0, 1); 0 = off */
   Mode mode;
+  bool grad;         /* also compile the backward (docs/backward.md); forward only */
   int split;         /* decode: 0 = auto, N > 0 = forced number of KV splits */
   MaskKind mask_kind;
   int window_left, window_right; /* MASK_WINDOW: keys q'-left .. q'+right kept (q' aligned) */

@@ -122,7 +122,6 @@ static const char *mask_kind_name(MaskKind k) {
 static const char *mode_name(Mode m) {
   switch (m) {
   case MODE_FORWARD: return "forward";
-  case MODE_BACKWARD: return "backward";
   case MODE_DECODE: return "decode";
   }
   return "?";
@@ -148,6 +147,8 @@ static void print_kernel(FILE *out, const KernelSpec *k) {
   fputs("\n  dropout    ", out);
   print_num(out, k->dropout);
   fprintf(out, "\n  mode       %s\n", mode_name(k->mode));
+  if (k->mode == MODE_FORWARD)
+    fprintf(out, "  grad       %s\n", k->grad ? "true" : "false");
   if (k->split)
     fprintf(out, "  split      %d\n", k->split);
   else

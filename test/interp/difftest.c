@@ -789,9 +789,9 @@ static void emit_fa1(const KernelSpec *k) {
   module_destroy(m);
 }
 
-/* Kernels the compiler refuses on purpose (backward, dropout) are skipped. */
+/* Kernels the compiler refuses on purpose (dropout) are skipped. */
 static bool lowerable(const KernelSpec *k) {
-  return k->mode != MODE_BACKWARD && !(k->dropout > 0);
+  return !(k->dropout > 0);
 }
 
 static int test_file(const char *path, const Opts *o, int *kindex, Stats *st) {
