@@ -7,7 +7,7 @@
 // bench/decode_bench.py: a CUDA graph of 20 calls rotating over enough K/V
 // copies to miss the L2, median of 10 replays. No split kernel of the same
 // shape can beat the "stream" rows; the "merge" rows add what combining the
-// splits costs at the least (docs/perf.md, 2026-11-22 "decode floor").
+// splits costs at the least (docs/perf-log.md P28).
 //
 //   nvcc -O3 -arch=sm_90a -o decode_floor bench/decode_floor.cu -lcuda
 //   ./decode_floor [L [KH]]          (default 8192 8: batch 1, GQA 32/8)

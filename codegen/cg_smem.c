@@ -22,7 +22,7 @@ bool lw_is_staged_type(Type t) {
  * whenever rows are whole 128-byte blocks: no bank conflicts, and every row
  * starts 128-byte aligned. With the padded layout every other row starts 16
  * bytes off a 32-byte boundary, and there cp.async fetched the row's global
- * sectors twice from L2 (H100, docs/perf.md 2026-11-22: 1.5x the L2 reads in
+ * sectors twice from L2 (H100, docs/perf-log.md P20: 1.5x the L2 reads in
  * the decode kernels). */
 void lw_staged_layout(Lowerer *L, CgVal *s, Type t) {
   s->swizzled = L->wgmma || t.cols % 64 == 0;

@@ -166,7 +166,7 @@ static int to_llvm_or_ptx(Emit *E, CgStage stage) {
    * LLVM keeps in registers, and as 64-bit pairs they spilled the paged
    * decode kernels (paged MHA 1-3% slower). wgmma kernels address shared
    * memory by descriptors and keep the 64-bit pointers they were tuned with
-   * (32-bit ones measured within noise there; docs/perf.md 2026-11-22). */
+   * (32-bit ones measured within noise there; docs/perf-log.md P20). */
   bool short_ptr = true;
   for (int i = 0; i < E->m->nfuncs; i++)
     short_ptr = short_ptr && !E->info[i].wgmma;

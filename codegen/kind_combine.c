@@ -9,9 +9,9 @@
  *     (the interpreter runs it), but lowered as tiles it is slow: a 16-row
  *     tile holds q_len <= 16 rows, so at q_len 1 four lanes of the warp
  *     carry data, each split is a serial load round trip, and the max and
- *     the weighted sum are two passes (docs/perf.md: ~0.6 us per split). So
- *     the body is lowered here instead, with the same arithmetic on a
- *     layout made for it (compute_merge.c);
+ *     the weighted sum are two passes (docs/perf-log.md P11: ~0.6 us per
+ *     split). So the body is lowered here instead, with the same
+ *     arithmetic on a layout made for it (compute_merge.c);
  *   - engines: mma.sync only (it has no matmul).
  */
 #include <string.h>

@@ -97,7 +97,7 @@ static MlirValue fused_counter(Lowerer *L, MlirValue bv, MlirValue h, MlirValue 
  * what happens before it through bar.sync); its acquire, handed on by
  * bar.red, orders the last block's loads of the others' partials after
  * their arrivals. No separate fence: each was a round trip on the path
- * of the last block (docs/perf.md 2026-11-22). */
+ * of the last block (docs/perf-log.md P19). */
 static MlirValue fused_arrive(Lowerer *L, MlirValue ctr) {
   CgBuilder *b = &L->b;
   lw_barrier(L);

@@ -32,7 +32,7 @@ void lw_stage_copies(Lowerer *L, CgVal *s, const StagePlan *p, const StageSource
    * offset from one of them (else LLVM keeps an address per copy live
    * across the K/V loop, which spilled the ldmatrix decode kernels). Not for
    * wgmma kernels: there the per-copy addresses measured better (H100, d256
-   * non-causal 8k-16k: 4% slower with one address; docs/perf.md 2026-11-22). */
+   * non-causal 8k-16k: 4% slower with one address; docs/perf-log.md P20). */
   bool fixed_swizzle = s->swizzled && !L->wgmma && p->regular && p->step > 0;
   int period = 1;
   while (fixed_swizzle && (period * p->step) % 8)
@@ -194,7 +194,7 @@ static void rows_chunk(Lowerer *L, void *ctx, int it, MlirValue r, MlirValue cc,
  * P). Then copy it reads page it / per_page of the tile, and each page is a
  * RowStream of its own: one block-table entry per page and tile, and per
  * copy the contiguous cache's pointer add, compare and select (H100,
- * docs/perf.md 2026-11-22: paged bench rows 0.3-2.6% faster). Only in the
+ * docs/perf-log.md P25: paged bench rows 0.3-2.6% faster). Only in the
  * 16-row warp-split kernels: in the 64-row d128 kernel ptxas then settled on
  * 168 registers and 60 bytes of spills, 4-10% slower. Returns false for
  * other tiles. */
@@ -240,7 +240,7 @@ static bool paged_stream(Lowerer *L, Rows *m, const StagePlan *p, int R, RowStre
  * a RowStream per page where each copy's page is known (paged_stream);
  * other paged and packed tiles take rows_chunk (a single stream with a
  * per-copy select between two pages kept sixteen pointers live in the d256
- * kernels: 1.2 KB of spills, docs/perf.md 2026-11-22). */
+ * kernels: 1.2 KB of spills, docs/perf-log.md P22). */
 void lw_stage_rows(Lowerer *L, Rows *m, CgVal *s) {
   if (m->slice) {
     stage_tile(L, &m->t, m->b, m->h, m->row0, s);

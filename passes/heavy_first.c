@@ -39,9 +39,9 @@ int pass_heavy_first(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   const char *mask = attr_str(&f->attrs, "mask", "none");
   if (strcmp(mode, "forward") != 0 || strcmp(mask, "causal") != 0)
     return 0;
-  /* Measured (docs/perf.md, 2026-11-22 round 3): +3-4% at d256 (8 warps, one
-   * block per SM), -1..2% at d128 and flat at d64 (4 warps, two blocks per
-   * SM, whose co-resident block already fills the tail). Only one-block-per-SM
+  /* Measured (docs/perf-log.md P05): +3-4% at d256 (8 warps, one block per
+   * SM), -1..2% at d128 and flat at d64 (4 warps, two blocks per SM, whose
+   * co-resident block already fills the tail). Only one-block-per-SM
    * schedules (8 warps) take it. */
   if (attr_int(&f->attrs, "warps", 4) < 8)
     return 0;

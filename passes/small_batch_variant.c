@@ -7,7 +7,7 @@
  * splits; MHA 32/32: 32 pairs, 4 splits) nothing hides a K/V step's own
  * chain (wait, barrier, QK^T, softmax, P V), and a 64-key step moves 32 KB.
  * On 128-key tiles each warp takes 32 keys a step (twice the independent
- * MMAs) and a block has 64 KB in flight: H100, docs/perf.md 2026-11-22,
+ * MMAs) and a block has 64 KB in flight: H100, docs/perf-log.md P24 and P27,
  * batch 1 GQA 8k 18.9 -> 18.0 us, 16k 31.6 -> 30.1, 64k 94.8 -> 92.4 (16
  * splits), MHA 8k 50.9 -> 50.3 (4 splits). Where two or more blocks share
  * an SM (larger batches) the 100 KB blocks lose 0.5-4%, so the 64-key

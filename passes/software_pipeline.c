@@ -286,10 +286,11 @@ int pass_software_pipeline(Module *m, Func *f, const PassOptions *opts, FILE *di
    * (asynchronous wgmma) idle through every softmax; with every tile
    * carried the step has one barrier (codegen waits for them at its top)
    * and one warpgroup's softmax runs under the other's matmuls. H100,
-   * docs/perf.md: d128 +4-5%, d256 +5-10%; one warpgroup per block (d64,
-   * several blocks per SM) lost 3-8% to the second V buffer's occupancy.
-   * Split-K warps (cross-warp reductions) share rows and need their
-   * barriers anyway; mma.sync (sm_80) measured a loss before. */
+   * docs/perf-log.md P16: d128 +4-5%, d256 +5-10%; one warpgroup per
+   * block (d64, several blocks per SM) lost 3-8% to the second V buffer's
+   * occupancy. Split-K warps (cross-warp reductions) share rows and need
+   * their barriers anyway; mma.sync (sm_80) measured a loss before
+   * (docs/perf-log.md P08). */
   const char *target = attr_str(&f->attrs, "target", opts && opts->target ? opts->target : "sm_90a");
   bool carry_all = attr_int(&f->attrs, "warps", 4) >= 8 && strcmp(target, "sm_90a") == 0 &&
                    !block_has_op(f->body, OP_XWARP_REDUCE);

@@ -80,13 +80,14 @@ static Sched default_sched(const Shape *sh) {
   if (d <= 128)
     return (Sched){128, 64, 4, 2};
   /* One stage: a second K buffer (33 KB at d = 256) leaves one block per
-   * SM, which cost more than the prefetch gained (H100, docs/perf.md). */
+   * SM, which cost more than the prefetch gained (H100,
+   * docs/perf-log.md P03). */
   return (Sched){64, 64, 4, 1};
 }
 
 /* Forward kernels: at d 256, FA2's 128 x 64 with 8 warps (16 query rows per
  * warp) and a K double buffer, where the shared memory holds it (Hopper:
- * 165 KB, one block of 8 warps per SM). H100, docs/perf.md 2026-11-22: +5..9%
+ * 165 KB, one block of 8 warps per SM). H100, docs/perf-log.md P04: +5..9%
  * over 64 x 64, 4 warps, 1 stage without causal, -2..+3% with. Elsewhere
  * (sm_80's 163 KB) the 64 x 64 default. */
 static Sched forward_sched(const Shape *sh, const TargetInfo *t, const PassOptions *opts) {
@@ -103,7 +104,7 @@ static Sched forward_sched(const Shape *sh, const TargetInfo *t, const PassOptio
    * warps run: at d 64 one warpgroup per block (64 x 128, 56 KB, three
    * blocks per SM) beat two by 10-25%; at d 128 two warpgroups, 128 x 128,
    * won on long sequences and tied on short ones; at d 256 128 x 64 beat
-   * every 64-row shape (H100 sweep, docs/perf.md 2026-11-22). */
+   * every 64-row shape (H100 sweep, docs/perf-log.md P12). */
   bool wgmma_shape = strcmp(t->name, "sm_90a") == 0 && sh->elem_bytes == 2 && !split_k &&
                      sh->d % 64 == 0 && sh->dv % 64 == 0;
   if (wgmma_shape) {
@@ -123,7 +124,7 @@ static Sched forward_sched(const Shape *sh, const TargetInfo *t, const PassOptio
  * memory and does a quarter of the MMAs. More rows: 16 per warp, up to 64
  * (FA2's row split; bigger groups take several Q tiles, whose blocks read the
  * same K/V through L2); also the schedule when warp-split-kv is disabled.
- * H100, docs/perf.md 2026-11-22: a 16-row tile at q_len 16 with GQA 32/8
+ * H100, docs/perf-log.md P19: a 16-row tile at q_len 16 with GQA 32/8
  * (four Q tiles) took 4x the 64-row tile's time, hence q_len_max. */
 static Sched decode_sched(const Shape *sh, int live_rows, const PassOptions *opts) {
   Sched s = default_sched(sh);

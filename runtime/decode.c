@@ -331,7 +331,7 @@ fa_status fa_decode_check(const fa_kernel_info *info, const fa_decode_args *args
 
 /* The small-batch variant (passes/small_batch_variant.c) for launches that
  * leave one block per SM: on 128-key tiles a block has 64 KB in flight and
- * its warps twice the MMAs a step (H100, docs/perf.md 2026-11-22, batch 1
+ * its warps twice the MMAs a step (H100, docs/perf-log.md P24 and P27, batch 1
  * GQA 32/8 at 16 splits: 8k 18.9 -> 18.0 us, 16k 31.6 -> 30.1, 64k 94.8 ->
  * 92.4; 1k-4k within 0.4 us either way; at 4-8 splits: batch 1 MHA 8k 50.9
  * -> 50.3, 64k 349.2 -> 345.2, batch 2 GQA 8k 31.4 -> 30.0, batch 4 GQA 16k
@@ -359,7 +359,7 @@ int fa_decode_splits(const fa_kernel_info *info, int64_t batch, int64_t kv_heads
   int64_t tiles = max_seqlen > 0 ? (max_seqlen + tile - 1) / tile : 1;
   /* A split block is latency-bound at batch 1: its copies wait one DRAM
    * round trip per K/V step. One block per SM, down to one tile a split:
-   * short caches stream from every SM (H100, docs/perf.md 2026-11-22: B=1
+   * short caches stream from every SM (H100, docs/perf-log.md P21: B=1
    * GQA 1k / 2k / 4k, 2 / 4 / 8 splits 11.8 / 13.7 / 15.1 us, 16 splits
    * 7.3 / 9.6 / 12.8). A second block per SM doubles the bytes in flight
    * but adds a partial to merge: worth it from 1024-key chunks (B=4 GQA 8k:
@@ -367,7 +367,7 @@ int fa_decode_splits(const fa_kernel_info *info, int64_t batch, int64_t kv_heads
    * B=1 GQA 16k: 32 splits 31.9, 16: 31.6). Rounded down:
    * an SM that gets a third block while the others hold two finishes last
    * (batch 8 GQA 16k, 64 (kv_head, batch) pairs: 4 splits = 256 blocks
-   * 194 us, 5 = 320 blocks 259 us). */
+   * 194 us, 5 = 320 blocks 259 us; docs/perf-log.md P11). */
   int64_t one = sm_count / blocks;
   if (one > tiles) one = tiles;
   int64_t two = 2 * (int64_t)sm_count / blocks;
@@ -380,7 +380,7 @@ int fa_decode_splits(const fa_kernel_info *info, int64_t batch, int64_t kv_heads
    * cache: fewer splits may cover it with the same chunks, and an empty
    * split would still be merged (65536 keys in 64-key tiles: 33 splits of
    * 32 tiles leave the last one empty; 32 cover them, one merge round trip
-   * fewer, docs/perf.md 2026-11-22). */
+   * fewer, docs/perf-log.md P21). */
   int64_t chunk = (tiles + n - 1) / n;
   return (int)((tiles + chunk - 1) / chunk);
 }

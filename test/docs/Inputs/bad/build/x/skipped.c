@@ -1,0 +1,1 @@
+/* Build folders are not read: docs/perf-log.md P99. */
