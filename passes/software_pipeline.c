@@ -286,7 +286,7 @@ int pass_software_pipeline(Module *m, Func *f, const PassOptions *opts, FILE *di
    * (asynchronous wgmma) idle through every softmax; with every tile
    * carried the step has one barrier (codegen waits for them at its top)
    * and one warpgroup's softmax runs under the other's matmuls. H100,
-   * docs/perf-log.md P16: d128 +4-5%, d256 +5-10%; one warpgroup per
+   * docs/perf-log.md P16: d128 +3-4%, d256 +8-11%; one warpgroup per
    * block (d64, several blocks per SM) lost 3-8% to the second V buffer's
    * occupancy. Split-K warps (cross-warp reductions) share rows and need
    * their barriers anyway; mma.sync (sm_80) measured a loss before

@@ -367,7 +367,7 @@ int fa_decode_splits(const fa_kernel_info *info, int64_t batch, int64_t kv_heads
    * B=1 GQA 16k: 32 splits 31.9, 16: 31.6). Rounded down:
    * an SM that gets a third block while the others hold two finishes last
    * (batch 8 GQA 16k, 64 (kv_head, batch) pairs: 4 splits = 256 blocks
-   * 194 us, 5 = 320 blocks 259 us; docs/perf-log.md P11). */
+   * 194 us, 5 = 320 blocks 263.1 us; docs/perf-log.md P11). */
   int64_t one = sm_count / blocks;
   if (one > tiles) one = tiles;
   int64_t two = 2 * (int64_t)sm_count / blocks;
