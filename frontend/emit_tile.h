@@ -11,8 +11,15 @@
 #include "ir/ir.h"
 
 /* Adds the kernel for `k` to m. `target` ("sm_80" / "sm_90a") is recorded on
- * the kernel for the tiling pass. Returns NULL after printing an error in the
+ * the kernel for the tiling pass; with grad = true the backward kernels follow
+ * it. Returns NULL after printing an error in the
  * `file:line:col: error:` form for what cannot be emitted (yet). */
 Func *emit_tile_kernel(Module *m, const KernelSpec *k, const char *target, FILE *diag);
+
+/* Adds the backward kernels of forward kernel k (grad = true; docs/backward.md)
+ * after it: NAME_bwd_pre, NAME_bwd, NAME_bwd_post, NAME_bwd_kv, NAME_bwd_q,
+ * each with attribute grad_of = NAME. emit_tile_kernel calls it. Returns 0,
+ * or 1 after printing an error. */
+int emit_backward_kernels(Module *m, const KernelSpec *k, const char *target, FILE *diag);
 
 #endif

@@ -371,6 +371,8 @@ bool value_const(const Value *v, double *out) {
 
 const char *func_companion_of(const Func *f) {
   const char *of = attr_str(&f->attrs, "combine_of", NULL);
+  if (!of)
+    of = attr_str(&f->attrs, "grad_of", NULL);
   return of ? of : attr_str(&f->attrs, "variant_of", NULL);
 }
 

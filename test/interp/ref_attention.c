@@ -136,3 +136,67 @@ void ref_attention_decode(const KernelSpec *k, int64_t batch, int64_t q_len,
   free(score);
   free(keep);
 }
+
+/* score'(s) at vars by a central difference in float64 (independent of the
+ * compiler's symbolic derivative): step 1e-5 * max(1, |s|), error ~1e-10. */
+static double score_slope(const KernelSpec *ks, RefVars vars) {
+  if (!ks->score)
+    return 1;
+  double s = vars.s, h = 1e-5 * fmax(1, fabs(s));
+  vars.s = s + h;
+  double up = ref_eval(ks->score, &vars);
+  vars.s = s - h;
+  double down = ref_eval(ks->score, &vars);
+  return (up - down) / (2 * h);
+}
+
+void ref_attention_backward(const KernelSpec *ks, int64_t batch, int64_t seqlen_q,
+                            int64_t seqlen_k, const RefTensor *q, const RefTensor *kt,
+                            const RefTensor *v, const RefTensor *o, const RefTensor *lse,
+                            const RefTensor *dout, RefTensor *dq, RefTensor *dk, RefTensor *dv) {
+  int64_t group = ks->heads / ks->kv_heads;
+  for (int64_t b = 0; b < batch; b++) {
+    for (int64_t qi = 0; qi < seqlen_q; qi++)
+      for (int64_t h = 0; h < ks->heads; h++)
+        for (int d = 0; d < ks->head_dim; d++)
+          *at(dq, b, qi, h, d) = 0;
+    for (int64_t kj = 0; kj < seqlen_k; kj++)
+      for (int64_t hk = 0; hk < ks->kv_heads; hk++) {
+        for (int d = 0; d < ks->head_dim; d++)
+          *at(dk, b, kj, hk, d) = 0;
+        for (int d = 0; d < ks->v_head_dim; d++)
+          *at(dv, b, kj, hk, d) = 0;
+      }
+    for (int64_t h = 0; h < ks->heads; h++)
+      for (int64_t qi = 0; qi < seqlen_q; qi++) {
+        int64_t hk = h / group;
+        double l = *at(lse, b, h, qi, 0);
+        if (l == -INFINITY) /* fully masked row: no gradient */
+          continue;
+        double D = 0;
+        for (int d = 0; d < ks->v_head_dim; d++)
+          D += *at(dout, b, qi, h, d) * *at(o, b, qi, h, d);
+        RefVars vars = {0, (double)b, (double)h, (double)qi, 0, (double)seqlen_q, (double)seqlen_k};
+        for (int64_t kj = 0; kj < seqlen_k; kj++) {
+          vars.k = (double)kj;
+          if (ks->mask && ref_eval(ks->mask, &vars) == 0)
+            continue;
+          double dot = 0;
+          for (int d = 0; d < ks->head_dim; d++)
+            dot += *at(q, b, qi, h, d) * *at(kt, b, kj, hk, d);
+          vars.s = ks->scale * dot;
+          double z = ks->score ? ref_eval(ks->score, &vars) : vars.s;
+          double p = exp(z - l), dp = 0;
+          for (int d = 0; d < ks->v_head_dim; d++) {
+            dp += *at(dout, b, qi, h, d) * *at(v, b, kj, hk, d);
+            *at(dv, b, kj, hk, d) += p * *at(dout, b, qi, h, d);
+          }
+          double ds = p * (dp - D) * score_slope(ks, vars) * ks->scale;
+          for (int d = 0; d < ks->head_dim; d++) {
+            *at(dq, b, qi, h, d) += ds * *at(kt, b, kj, hk, d);
+            *at(dk, b, kj, hk, d) += ds * *at(q, b, qi, h, d);
+          }
+        }
+      }
+  }
+}

@@ -52,4 +52,14 @@ void ref_attention_decode(const KernelSpec *k, int64_t batch, int64_t q_len,
                           const RefTensor *v, const RefPaging *paging, RefTensor *o,
                           RefTensor *lse);
 
+/* The backward of ref_attention: dQ, dK, dV (overwritten) from dO and the
+ * forward's O and LSE (docs/backward.md's math, one score at a time; the
+ * score modifier's derivative by central differences, so that nothing is
+ * shared with the compiler's differentiate pass). GQA: dK, dV of a K/V head
+ * sum over its query heads. */
+void ref_attention_backward(const KernelSpec *k, int64_t batch, int64_t seqlen_q,
+                            int64_t seqlen_k, const RefTensor *q, const RefTensor *kt,
+                            const RefTensor *v, const RefTensor *o, const RefTensor *lse,
+                            const RefTensor *dout, RefTensor *dq, RefTensor *dk, RefTensor *dv);
+
 #endif

@@ -1,0 +1,379 @@
+/* emit_common.c - the kernel emitters' shared part (emit_internal.h): IR
+ * shorthands, the spec's expressions (score modifier, mask) lowered onto a
+ * score tile of either orientation, the kernel attributes, loops.
+ */
+#include "frontend/emit_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+/* The shorthands below build at L->b and name the result. */
+Value *em_bin(Lower *L, OpKind k, Value *x, Value *y, const char *name) {
+  Value *v = build_binary(&L->b, k, x, y);
+  if (name)
+    v->name = module_strdup(L->m, name);
+  return v;
+}
+
+Value *em_un(Lower *L, OpKind k, Value *x, const char *name) {
+  Value *v = build_unary(&L->b, k, x);
+  if (name)
+    v->name = module_strdup(L->m, name);
+  return v;
+}
+
+Value *em_name(Lower *L, Value *v, const char *name) {
+  v->name = module_strdup(L->m, name);
+  return v;
+}
+
+Value *em_op1(Lower *L, OpKind k, Value *x, Type t, const char *name) {
+  Value *v = build_op(&L->b, k, &x, 1, &t, 1, 0)->results[0];
+  return name ? em_name(L, v, name) : v;
+}
+
+Value *em_load(Lower *L, Value *tensor, Value *h, Value *row0, Type t, const char *name) {
+  Value *ops[4] = {tensor, L->bv, h, row0};
+  return em_name(L, build_op(&L->b, OP_LOAD, ops, 4, &t, 1, 0)->results[0], name);
+}
+
+void em_store(Lower *L, Value *tensor, Value *h, Value *row0, Value *tile) {
+  Value *ops[5] = {tensor, L->bv, h, row0, tile};
+  build_op(&L->b, OP_STORE, ops, 5, NULL, 0, 0);
+}
+
+Type em_ftile(int r, int c, Dist d) { return type_tile(ELEM_F32, r, c, d); }
+
+/* ------------------------------------------------------------ expressions */
+
+/* The score tile's extents: Br x Bc, or Bc x Br when queries are its columns. */
+static int score_rows(const Lower *L) { return L->q_axis == 0 ? DIM_BR : DIM_BC; }
+static int score_cols(const Lower *L) { return L->q_axis == 0 ? DIM_BC : DIM_BR; }
+
+/* Index tiles of the query / key positions of the current (Q, K/V) tile
+ * pair along `axis` of the score tile (R x 1 for axis 0, 1 x C for axis 1):
+ * iota + base, created on first use. */
+static Value *make_iota(Lower *L, int axis, Value *base, const char *name) {
+  Type t = axis == 0 ? type_tile(ELEM_INDEX, score_rows(L), 1, L->dist)
+                     : type_tile(ELEM_INDEX, 1, score_cols(L), L->dist);
+  SrcLoc saved = L->b.loc;
+  L->b.loc = L->k->loc;
+  Op *op = build_op(&L->b, OP_IOTA, NULL, 0, &t, 1, 0);
+  attr_set_int(L->m, &op->attrs, "axis", axis);
+  Value *io = em_name(L, op->results[0], axis == 0 ? "iota0" : "iota1");
+  Value *r = em_bin(L, OP_ADD, io, base, name);
+  L->b.loc = saved;
+  return r;
+}
+
+static Value *qidx(Lower *L) {
+  if (!L->qi)
+    L->qi = make_iota(L, L->q_axis, L->q0, "qi");
+  return L->qi;
+}
+
+static Value *kidx(Lower *L) {
+  if (!L->ki)
+    L->ki = make_iota(L, 1 - L->q_axis, L->k0, "ki");
+  return L->ki;
+}
+
+static bool is_index(Value *v) { return v->type.elem == ELEM_INDEX; }
+static bool is_bool(Value *v) { return v->type.elem == ELEM_I1; }
+
+Value *em_to_f32(Lower *L, Value *v) {
+  if (v->type.elem == ELEM_F32)
+    return v;
+  if (is_bool(v)) { /* true -> 1.0, false -> 0.0 */
+    Value *one = build_const(&L->b, type_scalar(ELEM_F32), 1.0);
+    Value *zero = build_const(&L->b, type_scalar(ELEM_F32), 0.0);
+    return build_select(&L->b, v, one, zero);
+  }
+  return build_cast(&L->b, v, ELEM_F32);
+}
+
+Value *em_to_bool(Lower *L, Value *v) {
+  if (is_bool(v))
+    return v;
+  Value *zero = is_index(v) ? build_index(&L->b, 0) : build_const(&L->b, type_scalar(v->type.elem), 0);
+  return build_cmp(&L->b, "ne", v, zero);
+}
+
+/* Booleans used as numbers become index 0/1. */
+Value *em_to_num(Lower *L, Value *v) {
+  if (!is_bool(v))
+    return v;
+  Value *one = build_index(&L->b, 1);
+  Value *zero = build_index(&L->b, 0);
+  return build_select(&L->b, v, one, zero);
+}
+
+static bool integral(double x) { return x == floor(x) && fabs(x) < 9.0e15; }
+
+Value *em_expr(Lower *L, const Expr *e);
+
+/* A numeric literal takes the type its partner (if any) suggests: integral
+ * numbers beside an index value are index constants, all others f32. */
+static Value *lower_num(Lower *L, const Expr *e, Value *partner) {
+  bool want_index = integral(e->num) && (!partner || is_index(partner));
+  if (want_index)
+    return build_index(&L->b, (int64_t)e->num);
+  return build_const(&L->b, type_scalar(ELEM_F32), e->num);
+}
+
+/* Lowers the two operands of a binary expression; literals follow their
+ * partner's type. */
+static void lower_pair(Lower *L, const Expr *a, const Expr *b, Value **x, Value **y) {
+  *x = a->kind == EXPR_NUM ? NULL : em_to_num(L, em_expr(L, a));
+  *y = b->kind == EXPR_NUM ? NULL : em_to_num(L, em_expr(L, b));
+  if (!*x && !*y) {
+    *x = lower_num(L, a, NULL);
+    *y = lower_num(L, b, *x);
+    if (is_index(*x) != is_index(*y))
+      *x = lower_num(L, a, *y); /* e.g. 1 + 0.5: both f32 */
+  } else if (!*x) {
+    *x = lower_num(L, a, *y);
+  } else if (!*y) {
+    *y = lower_num(L, b, *x);
+  }
+}
+
+/* Mixed index / f32 operands: the index side is cast to f32. */
+static void unify(Lower *L, Value **x, Value **y) {
+  if (is_index(*x) && !is_index(*y))
+    *x = em_to_f32(L, *x);
+  else if (!is_index(*x) && is_index(*y))
+    *y = em_to_f32(L, *y);
+}
+
+static OpKind arith_op(ExprKind k) {
+  switch (k) {
+  case EXPR_ADD: return OP_ADD;
+  case EXPR_SUB: return OP_SUB;
+  case EXPR_MUL: return OP_MUL;
+  case EXPR_DIV: return OP_DIV;
+  case EXPR_MOD: return OP_REM;
+  case EXPR_MIN: return OP_MIN;
+  default: return OP_MAX;
+  }
+}
+
+static const char *cmp_pred(ExprKind k) {
+  switch (k) {
+  case EXPR_LT: return "lt";
+  case EXPR_LE: return "le";
+  case EXPR_GT: return "gt";
+  case EXPR_GE: return "ge";
+  case EXPR_EQ: return "eq";
+  default: return "ne";
+  }
+}
+
+static OpKind math_op(ExprKind k) {
+  switch (k) {
+  case EXPR_TANH: return OP_TANH;
+  case EXPR_EXP: return OP_EXP;
+  case EXPR_EXP2: return OP_EXP2;
+  case EXPR_LOG: return OP_LOG;
+  case EXPR_LOG2: return OP_LOG2;
+  case EXPR_SQRT: return OP_SQRT;
+  case EXPR_ABS: return OP_ABS;
+  default: return OP_FLOOR;
+  }
+}
+
+static Value *lower_var(Lower *L, const Expr *e) {
+  switch (e->var) {
+  case VAR_S: return L->ss;
+  case VAR_B: return L->bv;
+  case VAR_H: return L->hv;
+  case VAR_Q: return qidx(L);
+  case VAR_K: return kidx(L);
+  case VAR_SEQLEN_Q: return L->seqq;
+  case VAR_SEQLEN_K: return L->seqk;
+  }
+  return L->ss;
+}
+
+static Value *lower_select(Lower *L, const Expr *e) {
+  Value *c = em_to_bool(L, em_expr(L, e->a));
+  Value *x, *y;
+  lower_pair(L, e->b, e->c, &x, &y);
+  unify(L, &x, &y);
+  if (broadcast_type(broadcast_type(c->type, x->type, x->type.elem), y->type, x->type.elem).kind ==
+      TYPE_NONE) {
+    L->bad = 1;
+    return x;
+  }
+  return build_select(&L->b, c, x, y);
+}
+
+static Value *lower_expr_at(Lower *L, const Expr *e) {
+  Value *x, *y;
+  switch (e->kind) {
+  case EXPR_NUM: return lower_num(L, e, NULL);
+  case EXPR_VAR: return lower_var(L, e);
+  case EXPR_NEG: return build_unary(&L->b, OP_NEG, em_to_num(L, em_expr(L, e->a)));
+  case EXPR_NOT: return build_unary(&L->b, OP_NOT, em_to_bool(L, em_expr(L, e->a)));
+  case EXPR_ADD: case EXPR_SUB: case EXPR_MUL: case EXPR_MOD: case EXPR_MIN: case EXPR_MAX:
+    lower_pair(L, e->a, e->b, &x, &y);
+    unify(L, &x, &y);
+    break;
+  case EXPR_DIV: /* true division: f32 on both sides, literals made f32 directly */
+    x = e->a->kind == EXPR_NUM ? build_const(&L->b, type_scalar(ELEM_F32), e->a->num)
+                               : em_to_f32(L, em_to_num(L, em_expr(L, e->a)));
+    y = e->b->kind == EXPR_NUM ? build_const(&L->b, type_scalar(ELEM_F32), e->b->num)
+                               : em_to_f32(L, em_to_num(L, em_expr(L, e->b)));
+    break;
+  case EXPR_LT: case EXPR_LE: case EXPR_GT: case EXPR_GE: case EXPR_EQ: case EXPR_NE:
+    lower_pair(L, e->a, e->b, &x, &y);
+    unify(L, &x, &y);
+    if (broadcast_type(x->type, y->type, ELEM_I1).kind == TYPE_NONE) {
+      L->bad = 1;
+      return x;
+    }
+    return build_cmp(&L->b, cmp_pred(e->kind), x, y);
+  case EXPR_AND: case EXPR_OR:
+    x = em_to_bool(L, em_expr(L, e->a));
+    y = em_to_bool(L, em_expr(L, e->b));
+    return build_binary(&L->b, e->kind == EXPR_AND ? OP_AND : OP_OR, x, y);
+  case EXPR_SELECT: return lower_select(L, e);
+  case EXPR_ABS: case EXPR_FLOOR:
+    x = em_to_num(L, em_expr(L, e->a));
+    if (is_index(x)) /* exact on integers: abs stays index, floor is the identity */
+      return e->kind == EXPR_ABS ? build_unary(&L->b, OP_ABS, x) : x;
+    return build_unary(&L->b, math_op(e->kind), x);
+  default: /* tanh exp exp2 log log2 sqrt */
+    return build_unary(&L->b, math_op(e->kind), em_to_f32(L, em_expr(L, e->a)));
+  }
+  if (broadcast_type(x->type, y->type, x->type.elem).kind == TYPE_NONE) {
+    L->bad = 1;
+    return x;
+  }
+  return build_binary(&L->b, arith_op(e->kind), x, y);
+}
+
+/* Lowers e with its SrcLoc on every op it creates. */
+Value *em_expr(Lower *L, const Expr *e) {
+  SrcLoc saved = L->b.loc;
+  if (e->loc.line > 0)
+    L->b.loc = e->loc;
+  Value *v = lower_expr_at(L, e);
+  L->b.loc = saved;
+  return v;
+}
+
+static const char *em_mask_word(MaskKind k) {
+  switch (k) {
+  case MASK_CAUSAL: return "causal";
+  case MASK_WINDOW: return "window";
+  case MASK_EXPR: return "expr";
+  default: return "none";
+  }
+}
+
+static const char *em_mode_word(Mode m) {
+  switch (m) {
+  case MODE_DECODE: return "decode";
+  default: return "forward";
+  }
+}
+
+void em_set_attrs(Lower *L, const char *target) {
+  const KernelSpec *k = L->k;
+  AttrList *a = &L->f->attrs;
+  attr_set_word(L->m, a, "dtype", k->dtype == DTYPE_F16 ? "f16" : "bf16");
+  attr_set_int(L->m, a, "head_dim", k->head_dim);
+  attr_set_int(L->m, a, "v_head_dim", k->v_head_dim);
+  attr_set_int(L->m, a, "heads", k->heads);
+  attr_set_int(L->m, a, "kv_heads", k->kv_heads);
+  attr_set_float(L->m, a, "scale", k->scale);
+  attr_set_word(L->m, a, "mask", em_mask_word(k->mask_kind));
+  attr_set_word(L->m, a, "mode", em_mode_word(k->mode));
+  attr_set_word(L->m, a, "target", target ? target : "sm_90a");
+  if (k->mode == MODE_DECODE) {
+    attr_set_word(L->m, a, "cache", k->cache == CACHE_PAGED ? "paged" : "contiguous");
+    if (k->cache == CACHE_PAGED)
+      attr_set_int(L->m, a, "page_size", k->page_size);
+    attr_set_int(L->m, a, "split", k->split); /* 0: auto, the runtime picks nsplit */
+    if (k->has_unified_max)
+      attr_set_float(L->m, a, "unified_max", k->unified_max);
+    if (k->q_len_max)
+      attr_set_int(L->m, a, "q_len_max", k->q_len_max); /* absent: SPEC_MAX_Q_LEN */
+  }
+  attr_set_word(L->m, a, "schedule", "fa1");
+  const Schedule *s = &k->schedule;
+  if (s->loc.line > 0 || s->tile_q || s->tile_kv || s->warps || s->stages) {
+    attr_set_int(L->m, a, "sched_tile_q", s->tile_q);
+    attr_set_int(L->m, a, "sched_tile_kv", s->tile_kv);
+    attr_set_int(L->m, a, "sched_warps", s->warps);
+    attr_set_int(L->m, a, "sched_stages", s->stages);
+  }
+}
+
+/* `for %iv = %c0 to hi`, with the builder moved into its body. */
+Op *em_open_for(Lower *L, Value *lo, Value *hi, bool parallel, const char *iv) {
+  Op *f = build_for(&L->b, lo, hi, parallel, NULL, 0, iv);
+  L->b = builder_at_end(L->m, for_body(f));
+  L->b.loc = L->k->loc;
+  return f;
+}
+
+/* Ends the body with an empty yield and moves the builder after the loop. */
+void em_close_for(Lower *L, Op *f) {
+  build_yield(&L->b, NULL, 0);
+  L->b = builder_after(L->m, f);
+  L->b.loc = L->k->loc;
+}
+
+/* Score modifier over %ss; always gives a full score tile of f32. */
+Value *em_score(Lower *L) {
+  if (!L->k->score)
+    return L->ss;
+  Value *v = em_to_f32(L, em_to_num(L, em_expr(L, L->k->score)));
+  SrcLoc saved = L->b.loc;
+  L->b.loc = L->k->score->loc.line > 0 ? L->k->score->loc : saved;
+  if (v->type.kind != TYPE_TILE || v->type.rows != score_rows(L) ||
+      v->type.cols != score_cols(L)) {
+    /* a score that does not read s everywhere: broadcast to the full tile */
+    Value *z = build_full(&L->b, em_ftile(score_rows(L), score_cols(L), L->dist), 0);
+    v = build_binary(&L->b, OP_ADD, z, v);
+  }
+  L->b.loc = saved;
+  return em_name(L, v, "sc");
+}
+
+bool em_expr_uses(const Expr *e, ExprVar v) {
+  if (!e)
+    return false;
+  if (e->kind == EXPR_VAR)
+    return e->var == v;
+  return em_expr_uses(e->a, v) || em_expr_uses(e->b, v) || em_expr_uses(e->c, v);
+}
+
+/* The user mask (if any) AND the bounds mask of a partial last K/V tile
+ * (and, with bound_q, of a partial last Q tile). */
+Value *em_cond(Lower *L) {
+  /* index tiles in the documented order (%qi, %ki) unless the score made them */
+  if (em_expr_uses(L->k->mask, VAR_Q) || L->bound_q)
+    qidx(L);
+  kidx(L);
+  Value *user = L->k->mask ? em_to_bool(L, em_expr(L, L->k->mask)) : NULL;
+  Value *inb = em_name(L, build_cmp(&L->b, "lt", kidx(L), L->seqk), "inb");
+  if (L->bound_q) {
+    Value *inq = em_name(L, build_cmp(&L->b, "lt", qidx(L), L->seqq), "inq");
+    inb = em_bin(L, OP_AND, inb, inq, "inbq");
+  }
+  if (!user)
+    return inb;
+  return em_bin(L, OP_AND, user, inb, "cond");
+}
+
+int em_refuse(FILE *diag, const KernelSpec *k, SrcLoc loc, const char *msg) {
+  if (loc.line <= 0)
+    loc = k->loc;
+  fprintf(diag ? diag : stderr, "%s:%d:%d: error: %s\n", loc.file ? loc.file : "<spec>",
+          loc.line, loc.col, msg);
+  return 0;
+}
+
