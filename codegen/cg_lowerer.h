@@ -73,6 +73,10 @@ typedef struct CgVal {
  * carried tile, nested loops together). */
 enum { MAX_PENDING_GROUPS = 32, MAX_CARRY_RINGS = 16 };
 
+/* Parameters a kernel kind may bind by name beyond the shared ones (the
+ * backward's dout, dq, dk, dv, delta, dq_acc and their strides). */
+enum { MAX_KIND_PARAMS = 24 };
+
 /* A pending cp.async group (issued, not yet waited for). */
 typedef struct Pending {
   int seq;
@@ -122,7 +126,7 @@ struct Lowerer {
     const char *name;
     MlirValue v; /* a generic pointer, or an i64 */
     bool ptr;
-  } param[8];
+  } param[MAX_KIND_PARAMS];
   int nparam;
   /* The kernel kind (walk.h) and its own state (its file's struct). */
   const void *kind;
@@ -150,6 +154,7 @@ struct Lowerer {
   int epoch; /* barriers emitted on the current path (conservative across ifs) */
   CarryRing rings[MAX_CARRY_RINGS];
   int nrings;
+  bool store_add; /* the store being lowered adds (reduce = add: mem_global.c) */
   /* Parallel loops -> grid dims. */
   int nparallel, parallel_seen;
 };

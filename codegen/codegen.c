@@ -52,11 +52,16 @@ static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
   const CgOptions *o = E->o;
   const AttrList *a = &f->attrs;
   int hd = (int)attr_int(a, "head_dim", 0);
-  if (func_companion_of(f))
+  const char *grad_of = attr_str(a, "grad_of", NULL);
+  if (func_companion_of(f) && !grad_of)
     return;
   cg_strbuf_puts(sb, "// flashc.meta version 1\n");
   cg_strbuf_printf(sb, "// flashc.meta kernel %s\n", f->name);
   cg_strbuf_printf(sb, "// flashc.meta mode %s\n", attr_str(a, "mode", "forward"));
+  if (grad_of) { /* a backward kernel: its own block (docs/backward.md) */
+    cg_strbuf_printf(sb, "// flashc.meta role %s\n", attr_str(a, "role", ""));
+    cg_strbuf_printf(sb, "// flashc.meta forward %s\n", grad_of);
+  }
   cg_strbuf_printf(sb, "// flashc.meta dtype %s\n", attr_str(a, "dtype", "bf16"));
   cg_strbuf_printf(sb, "// flashc.meta head_dim %d\n", hd);
   cg_strbuf_printf(sb, "// flashc.meta v_head_dim %d\n", (int)attr_int(a, "v_head_dim", hd));
@@ -70,8 +75,11 @@ static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
   cg_strbuf_printf(sb, "// flashc.meta stages %d\n", (int)attr_int(a, "stages", 1));
   cg_strbuf_printf(sb, "// flashc.meta threads %d\n", ki->threads);
   cg_strbuf_printf(sb, "// flashc.meta smem_bytes %d\n", ki->smem_bytes);
+  const char *role = attr_str(a, "role", "");
+  bool kv_outer = grad_of && (strcmp(role, "main") == 0 || strcmp(role, "kv") == 0);
   cg_strbuf_printf(sb, "// flashc.meta grid %s\n",
                    cg_meta_is_decode(f)     ? "splits,kv_heads,batch"
+                   : kv_outer               ? "k_tiles,kv_heads,batch"
                    : ki->parallel_loops >= 3 ? "q_tiles,heads,batch"
                                              : "1,heads,batch");
   cg_strbuf_printf(sb, "// flashc.meta workspace_floats_per_row %d\n",

@@ -37,7 +37,7 @@ bool lw_scratch_can_alias(Lowerer *L);
 
 typedef struct MmaPlan {
   const CgVal *a, *bm;
-  bool a_smem, trans_b;
+  bool a_smem, trans_a, trans_b; /* trans_a: A^T is what shared memory holds */
   CgMmaType mt;
   int nm, nn, ksteps;
   LaneAddr a_lane; /* mma.sync, A (smem): this lane's ldmatrix row */

@@ -14,10 +14,15 @@ static bool plan_matmul(Lowerer *L, const Op *op, const TileGeom *rg, MmaPlan *p
   p->a = lw_get(L, op->operands[0]);
   p->bm = lw_get(L, op->operands[1]);
   p->trans_b = attr_int(&op->attrs, "transpose_b", 0) != 0;
-  if (attr_int(&op->attrs, "transpose_a", 0) != 0) {
-    lw_error(L, op, "a matmul with transpose_a is not supported by this kernel's engines yet");
+  p->trans_a = attr_int(&op->attrs, "transpose_a", 0) != 0;
+  if (p->trans_a && L->wgmma) {
+    lw_error(L, op, "a matmul with transpose_a runs on mma.sync only");
     return false;
   }
+  /* A^T in registers (the backward's dS^T): through shared memory, where
+   * ldmatrix .trans reads it as A. */
+  if (p->trans_a && p->a->kind == CV_TILE && !(p->a = lw_regs_to_smem(L, op, p->a)))
+    return false;
   if (p->bm->kind != CV_SMEM) {
     lw_error(L, op, "the B operand must be a tile loaded from memory");
     return false;
@@ -40,9 +45,10 @@ static bool plan_matmul(Lowerer *L, const Op *op, const TileGeom *rg, MmaPlan *p
   bool k_split = false;
   p->a_smem = p->a->kind == CV_SMEM;
   if (p->a_smem) {
-    if (p->a->type.cols != K || p->a->type.rows != rg->rows) {
-      lw_error(L, op, "A is %d x %d, expected %d x %d", p->a->type.rows, p->a->type.cols,
-               rg->rows, K);
+    int ar = p->trans_a ? p->a->type.cols : p->a->type.rows;
+    int ac = p->trans_a ? p->a->type.rows : p->a->type.cols;
+    if (ac != K || ar != rg->rows) {
+      lw_error(L, op, "A is %d x %d, expected %d x %d", ar, ac, rg->rows, K);
       return false;
     }
     k0 = cg_const_i32(b, 0);

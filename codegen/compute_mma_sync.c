@@ -8,6 +8,10 @@
 /* A fragment for m16 tile mi, k step kk: ldmatrix x4 from shared memory, or
  * the FA2 register trick: two n8 accumulators of P are one k16 A operand. */
 static void a_fragment(Lowerer *L, const MmaPlan *p, int mi, int kk, MlirValue *out) {
+  if (p->a_smem && p->trans_a) { /* A^T [k][m]: .trans gives A's fragment */
+    cg_ldmatrix(&L->b, lw_lane_at(L, p->a, &p->a_lane, kk * 16, mi * 16), 4, true, out);
+    return;
+  }
   if (p->a_smem) {
     cg_ldmatrix(&L->b, lw_lane_at(L, p->a, &p->a_lane, mi * 16, kk * 16), 4, false, out);
     return;
@@ -24,6 +28,7 @@ static void b_fragments(Lowerer *L, const MmaPlan *p, int ni, int kk, bool pair,
 
 /* Lane address parts for ldmatrix (lane l, matrices 0..3 = lanes 8i..8i+7):
  *   A [m][k], x4:            row l%16,                 col 8*(l/16)
+ *   A^T [k][m], x4 .trans:    row l%8 + 8*(l/16),      col 8*((l/8)%2)
  *   B^T [n][k], x4 (no .trans): row l%8 + 8*(l/16),      col 8*((l/8)%2)
  *   B [k][n], x4 .trans:      row l%16,                 col 8*(l/16)
  * The x2 forms read lanes 0..15 of the same formulas. Row offsets (a_row0,
@@ -42,13 +47,16 @@ static void plan_lanes(Lowerer *L, MmaPlan *p, MlirValue a_row0, MlirValue k0, M
     cg_ptx(b, "", NULL, "", 0, &lane, 1);
   MlirValue l16 = cg_arith2(b, "arith.remui", lane, cg_const_i32(b, 16));
   MlirValue hi8 = cg_muli_c(b, cg_arith2(b, "arith.divui", lane, cg_const_i32(b, 16)), 8);
-  if (p->a_smem)
+  MlirValue l8 = cg_arith2(b, "arith.remui", lane, cg_const_i32(b, 8));
+  MlirValue mid = cg_muli_c(
+      b, cg_arith2(b, "arith.remui", cg_arith2(b, "arith.divui", lane, cg_const_i32(b, 8)),
+                   cg_const_i32(b, 2)),
+      8);
+  if (p->a_smem && p->trans_a) /* A^T [k][m], .trans: as B^T's lanes with k for n */
+    p->a_lane = lw_lane_addr(L, p->a, cg_addi(b, k0, cg_addi(b, l8, hi8)), cg_addi(b, a_row0, mid));
+  else if (p->a_smem)
     p->a_lane = lw_lane_addr(L, p->a, cg_addi(b, a_row0, l16), cg_addi(b, k0, hi8));
   if (p->trans_b) {
-    MlirValue l8 = cg_arith2(b, "arith.remui", lane, cg_const_i32(b, 8));
-    MlirValue mid = cg_muli_c(b, cg_arith2(b, "arith.remui",
-                                           cg_arith2(b, "arith.divui", lane, cg_const_i32(b, 8)),
-                                           cg_const_i32(b, 2)), 8);
     p->b_lane = lw_lane_addr(L, p->bm, cg_addi(b, n0, cg_addi(b, l8, hi8)), cg_addi(b, k0, mid));
   } else {
     p->b_lane = lw_lane_addr(L, p->bm, cg_addi(b, k0, l16), cg_addi(b, n0, hi8));
@@ -64,6 +72,10 @@ bool lw_mma_sync_plan(Lowerer *L, const Op *op, const TileGeom *rg, MmaPlan *p, 
    * across the xor pattern; no schedule splits those columns over warps. */
   if (p->bm->swizzled && (p->trans_b ? k_split : rg->col_split)) {
     lw_error(L, op, "warps splitting the columns of a swizzled shared-memory operand");
+    return false;
+  }
+  if (p->a_smem && p->trans_a && p->a->swizzled && rg->row_split) {
+    lw_error(L, op, "warps splitting the columns of a swizzled shared-memory A^T");
     return false;
   }
   plan_lanes(L, p, a_row0, k0, n0);

@@ -12,7 +12,7 @@
 #include "codegen/kinds.h"
 
 static bool accepts(const Func *f) {
-  return strcmp(attr_str(&f->attrs, "mode", "forward"), "decode") != 0;
+  return strcmp(attr_str(&f->attrs, "mode", "forward"), "forward") == 0;
 }
 
 static const LwParam params[] = {

@@ -8,5 +8,8 @@
 extern const LwKind lw_kind_forward; /* kind_forward.c */
 extern const LwKind lw_kind_decode;  /* kind_decode.c */
 extern const LwKind lw_kind_combine; /* kind_combine.c */
+/* kind_backward.c: the roles of a backward (docs/backward.md) */
+extern const LwKind lw_kind_backward_pre, lw_kind_backward_main, lw_kind_backward_post,
+    lw_kind_backward_q;
 
 #endif

@@ -134,6 +134,13 @@ typedef struct LaneAddr {
   MlirValue byte; /* padded: the lane's byte; swizzled: base + r * 128 */
   MlirValue lx;   /* swizzled: (c ^ r8) * 16 */
 } LaneAddr;
+/* A register tile (bf16/f16, rows distribution) written to a shared-memory
+ * buffer of its own (padded rows, so that warps may address any 8-column
+ * block), with the barriers that make it safe: before the write when
+ * shared memory was read since the last barrier, after it for the readers.
+ * Returns the staged value (CV_SMEM), or NULL after an error at op. */
+CgVal *lw_regs_to_smem(Lowerer *L, const Op *op, const CgVal *x);
+
 /* The lane address of row `row`, column `col` (elements, a lane-uniform
  * offset included when padded; 0 or 8 when swizzled) of staged tile t. */
 LaneAddr lw_lane_addr(Lowerer *L, const CgVal *t, MlirValue row, MlirValue col);

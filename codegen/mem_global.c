@@ -11,7 +11,9 @@
 
 /* Loads the tile op reads from t straight into the accumulator layout:
  * row_at gives each element's row offset and presence (as for
- * lw_store_rows); a missing row reads 0. */
+ * lw_store_rows); a missing row reads 0. A 1 x C tile of a rank 3 tensor
+ * (the backward's per-query LSE and D along a transposed score tile) reads
+ * row row0 + c for its column c. */
 void lw_load_rows(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt row_at, void *ctx) {
   CgBuilder *b = &L->b;
   Type rt = op->results[0]->type;
@@ -27,11 +29,18 @@ void lw_load_rows(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt row_at, 
   int *ni = mi + r->ne, *e = ni + r->ne;
   lw_positions(&g, mi, ni, e);
   MlirValue zero = cg_const_float(b, t->et, 0.0);
+  /* A 1 x C tile of a rank 3 tensor holds positions along its columns:
+   * element c is the tensor's row row0 + c. */
+  bool along_cols = t->cols == 1 && g.cls == TC_COLV;
   for (int k = 0; k < r->ne; k++) {
     MlirValue off, ok;
-    row_at(L, ctx, lw_elem_row(L, &g, mi[k], e[k]), &off, &ok);
-    if (g.cls == TC_FULL || g.cls == TC_COLV)
-      off = cg_addi(b, off, cg_int_cast(b, lw_elem_col(L, &g, ni[k], e[k]), b->i64));
+    if (along_cols) {
+      row_at(L, ctx, lw_elem_col(L, &g, ni[k], e[k]), &off, &ok);
+    } else {
+      row_at(L, ctx, lw_elem_row(L, &g, mi[k], e[k]), &off, &ok);
+      if (g.cls == TC_FULL || g.cls == TC_COLV)
+        off = cg_addi(b, off, cg_int_cast(b, lw_elem_col(L, &g, ni[k], e[k]), b->i64));
+    }
     MlirValue v = cg_load(b, cg_gep(b, t->base, off, t->et), t->et, t->elem == ELEM_F32 ? 4 : 2);
     r->e[k] = cg_float_cast(b, cg_select(b, ok, v, zero), lw_elem_type(L, rt.elem));
   }
@@ -39,11 +48,30 @@ void lw_load_rows(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt row_at, 
   lw_set(L, op->results[0], r);
 }
 
+/* One row (mi, h) of a thread's share added into f32 tensor t: one
+ * red.global.add per element (the backward's dQ, which the blocks of every
+ * K/V tile add into; the order of the adds is the hardware's). */
+static void add_row(Lowerer *L, const TensorRef *t, const CgVal *x, MlirValue off, int mi, int h) {
+  CgBuilder *b = &L->b;
+  const TileGeom *g = &x->g;
+  for (int ni = 0; ni < g->nn; ni++)
+    for (int j = 0; j < 2; j++) {
+      MlirValue v = cg_float_cast(b, lw_elem(L, x, TC_FULL, mi, ni, 2 * h + j), b->f32);
+      MlirValue col = cg_int_cast(b, lw_elem_col(L, g, ni, j), b->i64);
+      MlirValue args[2] = {cg_gep(b, t->base, cg_addi(b, off, col), t->et), v};
+      cg_ptx(b, "red.global.add.f32 [$0], $1;", args, "l,f", 2, NULL, 0);
+    }
+}
+
 /* One row (mi, h) of a thread's share: the n8 fragments' two adjacent
  * elements are stored together. */
 static void store_row(Lowerer *L, const TensorRef *t, const CgVal *x, MlirValue off, int mi, int h) {
   CgBuilder *b = &L->b;
   const TileGeom *g = &x->g;
+  if (L->store_add) {
+    add_row(L, t, x, off, mi, h);
+    return;
+  }
   if (g->cls == TC_ROWV || g->cls == TC_ONE) {
     MlirValue v = cg_float_cast(b, lw_elem(L, x, g->cls, mi, 0, 2 * h), t->et);
     cg_store(b, v, cg_gep(b, t->base, off, t->et), t->elem == ELEM_F32 ? 4 : 2);
@@ -130,8 +158,8 @@ void lw_load(Lowerer *L, const Op *op, Rows *m) {
     lw_error(L, op, "the result must be a tile");
     return;
   }
-  if (along_cols(op, rt)) {
-    lw_error(L, op, "a 1 x C load of a rank 3 tensor is not supported yet");
+  if (along_cols(op, rt) && lw_is_staged_type(rt)) {
+    lw_error(L, op, "a 1 x C load of a rank 3 tensor must be a register tile");
     return;
   }
   if (!lw_is_staged_type(rt)) {
@@ -148,11 +176,18 @@ void lw_load(Lowerer *L, const Op *op, Rows *m) {
 }
 
 void lw_store(Lowerer *L, const Op *op, Rows *m) {
-  if (attr_get(&op->attrs, "reduce") || along_cols(op, op->operands[4]->type)) {
-    lw_error(L, op, "stores with reduce = add and 1 x C stores of rank 3 tensors are not supported yet");
+  if (along_cols(op, op->operands[4]->type)) {
+    lw_error(L, op, "1 x C stores of rank 3 tensors are not supported");
     return;
   }
+  bool add = attr_get(&op->attrs, "reduce") != NULL;
+  if (add && (m->t.elem != ELEM_F32 || lw_get(L, op->operands[4])->g.cls != TC_FULL)) {
+    lw_error(L, op, "a store with reduce = add needs a full f32 register tile and tensor");
+    return;
+  }
+  L->store_add = add;
   lw_store_rows(L, op, &m->t, rows_store_at, m);
+  L->store_add = false;
 }
 
 void lw_load_scalar(Lowerer *L, const Op *op, MlirValue p) {

@@ -1,5 +1,7 @@
-/* mem_ldmatrix.c - layer 1: shared memory -> registers. The lane addresses
- * of ldmatrix in a staged tile, padded or swizzled.
+/* mem_ldmatrix.c - layer 1: shared memory <-> registers. The lane addresses
+ * of ldmatrix in a staged tile, padded or swizzled; a register tile written
+ * to shared memory (lw_regs_to_smem) for an operand the tensor cores must
+ * read transposed.
  *
  * Padded layout: `byte` is the lane's row address; an offset is a constant.
  * Swizzled layout (lw_swizzled_byte: 128-byte row blocks, chunk c of row r
@@ -8,6 +10,7 @@
  * chunk (c + d) sits at ((d & 7) | c) ^ r8 = (d & 7) ^ lx with the lane
  * constant lx = c ^ r8 (in 16-byte units): one xor per ldmatrix. */
 #include "codegen/mem.h"
+#include "mlir-c/BuiltinTypes.h"
 
 /* The lane address of row `row`, column `col` (elements, a lane-uniform
  * offset included when padded; 0 or 8 when swizzled) of staged tile t. */
@@ -36,4 +39,41 @@ MlirValue lw_lane_at(Lowerer *L, const CgVal *t, const LaneAddr *a, int drow, in
   MlirValue off = cg_addi_c(b, cg_arith2(b, "arith.xori", a->lx, cg_const_i32(b, (d & 7) * 16)),
                             drow * 128 + (d / 8) * t->type.rows * 128);
   return cg_gep(b, L->smem, cg_addi(b, a->byte, off), b->i8);
+}
+
+CgVal *lw_regs_to_smem(Lowerer *L, const Op *op, const CgVal *x) {
+  CgBuilder *b = &L->b;
+  const TileGeom *g = &x->g;
+  if (x->kind != CV_TILE || x->splat || g->cls != TC_FULL || g->col_split ||
+      (x->type.elem != ELEM_BF16 && x->type.elem != ELEM_F16) || x->type.cols % 8) {
+    lw_error(L, op, "only a bf16/f16 register tile of whole rows per warp can go to shared memory");
+    return NULL;
+  }
+  CgVal *s = lw_alloc(L, sizeof *s);
+  s->kind = CV_SMEM;
+  s->type = x->type;
+  s->type.dist = DIST_NONE;
+  s->ring = -1;
+  s->async_seq = -1;
+  s->swizzled = false; /* warps address the columns at any 8-column block */
+  s->smem_stride = x->type.cols + SMEM_PAD_ELEMS;
+  s->smem_off = lw_alloc_smem(L, x->type.rows * s->smem_stride * 2);
+  if (L->smem_read_since_barrier) /* other warps may still read the last step's copy */
+    lw_barrier(L);
+  MlirType et = lw_elem_type(L, x->type.elem);
+  MlirType v2 = mlirVectorTypeGet(1, (int64_t[]){2}, et);
+  for (int mi = 0; mi < g->nm; mi++)
+    for (int h = 0; h < 2; h++) {
+      MlirValue row = lw_elem_row(L, g, mi, 2 * h);
+      for (int ni = 0; ni < g->nn; ni++) {
+        MlirValue col = lw_elem_col(L, g, ni, 0);
+        MlirValue el = cg_addi(b, cg_muli_c(b, row, s->smem_stride), col);
+        MlirValue at = cg_gep(b, L->smem, lw_smem_base(L, s, cg_muli_c(b, el, 2)), b->i8);
+        MlirValue e2[2] = {lw_elem(L, x, TC_FULL, mi, ni, 2 * h),
+                           lw_elem(L, x, TC_FULL, mi, ni, 2 * h + 1)};
+        cg_store(b, cg_vector_from(b, e2, 2, v2), at, 4);
+      }
+    }
+  lw_barrier(L);
+  return s;
 }

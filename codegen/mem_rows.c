@@ -13,6 +13,7 @@
  * limit, packed rows (head h*G + R/n, token R%n), or paged rows (slot R%P
  * of page block_table[b, R/P], the table read only for R < limit).
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "codegen/mem.h"
@@ -76,6 +77,30 @@ static void contiguous_strides(Lowerer *L, const Type *t, TensorRef *r) {
   }
 }
 
+/* A tensor parameter of the kernel kind's own (lw_param: the backward's
+ * dout, dq, dk, dv, delta, dq_acc): its strides are the parameters
+ * NAME.sb, NAME.ss, NAME.sh when the kind has them, else contiguous. */
+static bool own_tensor(Lowerer *L, const char *n, const Type *t, TensorRef *r, MlirValue *ptr) {
+  *ptr = lw_param(L, n, true);
+  if (mlirValueIsNull(*ptr))
+    return false;
+  char key[64];
+  MlirValue st[3];
+  static const char *const suffix[3] = {"sb", "ss", "sh"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(key, sizeof key, "%s.%s", n, suffix[i]);
+    st[i] = lw_param(L, key, false);
+  }
+  if (mlirValueIsNull(st[0]) || mlirValueIsNull(st[1]) || mlirValueIsNull(st[2])) {
+    contiguous_strides(L, t, r);
+  } else {
+    r->sb = st[0];
+    r->ss = st[1];
+    r->sh = st[2];
+  }
+  return true;
+}
+
 bool lw_tensor_ref(Lowerer *L, const Op *op, const Value *tv, TensorRef *r) {
   CgBuilder *b = &L->b;
   const char *n = tv->name ? tv->name : "";
@@ -121,7 +146,7 @@ bool lw_tensor_ref(Lowerer *L, const Op *op, const Value *tv, TensorRef *r) {
     r->base = cg_gep(b, g, ws_off, b->f32);
     return true;
   }
-  if (mlirValueIsNull(ptr)) {
+  if (mlirValueIsNull(ptr) && !own_tensor(L, n, t, r, &ptr)) {
     lw_error(L, op, "tensor %%%s has no place in the kernel ABI", n);
     return false;
   }

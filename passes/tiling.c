@@ -126,6 +126,19 @@ static Sched forward_sched(const Shape *sh, const TargetInfo *t, const PassOptio
  * same K/V through L2); also the schedule when warp-split-kv is disabled.
  * H100, docs/perf-log.md P19: a 16-row tile at q_len 16 with GQA 32/8
  * (four Q tiles) took 4x the 64-row tile's time, hence q_len_max. */
+/* The backward's kernels (docs/backward.md): 64 x 64 tiles, four warps, 16
+ * rows each of the tile they split (K/V rows for the K/V-outer kernels,
+ * which hold dK and dV, Bc x d f32 each, in registers beside S^T and dP^T;
+ * Q rows for the others; the K/V-outer kernel's dS K has Br rows, so Br
+ * too is 16 x warps). Past head dim 128 dK and dV take 256 registers a
+ * thread and spill: correct, not fast (a later schedule splits d). One
+ * stage: correctness first, the pipeline comes later. */
+static Sched backward_sched(const Shape *sh, const char *role) {
+  (void)sh;
+  (void)role;
+  return (Sched){64, 64, 4, 1};
+}
+
 static Sched decode_sched(const Shape *sh, int live_rows, const PassOptions *opts) {
   Sched s = default_sched(sh);
   if (live_rows <= 16 && !pass_is_disabled(opts, "warp-split-kv")) {
@@ -235,7 +248,12 @@ static int choose(Func *f, const PassOptions *opts, FILE *diag, Sched *out) {
   if (strcmp(dt, "f32") == 0)
     sh.elem_bytes = 4;
 
-  bool decode = strcmp(attr_str(&f->attrs, "mode", "forward"), "decode") == 0;
+  const char *mode = attr_str(&f->attrs, "mode", "forward");
+  bool decode = strcmp(mode, "decode") == 0;
+  if (strcmp(mode, "backward") == 0 && !attr_get(&f->attrs, "tile_q")) {
+    *out = backward_sched(&sh, attr_str(&f->attrs, "role", ""));
+    return 0;
+  }
   Sched auto_s = decode ? decode_sched(&sh, decode_live_rows(&f->attrs), opts)
                         : forward_sched(&sh, t, opts);
   /* Already tiled (a .tile input that went through this pass): the extents

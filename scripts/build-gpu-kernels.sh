@@ -31,4 +31,6 @@ status=0
 compile test/gpu/specs $OUT_DIR forward || status=1
 # The decode suite's specs (test/gpu/decode.py) -> .device/decode.
 compile test/gpu/decode_specs .device/decode decode || status=1
+# The backward suite's specs (test/gpu/backward.py) -> .device/backward.
+compile test/gpu/backward_specs .device/backward backward || status=1
 exit $status

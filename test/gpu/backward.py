@@ -1,0 +1,274 @@
+"""GPU check of the backward kernels (docs/backward.md), on the GPU machine.
+
+    python3 test/gpu/backward.py PTX_DIR [--seed N] [--only NAME,...] [--reruns N]
+
+For every PTX_DIR/NAME.ptx whose NAME is in backward_specs.py: the module holds
+the forward NAME and NAME_bwd_pre/_bwd/_bwd_post/_bwd_kv/_bwd_q. They are
+launched here straight through the CUDA driver (ctypes), with the parameter
+lists and grids of docs/backward.md built from the PTX's metadata, so this
+checks the ABI as written (the runtime's fa_backward is checked by its own
+tests). Per case: fresh random q, k, v, dO; O and LSE from the forward kernel;
+then both launches (atomic: dq_acc zeroed, pre, bwd, post; deterministic:
+pre, bwd_kv, bwd_q), outputs poisoned with NaN, against FlashAttention's rule
+with gradients at 3x:
+    ref = autograd of the spec's attention in float64
+    pt  = the same in the input dtype
+    pass iff max|g - ref| <= 3 max|pt - ref| + 1e-5 for dQ, dK, dV; no NaN.
+Fully masked rows (causal with seqlen_q > seqlen_k) must give zero dQ. The
+deterministic launch is rerun --reruns times (default 20): dQ, dK, dV must be
+bitwise identical. Prints a line per case and `N passed, N failed`.
+"""
+import argparse
+import ctypes
+import math
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from backward_specs import SPECS  # noqa: E402
+
+DT = {"bf16": torch.bfloat16, "f16": torch.float16}
+
+
+# ---- the driver -------------------------------------------------------------
+
+class Driver:
+    def __init__(self):
+        self.cu = ctypes.CDLL("libcuda.so.1")
+        torch.cuda.init()
+        torch.zeros(1, device="cuda")  # the primary context, current
+
+    def check(self, rc, what):
+        if rc != 0:
+            s = ctypes.c_char_p()
+            self.cu.cuGetErrorString(rc, ctypes.byref(s))
+            raise RuntimeError(f"{what}: CUDA error {rc} {s.value.decode() if s.value else ''}")
+
+    def load(self, path):
+        data = open(path, "rb").read() + b"\0"
+        mod = ctypes.c_void_p()
+        self.check(self.cu.cuModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(data)), "load " + path)
+        return mod, parse_meta(data.decode())
+
+    def function(self, mod, name, meta):
+        fn = ctypes.c_void_p()
+        self.check(self.cu.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode()), name)
+        smem = meta["smem_bytes"]
+        if smem > 48 * 1024:  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+            self.check(self.cu.cuFuncSetAttribute(fn, 8, smem), name + " smem")
+        return fn
+
+    def launch(self, fn, grid, meta, params):
+        holders = [c for c in params]
+        ptrs = (ctypes.c_void_p * len(holders))(
+            *[ctypes.cast(ctypes.pointer(h), ctypes.c_void_p) for h in holders])
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        self.check(self.cu.cuLaunchKernel(fn, grid[0], grid[1], grid[2], meta["threads"], 1, 1,
+                                          meta["smem_bytes"], stream, ptrs, None), "launch")
+
+
+def parse_meta(text):
+    """kernel name -> its metadata dict (every `// flashc.meta` block)."""
+    out, cur = {}, None
+    for line in text.splitlines():
+        if not line.startswith("// flashc.meta "):
+            continue
+        key, _, val = line[len("// flashc.meta "):].partition(" ")
+        if key == "kernel":
+            cur = out.setdefault(val, {"kernel": val})
+        elif cur is not None:
+            cur[key] = int(val) if val.lstrip("-").isdigit() else val
+    return out
+
+
+# ---- parameters (docs/abi.md, docs/backward.md) -----------------------------
+
+def ptr(t):
+    return ctypes.c_uint64(t.data_ptr() if t is not None else 0)
+
+
+def strides(t):
+    s = t.stride()  # [b, s, h, d]
+    return [ctypes.c_int64(s[0]), ctypes.c_int64(s[1]), ctypes.c_int64(s[2])]
+
+
+def sizes(b, sq, sk):
+    return [ctypes.c_int32(b), ctypes.c_int32(sq), ctypes.c_int32(sk)]
+
+
+def cdiv(a, b):
+    return (a + b - 1) // b
+
+
+class Kernels:
+    def __init__(self, drv, path, name):
+        self.drv = drv
+        self.mod, self.meta = drv.load(path)
+        self.name = name
+        self.fn = {k: drv.function(self.mod, k, m) for k, m in self.meta.items()}
+
+    def run(self, suffix, grid_kind, b, sq, sk, params):
+        kname = self.name + suffix
+        m = self.meta[kname]
+        heads, kvh = m["heads"], m["kv_heads"]
+        if grid_kind == "k":
+            grid = (max(1, cdiv(sk, m["tile_kv"])), kvh, b)
+        else:
+            grid = (max(1, cdiv(sq, m["tile_q"])), heads, b)
+        self.drv.launch(self.fn[kname], grid, m, params)
+
+    def forward(self, q, k, v, o, lse, b, sq, sk):
+        ws = None
+        p = [ptr(q), ptr(k), ptr(v), ptr(o), ptr(lse), ptr(ws)] + sizes(b, sq, sk) + \
+            strides(q) + strides(k) + strides(v) + strides(o)
+        self.run("", "q", b, sq, sk, p)
+
+    def backward(self, t, b, sq, sk, deterministic):
+        q, k, v, o, lse, do, dq, dk, dv, delta, dq_acc = t
+        self.run("_bwd_pre", "q", b, sq, sk, [ptr(o), ptr(do), ptr(delta)] + sizes(b, sq, sk) +
+                 strides(o) + strides(do))
+        main = [ptr(q), ptr(k), ptr(v), ptr(do), ptr(lse), ptr(delta),
+                ptr(None if deterministic else dq_acc), ptr(dk), ptr(dv)] + sizes(b, sq, sk) + \
+            strides(q) + strides(k) + strides(v) + strides(do) + strides(dk) + strides(dv)
+        if deterministic:
+            self.run("_bwd_kv", "k", b, sq, sk, main)
+            self.run("_bwd_q", "q", b, sq, sk,
+                     [ptr(q), ptr(k), ptr(v), ptr(do), ptr(lse), ptr(delta), ptr(dq)] +
+                     sizes(b, sq, sk) + strides(q) + strides(k) + strides(v) + strides(do) +
+                     strides(dq))
+        else:
+            dq_acc.zero_()
+            self.run("_bwd", "k", b, sq, sk, main)
+            self.run("_bwd_post", "q", b, sq, sk, [ptr(dq_acc), ptr(dq)] + sizes(b, sq, sk) +
+                     strides(dq))
+
+
+# ---- references ---------------------------------------------------------------
+
+def attention(spec, q, k, v, sq, sk):
+    """O of the spec's attention in q's dtype (float64 for the reference)."""
+    H, KH = spec["heads"], spec["kv_heads"]
+    g = H // KH
+    qh = q.transpose(1, 2)                                   # b h sq d
+    kh = k.transpose(1, 2).repeat_interleave(g, dim=1)       # b h sk d
+    vh = v.transpose(1, 2).repeat_interleave(g, dim=1)
+    s = (qh @ kh.transpose(-1, -2)) * spec["scale"]
+    if spec["score"]:
+        s = spec["score"](s, torch)
+    if spec["mask"]:
+        qi = torch.arange(sq, device=q.device).view(sq, 1)
+        ki = torch.arange(sk, device=q.device).view(1, sk)
+        keep = spec["mask"](qi, ki, sq, sk)
+        s = s.masked_fill(~keep, float("-inf"))
+    m = s.amax(-1, keepdim=True)
+    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+    p = torch.exp(s - m)
+    l = p.sum(-1, keepdim=True)
+    p = p / torch.where(l == 0, torch.ones_like(l), l)
+    return (p.to(q.dtype) @ vh).transpose(1, 2)
+
+
+def grads(spec, q, k, v, do, sq, sk, dtype):
+    qq, kk, vv = (x.detach().to(dtype).requires_grad_() for x in (q, k, v))
+    o = attention(spec, qq, kk, vv, sq, sk)
+    o.backward(do.to(dtype))
+    return qq.grad.double(), kk.grad.double(), vv.grad.double()
+
+
+def err(x, r):
+    return (x.double() - r).abs().max().item() if x.numel() else 0.0
+
+
+# ---- the cases ----------------------------------------------------------------
+
+def run_case(K, name, spec, case, gen, reruns):
+    b, sq, sk = case
+    dt = DT[spec["dtype"]]
+    H, KH, D, DV = spec["heads"], spec["kv_heads"], spec["head_dim"], spec["v_head_dim"]
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen, device="cuda", dtype=torch.float32).to(dt)
+
+    q, k, v = randn(b, sq, H, D), randn(b, sk, KH, D), randn(b, sk, KH, DV)
+    do = randn(b, sq, H, DV)
+    o = torch.full((b, sq, H, DV), float("nan"), device="cuda", dtype=dt)
+    lse = torch.full((b, H, sq), float("nan"), device="cuda", dtype=torch.float32)
+    K.forward(q, k, v, o, lse, b, sq, sk)
+    ref = grads(spec, q, k, v, do, sq, sk, torch.float64)
+    pt = grads(spec, q, k, v, do, sq, sk, dt)
+    line = f"{name:24s} b={b} sq={sq:<5d} sk={sk:<5d}"
+    ok_all, outs = True, {}
+    for det in (False, True):
+        outs[det] = []
+        for rep in range(1 + (reruns if det else 0)):
+            dq = torch.full_like(q, float("nan"))
+            dk = torch.full_like(k, float("nan"))
+            dv = torch.full_like(v, float("nan"))
+            delta = torch.full((b, H, sq), float("nan"), device="cuda", dtype=torch.float32)
+            dq_acc = torch.empty((b, sq, H, D), device="cuda", dtype=torch.float32)
+            K.backward((q, k, v, o, lse, do, dq, dk, dv, delta, dq_acc), b, sq, sk, det)
+            torch.cuda.synchronize()
+            outs[det].append((dq.clone(), dk.clone(), dv.clone()))
+        dq, dk, dv = outs[det][0]
+        nan = sum(int(torch.isnan(x).sum()) for x in (dq, dk, dv))
+        errs = [err(x, r) for x, r in zip((dq, dk, dv), ref)]
+        bounds = [3 * err(p, r) + 1e-5 for p, r in zip(pt, ref)]
+        ok = nan == 0 and all(e <= bd for e, bd in zip(errs, bounds))
+        same = all(all(torch.equal(a, c) for a, c in zip(outs[det][0], run))
+                   for run in outs[det][1:])
+        ok = ok and same
+        ok_all &= ok
+        tag = "det" if det else "atomic"
+        line += (f" | {tag} dq {errs[0]:.2e}/{bounds[0]:.2e} dk {errs[1]:.2e}/{bounds[1]:.2e}"
+                 f" dv {errs[2]:.2e}/{bounds[2]:.2e} nan {nan}")
+        if det:
+            line += f" bitwise x{1 + reruns} {'same' if same else 'DIFFER'}"
+    print(("PASS " if ok_all else "FAIL ") + line, flush=True)
+    return ok_all
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("ptx_dir")
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--reruns", type=int, default=20)
+    a = ap.parse_args()
+    seed = a.seed if a.seed is not None else int(time.time()) % 100000
+    print(f"backward: seed {seed} (rerun with --seed {seed})")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    drv = Driver()
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(seed)
+    passed = failed = 0
+    t0 = time.time()
+    for name in sorted(n[:-4] for n in os.listdir(a.ptx_dir) if n.endswith(".ptx")):
+        if a.only and name not in a.only.split(","):
+            continue
+        if name not in SPECS:
+            print(f"SKIP {name}: no entry in backward_specs.py")
+            continue
+        try:
+            K = Kernels(drv, os.path.join(a.ptx_dir, name + ".ptx"), name)
+        except RuntimeError as e:
+            print(f"FAIL {name}: {e}")
+            failed += 1
+            continue
+        for case in SPECS[name]["cases"]:
+            try:
+                ok = run_case(K, name, SPECS[name], case, gen, a.reruns)
+            except RuntimeError as e:
+                print(f"FAIL {name} {case}: {e}")
+                ok = False
+            passed += ok
+            failed += not ok
+    print(f"backward: {time.time() - t0:.1f} s on {torch.cuda.get_device_name()}")
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""The math of every backward the GPU suite checks (test/gpu/backward.py).
+
+Each entry matches test/gpu/backward_specs/NAME.fa (grad = true): the
+reference must compute what the spec says, so mask and score are written
+here again as torch ops (masks bottom-right aligned, as FlashAttention's).
+cases: (batch, seqlen_q, seqlen_k); seqlen_q > seqlen_k with a causal mask
+gives fully masked rows (their dQ must be 0).
+"""
+import math
+
+
+def causal(q, k, sq, sk):
+    return k <= q + (sk - sq)
+
+
+def window(length):
+    def keep(q, k, sq, sk):
+        qa = q + (sk - sq)
+        return (k <= qa) & (k > qa - length)
+    return keep
+
+
+def every_third(q, k, sq, sk):
+    return (k <= q) & ((q - k) % 3 != 1)
+
+
+def spec(dtype, head_dim, heads, kv_heads, cases, mask=None, score=None, v_head_dim=None,
+         scale=None):
+    return dict(dtype=dtype, head_dim=head_dim, v_head_dim=v_head_dim or head_dim, heads=heads,
+                kv_heads=kv_heads, mask=mask, score=score,
+                scale=scale if scale is not None else 1.0 / math.sqrt(head_dim), cases=cases)
+
+
+SPECS = {
+    "bwd_mha_d64_bf16_causal": spec("bf16", 64, 4, 4, mask=causal, cases=[
+        (2, 128, 128), (1, 17, 203), (2, 203, 17), (1, 1023, 1025), (1, 1, 1)]),
+    "bwd_gqa_d128_bf16": spec("bf16", 128, 8, 2, cases=[
+        (1, 1025, 1023), (2, 113, 17), (1, 1, 64), (1, 4096, 4096)]),
+    "bwd_mqa_d96_f16_window": spec("f16", 96, 4, 1, mask=window(100), cases=[
+        (1, 1023, 1023), (2, 17, 300)]),
+    "bwd_d128_dv64_f16_causal": spec("f16", 128, 4, 2, v_head_dim=64, mask=causal, cases=[
+        (2, 203, 203), (1, 300, 113)]),
+    "bwd_d256_bf16": spec("bf16", 256, 2, 2, cases=[(1, 203, 113), (2, 64, 1025)]),
+    "bwd_custom_d64_bf16": spec("bf16", 64, 4, 2, mask=every_third, cases=[
+        (1, 203, 203), (2, 113, 113)]),
+}
