@@ -130,6 +130,14 @@ static int build_module(Emit *E) {
   return rc;
 }
 
+/* ptxas' numbers of kernel `name`, or NULL. */
+static const CgPtxasKernel *ptxas_kernel(const CgPtxasInfo *pi, const char *name) {
+  for (int i = 0; i < pi->nkernels; i++)
+    if (strcmp(pi->kernels[i].name, name) == 0)
+      return &pi->kernels[i];
+  return NULL;
+}
+
 static void fill_stats(Emit *E, CgStats *s, const char *ptx, size_t len) {
   memset(s, 0, sizeof *s);
   s->ms_build = E->times.build;
@@ -139,27 +147,42 @@ static void fill_stats(Emit *E, CgStats *s, const char *ptx, size_t len) {
   s->ms_llvm_codegen = E->times.llvm_codegen;
   s->smem_dynamic_bytes = E->m->nfuncs ? E->info[0].smem_bytes : 0;
   s->registers = s->smem_static_bytes = s->spill_stores = s->spill_loads = s->stack_bytes = -1;
-  if (E->have_ptxas_info) {
-    s->registers = E->ptxas_info.registers;
-    s->smem_static_bytes = E->ptxas_info.smem_bytes;
-    s->spill_stores = E->ptxas_info.spill_stores;
-    s->spill_loads = E->ptxas_info.spill_loads;
-    s->stack_bytes = E->ptxas_info.stack_bytes;
-    s->ms_ptxas = E->times.ptxas;
-    return;
-  }
-  if (!ptx)
-    return;
   CgPtxasInfo pi = {0};
-  double t0 = cg_now_ms();
-  if (cg_run_ptxas(E->o->ptxas, E->o->target, ptx, len, NULL, &pi, NULL) == 0) {
-    s->registers = pi.registers;
-    s->smem_static_bytes = pi.smem_bytes;
-    s->spill_stores = pi.spill_stores;
-    s->spill_loads = pi.spill_loads;
-    s->stack_bytes = pi.stack_bytes;
+  bool have = E->have_ptxas_info;
+  if (have) {
+    pi = E->ptxas_info;
+    s->ms_ptxas = E->times.ptxas;
+  } else if (ptx) {
+    double t0 = cg_now_ms();
+    have = cg_run_ptxas(E->o->ptxas, E->o->target, ptx, len, NULL, &pi, NULL) == 0;
+    s->ms_ptxas = cg_now_ms() - t0;
   }
-  s->ms_ptxas = cg_now_ms() - t0;
+  if (!have)
+    return;
+  s->registers = pi.registers;
+  s->smem_static_bytes = pi.smem_bytes;
+  s->spill_stores = pi.spill_stores;
+  s->spill_loads = pi.spill_loads;
+  s->stack_bytes = pi.stack_bytes;
+  int cap = (int)(sizeof s->kernels / sizeof s->kernels[0]);
+  for (int i = 0; i < E->m->nfuncs && s->nkernels < cap; i++) {
+    const CgPtxasKernel *k = ptxas_kernel(&pi, E->m->funcs[i]->name);
+    if (!k)
+      continue;
+    if (i == 0) { /* the module's kernel: the summary line's numbers */
+      s->registers = k->registers;
+      s->spill_stores = k->spill_stores;
+      s->spill_loads = k->spill_loads;
+      s->stack_bytes = k->stack_bytes;
+    }
+    int n = s->nkernels++;
+    snprintf(s->kernels[n].name, sizeof s->kernels[n].name, "%s", k->name);
+    s->kernels[n].registers = k->registers;
+    s->kernels[n].spill_stores = k->spill_stores;
+    s->kernels[n].spill_loads = k->spill_loads;
+    s->kernels[n].stack_bytes = k->stack_bytes;
+    s->kernels[n].smem_dynamic_bytes = E->info[i].smem_bytes;
+  }
 }
 
 /* MLIR -> LLVM IR / PTX (with the metadata first). */

@@ -38,6 +38,13 @@ typedef struct CgStats {
   int smem_static_bytes;  /* ptxas' static shared memory (ours is dynamic: 0) */
   int smem_dynamic_bytes; /* what the kernel asks for at launch (metadata smem_bytes) */
   int spill_stores, spill_loads, stack_bytes;
+  /* Per kernel of the module (a decode kernel's combine kernel, a forward's
+   * backward kernels), in module order; the fields above are the first's. */
+  int nkernels;
+  struct {
+    char name[128];
+    int registers, spill_stores, spill_loads, stack_bytes, smem_dynamic_bytes;
+  } kernels[16];
 } CgStats;
 
 /* Which tensor-core instruction the matmuls use. */

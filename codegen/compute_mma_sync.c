@@ -34,6 +34,14 @@ static void b_fragments(Lowerer *L, const MmaPlan *p, int ni, int kk, bool pair,
  * The x2 forms read lanes 0..15 of the same formulas. Row offsets (a_row0,
  * n0 or k0 as rows) are multiples of 8; a column offset (k0 or n0 as
  * columns) is 0 for a swizzled operand (plan_matmul). */
+/* lane % 8 and 8 * ((lane / 8) % 2): the x4 patterns that take 8-row blocks. */
+static void lane_rows8(CgBuilder *b, MlirValue lane, MlirValue *l8, MlirValue *mid) {
+  *l8 = cg_arith2(b, "arith.remui", lane, cg_const_i32(b, 8));
+  *mid = cg_muli_c(b, cg_arith2(b, "arith.remui",
+                                cg_arith2(b, "arith.divui", lane, cg_const_i32(b, 8)),
+                                cg_const_i32(b, 2)), 8);
+}
+
 static void plan_lanes(Lowerer *L, MmaPlan *p, MlirValue a_row0, MlirValue k0, MlirValue n0) {
   CgBuilder *b = &L->b;
   /* Swizzled operands: the lane id through an opaque copy, so that the
@@ -47,16 +55,15 @@ static void plan_lanes(Lowerer *L, MmaPlan *p, MlirValue a_row0, MlirValue k0, M
     cg_ptx(b, "", NULL, "", 0, &lane, 1);
   MlirValue l16 = cg_arith2(b, "arith.remui", lane, cg_const_i32(b, 16));
   MlirValue hi8 = cg_muli_c(b, cg_arith2(b, "arith.divui", lane, cg_const_i32(b, 16)), 8);
-  MlirValue l8 = cg_arith2(b, "arith.remui", lane, cg_const_i32(b, 8));
-  MlirValue mid = cg_muli_c(
-      b, cg_arith2(b, "arith.remui", cg_arith2(b, "arith.divui", lane, cg_const_i32(b, 8)),
-                   cg_const_i32(b, 2)),
-      8);
-  if (p->a_smem && p->trans_a) /* A^T [k][m], .trans: as B^T's lanes with k for n */
+  MlirValue l8, mid;
+  if (p->a_smem && p->trans_a) { /* A^T [k][m], .trans: as B^T's lanes with k for n */
+    lane_rows8(b, lane, &l8, &mid);
     p->a_lane = lw_lane_addr(L, p->a, cg_addi(b, k0, cg_addi(b, l8, hi8)), cg_addi(b, a_row0, mid));
-  else if (p->a_smem)
+  } else if (p->a_smem) {
     p->a_lane = lw_lane_addr(L, p->a, cg_addi(b, a_row0, l16), cg_addi(b, k0, hi8));
+  }
   if (p->trans_b) {
+    lane_rows8(b, lane, &l8, &mid);
     p->b_lane = lw_lane_addr(L, p->bm, cg_addi(b, n0, cg_addi(b, l8, hi8)), cg_addi(b, k0, mid));
   } else {
     p->b_lane = lw_lane_addr(L, p->bm, cg_addi(b, k0, l16), cg_addi(b, n0, hi8));

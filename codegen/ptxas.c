@@ -65,16 +65,46 @@ static int number_before(const char *text, const char *key) {
   return atoi(p);
 }
 
+/* The numbers of one kernel's block of the log. */
+static void parse_block(const char *block, CgPtxasKernel *k) {
+  k->registers = number_before(block, " registers");
+  k->smem_bytes = number_before(block, " bytes smem");
+  k->stack_bytes = number_before(block, " bytes stack frame");
+  k->spill_stores = number_before(block, " bytes spill stores");
+  k->spill_loads = number_before(block, " bytes spill loads");
+}
+
 static void parse_info(const char *log, CgPtxasInfo *info) {
-  /* Each kernel has its own block; report the last one's numbers. */
-  const char *last = log, *p;
-  while ((p = strstr(last + 1, "Function properties for")) != NULL)
-    last = p;
-  info->registers = number_before(last, " registers");
-  info->smem_bytes = number_before(last, " bytes smem");
-  info->stack_bytes = number_before(last, " bytes stack frame");
-  info->spill_stores = number_before(last, " bytes spill stores");
-  info->spill_loads = number_before(last, " bytes spill loads");
+  static const char key[] = "Compiling entry function '";
+  memset(info, 0, sizeof *info);
+  CgPtxasKernel last;
+  memset(&last, 0, sizeof last);
+  for (const char *p = strstr(log, key); p; ) {
+    const char *name = p + sizeof key - 1, *q = strchr(name, '\'');
+    const char *next = strstr(name, key);
+    size_t blen = next ? (size_t)(next - p) : strlen(p);
+    char *block = malloc(blen + 1);
+    if (!block || !q)
+      break;
+    memcpy(block, p, blen);
+    block[blen] = '\0';
+    CgPtxasKernel k;
+    memset(&k, 0, sizeof k);
+    snprintf(k.name, sizeof k.name, "%.*s", (int)(q - name), name);
+    parse_block(block, &k);
+    free(block);
+    if (info->nkernels < CG_PTXAS_MAX_KERNELS)
+      info->kernels[info->nkernels++] = k;
+    last = k;
+    p = next;
+  }
+  if (!info->nkernels) /* an older log format: the whole log is one block */
+    parse_block(log, &last);
+  info->registers = last.registers;
+  info->smem_bytes = last.smem_bytes;
+  info->stack_bytes = last.stack_bytes;
+  info->spill_stores = last.spill_stores;
+  info->spill_loads = last.spill_loads;
 }
 
 int cg_run_ptxas(const char *ptxas, const char *chip, const char *ptx, size_t len,

@@ -6,9 +6,21 @@
 
 #include "codegen/cg_strbuf.h"
 
-/* What `ptxas -v` says about one kernel (the last one it reports). */
+/* What `ptxas -v` says about one kernel. */
+typedef struct CgPtxasKernel {
+  char name[128];
+  int registers, smem_bytes, stack_bytes, spill_stores, spill_loads;
+} CgPtxasKernel;
+
+enum { CG_PTXAS_MAX_KERNELS = 16 };
+
+/* What `ptxas -v` says: the numbers of the last kernel it reports (the
+ * fields below, as before modules held several kernels), and each kernel's
+ * (at most CG_PTXAS_MAX_KERNELS, in ptxas' order). */
 typedef struct CgPtxasInfo {
   int registers, smem_bytes, stack_bytes, spill_stores, spill_loads;
+  int nkernels;
+  CgPtxasKernel kernels[CG_PTXAS_MAX_KERNELS];
 } CgPtxasInfo;
 
 /* Assembles `ptx` for `chip` with `ptxas` (NULL: "ptxas" from PATH) and -v.

@@ -389,6 +389,11 @@ static int emit_code(const Options *o, Module *m, FILE *out, double t_front) {
             "spill stores %d, spill loads %d, stack %d bytes\n",
             stats.registers, stats.smem_static_bytes, stats.smem_dynamic_bytes,
             stats.spill_stores, stats.spill_loads, stats.stack_bytes);
+    for (int i = 0; stats.nkernels > 1 && i < stats.nkernels; i++)
+      fprintf(stderr, "  kernel %-40s %3d registers, %6d bytes shared, spills %d/%d, stack %d\n",
+              stats.kernels[i].name, stats.kernels[i].registers,
+              stats.kernels[i].smem_dynamic_bytes, stats.kernels[i].spill_stores,
+              stats.kernels[i].spill_loads, stats.kernels[i].stack_bytes);
   }
   return 0;
 }
