@@ -6,7 +6,8 @@
 #      test/gpu/specs.py into .device/fixture-ptx and uses that directory
 #   3. runs examples/host_forward on one kernel (C host program, CPU check, TFLOP/s)
 #   4. runs test/gpu/correctness.py over the PTX directory
-#   5. runs bench/bench.py over $BENCH_DIR (default .device/bench) when both exist
+#   5. runs test/gpu/backward.py over $BACKWARD_DIR (default .device/backward)
+#   6. runs bench/bench.py over $BENCH_DIR (default .device/bench) when both exist
 # and prints a short summary last. Logs and JSON go to $OUT when it is set.
 #
 #   bash scripts/gpu-round.sh [--fixture] [PTX_DIR]     (default .device/ptx)
@@ -128,6 +129,19 @@ if ls $DECODE_BENCH_DIR/*.ptx >/dev/null 2>&1; then
   else
     note "decode bench: FAILED"; status=1
   fi
+fi
+
+# Backward: the suite over $BACKWARD_DIR (scripts/build-gpu-kernels.sh).
+BACKWARD_DIR=${BACKWARD_DIR:-.device/backward}
+if ls $BACKWARD_DIR/*.ptx >/dev/null 2>&1; then
+  step "backward correctness suite"
+  if python3 test/gpu/backward.py $BACKWARD_DIR ${BACKWARD_ARGS:-} 2>&1 | tee $OUT/backward.log; then
+    note "backward: $(tail -1 $OUT/backward.log)"
+  else
+    note "backward: $(tail -1 $OUT/backward.log) (FAILED)"; status=1
+  fi
+else
+  note "backward: skipped (no PTX in $BACKWARD_DIR)"
 fi
 
 BENCH_DIR=${BENCH_DIR:-.device/bench}
