@@ -431,12 +431,18 @@ static Tri tri(Ana *a, Value *v) {
 
 /* The mask op of a step not yet classified: exactly one `mask` in the
  * innermost loop body around it, feeding the row max. */
+/* The kernel's one mask op, directly in the body of a loop over tiles: the
+ * forward's (its row max follows) or a backward kernel's (P = exp of it
+ * minus the saved LSE; docs/backward.md), whose step also skips when the
+ * tile pair is empty: its dS, and so its dK, dV and dQ shares, are 0. */
 static Op *find_mask(Func *f) {
   OpList masks = collect_ops(f, OP_MASK);
   Op *m = masks.n == 1 ? masks.v[0] : NULL;
   oplist_free(&masks);
   if (!m || !m->parent->parent_op || m->parent->parent_op->kind != OP_FOR)
     return NULL;
+  if (strcmp(attr_str(&f->attrs, "mode", "forward"), "backward") == 0)
+    return m;
   for (int i = 0; i < m->results[0]->nuses; i++)
     if (m->results[0]->uses[i].user->kind == OP_ROWMAX)
       return m;
