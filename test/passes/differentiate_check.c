@@ -1,12 +1,14 @@
-/* differentiate_check - the interpreter's grad (forward mode with dual
- * numbers, ir/interp.c) against derivatives worked out by hand.
+/* differentiate_check - the differentiate pass against the interpreter's own
+ * grad (forward mode with dual numbers, ir/interp.c) and against derivatives
+ * worked out by hand.
  *
  * Each case is a kernel that loads x (a 4 x 8 tile, or a 4 x 1 column),
  * computes a score modifier y from it, and stores grad(y, x). The kernel
- * runs in the interpreter (float64, casts exact); the result must match the
- * hand-derived f'(x) at every point to 1e-12 (relative above 1). Prints
- * `ok NAME` per case or FAIL lines, then `all differentiate checks passed`;
- * exits 1 on any failure. Run by test/passes/differentiate-interp.test.
+ * runs in the interpreter (float64, casts exact) before the pass and after
+ * it; both results must match the hand-derived f'(x) at every point to
+ * 1e-12 (relative above 1). Prints `ok NAME` per case or FAIL lines, then
+ * `all differentiate checks passed`; exits 1 on any failure. Run by
+ * test/passes/differentiate-interp.test.
  */
 #include <math.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 
 #include "ir/interp.h"
 #include "ir/ir.h"
+#include "passes/passes.h"
 
 enum { R = 4, C = 8 };
 
@@ -212,6 +215,17 @@ static bool check_values(const Case *k, const char *when, const double *x, const
   return true;
 }
 
+static bool has_grad(const Block *b) {
+  for (const Op *op = b->first; op; op = op->next) {
+    if (op->kind == OP_GRAD)
+      return true;
+    for (int i = 0; i < op->nregions; i++)
+      if (has_grad(op->regions[i]))
+        return true;
+  }
+  return false;
+}
+
 static void check_case(const Case *k) {
   char *text = kernel_text(k);
   Module *m = text ? module_parse(k->name, text, strlen(text), stdout) : NULL;
@@ -222,11 +236,26 @@ static void check_case(const Case *k) {
     module_destroy(m);
     return;
   }
-  double x[R * C], before[R * C];
+  double x[R * C], before[R * C], after[R * C];
   for (int r = 0; r < R; r++)
     for (int c = 0; c < C; c++)
       x[r * C + c] = point(r, c);
   bool ok = run(m->funcs[0], x, before) && check_values(k, "interpreter", x, before);
+  PassOptions po;
+  pass_options_init(&po);
+  po.only = "differentiate";
+  po.diag = stdout;
+  if (ok && (run_pipeline(m, &po) != 0 || has_grad(m->funcs[0]->body))) {
+    printf("FAIL %s: the pass failed or left a grad\n", k->name);
+    ok = false;
+  }
+  ok = ok && run(m->funcs[0], x, after) && check_values(k, "after the pass", x, after);
+  for (int i = 0; ok && i < R * C; i++)
+    if (!close_to(after[i], before[i])) {
+      printf("FAIL %s: element %d: %.17g after the pass, %.17g before\n", k->name, i, after[i],
+             before[i]);
+      ok = false;
+    }
   if (ok)
     printf("ok %s\n", k->name);
   else
