@@ -13,6 +13,12 @@
  * poisoned with NaN, so that a read before a write shows) when the kernel has
  * them and the caller did not bind them.
  *
+ * `grad y, x` is evaluated without the differentiate pass: forward-mode
+ * differentiation with dual numbers over the ops from x to y (values that do
+ * not depend on x have derivative 0), the same rules as the pass but written
+ * independently, so that a program run before and after the pass is a
+ * differential test of it; a chain with no derivative is an error.
+ *
  * The interpreter writes numbering into Value.id and Op.id (their scratch
  * fields); nothing else of the program is changed.
  */

@@ -440,6 +440,12 @@ void op_print(FILE *out, const Op *op); /* one op (with regions), for debugging 
  * line and a caret to `diag` and returns NULL. */
 Module *module_parse(const char *filename, const char *text, size_t len, FILE *diag);
 
+/* Prints line `line` of text and a caret under column `col` (both from 1)
+ * to out, for `file:line:col: error:` messages; control and non-ASCII bytes
+ * print as '?' so garbage input cannot garble a terminal, and very long
+ * lines are cut around the column. */
+void ir_print_source_line(FILE *out, const char *text, size_t len, int line, int col);
+
 /* Checks the IR's invariants (see verifier.c): operand counts and types,
  * dominance of defs over uses, use lists consistent, terminators, yields
  * matching loop/if results, attribute presence. Prints each problem as

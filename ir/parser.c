@@ -80,30 +80,29 @@ typedef struct Parser {
 
 /* ------------------------------------------------------------ errors */
 
-/* Prints the source line `line` and a caret under column `col`; control and
- * non-ASCII bytes print as '?' so garbage input cannot garble a terminal. */
-static void print_source_line(Parser *p, int line, int col) {
+/* ir.h: the line and caret under `file:line:col: error:` messages. */
+void ir_print_source_line(FILE *out, const char *text, size_t len, int line, int col) {
   size_t i = 0;
-  for (int l = 1; l < line && i < p->len; i++)
-    if (p->text[i] == '\n')
+  for (int l = 1; l < line && i < len; i++)
+    if (text[i] == '\n')
       l++;
   size_t eol = i;
-  while (eol < p->len && p->text[eol] != '\n')
+  while (eol < len && text[eol] != '\n')
     eol++;
   size_t from = i, to = eol;
   if (col > 200 && (size_t)col - 100 < eol - i)
     from = i + (size_t)col - 100; /* very long lines are cut around the column */
   if (to - from > 300)
     to = from + 300;
-  fputs("  ", p->diag);
+  fputs("  ", out);
   for (size_t q = from; q < to; q++) {
-    unsigned char c = (unsigned char)p->text[q];
-    fputc(c == '\t' || (c >= 32 && c < 127) ? c : '?', p->diag);
+    unsigned char c = (unsigned char)text[q];
+    fputc(c == '\t' || (c >= 32 && c < 127) ? c : '?', out);
   }
-  fputs("\n  ", p->diag);
+  fputs("\n  ", out);
   for (size_t q = from; q < i + (size_t)col - 1 && q < eol; q++)
-    fputc(p->text[q] == '\t' ? '\t' : ' ', p->diag);
-  fputs("^\n", p->diag);
+    fputc(text[q] == '\t' ? '\t' : ' ', out);
+  fputs("^\n", out);
 }
 
 /* Reports the first error only: the parser stops there. */
@@ -121,7 +120,7 @@ static void error_at(Parser *p, int line, int col, const char *fmt, ...) {
   vfprintf(p->diag, fmt, ap);
   va_end(ap);
   fputc('\n', p->diag);
-  print_source_line(p, line, col);
+  ir_print_source_line(p->diag, p->text, p->len, line, col);
 }
 
 #define ERROR_TOK(p, ...) error_at((p), (p)->cur.line, (p)->cur.col, __VA_ARGS__)

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void oplist_push(OpList *l, Op *op) {
   if (l->n == l->cap) {
@@ -221,6 +222,44 @@ void pass_error(FILE *diag, const Func *f, const char *fmt, ...) {
   vfprintf(out, fmt, ap);
   va_end(ap);
   fputc('\n', out);
+}
+
+/* Line `line` of `file` under a caret at `col`, when the file can be read:
+ * the IR keeps source positions, not the source text. Only a regular file
+ * is opened again (a FIFO would block, stdin is gone). */
+static void print_source_line(FILE *out, const char *file, int line, int col) {
+  struct stat st;
+  if (!file || stat(file, &st) != 0 || !S_ISREG(st.st_mode))
+    return;
+  FILE *in = fopen(file, "r");
+  if (!in)
+    return;
+  char *text = NULL;
+  size_t cap = 0;
+  ssize_t len = 0;
+  for (int l = 0; l < line && len >= 0; l++)
+    len = getline(&text, &cap, in);
+  if (len > 0 && text[len - 1] == '\n')
+    len--;
+  if (len >= 0)
+    ir_print_source_line(out, text, (size_t)len, 1, col);
+  free(text);
+  fclose(in);
+}
+
+void pass_report(FILE *diag, const Func *f, SrcLoc loc, const char *kind, const char *fmt, ...) {
+  FILE *out = diag ? diag : stderr;
+  if (loc.line <= 0)
+    loc = f->loc;
+  fprintf(out, "%s:%d:%d: %s: ", loc.file ? loc.file : "<input>", loc.line > 0 ? loc.line : 1,
+          loc.col > 0 ? loc.col : 1, kind);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(out, fmt, ap);
+  va_end(ap);
+  fputc('\n', out);
+  if (loc.line > 0 && loc.col > 0)
+    print_source_line(out, loc.file, loc.line, loc.col);
 }
 
 typedef struct YieldScan {

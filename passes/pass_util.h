@@ -75,6 +75,13 @@ void func_map_types(Func *f, TypeMapFn fn, void *ctx);
 void pass_error(FILE *diag, const Func *f, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* A diagnostic at a source position: `file:line:col: KIND: message` (kind
+ * "error" or "note"; f's position when loc has none), then the source line
+ * and a caret under the column when loc's file can be read again (the IR
+ * keeps positions, not the text). */
+void pass_report(FILE *diag, const Func *f, SrcLoc loc, const char *kind, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
 /* Whether the for/if regions of f end in an explicit `yield` even when it
  * yields nothing; new regions follow the same convention. */
 bool func_uses_empty_yields(Func *f);

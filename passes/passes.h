@@ -55,6 +55,9 @@ bool pass_is_disabled(const PassOptions *opts, const char *name);
 int run_pipeline(Module *m, const PassOptions *opts);
 
 /* The passes, one file each. */
+/* differentiate.c: every grad op becomes ops computing the derivative
+ * (required: codegen and the other passes do not know grad) */
+int pass_differentiate(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_small_batch_variant(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_tiling(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 /* tiling.c: does decode kernel f's automatic schedule give one 16-row Q tile

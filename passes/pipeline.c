@@ -3,8 +3,9 @@
  * One straight list, run in order on every kernel (a pass may add a kernel:
  * split-kv's combine kernel; later passes see it and leave it alone). After each pass the
  * verifier checks the IR and an error names the pass that broke it. Every
- * pass but tiling only makes the kernel faster and may be disabled; the
- * others are written to work on whatever subset ran before them.
+ * pass but differentiate and tiling only makes the kernel faster and may be
+ * disabled; the others are written to work on whatever subset ran before
+ * them.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,10 @@
 #include "passes/passes.h"
 
 static const Pass pipeline[] = {
+    /* first: the derivative is part of the program's meaning, so every later
+     * pass (and the copy small-batch-variant makes) sees ordinary ops only */
+    {"differentiate", "expand grad ops (the backward's score') into ops computing the derivative",
+     true, pass_differentiate},
     /* before tiling: the copy it adds is tiled like any kernel */
     {"small-batch-variant",
      "decode: a second split kernel on 128-key tiles for launches of one block per SM", false,
@@ -127,10 +132,34 @@ static int check_names(const PassOptions *o, FILE *diag) {
   return 0;
 }
 
+static void find_grad(Op *op, void *ctx) {
+  if (op->kind == OP_GRAD && !*(Op **)ctx)
+    *(Op **)ctx = op;
+}
+
+/* After differentiate no grad op may remain: the later passes and codegen
+ * do not know it. */
+static bool grad_survived(Module *m, const Pass *p, FILE *diag) {
+  if (p->run != pass_differentiate)
+    return false;
+  for (int i = 0; i < m->nfuncs; i++) {
+    Op *g = NULL;
+    func_walk(m->funcs[i], find_grad, &g);
+    if (g) {
+      fprintf(diag, "flashc: error: a grad op of '%s' (line %d) survived pass '%s' (a compiler bug)\n",
+              m->funcs[i]->name, g->loc.line, p->name);
+      return true;
+    }
+  }
+  return false;
+}
+
 static int run_one(Module *m, const Pass *p, const PassOptions *o, FILE *diag) {
   for (int i = 0; i < m->nfuncs; i++)
     if (p->run(m, m->funcs[i], o, diag))
       return 1;
+  if (grad_survived(m, p, diag))
+    return 1;
   if (module_verify(m, p->name, diag) > 0) {
     fprintf(diag, "flashc: error: the IR is invalid after pass '%s' (a compiler bug)\n", p->name);
     return 1;
