@@ -16,8 +16,6 @@
 /* Byte offsets stay below 2^62 so that pointer + offset never wraps. */
 #define MAX_BYTES (INT64_C(1) << 62)
 
-static const char *const dim_names[4] = {"batch", "seqlen", "heads", "head_dim"};
-
 typedef struct Ctx {
   const fa_kernel_info *info;
   const fa_forward_args *a;
@@ -30,92 +28,15 @@ typedef struct Ctx {
 
 enum { Q, K, V, O };
 
-/* The info may be built by hand instead of by fa_meta_parse: the values the
- * checks below divide by or index with must be sane. */
-static fa_status check_info(Ctx *c) {
-  const fa_kernel_info *in = c->info;
-  if (fa_dtype_size(in->dtype) != 2 || in->head_dim <= 0 || in->v_head_dim <= 0 ||
-      in->heads <= 0 || in->kv_heads <= 0 || in->heads % in->kv_heads || in->tile_q <= 0 ||
-      in->threads <= 0 || in->threads > 1024 || in->workspace_floats_per_row < 0) {
-    fa_fmt(c->msg, c->len,
-           "kernel info is inconsistent (dtype %d, head_dim %d, v_head_dim %d, heads %d, "
-           "kv_heads %d, tile_q %d, threads %d): use fa_meta_parse",
-           (int)in->dtype, in->head_dim, in->v_head_dim, in->heads, in->kv_heads, in->tile_q,
-           in->threads);
-    return FA_ERR_META;
-  }
-  return FA_OK;
-}
-
-/* One dimension of tensor i must equal `want`, which the metadata fixes. */
-static fa_status want_meta(Ctx *c, int i, int d, int64_t want, const char *meta_key) {
-  int64_t got = c->t[i]->dim[d];
-  if (got == want) return FA_OK;
-  const fa_kernel_info *in = c->info;
-  if (d == 2 && strcmp(meta_key, "kv_heads") == 0)
-    fa_fmt(c->msg, c->len,
-           "%s: heads is %" PRId64 " but the kernel was compiled for kv_heads = %d "
-           "(%d query heads share %d K/V heads, %d per group)",
-           c->name[i], got, in->kv_heads, in->heads, in->kv_heads, in->heads / in->kv_heads);
-  else
-    fa_fmt(c->msg, c->len, "%s: %s is %" PRId64 " but the kernel was compiled for %s%s%" PRId64,
-           c->name[i], dim_names[d], got, strcmp(meta_key, dim_names[d]) ? meta_key : "",
-           strcmp(meta_key, dim_names[d]) ? " = " : "", want);
-  return FA_ERR_SHAPE;
-}
-
-static fa_status check_meta_dims(Ctx *c) {
-  const fa_kernel_info *in = c->info;
-  fa_status st;
-  if ((st = want_meta(c, Q, 3, in->head_dim, "head_dim"))) return st;
-  if ((st = want_meta(c, K, 3, in->head_dim, "head_dim"))) return st;
-  if ((st = want_meta(c, V, 3, in->v_head_dim, "v_head_dim"))) return st;
-  if ((st = want_meta(c, O, 3, in->v_head_dim, "v_head_dim"))) return st;
-  if ((st = want_meta(c, Q, 2, in->heads, "heads"))) return st;
-  if ((st = want_meta(c, K, 2, in->kv_heads, "kv_heads"))) return st;
-  if ((st = want_meta(c, V, 2, in->kv_heads, "kv_heads"))) return st;
-  if ((st = want_meta(c, O, 2, in->heads, "heads"))) return st;
-  return FA_OK;
-}
-
-/* Dimension d of tensor i must equal that of tensor j. */
-static fa_status want_same(Ctx *c, int i, int j, int d, const char *what) {
-  if (c->t[i]->dim[d] == c->t[j]->dim[d]) return FA_OK;
-  fa_fmt(c->msg, c->len, "%s: %s is %" PRId64 " but %s has %s %" PRId64, c->name[i],
-         dim_names[d], c->t[i]->dim[d], c->name[j], what, c->t[j]->dim[d]);
-  return FA_ERR_SHAPE;
-}
-
-static fa_status check_cross_dims(Ctx *c) {
-  fa_status st;
-  if ((st = want_same(c, K, Q, 0, "batch"))) return st;
-  if ((st = want_same(c, V, Q, 0, "batch"))) return st;
-  if ((st = want_same(c, O, Q, 0, "batch"))) return st;
-  if ((st = want_same(c, V, K, 1, "seqlen_k"))) return st;
-  if ((st = want_same(c, O, Q, 1, "seqlen_q"))) return st;
-  return FA_OK;
-}
+/* q, k, v, o: which sizes each has (tensor_check.c). */
+static const unsigned char sides[4] = {0, FA_SIDE_KV, FA_SIDE_KV | FA_SIDE_VDIM, FA_SIDE_VDIM};
 
 /* The i32 kernel parameters, the LSE index and the grid. */
 static fa_status check_sizes(Ctx *c) {
   const fa_kernel_info *in = c->info;
-  int64_t batch = c->t[Q]->dim[0], sq = c->t[Q]->dim[1], sk = c->t[K]->dim[1];
-  const char *names[3] = {"batch", "seqlen_q", "seqlen_k"};
-  int64_t vals[3] = {batch, sq, sk};
-  for (int i = 0; i < 3; i++)
-    if (vals[i] > INT32_MAX) {
-      fa_fmt(c->msg, c->len, "%s: %s is %" PRId64 ", more than the kernel's int32 limit %d",
-             i == 2 ? "k" : "q", names[i], vals[i], INT32_MAX);
-      return FA_ERR_TOO_LARGE;
-    }
-  int64_t rows;
-  if (!fa_mul_ok(batch, in->heads, &rows) || !fa_mul_ok(rows, sq, &rows) || rows > INT32_MAX) {
-    fa_fmt(c->msg, c->len,
-           "lse: batch %" PRId64 " x heads %d x seqlen_q %" PRId64
-           " rows exceed the int32 limit %d",
-           batch, in->heads, sq, INT32_MAX);
-    return FA_ERR_TOO_LARGE;
-  }
+  int64_t batch = c->t[Q]->dim[0], sq = c->t[Q]->dim[1];
+  fa_status st = fa_check_int32_sizes(&c->lt, in);
+  if (st != FA_OK) return st;
   unsigned grid[3];
   if (fa_forward_grid(in, batch, sq, grid) == FA_OK) return FA_OK;
   int64_t tiles = in->grid == FA_GRID_ONE ? 1 : (sq + in->tile_q - 1) / in->tile_q;
@@ -126,33 +47,14 @@ static fa_status check_sizes(Ctx *c) {
   return FA_ERR_TOO_LARGE;
 }
 
-/* The outputs must not share memory with an input or each other: a block
- * could overwrite what another still reads. Compares address ranges, which
- * is conservative for interleaved layouts. */
+/* The outputs (O, LSE) must not share memory with an input or each other. */
 static fa_status check_aliasing(Ctx *c, const int64_t ext[4]) {
-  uintptr_t o = (uintptr_t)c->t[O]->data, lse = (uintptr_t)c->a->lse;
-  int64_t lse_bytes = 0;
-  if (c->a->lse)
-    lse_bytes = c->t[Q]->dim[0] * c->info->heads * c->t[Q]->dim[1] * (int64_t)sizeof(float);
-  for (int i = 0; i < 3; i++) {
-    uintptr_t p = (uintptr_t)c->t[i]->data;
-    if (fa_ranges_meet(o, ext[O], p, ext[i])) {
-      fa_fmt(c->msg, c->len, "o: memory [0x%" PRIxPTR ", +%" PRId64 ") overlaps %s [0x%" PRIxPTR
-             ", +%" PRId64 ")", o, ext[O], c->name[i], p, ext[i]);
-      return FA_ERR_INVALID_ARGUMENT;
-    }
-    if (fa_ranges_meet(lse, lse_bytes, p, ext[i])) {
-      fa_fmt(c->msg, c->len, "lse: memory [0x%" PRIxPTR ", +%" PRId64 ") overlaps %s",
-             lse, lse_bytes, c->name[i]);
-      return FA_ERR_INVALID_ARGUMENT;
-    }
-  }
-  if (fa_ranges_meet(lse, lse_bytes, o, ext[O])) {
-    fa_fmt(c->msg, c->len, "lse: memory [0x%" PRIxPTR ", +%" PRId64 ") overlaps o", lse,
-           lse_bytes);
-    return FA_ERR_INVALID_ARGUMENT;
-  }
-  return FA_OK;
+  const fa_forward_args *a = c->a;
+  int64_t lse_bytes = a->lse ? a->q.dim[0] * c->info->heads * a->q.dim[1] * 4 : 0;
+  fa_range in[3] = {{"q", (uintptr_t)a->q.data, ext[Q]}, {"k", (uintptr_t)a->k.data, ext[K]},
+                    {"v", (uintptr_t)a->v.data, ext[V]}};
+  fa_range out[2] = {{"o", (uintptr_t)a->o.data, ext[O]}, {"lse", (uintptr_t)a->lse, lse_bytes}};
+  return fa_check_disjoint(in, 3, out, 2, c->msg, c->len);
 }
 
 fa_status fa_forward_grid(const fa_kernel_info *info, int64_t batch, int64_t seqlen_q,
@@ -192,30 +94,28 @@ fa_tensor *fa_tensor_contiguous(fa_tensor *t, void *data, fa_dtype dtype, int64_
 
 fa_status fa_forward_check(const fa_kernel_info *info, const fa_forward_args *args, char *msg,
                            size_t msglen) {
-  fa_fmt(msg, msglen, "%s", "");
-  if (!info || !args) {
-    fa_fmt(msg, msglen, "%s is NULL", info ? "args" : "kernel info");
-    return FA_ERR_NULL_POINTER;
-  }
+  fa_status st = fa_check_present(info, args, msg, msglen);
+  if (st != FA_OK) return st;
   if (info->mode != FA_MODE_FORWARD) {
     fa_fmt(msg, msglen, "kernel %s is a %s kernel; fa_forward launches forward kernels only",
            info->kernel, info->mode == FA_MODE_DECODE ? "decode" : "backward");
     return FA_ERR_UNSUPPORTED;
   }
   fa_launch_tensors lt = {{&args->q, &args->k, &args->v, &args->o}, {"q", "k", "v", "o"},
-                          {dim_names, dim_names, dim_names, dim_names}, info->dtype, msg, msglen};
+                          {fa_dim_names, fa_dim_names, fa_dim_names, fa_dim_names}, info->dtype,
+                          msg, msglen, 4};
   Ctx c = {info, args, {&args->q, &args->k, &args->v, &args->o}, {"q", "k", "v", "o"},
            msg, msglen, lt};
-  fa_status st;
-  int64_t ext[4];
-  if ((st = check_info(&c)) || (st = fa_check_nulls(&c.lt)) || (st = fa_check_dtypes(&c.lt)) ||
-      (st = fa_check_nonnegative(&c.lt)) || (st = check_meta_dims(&c)) || (st = check_cross_dims(&c)))
+  int64_t ext[FA_MAX_LAUNCH_TENSORS];
+  if ((st = fa_check_kernel_info(info, msg, msglen)) || (st = fa_check_nulls(&c.lt)) ||
+      (st = fa_check_dtypes(&c.lt)) || (st = fa_check_nonnegative(&c.lt)) ||
+      (st = fa_check_meta_dims(&c.lt, info, sides)) || (st = fa_check_cross_dims(&c.lt, sides)))
     return st;
   /* Nothing is launched for an empty Q; its pointers and strides are never used. */
   if (args->q.dim[0] == 0 || args->q.dim[1] == 0) return FA_OK;
   if ((st = check_sizes(&c)) || (st = fa_check_strides(&c.lt)) ||
       (st = fa_check_alignment(&c.lt, args->lse)) || (st = fa_check_extents(&c.lt, ext)) ||
-      (st = fa_check_o_overlap(&c.lt)) ||
+      (st = fa_check_self_overlap(&c.lt, O)) ||
       (st = check_aliasing(&c, ext)))
     return st;
   return FA_OK;

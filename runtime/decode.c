@@ -206,28 +206,15 @@ static fa_status check_aliasing(DCtx *c, const int64_t ext[4]) {
   const fa_decode_args *a = c->a;
   int64_t batch = c->t[Q]->dim[0], stride = a->bt_stride ? a->bt_stride : a->max_pages;
   int64_t lse_bytes = a->lse ? batch * c->info->heads * c->t[Q]->dim[1] * 4 : 0;
-  const char *in_name[5] = {"q", "k", "v", "cache_seqlens", "block_table"};
-  uintptr_t in_ptr[5] = {(uintptr_t)c->t[Q]->data, (uintptr_t)c->t[K]->data,
-                         (uintptr_t)c->t[V]->data, (uintptr_t)a->cache_seqlens,
-                         (uintptr_t)a->block_table};
-  int64_t in_len[5] = {ext[Q], ext[K], ext[V], batch * 4,
-                       c->paged ? ((batch - 1) * stride + a->max_pages) * 4 : 0};
-  const char *out_name[2] = {"o", "lse"};
-  uintptr_t out_ptr[2] = {(uintptr_t)c->t[O]->data, (uintptr_t)a->lse};
-  int64_t out_len[2] = {ext[O], lse_bytes};
-  for (int o = 0; o < 2; o++)
-    for (int i = 0; i < 5 + o; i++) {
-      /* i == 5: lse against o */
-      const char *nm = i < 5 ? in_name[i] : "o";
-      uintptr_t p = i < 5 ? in_ptr[i] : out_ptr[0];
-      int64_t n = i < 5 ? in_len[i] : out_len[0];
-      if (fa_ranges_meet(out_ptr[o], out_len[o], p, n)) {
-        fa_fmt(c->msg, c->len, "%s: memory [0x%" PRIxPTR ", +%" PRId64 ") overlaps %s [0x%"
-               PRIxPTR ", +%" PRId64 ")", out_name[o], out_ptr[o], out_len[o], nm, p, n);
-        return FA_ERR_INVALID_ARGUMENT;
-      }
-    }
-  return FA_OK;
+  fa_range in[5] = {{"q", (uintptr_t)c->t[Q]->data, ext[Q]},
+                    {"k", (uintptr_t)c->t[K]->data, ext[K]},
+                    {"v", (uintptr_t)c->t[V]->data, ext[V]},
+                    {"cache_seqlens", (uintptr_t)a->cache_seqlens, batch * 4},
+                    {"block_table", (uintptr_t)a->block_table,
+                     c->paged ? ((batch - 1) * stride + a->max_pages) * 4 : 0}};
+  fa_range out[2] = {{"o", (uintptr_t)c->t[O]->data, ext[O]},
+                     {"lse", (uintptr_t)a->lse, lse_bytes}};
+  return fa_check_disjoint(in, 5, out, 2, c->msg, c->len);
 }
 
 /* Every length in [0, capacity] (and <= max_seqlen when given). */
@@ -293,11 +280,8 @@ static fa_status check_host_block_table(DCtx *c) {
 
 fa_status fa_decode_check(const fa_kernel_info *info, const fa_decode_args *args, char *msg,
                           size_t msglen) {
-  fa_fmt(msg, msglen, "%s", "");
-  if (!info || !args) {
-    fa_fmt(msg, msglen, "%s is NULL", info ? "args" : "kernel info");
-    return FA_ERR_NULL_POINTER;
-  }
+  fa_status st = fa_check_present(info, args, msg, msglen);
+  if (st != FA_OK) return st;
   if (info->mode != FA_MODE_DECODE) {
     fa_fmt(msg, msglen, "kernel %s is a %s kernel; fa_decode launches decode kernels only",
            info->kernel, info->mode == FA_MODE_FORWARD ? "forward" : "backward");
@@ -306,11 +290,11 @@ fa_status fa_decode_check(const fa_kernel_info *info, const fa_decode_args *args
   int paged = info->decode.cache == FA_CACHE_PAGED;
   const char *const *cache_dims = paged ? paged_dims : contig_dims;
   fa_launch_tensors lt = {{&args->q, &args->k, &args->v, &args->o}, {"q", "k", "v", "o"},
-                          {q_dims, cache_dims, cache_dims, q_dims}, info->dtype, msg, msglen};
+                          {q_dims, cache_dims, cache_dims, q_dims}, info->dtype, msg, msglen,
+                          4};
   DCtx c = {info, args, {&args->q, &args->k, &args->v, &args->o}, {"q", "k", "v", "o"},
             paged, 0, msg, msglen, lt};
-  fa_status st;
-  int64_t ext[4];
+  int64_t ext[FA_MAX_LAUNCH_TENSORS];
   if ((st = check_info(&c)) || (st = fa_check_nulls(&c.lt)) || (st = fa_check_dtypes(&c.lt)) ||
       (st = fa_check_nonnegative(&c.lt)) || (st = check_meta_dims(&c)) ||
       (st = check_cross_dims(&c)) || (st = check_q_len(&c)) || (st = check_nsplit(&c)))
@@ -319,7 +303,7 @@ fa_status fa_decode_check(const fa_kernel_info *info, const fa_decode_args *args
   if (args->q.dim[0] == 0 || args->q.dim[1] == 0) return FA_OK;
   if ((st = check_cache(&c)) || (st = check_sizes(&c)) || (st = fa_check_strides(&c.lt)) ||
       (st = fa_check_alignment(&c.lt, args->lse)) || (st = fa_check_extents(&c.lt, ext)) ||
-      (st = fa_check_o_overlap(&c.lt)) || (st = check_aliasing(&c, ext)))
+      (st = fa_check_self_overlap(&c.lt, O)) || (st = check_aliasing(&c, ext)))
     return st;
   if (args->host_cache_seqlens && (st = check_host_seqlens(&c))) return st;
   if (c.paged && args->host_block_table && (st = check_host_block_table(&c)))

@@ -65,11 +65,30 @@ typedef enum fa_dtype { FA_DTYPE_F16 = 0, FA_DTYPE_BF16 = 1, FA_DTYPE_F32 = 2 } 
 typedef enum fa_mode { FA_MODE_FORWARD = 0, FA_MODE_BACKWARD, FA_MODE_DECODE } fa_mode;
 typedef enum fa_mask { FA_MASK_NONE = 0, FA_MASK_CAUSAL, FA_MASK_WINDOW, FA_MASK_EXPR } fa_mask;
 /* Grid x: one block per Q tile (FA2 sequence parallelism) or one for all of Q (FA1 order);
- * decode kernels: `splits,kv_heads,batch` (docs/decode.md). */
-typedef enum fa_grid { FA_GRID_Q_TILES = 0, FA_GRID_ONE, FA_GRID_SPLITS } fa_grid;
+ * decode kernels: `splits,kv_heads,batch` (docs/decode.md); the K/V-outer backward
+ * kernels: `k_tiles,kv_heads,batch`, one block per K/V tile (docs/backward.md). */
+typedef enum fa_grid {
+  FA_GRID_Q_TILES = 0, FA_GRID_ONE, FA_GRID_SPLITS, FA_GRID_K_TILES
+} fa_grid;
+/* Which kernel of a backward pass a mode backward kernel is (metadata key
+ * role; docs/backward.md): NAME_bwd_pre, NAME_bwd, NAME_bwd_kv, NAME_bwd_q,
+ * NAME_bwd_post. FA_ROLE_NONE for forward and decode kernels. */
+typedef enum fa_role {
+  FA_ROLE_NONE = 0,
+  FA_ROLE_PRE,  /* delta = rowsum(dO o O) */
+  FA_ROLE_MAIN, /* dK, dV and dQ by atomic adds into dq_acc */
+  FA_ROLE_KV,   /* dK, dV (deterministic mode) */
+  FA_ROLE_Q,    /* dQ (deterministic mode) */
+  FA_ROLE_POST, /* dQ = cast(scale * dq_acc) */
+  FA_ROLE_COUNT_
+} fa_role;
 
 /* Static name of a dtype ("f16", "bf16", "f32"); "?" when out of range. */
 const char *fa_dtype_name(fa_dtype dtype);
+
+/* Static name of a role as the metadata spells it ("pre", "main", "kv", "q",
+ * "post"; "none" for FA_ROLE_NONE); "?" when out of range. */
+const char *fa_role_name(fa_role role);
 
 #define FA_NAME_MAX 128
 
@@ -107,8 +126,9 @@ typedef struct fa_decode_info {
  * threads, smem_bytes, grid. Optional keys and their defaults: mode
  * (forward), v_head_dim (head_dim), mask (none), tile_kv, warps, stages (0 =
  * not given), workspace_floats_per_row (0), scale (0 = not given, the spec's
- * default 1/sqrt(head_dim) is meant), target, passes (""). Unknown keys are
- * ignored. */
+ * default 1/sqrt(head_dim) is meant), target, passes (""). Mode backward
+ * requires role and forward (and tile_kv with grid k_tiles,kv_heads,batch).
+ * Unknown keys are ignored. */
 typedef struct fa_kernel_info {
   int version;                 /* FA_META_VERSION */
   char kernel[FA_NAME_MAX];    /* PTX entry point name */
@@ -128,16 +148,39 @@ typedef struct fa_kernel_info {
   char target[32];             /* e.g. "sm_90a"; "" when not given */
   char passes[512];            /* comma separated; "" when not given */
   fa_decode_info decode;       /* mode decode only; see fa_decode */
+  /* Mode backward only (docs/backward.md); FA_ROLE_NONE and "" otherwise. */
+  fa_role role;                /* key role */
+  char forward[FA_NAME_MAX];   /* key forward: the forward kernel this one differentiates */
 } fa_kernel_info;
 
 /* Parses metadata lines from `len` bytes of `text` (a whole PTX file or the
  * output of `flashc -emit=meta`; need not be NUL-terminated). Lines of the
  * form `// flashc.meta KEY VALUE` are read (the `//` is optional); all other
- * lines are ignored. On success fills *out and returns FA_OK. Otherwise
- * returns FA_ERR_META (or FA_ERR_NULL_POINTER) and writes a message naming
- * the key and line into err (when err is not NULL; truncated to errlen). */
+ * lines are ignored. On success fills *out and returns FA_OK; for a text of
+ * several kernels (fa_meta_parse_module), every kernel is checked and *out
+ * is the first. Otherwise returns FA_ERR_META (or FA_ERR_NULL_POINTER) and
+ * writes a message naming the key and line into err (when err is not NULL;
+ * truncated to errlen). */
 fa_status fa_meta_parse(const char *text, size_t len, fa_kernel_info *out, char *err,
                         size_t errlen);
+
+/* The most kernels one module's metadata may describe. */
+#define FA_MODULE_MAX_KERNELS 16
+
+/* A module may hold several kernels (a forward kernel compiled with
+ * `grad = true` and its five backward kernels): one block of metadata lines
+ * per kernel, each beginning with its `version` line (as flashc writes
+ * them; within a single block the lines may come in any order). Parses
+ * every block of `len` bytes of `text` into out[0..*count) in file order
+ * (out must have room for FA_MODULE_MAX_KERNELS) and checks them together:
+ * kernel names differ, a backward kernel's `forward` names no kernel of the
+ * module or a forward kernel of the same attention (dtype, head dims,
+ * heads, kv_heads, mask, scale), and a forward kernel has at most one
+ * backward kernel of each role. fa_meta_parse makes the same checks and
+ * returns the first block. Failures as fa_meta_parse's (FA_ERR_META naming
+ * the line). */
+fa_status fa_meta_parse_module(const char *text, size_t len, fa_kernel_info *out, int *count,
+                               char *err, size_t errlen);
 
 /* ---- tensors and launch arguments -------------------------------------- */
 
@@ -255,8 +298,20 @@ const char *fa_module_errmsg(const fa_module *mod);
 const char *fa_module_jit_log(const fa_module *mod);
 
 /* The kernel's metadata; owned by mod, valid until it is destroyed. NULL
- * for NULL. */
+ * for NULL. For a module of several kernels, its first kernel's (the one
+ * fa_forward / fa_decode launch). */
 const fa_kernel_info *fa_module_info(const fa_module *mod);
+
+/* How many kernels the module's metadata describes (fa_meta_parse_module;
+ * 1 for most modules, 6 for a forward kernel with its backward); 0 for
+ * NULL. A decode kernel's combine kernel and variant are not counted: they
+ * are described by its own block. */
+int fa_module_kernel_count(const fa_module *mod);
+
+/* The metadata of the module's kernel i (0 <= i < fa_module_kernel_count,
+ * in file order; 0 is fa_module_info's), NULL when out of range. Owned by
+ * mod. */
+const fa_kernel_info *fa_module_kernel_info(const fa_module *mod, int i);
 
 /* Validates `args` with fa_forward_check (the status and message of a
  * failure are returned / kept in mod), makes sure the device scratch the
@@ -376,6 +431,161 @@ int fa_decode_last_nsplit(const fa_module *mod);
 /* The split kernel the last successful fa_decode on mod launched (its
  * kernel or its small-batch variant); "" before one or for a NULL mod. */
 const char *fa_decode_last_kernel(const fa_module *mod);
+
+
+/* ---- backward (docs/backward.md) --------------------------------------- */
+
+/* Arguments of one backward launch: the gradients of a forward launch's
+ * loss with respect to q, k and v, given the upstream gradient dout. The
+ * sizes are the forward's: batch = q.dim[0], seqlen_q = q.dim[1],
+ * seqlen_k = k.dim[1].
+ *   q, k, v, o: the forward's inputs and output, as in fa_forward_args
+ *   lse: the forward's LSE, float32 [batch, heads, seqlen_q], contiguous,
+ *     4-byte aligned (required: give fa_forward an lse to write it into)
+ *   dout [batch, seqlen_q, heads, v_head_dim]   (shaped like o)
+ *   dq   [batch, seqlen_q, heads, head_dim]     (written; shaped like q)
+ *   dk   [batch, seqlen_k, kv_heads, head_dim]  (written; shaped like k)
+ *   dv   [batch, seqlen_k, kv_heads, v_head_dim] (written; shaped like v)
+ *     Every tensor has the kernel's dtype; strides as any fa_tensor's.
+ *   workspace, workspace_bytes: device memory of at least
+ *     fa_backward_workspace_size bytes, 256-byte aligned, its contents
+ *     undefined on entry and after; or NULL (and 0) for the module's own
+ *     scratch (allocated on first use, grown when a launch needs more,
+ *     freed by fa_module_destroy, shared by the module's launches).
+ *   stream: a CUstream, NULL for the legacy default stream.
+ *   deterministic: 0 = pre, bwd (dQ by float atomics into a zeroed f32
+ *     accumulator), post: the fastest, but the last bits of dq vary from run
+ *     to run; 1 = pre, bwd_kv, bwd_q: bitwise reproducible, two more matmuls
+ *     per pair of tiles. dk and dv are reproducible in both. */
+typedef struct fa_backward_args {
+  fa_tensor q, k, v, o;
+  const float *lse;
+  fa_tensor dout;
+  fa_tensor dq, dk, dv;
+  void *workspace;
+  size_t workspace_bytes;
+  void *stream;
+  int deterministic;
+} fa_backward_args;
+
+/* The workspace a backward launch needs, in bytes, into *bytes: delta,
+ * float32 [batch, heads, seqlen_q], then (deterministic == 0) dq_acc,
+ * float32 [batch, seqlen_q, heads, head_dim], each part starting 256-byte
+ * aligned (fa_backward_plan gives the offsets). `info` is the forward
+ * kernel's metadata or any of its backward kernels' (they agree on heads
+ * and head_dim). seqlen_k does not change the size; it is checked as the
+ * launch would be. 0 when batch or seqlen_q is 0. Returns
+ * FA_ERR_NULL_POINTER, FA_ERR_INVALID_ARGUMENT (a negative size or
+ * deterministic not 0 or 1), FA_ERR_META (an info fa_meta_parse would not
+ * give), FA_ERR_UNSUPPORTED (a decode kernel), FA_ERR_TOO_LARGE (the size,
+ * or an int32 kernel parameter or the delta row index, overflows), else
+ * FA_OK. */
+fa_status fa_backward_workspace_size(const fa_kernel_info *info, int64_t batch,
+                                     int64_t seqlen_q, int64_t seqlen_k, int deterministic,
+                                     size_t *bytes);
+
+/* Validates a backward launch against the metadata of the forward kernel
+ * or of any of its backward kernels (`info`) without touching any GPU:
+ * everything fa_forward_check checks of q, k, v, o (NULL pointers, dtypes,
+ * every dimension against the metadata and the other tensors, the GQA
+ * ratio, strides, 16-byte alignment, int32 sizes and the LSE row index,
+ * extents below 2^62 bytes, grid limits), the same of dout (shaped like o),
+ * dq (like q), dk (like k), dv (like v); lse not NULL (unless there are no
+ * rows) and 4-byte aligned; deterministic 0 or 1; a caller's workspace
+ * 256-byte aligned and at least fa_backward_workspace_size bytes (NULL with
+ * workspace_bytes 0 for the module's); the outputs dq, dk, dv not
+ * overlapping themselves; and the outputs and the part of the workspace the
+ * launch uses not overlapping any input (q, k, v, o, lse, dout) nor each
+ * other (address ranges, as fa_forward_check). Returns FA_OK or the first
+ * failure's status with a message naming the argument and the numbers in
+ * msg (when not NULL), e.g. "dv: heads is 32 but the kernel was compiled
+ * for kv_heads = 8 (...)". FA_ERR_UNSUPPORTED for a decode kernel.
+ * batch == 0 is valid and launches nothing; seqlen_q == 0 or seqlen_k == 0
+ * are valid and launched (fa_backward_plan). */
+fa_status fa_backward_check(const fa_kernel_info *info, const fa_backward_args *args, char *msg,
+                            size_t msglen);
+
+/* One step of a backward launch, in stream order. */
+typedef enum fa_backward_op {
+  FA_BACKWARD_LAUNCH = 0, /* launch kernels[kernel] on grid x block with smem bytes */
+  FA_BACKWARD_ZERO        /* zero workspace bytes [offset, offset + bytes) (cuMemsetD32Async) */
+} fa_backward_op;
+
+typedef struct fa_backward_step {
+  fa_backward_op op;
+  fa_role role;           /* LAUNCH: the kernel's role */
+  int kernel;             /* LAUNCH: its index in the kernels given to fa_backward_plan */
+  unsigned grid[3];       /* LAUNCH: x, y, z */
+  unsigned block;         /* LAUNCH: threads (metadata threads) */
+  unsigned smem;          /* LAUNCH: dynamic shared memory (metadata smem_bytes) */
+  size_t offset, bytes;   /* ZERO: the range of the workspace */
+} fa_backward_step;
+
+#define FA_BACKWARD_MAX_STEPS 4
+
+/* What fa_backward does for one launch: the workspace layout and the steps. */
+typedef struct fa_backward_schedule {
+  size_t workspace_bytes;               /* fa_backward_workspace_size */
+  size_t delta_offset, delta_bytes;     /* delta f32 [batch, heads, seqlen_q] */
+  size_t dq_acc_offset, dq_acc_bytes;   /* dq_acc f32 [batch, seqlen_q, heads, head_dim];
+                                         * bytes 0 in deterministic mode */
+  int nsteps;
+  fa_backward_step step[FA_BACKWARD_MAX_STEPS];
+} fa_backward_schedule;
+
+/* Plans the backward of a module's forward kernel. `kernels` are a
+ * module's kernels (fa_meta_parse_module, or fa_module_kernel_info 0..n-1):
+ * kernels[0] is the forward kernel (or one of its backward kernels, whose
+ * `forward` then names it); its backward kernels are the mode backward
+ * ones whose `forward` names it. Validates args (fa_backward_check against
+ * each kernel it launches) and fills *plan:
+ *   deterministic 0: ZERO dq_acc, pre, main, post
+ *   deterministic 1: pre, kv, q
+ * grids: pre, post, q: (ceil(seqlen_q / tile_q), heads, batch) with each
+ * kernel's own tile_q; main, kv: (ceil(seqlen_k / tile_kv), kv_heads,
+ * batch). A kernel whose grid is empty is left out, and writes nothing it
+ * would have to: batch == 0 plans nothing; seqlen_q == 0 plans main (or
+ * kv) alone, which writes dk = dv = 0 (no query to sum over); seqlen_k ==
+ * 0 plans ZERO, pre and post (or pre and q), which write dq = 0. Returns
+ * FA_ERR_UNSUPPORTED when kernels[0] has no backward kernels (its module
+ * was compiled without `grad = true`) or lacks one this mode launches, a
+ * check's failure, or FA_ERR_META for kernel infos that contradict their
+ * role; the message goes to msg (when not NULL). */
+fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
+                           const fa_backward_args *args, fa_backward_schedule *plan, char *msg,
+                           size_t msglen);
+
+/* One kernel parameter as the ABI passes it (docs/backward.md). */
+typedef enum fa_param_kind { FA_PARAM_PTR = 0, FA_PARAM_I32, FA_PARAM_I64 } fa_param_kind;
+typedef struct fa_param {
+  fa_param_kind kind;
+  const char *name;       /* static: "q", "delta", "batch", "q.sb", ... */
+  int64_t value;          /* the address for PTR (0 for null) */
+} fa_param;
+
+#define FA_BACKWARD_MAX_PARAMS 32
+
+/* The parameter list of step `step` of `plan` (a LAUNCH step) in the ABI
+ * order of docs/backward.md: pointers, then batch, seqlen_q, seqlen_k
+ * (i32), then each tensor's batch/seq/head strides in elements (i64).
+ * `workspace` is the device address of the workspace the plan's offsets
+ * are from (args->workspace, or the module's scratch). Fills params and
+ * *count (at most FA_BACKWARD_MAX_PARAMS). FA_ERR_INVALID_ARGUMENT for a
+ * step that is not a launch; FA_ERR_NULL_POINTER for NULL. */
+fa_status fa_backward_params(const fa_backward_schedule *plan, int step,
+                             const fa_backward_args *args, uint64_t workspace,
+                             fa_param params[FA_BACKWARD_MAX_PARAMS], int *count);
+
+/* Validates and plans the backward of mod's forward kernel
+ * (fa_backward_plan over the module's kernels; failures return their status
+ * and leave the message in mod), makes sure the workspace exists (the
+ * module's scratch when args->workspace is NULL) and runs the plan's steps
+ * on args->stream in order. FA_ERR_UNSUPPORTED, with a message saying so,
+ * when the module was compiled without `grad = true`; FA_ERR_CUDA when
+ * the atomic mode's memset is missing from the driver (use deterministic =
+ * 1). Asynchronous, like fa_forward: errors inside the kernels show at the
+ * next synchronization. */
+fa_status fa_backward(fa_module *mod, const fa_backward_args *args);
 
 #ifdef __cplusplus
 }

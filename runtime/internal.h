@@ -36,6 +36,15 @@ typedef enum fa_entry { FA_ENTRY_KERNEL = 0, FA_ENTRY_COMBINE, FA_ENTRY_WIDE } f
 /* Launches entry point `which`. */
 fa_status fa_module_launch_(fa_module *m, fa_entry which, const unsigned grid[3], unsigned block,
                             unsigned smem, void *stream, void **params);
+/* The module's kernels (fa_meta_parse_module's order) and their count. */
+const fa_kernel_info *fa_module_kernels_(const fa_module *m, int *n);
+/* Launches the module's kernel i (an index into fa_module_kernels_). */
+fa_status fa_module_launch_kernel_(fa_module *m, int i, const unsigned grid[3], unsigned block,
+                                   unsigned smem, void *stream, void **params);
+/* Zeroes `bytes` (a multiple of 4) at device address `dst` on `stream`
+ * (cuMemsetD32Async); `what` names the memory in a failure's message. */
+fa_status fa_module_memset_(fa_module *m, uint64_t dst, size_t bytes, void *stream,
+                            const char *what);
 int fa_module_sm_count_(const fa_module *m);
 char *fa_module_msg_(fa_module *m, size_t *len);
 int *fa_module_last_nsplit_(fa_module *m);
@@ -45,18 +54,25 @@ int *fa_module_last_wide_(fa_module *m); /* the last fa_decode ran the small-bat
  * it cannot see struct fa_context). NULL ctx is a no-op. */
 void fa_context_set_errmsg(fa_context *ctx, const char *msg);
 
-/* ---- the checks of a launch's four tensors (tensor_check.c) ---- */
+/* ---- the checks of a launch's tensors (tensor_check.c) ---- */
 
-/* q, k, v, o of one launch, their names, each one's dimension names, the
- * kernel's dtype, and where the message of a failure goes. */
+#define FA_MAX_LAUNCH_TENSORS 8
+
+/* The tensors of one launch (q, k, v, o first; the backward adds dout, dq,
+ * dk, dv), their names, each one's dimension names, the kernel's dtype, and
+ * where the message of a failure goes. */
 typedef struct fa_launch_tensors {
-  const fa_tensor *t[4];
-  const char *name[4];
-  const char *const *dims[4];
+  const fa_tensor *t[FA_MAX_LAUNCH_TENSORS];
+  const char *name[FA_MAX_LAUNCH_TENSORS];
+  const char *const *dims[FA_MAX_LAUNCH_TENSORS];
   fa_dtype dtype;
   char *msg;
   size_t len;
+  int n; /* tensors in t */
 } fa_launch_tensors;
+
+/* The dimension names of a [batch, seqlen, heads, head_dim] tensor. */
+extern const char *const fa_dim_names[4];
 
 int fa_mul_ok(int64_t a, int64_t b, int64_t *r); /* a * b for a, b >= 0; 0 on overflow */
 int fa_add_ok(int64_t a, int64_t b, int64_t *r);
@@ -68,7 +84,39 @@ fa_status fa_check_nonnegative(const fa_launch_tensors *c);
 fa_status fa_check_strides(const fa_launch_tensors *c);
 fa_status fa_check_alignment(const fa_launch_tensors *c, const void *lse);
 /* ext[i] receives tensor i's extent in bytes. */
-fa_status fa_check_extents(const fa_launch_tensors *c, int64_t ext[4]);
-fa_status fa_check_o_overlap(const fa_launch_tensors *c);
+fa_status fa_check_extents(const fa_launch_tensors *c, int64_t ext[FA_MAX_LAUNCH_TENSORS]);
+/* Tensor i (an output) never has two elements at one address. */
+fa_status fa_check_self_overlap(const fa_launch_tensors *c, int i);
+
+/* A launch's memory: [p, p + len), named for messages; len 0 = none. */
+typedef struct fa_range {
+  const char *name;
+  uintptr_t p;
+  int64_t len;
+} fa_range;
+/* Each output out[o] against every input and every output before it: none
+ * may share memory (a block could overwrite what another still reads).
+ * Compares whole ranges by distance, so it is conservative for interleaved
+ * layouts and never wraps. */
+fa_status fa_check_disjoint(const fa_range *in, int nin, const fa_range *out, int nout,
+                            char *msg, size_t len);
+/* Every check's start: clears msg, refuses a NULL info or args. */
+fa_status fa_check_present(const fa_kernel_info *info, const void *args, char *msg, size_t len);
+
+/* The forward's and the backward's tensors: [batch, seqlen, heads, dim]
+ * with t[0] = q and t[1] = k. Each tensor's side says which sizes it has:
+ * FA_SIDE_KV, K/V's (kv_heads, seqlen_k) rather than Q's (heads,
+ * seqlen_q); FA_SIDE_VDIM, v_head_dim rather than head_dim. */
+enum { FA_SIDE_KV = 1, FA_SIDE_VDIM = 2 };
+/* A hand-built info must be sane where the checks divide or index. */
+fa_status fa_check_kernel_info(const fa_kernel_info *in, char *msg, size_t len);
+/* Every tensor's head dim, then heads, against the metadata. */
+fa_status fa_check_meta_dims(const fa_launch_tensors *c, const fa_kernel_info *in,
+                             const unsigned char *side);
+/* Every tensor's batch against q's, its seqlen against q's or k's. */
+fa_status fa_check_cross_dims(const fa_launch_tensors *c, const unsigned char *side);
+/* batch, seqlen_q, seqlen_k (the i32 parameters) and the LSE row index
+ * batch * heads * seqlen_q within int32. */
+fa_status fa_check_int32_sizes(const fa_launch_tensors *c, const fa_kernel_info *in);
 
 #endif

@@ -29,6 +29,11 @@ size_t fa_dtype_size(fa_dtype dtype) {
   return 0;
 }
 
+const char *fa_role_name(fa_role role) {
+  static const char *const names[FA_ROLE_COUNT_] = {"none", "pre", "main", "kv", "q", "post"};
+  return (int)role >= 0 && role < FA_ROLE_COUNT_ ? names[role] : "?";
+}
+
 const char *fa_dtype_name(fa_dtype dtype) {
   switch (dtype) {
   case FA_DTYPE_F16: return "f16";
@@ -45,9 +50,12 @@ enum {
   K_WORKSPACE, K_TARGET, K_PASSES,
   /* decode keys (docs/decode.md); refused for other modes */
   K_CACHE, K_PAGE_SIZE, K_SPLIT, K_Q_LEN_MAX, K_COMBINE, K_COMBINE_THREADS, K_UNIFIED_MAX,
-  K_COMBINE_PDL, K_COMBINE_FUSED, K_WIDE, K_WIDE_TILE_KV, K_WIDE_THREADS, K_WIDE_SMEM, K_COUNT
+  K_COMBINE_PDL, K_COMBINE_FUSED, K_WIDE, K_WIDE_TILE_KV, K_WIDE_THREADS, K_WIDE_SMEM,
+  /* backward keys (docs/backward.md); refused for other modes */
+  K_ROLE, K_FORWARD, K_COUNT
 };
 #define FIRST_DECODE_KEY K_CACHE
+#define LAST_DECODE_KEY K_WIDE_SMEM
 
 static const char *const key_names[K_COUNT] = {
   "version", "kernel", "mode", "dtype", "head_dim", "v_head_dim", "heads", "kv_heads",
@@ -55,16 +63,20 @@ static const char *const key_names[K_COUNT] = {
   "workspace_floats_per_row", "target", "passes",
   "cache", "page_size", "split", "q_len_max", "combine_kernel", "combine_threads", "unified_max",
   "combine_pdl", "combine_fused", "wide_kernel", "wide_tile_kv", "wide_threads",
-  "wide_smem_bytes",
+  "wide_smem_bytes", "role", "forward",
 };
 
 static const int required_keys[] = {K_VERSION, K_KERNEL, K_DTYPE, K_HEAD_DIM, K_HEADS,
                                     K_KV_HEADS, K_TILE_Q, K_THREADS, K_SMEM, K_GRID};
 
+/* The parser of one block (one kernel's lines). */
 typedef struct Parser {
   fa_kernel_info *info;
-  uint64_t seen;  /* bit per key */
-  int line;       /* 1-based line of the current key */
+  uint64_t seen;          /* bit per key */
+  int key_line[K_COUNT];  /* the line of each key seen */
+  int line;               /* 1-based line of the current key */
+  int block;              /* 0-based index of the block in the file */
+  char where[64];         /* "metadata", or "metadata block N (line L)" past the first */
   char *err;
   size_t errlen;
 } Parser;
@@ -74,6 +86,12 @@ static fa_status fail(Parser *p, const char *key, const char *fmt, const char *v
   fa_fmt(what, sizeof what, fmt, value);
   fa_fmt(p->err, p->errlen, "metadata line %d: %s: %s", p->line, key, what);
   return FA_ERR_META;
+}
+
+/* A rule across keys broken: names the line of key k (given in the block). */
+static fa_status fail_key(Parser *p, int k, const char *fmt, const char *value) {
+  p->line = p->key_line[k];
+  return fail(p, key_names[k], fmt, value);
 }
 
 /* Parses a decimal integer in [lo, hi]; the whole value must be the number. */
@@ -213,10 +231,11 @@ static fa_status set_key(Parser *p, int k, const char *v) {
   }
   case K_GRID: {
     static const char *const n[] = {"q_tiles,heads,batch", "1,heads,batch",
-                                    "splits,kv_heads,batch", NULL};
-    static const int val[] = {FA_GRID_Q_TILES, FA_GRID_ONE, FA_GRID_SPLITS};
+                                    "splits,kv_heads,batch", "k_tiles,kv_heads,batch", NULL};
+    static const int val[] = {FA_GRID_Q_TILES, FA_GRID_ONE, FA_GRID_SPLITS, FA_GRID_K_TILES};
     st = parse_enum(p, key, v, n, val,
-                    "q_tiles,heads,batch, 1,heads,batch or splits,kv_heads,batch", &tmp);
+                    "q_tiles,heads,batch, 1,heads,batch, splits,kv_heads,batch or "
+                    "k_tiles,kv_heads,batch", &tmp);
     in->grid = (fa_grid)tmp;
     return st;
   }
@@ -236,14 +255,25 @@ static fa_status set_key(Parser *p, int k, const char *v) {
   case K_WORKSPACE: return parse_int(p, key, v, 0, 1 << 20, &in->workspace_floats_per_row);
   case K_TARGET: return parse_name(p, key, v, in->target, sizeof in->target, 0);
   case K_PASSES: return parse_name(p, key, v, in->passes, sizeof in->passes, 0);
+  case K_ROLE: {
+    static const char *const n[] = {"pre", "main", "kv", "q", "post", NULL};
+    static const int val[] = {FA_ROLE_PRE, FA_ROLE_MAIN, FA_ROLE_KV, FA_ROLE_Q, FA_ROLE_POST};
+    st = parse_enum(p, key, v, n, val, "pre, main, kv, q, post", &tmp);
+    in->role = (fa_role)tmp;
+    return st;
+  }
+  case K_FORWARD: return parse_name(p, key, v, in->forward, sizeof in->forward, 1);
   default: return set_decode_key(p, k, v);
   }
 }
 
 static int is_space(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 
-/* Handles one line [s, e). Returns FA_OK for lines that are not metadata. */
-static fa_status parse_line(Parser *p, const char *s, const char *e) {
+/* Splits one line [s, e) into its key (*k, -1 for a line that is not ours
+ * or a key this runtime does not know) and its value. */
+static fa_status split_line(Parser *p, const char *s, const char *e, int *k, char *val,
+                            size_t cap) {
+  *k = -1;
   while (s < e && is_space(*s)) s++;
   while (e > s && is_space(e[-1])) e--;
   if (e - s >= 2 && s[0] == '/' && s[1] == '/') {
@@ -258,7 +288,7 @@ static fa_status parse_line(Parser *p, const char *s, const char *e) {
   while (s < e && is_space(*s)) s++;
   const char *ks = s;
   while (s < e && !is_space(*s)) s++;
-  char key[64], val[1024];
+  char key[64];
   size_t kl = (size_t)(s - ks);
   while (s < e && is_space(*s)) s++;
   size_t vl = (size_t)(e - s);
@@ -266,15 +296,21 @@ static fa_status parse_line(Parser *p, const char *s, const char *e) {
   if (kl >= sizeof key) return FA_OK; /* unknown (too long to be ours) */
   memcpy(key, ks, kl);
   key[kl] = '\0';
-  int k = 0;
-  while (k < K_COUNT && strcmp(key_names[k], key) != 0) k++;
-  if (k == K_COUNT) return FA_OK; /* unknown keys are ignored */
-  if (vl >= sizeof val) return fail(p, key, "%svalue too long", "");
+  int i = 0;
+  while (i < K_COUNT && strcmp(key_names[i], key) != 0) i++;
+  if (i == K_COUNT) return FA_OK; /* unknown keys are ignored */
+  if (vl >= cap) return fail(p, key, "%svalue too long", "");
   memcpy(val, s, vl);
   val[vl] = '\0';
   if (memchr(val, '\0', vl)) return fail(p, key, "%svalue holds a NUL byte", "");
-  if (p->seen & (1ull << k)) return fail(p, key, "%sgiven twice", "");
+  *k = i;
+  return FA_OK;
+}
+
+static fa_status take_key(Parser *p, int k, const char *val) {
+  if (p->seen & (1ull << k)) return fail(p, key_names[k], "%sgiven twice", "");
   p->seen |= 1ull << k;
+  p->key_line[k] = p->line;
   return set_key(p, k, val);
 }
 
@@ -287,97 +323,306 @@ static fa_status check_decode_keys(Parser *p) {
   fa_kernel_info *in = p->info;
   fa_decode_info *d = &in->decode;
   if (in->mode != FA_MODE_DECODE) {
-    for (int k = FIRST_DECODE_KEY; k < K_COUNT; k++)
+    for (int k = FIRST_DECODE_KEY; k <= LAST_DECODE_KEY; k++)
       if (seen(p, k)) {
-        fa_fmt(p->err, p->errlen, "metadata: key '%s' is only valid with mode decode",
+        fa_fmt(p->err, p->errlen, "%s: key '%s' is only valid with mode decode", p->where,
                key_names[k]);
         return FA_ERR_META;
       }
     if (in->grid != FA_GRID_SPLITS) return FA_OK;
-    fa_fmt(p->err, p->errlen, "metadata: grid splits,kv_heads,batch is only valid with mode decode");
+    fa_fmt(p->err, p->errlen, "%s: grid splits,kv_heads,batch is only valid with mode decode",
+           p->where);
     return FA_ERR_META;
   }
   if (in->grid != FA_GRID_SPLITS) {
-    fa_fmt(p->err, p->errlen, "metadata: a decode kernel's grid must be splits,kv_heads,batch");
+    fa_fmt(p->err, p->errlen, "%s: a decode kernel's grid must be splits,kv_heads,batch",
+           p->where);
     return FA_ERR_META;
   }
   if (!seen(p, K_Q_LEN_MAX)) d->q_len_max = FA_DECODE_MAX_Q_LEN;
   if (!seen(p, K_COMBINE_THREADS)) d->combine_threads = 128;
   if ((d->cache == FA_CACHE_PAGED) != seen(p, K_PAGE_SIZE)) {
-    fa_fmt(p->err, p->errlen, "metadata: page_size %s",
+    fa_fmt(p->err, p->errlen, "%s: page_size %s", p->where,
            d->cache == FA_CACHE_PAGED ? "is required with cache paged"
                                       : "is only valid with cache paged");
     return FA_ERR_META;
   }
   if (d->split != 1 && !d->combine_kernel[0]) {
-    fa_fmt(p->err, p->errlen, "metadata: combine_kernel is required unless split is 1");
+    fa_fmt(p->err, p->errlen, "%s: combine_kernel is required unless split is 1", p->where);
     return FA_ERR_META;
   }
   int wide = seen(p, K_WIDE) + seen(p, K_WIDE_TILE_KV) + seen(p, K_WIDE_THREADS) +
              seen(p, K_WIDE_SMEM);
   if (wide != 0 && wide != 4) {
     fa_fmt(p->err, p->errlen,
-           "metadata: wide_kernel, wide_tile_kv, wide_threads and wide_smem_bytes go together");
+           "%s: wide_kernel, wide_tile_kv, wide_threads and wide_smem_bytes go together",
+           p->where);
     return FA_ERR_META;
   }
   if (wide && !d->combine_kernel[0]) {
-    fa_fmt(p->err, p->errlen, "metadata: wide_kernel needs a combine kernel (split is not 1)");
+    fa_fmt(p->err, p->errlen, "%s: wide_kernel needs a combine kernel (split is not 1)",
+           p->where);
     return FA_ERR_META;
   }
   return FA_OK;
 }
 
-/* Cross-key rules, checked once every line is read. */
+/* The backward keys (docs/backward.md): role and forward belong to mode
+ * backward and it needs both; the K/V-outer roles (main, kv) run on grid
+ * k_tiles,kv_heads,batch, which needs tile_kv, the others on
+ * q_tiles,heads,batch; a backward kernel's workspace is the backward's
+ * (fa_backward_workspace_size), not workspace_floats_per_row. */
+static fa_status check_backward_keys(Parser *p) {
+  fa_kernel_info *in = p->info;
+  if (in->mode != FA_MODE_BACKWARD) {
+    if (seen(p, K_ROLE)) return fail_key(p, K_ROLE, "%sonly valid with mode backward", "");
+    if (seen(p, K_FORWARD)) return fail_key(p, K_FORWARD, "%sonly valid with mode backward", "");
+    if (in->grid == FA_GRID_K_TILES)
+      return fail_key(p, K_GRID, "k_tiles,kv_heads,batch is only valid with mode backward "
+                      "(roles main and kv), not with mode %s",
+                      in->mode == FA_MODE_DECODE ? "decode" : "forward");
+    return FA_OK;
+  }
+  if (!seen(p, K_ROLE))
+    return fail_key(p, K_MODE, "%smode backward needs the key role (pre, main, kv, q or post)",
+                    "");
+  if (!seen(p, K_FORWARD))
+    return fail_key(p, K_MODE, "%smode backward needs the key forward (the forward kernel's "
+                    "name)", "");
+  if (strcmp(in->forward, in->kernel) == 0)
+    return fail_key(p, K_FORWARD, "'%s' is this kernel itself, not its forward kernel",
+                    in->forward);
+  int kv_outer = in->role == FA_ROLE_MAIN || in->role == FA_ROLE_KV;
+  char msg[160];
+  if (in->grid != (kv_outer ? FA_GRID_K_TILES : FA_GRID_Q_TILES)) {
+    fa_fmt(msg, sizeof msg, "a backward kernel of role %s runs on grid %s", fa_role_name(in->role),
+           kv_outer ? "k_tiles,kv_heads,batch" : "q_tiles,heads,batch");
+    return fail_key(p, K_GRID, "%s", msg);
+  }
+  if (kv_outer && !seen(p, K_TILE_KV))
+    return fail_key(p, K_GRID, "%sk_tiles,kv_heads,batch needs the key tile_kv (keys per block)",
+                    "");
+  if (in->workspace_floats_per_row)
+    return fail_key(p, K_WORKSPACE, "%smust be 0 for a backward kernel (its workspace is the "
+                    "backward's: fa_backward_workspace_size)", "");
+  return FA_OK;
+}
+
+/* Cross-key rules, checked once every line of the block is read. */
 static fa_status check_complete(Parser *p) {
   fa_kernel_info *in = p->info;
   p->line = 0;
   for (size_t i = 0; i < sizeof required_keys / sizeof required_keys[0]; i++) {
     int k = required_keys[i];
     if (!(p->seen & (1ull << k))) {
-      fa_fmt(p->err, p->errlen, "metadata: required key '%s' is missing", key_names[k]);
+      fa_fmt(p->err, p->errlen, "%s: required key '%s' is missing", p->where, key_names[k]);
       return FA_ERR_META;
     }
   }
   if (!(p->seen & (1ull << K_V_HEAD_DIM))) in->v_head_dim = in->head_dim;
   if (in->head_dim % 8 || in->v_head_dim % 8) {
     fa_fmt(p->err, p->errlen,
-           "metadata: head_dim %d / v_head_dim %d must be multiples of 8 (16-byte loads)",
+           "%s: head_dim %d / v_head_dim %d must be multiples of 8 (16-byte loads)", p->where,
            in->head_dim, in->v_head_dim);
     return FA_ERR_META;
   }
   if (in->kv_heads > in->heads || in->heads % in->kv_heads) {
-    fa_fmt(p->err, p->errlen, "metadata: kv_heads %d does not divide heads %d", in->kv_heads,
-           in->heads);
+    fa_fmt(p->err, p->errlen, "%s: kv_heads %d does not divide heads %d", p->where,
+           in->kv_heads, in->heads);
     return FA_ERR_META;
   }
-  return check_decode_keys(p);
+  fa_status st = check_decode_keys(p);
+  return st ? st : check_backward_keys(p);
 }
 
-fa_status fa_meta_parse(const char *text, size_t len, fa_kernel_info *out, char *err,
-                        size_t errlen) {
-  fa_fmt(err, errlen, "%s", "");
-  if (!out || (!text && len)) {
-    fa_fmt(err, errlen, "fa_meta_parse: %s is NULL", out ? "text" : "out");
-    return FA_ERR_NULL_POINTER;
+/* ---- a module's blocks together ------------------------------------------- */
+
+typedef struct Module {
+  fa_kernel_info *k;           /* FA_MODULE_MAX_KERNELS */
+  int (*line)[K_COUNT];        /* each block's key lines */
+  int n;
+  char *err;
+  size_t errlen;
+} Module;
+
+static fa_status module_fail(Module *m, int b, int key, const char *what) {
+  fa_fmt(m->err, m->errlen, "metadata line %d: %s: %s", m->line[b][key] ? m->line[b][key]
+         : m->line[b][K_KERNEL], key_names[key], what);
+  return FA_ERR_META;
+}
+
+static int find_kernel(const Module *m, const char *name) {
+  for (int i = 0; i < m->n; i++)
+    if (strcmp(m->k[i].kernel, name) == 0) return i;
+  return -1;
+}
+
+/* Backward kernel b against `ref` (its forward kernel, or the first
+ * backward kernel of the same forward): the same attention. */
+static fa_status same_attention(Module *m, int b, int ref) {
+  const fa_kernel_info *x = &m->k[b], *y = &m->k[ref];
+  struct { int key; int differs; char have[40], want[40]; } f[6] = {
+    {K_DTYPE, x->dtype != y->dtype, "", ""},
+    {K_HEAD_DIM, x->head_dim != y->head_dim, "", ""},
+    {K_V_HEAD_DIM, x->v_head_dim != y->v_head_dim, "", ""},
+    {K_HEADS, x->heads != y->heads, "", ""},
+    {K_KV_HEADS, x->kv_heads != y->kv_heads, "", ""},
+    {K_MASK, x->mask != y->mask, "", ""},
+  };
+  static const char *const masks[] = {"none", "causal", "window", "expr"};
+  for (int i = 0; i < 6; i++) {
+    if (!f[i].differs) continue;
+    int key = f[i].key;
+    if (key == K_DTYPE) {
+      fa_fmt(f[i].have, sizeof f[i].have, "%s", fa_dtype_name(x->dtype));
+      fa_fmt(f[i].want, sizeof f[i].want, "%s", fa_dtype_name(y->dtype));
+    } else if (key == K_MASK) {
+      fa_fmt(f[i].have, sizeof f[i].have, "%s", masks[x->mask & 3]);
+      fa_fmt(f[i].want, sizeof f[i].want, "%s", masks[y->mask & 3]);
+    } else {
+      const int *vx = key == K_HEAD_DIM ? &x->head_dim : key == K_V_HEAD_DIM ? &x->v_head_dim
+                      : key == K_HEADS ? &x->heads : &x->kv_heads;
+      const int *vy = key == K_HEAD_DIM ? &y->head_dim : key == K_V_HEAD_DIM ? &y->v_head_dim
+                      : key == K_HEADS ? &y->heads : &y->kv_heads;
+      fa_fmt(f[i].have, sizeof f[i].have, "%d", *vx);
+      fa_fmt(f[i].want, sizeof f[i].want, "%d", *vy);
+    }
+    char what[400];
+    fa_fmt(what, sizeof what, "%s but kernel %s (line %d) says %s: the backward of %s must be "
+           "compiled from the same attention", f[i].have, y->kernel, m->line[ref][K_KERNEL],
+           f[i].want, x->forward);
+    return module_fail(m, b, key, what);
   }
-  fa_kernel_info info;
-  memset(&info, 0, sizeof info);
-  Parser p = {&info, 0, 0, err, errlen};
+  if (x->scale > 0 && y->scale > 0 && x->scale != y->scale) {
+    char what[400];
+    fa_fmt(what, sizeof what, "%.9g but kernel %s (line %d) says %.9g: the backward of %s must "
+           "be compiled from the same attention", x->scale, y->kernel, m->line[ref][K_KERNEL],
+           y->scale, x->forward);
+    return module_fail(m, b, K_SCALE, what);
+  }
+  return FA_OK;
+}
+
+/* Kernel names differ; a backward kernel's forward kernel, when the module
+ * holds it, is a forward kernel of the same attention; backward kernels of
+ * one forward agree with each other and have distinct roles. */
+static fa_status check_module(Module *m) {
+  char what[400];
+  for (int b = 0; b < m->n; b++) {
+    const fa_kernel_info *x = &m->k[b];
+    int other = find_kernel(m, x->kernel);
+    if (other != b) {
+      fa_fmt(what, sizeof what, "'%s' is already the kernel of line %d", x->kernel,
+             m->line[other][K_KERNEL]);
+      return module_fail(m, b, K_KERNEL, what);
+    }
+    if (x->mode != FA_MODE_BACKWARD) continue;
+    int fwd = find_kernel(m, x->forward), ref = fwd;
+    if (fwd >= 0 && m->k[fwd].mode != FA_MODE_FORWARD) {
+      fa_fmt(what, sizeof what, "'%s' (line %d) is a %s kernel, not a forward kernel",
+             x->forward, m->line[fwd][K_KERNEL],
+             m->k[fwd].mode == FA_MODE_DECODE ? "decode" : "backward");
+      return module_fail(m, b, K_FORWARD, what);
+    }
+    for (int s = 0; s < b; s++) {
+      const fa_kernel_info *y = &m->k[s];
+      if (y->mode != FA_MODE_BACKWARD || strcmp(y->forward, x->forward) != 0) continue;
+      if (ref < 0) ref = s;
+      if (y->role == x->role) {
+        fa_fmt(what, sizeof what, "kernel %s (line %d) is already the %s kernel of %s",
+               y->kernel, m->line[s][K_KERNEL], fa_role_name(x->role), x->forward);
+        return module_fail(m, b, K_ROLE, what);
+      }
+    }
+    fa_status st;
+    if (ref >= 0 && (st = same_attention(m, b, ref))) return st;
+  }
+  return FA_OK;
+}
+
+/* Every block of text into m (each begins with its version line). */
+static fa_status parse_blocks(const char *text, size_t len, Module *m) {
+  Parser p;
+  memset(&p, 0, sizeof p);
+  p.info = &m->k[0];
+  p.err = m->err, p.errlen = m->errlen;
+  memset(p.info, 0, sizeof *p.info);
+  fa_fmt(p.where, sizeof p.where, "metadata");
   const char *s = text, *end = text + len;
+  int lineno = 0;
   while (s < end) {
     const char *nl = memchr(s, '\n', (size_t)(end - s));
     const char *e = nl ? nl : end;
-    p.line++;
-    fa_status st = parse_line(&p, s, e);
+    char val[1024];
+    int k;
+    p.line = ++lineno;
+    fa_status st = split_line(&p, s, e, &k, val, sizeof val);
     if (st != FA_OK) return st;
     s = nl ? nl + 1 : end;
+    if (k < 0) continue;
+    if (k == K_VERSION && seen(&p, K_VERSION)) { /* the next kernel's block */
+      if ((st = check_complete(&p))) return st;
+      memcpy(m->line[p.block], p.key_line, sizeof p.key_line);
+      if (++p.block == FA_MODULE_MAX_KERNELS) {
+        fa_fmt(m->err, m->errlen, "metadata line %d: version: a module holds at most %d "
+               "kernels", lineno, FA_MODULE_MAX_KERNELS);
+        return FA_ERR_META;
+      }
+      p.info = &m->k[p.block];
+      memset(p.info, 0, sizeof *p.info);
+      p.seen = 0;
+      memset(p.key_line, 0, sizeof p.key_line);
+      fa_fmt(p.where, sizeof p.where, "metadata block %d (line %d)", p.block + 1, lineno);
+      p.line = lineno;
+    }
+    if ((st = take_key(&p, k, val))) return st;
   }
-  if (p.seen == 0) {
-    fa_fmt(err, errlen, "metadata: no '// flashc.meta' lines found (is this a flashc kernel?)");
+  if (p.seen == 0 && p.block == 0) {
+    fa_fmt(m->err, m->errlen,
+           "metadata: no '// flashc.meta' lines found (is this a flashc kernel?)");
     return FA_ERR_META;
   }
   fa_status st = check_complete(&p);
   if (st != FA_OK) return st;
-  *out = info;
-  return FA_OK;
+  memcpy(m->line[p.block], p.key_line, sizeof p.key_line);
+  m->n = p.block + 1;
+  return check_module(m);
+}
+
+static fa_status parse_module(const char *text, size_t len, fa_kernel_info *out, int *count,
+                              char *err, size_t errlen, const char *fn) {
+  fa_fmt(err, errlen, "%s", "");
+  if (!out || (!text && len)) {
+    fa_fmt(err, errlen, "%s: %s is NULL", fn, out ? "text" : "out");
+    return FA_ERR_NULL_POINTER;
+  }
+  /* About 20 KB: on the stack, so that parsing cannot fail for memory. */
+  int lines[FA_MODULE_MAX_KERNELS][K_COUNT];
+  fa_kernel_info k[FA_MODULE_MAX_KERNELS];
+  Module m = {k, lines, 0, err, errlen};
+  fa_status st = parse_blocks(text ? text : "", len, &m);
+  if (st == FA_OK) {
+    if (count) {
+      memcpy(out, k, (size_t)m.n * sizeof *k);
+      *count = m.n;
+    } else {
+      *out = k[0];
+    }
+  }
+  return st;
+}
+
+fa_status fa_meta_parse(const char *text, size_t len, fa_kernel_info *out, char *err,
+                        size_t errlen) {
+  return parse_module(text, len, out, NULL, err, errlen, "fa_meta_parse");
+}
+
+fa_status fa_meta_parse_module(const char *text, size_t len, fa_kernel_info *out, int *count,
+                               char *err, size_t errlen) {
+  if (count) *count = 0;
+  if (!count) {
+    fa_fmt(err, errlen, "fa_meta_parse_module: count is NULL");
+    return FA_ERR_NULL_POINTER;
+  }
+  return parse_module(text, len, out, count, err, errlen, "fa_meta_parse_module");
 }

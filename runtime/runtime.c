@@ -67,7 +67,10 @@ struct fa_module {
   CUfunction wide;         /* decode: the small-batch variant, or NULL */
   int last_nsplit;         /* decode: nsplit of the last launch */
   int last_wide;           /* decode: the last launch ran the small-batch variant */
-  fa_kernel_info info;
+  fa_kernel_info info;     /* kernels[0]'s: the kernel fa_forward / fa_decode launch */
+  int nkernels;            /* the kernels the metadata describes (fa_meta_parse_module) */
+  fa_kernel_info kernels[FA_MODULE_MAX_KERNELS];
+  CUfunction fns[FA_MODULE_MAX_KERNELS]; /* fns[0] == fn */
   CUdeviceptr scratch;     /* LSE scratch + workspace, see fa_forward */
   size_t scratch_bytes;
   size_t zero_bytes;       /* the scratch's first zero_bytes are zero (fused decode counters) */
@@ -325,12 +328,15 @@ static fa_status prepare_entry(fa_context *c, fa_module *m, const char *name, co
   return FA_OK;
 }
 
-/* Resolves the entry points (the kernel; a decode module's small-batch
- * variant and combine kernel) and fits their launch resources to the
- * metadata. */
+/* Resolves the entry points (every kernel the metadata describes; a decode
+ * module's small-batch variant and combine kernel) and fits their launch
+ * resources to the metadata. */
 static fa_status prepare_function(fa_context *c, fa_module *m) {
-  fa_status st = prepare_entry(c, m, m->info.kernel, "kernel", m->info.smem_bytes,
-                               m->info.threads, &m->fn);
+  fa_status st = FA_OK;
+  for (int i = 0; i < m->nkernels && st == FA_OK; i++)
+    st = prepare_entry(c, m, m->kernels[i].kernel, "kernel", m->kernels[i].smem_bytes,
+                       m->kernels[i].threads, &m->fns[i]);
+  m->fn = m->fns[0];
   const fa_decode_info *d = &m->info.decode;
   if (st != FA_OK || m->info.mode != FA_MODE_DECODE)
     return st;
@@ -365,11 +371,13 @@ static fa_status module_load(fa_context *ctx, const void *image, const char *met
     fa_fmt(ctx->errmsg, sizeof ctx->errmsg, "out of host memory");
     return FA_ERR_OUT_OF_MEMORY;
   }
-  fa_status st = fa_meta_parse(meta, meta_len, &m->info, ctx->errmsg, sizeof ctx->errmsg);
+  fa_status st = fa_meta_parse_module(meta, meta_len, m->kernels, &m->nkernels, ctx->errmsg,
+                                      sizeof ctx->errmsg);
   if (st != FA_OK) {
     free(m);
     return st;
   }
+  m->info = m->kernels[0];
   atomic_fetch_add(&ctx->refs, 1);
   m->ctx = ctx;
   if ((st = push(ctx, ctx->errmsg, sizeof ctx->errmsg)) != FA_OK) {
@@ -456,6 +464,12 @@ const char *fa_module_jit_log(const fa_module *mod) {
 }
 
 const fa_kernel_info *fa_module_info(const fa_module *mod) { return mod ? &mod->info : NULL; }
+
+int fa_module_kernel_count(const fa_module *mod) { return mod ? mod->nkernels : 0; }
+
+const fa_kernel_info *fa_module_kernel_info(const fa_module *mod, int i) {
+  return mod && i >= 0 && i < mod->nkernels ? &mod->kernels[i] : NULL;
+}
 
 /* ---- launch ------------------------------------------------------------- */
 
@@ -551,22 +565,28 @@ fa_status fa_module_scratch_(fa_module *m, size_t bytes, uint64_t *base) {
   return st;
 }
 
+fa_status fa_module_memset_(fa_module *m, uint64_t dst, size_t bytes, void *stream,
+                            const char *what) {
+  Driver *cu = &m->ctx->cu;
+  if (!cu->MemsetD32Async) {
+    fa_fmt(m->errmsg, sizeof m->errmsg, "the CUDA driver lacks cuMemsetD32Async, which zeroing "
+           "%s needs", what);
+    return FA_ERR_CUDA;
+  }
+  CUresult r = cu->MemsetD32Async((CUdeviceptr)dst, 0, bytes / 4, (CUstream)stream);
+  if (r == CUDA_SUCCESS) return FA_OK;
+  char head[256];
+  cuda_msg(cu, head, sizeof head, "cuMemsetD32Async", r);
+  fa_fmt(m->errmsg, sizeof m->errmsg, "zeroing %s (%zu bytes at 0x%llx): %s", what, bytes,
+         (unsigned long long)dst, head);
+  return FA_ERR_CUDA;
+}
+
 fa_status fa_module_zero_head_(fa_module *m, size_t bytes, void *stream) {
   fa_status st = FA_OK;
-  if (m->zero_bytes < bytes) {
-    Driver *cu = &m->ctx->cu;
-    if (!cu->MemsetD32Async) {
-      fa_fmt(m->errmsg, sizeof m->errmsg, "the CUDA driver lacks cuMemsetD32Async, which a fused "
-             "decode kernel's counters need");
-      return FA_ERR_CUDA;
-    }
-    CUresult r = cu->MemsetD32Async(m->scratch + m->zero_bytes, 0, (bytes - m->zero_bytes) / 4,
-                                    (CUstream)stream);
-    if (r != CUDA_SUCCESS) {
-      cuda_msg(cu, m->errmsg, sizeof m->errmsg, "cuMemsetD32Async (decode counters)", r);
-      st = FA_ERR_CUDA;
-    }
-  }
+  if (m->zero_bytes < bytes)
+    st = fa_module_memset_(m, (uint64_t)m->scratch + m->zero_bytes, bytes - m->zero_bytes, stream,
+                           "the fused decode kernel's counters");
   /* What follows the head is the launch's workspace and LSE rows: no
    * longer known to be zero. */
   m->zero_bytes = st == FA_OK ? bytes : 0;
@@ -599,19 +619,16 @@ static CUresult launch_pdl(fa_module *m, CUfunction fn, const unsigned grid[3], 
   return m->ctx->cu.LaunchKernelEx(&cfg, fn, params, NULL);
 }
 
-fa_status fa_module_launch_(fa_module *m, fa_entry which, const unsigned grid[3], unsigned block,
-                            unsigned smem, void *stream, void **params) {
-  int combine = which == FA_ENTRY_COMBINE;
-  CUfunction fn = combine ? m->combine : which == FA_ENTRY_WIDE ? m->wide : m->fn;
-  const char *name = combine                  ? m->info.decode.combine_kernel
-                     : which == FA_ENTRY_WIDE ? m->info.decode.wide_kernel
-                                              : m->info.kernel;
+/* Launches fn (entry point `name`), programmatically dependent when pdl. */
+static fa_status launch_fn(fa_module *m, CUfunction fn, const char *name, int pdl,
+                           const unsigned grid[3], unsigned block, unsigned smem, void *stream,
+                           void **params) {
   if (!fn) {
     fa_fmt(m->errmsg, sizeof m->errmsg, "kernel %s: the module has no such entry point", name);
     return FA_ERR_INVALID_ARGUMENT;
   }
   CUresult r = CUDA_ERROR_NOT_SUPPORTED;
-  if (combine && use_pdl(m)) r = launch_pdl(m, fn, grid, block, smem, stream, params);
+  if (pdl) r = launch_pdl(m, fn, grid, block, smem, stream, params);
   /* Refused (an old driver, or a stream that cannot take the attribute):
    * the plain launch is always correct, only without the overlap. */
   if (r == CUDA_ERROR_NOT_SUPPORTED)
@@ -623,6 +640,31 @@ fa_status fa_module_launch_(fa_module *m, fa_entry which, const unsigned grid[3]
   fa_fmt(m->errmsg, sizeof m->errmsg, "kernel %s, grid %u x %u x %u, block %u, smem %u: %s",
          name, grid[0], grid[1], grid[2], block, smem, head);
   return FA_ERR_CUDA;
+}
+
+fa_status fa_module_launch_(fa_module *m, fa_entry which, const unsigned grid[3], unsigned block,
+                            unsigned smem, void *stream, void **params) {
+  int combine = which == FA_ENTRY_COMBINE;
+  CUfunction fn = combine ? m->combine : which == FA_ENTRY_WIDE ? m->wide : m->fn;
+  const char *name = combine                  ? m->info.decode.combine_kernel
+                     : which == FA_ENTRY_WIDE ? m->info.decode.wide_kernel
+                                              : m->info.kernel;
+  return launch_fn(m, fn, name, combine && use_pdl(m), grid, block, smem, stream, params);
+}
+
+const fa_kernel_info *fa_module_kernels_(const fa_module *m, int *n) {
+  *n = m->nkernels;
+  return m->kernels;
+}
+
+fa_status fa_module_launch_kernel_(fa_module *m, int i, const unsigned grid[3], unsigned block,
+                                   unsigned smem, void *stream, void **params) {
+  if (i < 0 || i >= m->nkernels) {
+    fa_fmt(m->errmsg, sizeof m->errmsg, "kernel index %d: the module has %d kernels", i,
+           m->nkernels);
+    return FA_ERR_INVALID_ARGUMENT;
+  }
+  return launch_fn(m, m->fns[i], m->kernels[i].kernel, 0, grid, block, smem, stream, params);
 }
 
 int fa_module_sm_count_(const fa_module *m) { return m->ctx->sm_count; }

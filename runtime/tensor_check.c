@@ -1,16 +1,21 @@
-/* tensor_check.c - the checks every launch makes of its four tensors (q, k,
- * v, o): forward (check.c) and decode (decode.c) validation share them.
- * Each returns FA_OK or the first failure's status with a message that names
- * the tensor, the dimension and the numbers. */
+/* tensor_check.c - the checks every launch makes of its tensors (q, k, v, o,
+ * and the backward's dout, dq, dk, dv): forward (check.c), decode
+ * (decode.c) and backward (backward.c) validation share them. Each returns
+ * FA_OK or the first failure's status with a message that names the tensor,
+ * the dimension and the numbers. */
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "internal.h"
 
 /* Byte offsets stay below 2^62 so that pointer + offset never wraps. */
 #define MAX_BYTES (INT64_C(1) << 62)
 
-enum { Q, K, V, O };
+enum { Q, K };
+
+const char *const fa_dim_names[4] = {"batch", "seqlen", "heads", "head_dim"};
 
 /* a * b for a, b >= 0; returns 0 on overflow of int64. */
 int fa_mul_ok(int64_t a, int64_t b, int64_t *r) {
@@ -31,7 +36,7 @@ int fa_has_elements(const fa_tensor *t) {
 }
 
 fa_status fa_check_nulls(const fa_launch_tensors *c) {
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < c->n; i++)
     if (!c->t[i]->data && fa_has_elements(c->t[i])) {
       fa_fmt(c->msg, c->len, "%s: data pointer is NULL", c->name[i]);
       return FA_ERR_NULL_POINTER;
@@ -40,7 +45,7 @@ fa_status fa_check_nulls(const fa_launch_tensors *c) {
 }
 
 fa_status fa_check_dtypes(const fa_launch_tensors *c) {
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < c->n; i++)
     if (c->t[i]->dtype != c->dtype) {
       fa_fmt(c->msg, c->len, "%s: dtype is %s but the kernel was compiled for %s", c->name[i],
              fa_dtype_name(c->t[i]->dtype), fa_dtype_name(c->dtype));
@@ -50,7 +55,7 @@ fa_status fa_check_dtypes(const fa_launch_tensors *c) {
 }
 
 fa_status fa_check_nonnegative(const fa_launch_tensors *c) {
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < c->n; i++)
     for (int d = 0; d < 4; d++)
       if (c->t[i]->dim[d] < 0) {
         fa_fmt(c->msg, c->len, "%s: dim[%d] (%s) is %" PRId64 ", a size cannot be negative",
@@ -61,7 +66,7 @@ fa_status fa_check_nonnegative(const fa_launch_tensors *c) {
 }
 
 fa_status fa_check_strides(const fa_launch_tensors *c) {
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < c->n; i++) {
     const fa_tensor *t = c->t[i];
     for (int d = 0; d < 4; d++)
       if (t->stride[d] < 0) {
@@ -82,7 +87,7 @@ fa_status fa_check_strides(const fa_launch_tensors *c) {
 
 /* Kernels move 16 bytes at a time: every row start must be 16-byte aligned. */
 fa_status fa_check_alignment(const fa_launch_tensors *c, const void *lse) {
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < c->n; i++) {
     const fa_tensor *t = c->t[i];
     uintptr_t p = (uintptr_t)t->data;
     if (p % 16) {
@@ -119,8 +124,8 @@ static int64_t extent_bytes(const fa_tensor *t) {
   return bytes;
 }
 
-fa_status fa_check_extents(const fa_launch_tensors *c, int64_t ext[4]) {
-  for (int i = 0; i < 4; i++) {
+fa_status fa_check_extents(const fa_launch_tensors *c, int64_t ext[FA_MAX_LAUNCH_TENSORS]) {
+  for (int i = 0; i < c->n; i++) {
     ext[i] = extent_bytes(c->t[i]);
     uintptr_t p = (uintptr_t)c->t[i]->data;
     if (ext[i] > 0 && p > UINTPTR_MAX - (uint64_t)ext[i]) {
@@ -142,11 +147,16 @@ fa_status fa_check_extents(const fa_launch_tensors *c, int64_t ext[4]) {
   return FA_OK;
 }
 
-/* O is written by many blocks at once: two of its elements must never share
- * an address. Sufficient test: sorted by stride, each dimension (extent > 1)
- * steps over the whole span of the ones inside it. */
-fa_status fa_check_o_overlap(const fa_launch_tensors *c) {
-  const fa_tensor *t = c->t[O];
+/* An output is written by many blocks at once: two of its elements must
+ * never share an address. Sufficient test: sorted by stride, each dimension
+ * (extent > 1) steps over the whole span of the ones inside it. */
+fa_status fa_check_self_overlap(const fa_launch_tensors *c, int i) {
+  const fa_tensor *t = c->t[i];
+  if (!fa_has_elements(t)) return FA_OK; /* no two elements to share an address */
+  char title[16]; /* "O", "dQ": the name with its last letter capitalized */
+  fa_fmt(title, sizeof title, "%s", c->name[i]);
+  size_t tl = strlen(title);
+  if (tl) title[tl - 1] = (char)toupper((unsigned char)title[tl - 1]);
   int idx[4] = {0, 1, 2, 3};
   for (int a = 1; a < 4; a++) /* insertion sort by stride, ties: inner dim first */
     for (int b = a; b > 0; b--) {
@@ -162,16 +172,16 @@ fa_status fa_check_o_overlap(const fa_launch_tensors *c) {
     if (t->dim[d] <= 1) continue;
     if (t->stride[d] == 0) {
       fa_fmt(c->msg, c->len,
-             "o: stride[%d] (%s) is 0 but the dimension has %" PRId64
-             " elements: O would overlap itself",
-             d, c->dims[O][d], t->dim[d]);
+             "%s: stride[%d] (%s) is 0 but the dimension has %" PRId64
+             " elements: %s would overlap itself",
+             c->name[i], d, c->dims[i][d], t->dim[d], title);
       return FA_ERR_STRIDE;
     }
     if (t->stride[d] < span) {
       fa_fmt(c->msg, c->len,
-             "o: stride[%d] (%s) is %" PRId64 " but the dimensions inside it span %" PRId64
-             " elements: O would overlap itself",
-             d, c->dims[O][d], t->stride[d], span);
+             "%s: stride[%d] (%s) is %" PRId64 " but the dimensions inside it span %" PRId64
+             " elements: %s would overlap itself",
+             c->name[i], d, c->dims[i][d], t->stride[d], span, title);
       return FA_ERR_STRIDE;
     }
     if (!fa_mul_ok(t->stride[d], t->dim[d], &span)) span = INT64_MAX;
@@ -183,4 +193,116 @@ fa_status fa_check_o_overlap(const fa_launch_tensors *c) {
 int fa_ranges_meet(uintptr_t a, int64_t alen, uintptr_t b, int64_t blen) {
   if (alen <= 0 || blen <= 0) return 0;
   return a <= b ? b - a < (uint64_t)alen : a - b < (uint64_t)blen;
+}
+
+fa_status fa_check_disjoint(const fa_range *in, int nin, const fa_range *out, int nout,
+                            char *msg, size_t len) {
+  for (int o = 0; o < nout; o++)
+    for (int i = 0; i < nin + o; i++) {
+      const fa_range *x = &out[o], *y = i < nin ? &in[i] : &out[i - nin];
+      if (fa_ranges_meet(x->p, x->len, y->p, y->len)) {
+        fa_fmt(msg, len, "%s: memory [0x%" PRIxPTR ", +%" PRId64 ") overlaps %s [0x%" PRIxPTR
+               ", +%" PRId64 ")", x->name, x->p, x->len, y->name, y->p, y->len);
+        return FA_ERR_INVALID_ARGUMENT;
+      }
+    }
+  return FA_OK;
+}
+
+fa_status fa_check_present(const fa_kernel_info *info, const void *args, char *msg, size_t len) {
+  fa_fmt(msg, len, "%s", "");
+  if (info && args) return FA_OK;
+  fa_fmt(msg, len, "%s is NULL", info ? "args" : "kernel info");
+  return FA_ERR_NULL_POINTER;
+}
+
+/* ---- the forward's and the backward's tensors ------------------------------ */
+
+fa_status fa_check_kernel_info(const fa_kernel_info *in, char *msg, size_t len) {
+  if (fa_dtype_size(in->dtype) != 2 || in->head_dim <= 0 || in->v_head_dim <= 0 ||
+      in->heads <= 0 || in->kv_heads <= 0 || in->heads % in->kv_heads || in->tile_q <= 0 ||
+      in->threads <= 0 || in->threads > 1024 || in->workspace_floats_per_row < 0) {
+    fa_fmt(msg, len,
+           "kernel info is inconsistent (dtype %d, head_dim %d, v_head_dim %d, heads %d, "
+           "kv_heads %d, tile_q %d, threads %d): use fa_meta_parse",
+           (int)in->dtype, in->head_dim, in->v_head_dim, in->heads, in->kv_heads, in->tile_q,
+           in->threads);
+    return FA_ERR_META;
+  }
+  return FA_OK;
+}
+
+/* One dimension of tensor i must equal `want`, which the metadata fixes. */
+static fa_status want_meta(const fa_launch_tensors *c, const fa_kernel_info *in, int i, int d,
+                           int64_t want, const char *meta_key) {
+  int64_t got = c->t[i]->dim[d];
+  if (got == want) return FA_OK;
+  if (d == 2 && strcmp(meta_key, "kv_heads") == 0)
+    fa_fmt(c->msg, c->len,
+           "%s: heads is %" PRId64 " but the kernel was compiled for kv_heads = %d "
+           "(%d query heads share %d K/V heads, %d per group)",
+           c->name[i], got, in->kv_heads, in->heads, in->kv_heads, in->heads / in->kv_heads);
+  else
+    fa_fmt(c->msg, c->len, "%s: %s is %" PRId64 " but the kernel was compiled for %s%s%" PRId64,
+           c->name[i], fa_dim_names[d], got, strcmp(meta_key, fa_dim_names[d]) ? meta_key : "",
+           strcmp(meta_key, fa_dim_names[d]) ? " = " : "", want);
+  return FA_ERR_SHAPE;
+}
+
+fa_status fa_check_meta_dims(const fa_launch_tensors *c, const fa_kernel_info *in,
+                             const unsigned char *side) {
+  fa_status st;
+  for (int i = 0; i < c->n; i++) {
+    int vd = side[i] & FA_SIDE_VDIM;
+    if ((st = want_meta(c, in, i, 3, vd ? in->v_head_dim : in->head_dim,
+                        vd ? "v_head_dim" : "head_dim")))
+      return st;
+  }
+  for (int i = 0; i < c->n; i++) {
+    int kv = side[i] & FA_SIDE_KV;
+    if ((st = want_meta(c, in, i, 2, kv ? in->kv_heads : in->heads, kv ? "kv_heads" : "heads")))
+      return st;
+  }
+  return FA_OK;
+}
+
+/* Dimension d of tensor i must equal that of tensor j. */
+static fa_status want_same(const fa_launch_tensors *c, int i, int j, int d, const char *what) {
+  if (c->t[i]->dim[d] == c->t[j]->dim[d]) return FA_OK;
+  fa_fmt(c->msg, c->len, "%s: %s is %" PRId64 " but %s has %s %" PRId64, c->name[i],
+         fa_dim_names[d], c->t[i]->dim[d], c->name[j], what, c->t[j]->dim[d]);
+  return FA_ERR_SHAPE;
+}
+
+fa_status fa_check_cross_dims(const fa_launch_tensors *c, const unsigned char *side) {
+  fa_status st;
+  for (int i = 1; i < c->n; i++)
+    if ((st = want_same(c, i, Q, 0, "batch"))) return st;
+  for (int i = 1; i < c->n; i++) {
+    int kv = side[i] & FA_SIDE_KV;
+    if (i != K && (st = want_same(c, i, kv ? K : Q, 1, kv ? "seqlen_k" : "seqlen_q")))
+      return st;
+  }
+  return FA_OK;
+}
+
+fa_status fa_check_int32_sizes(const fa_launch_tensors *c, const fa_kernel_info *in) {
+  int64_t batch = c->t[Q]->dim[0], sq = c->t[Q]->dim[1], sk = c->t[K]->dim[1];
+  const char *names[3] = {"batch", "seqlen_q", "seqlen_k"};
+  int64_t vals[3] = {batch, sq, sk};
+  for (int i = 0; i < 3; i++)
+    if (vals[i] > INT32_MAX) {
+      fa_fmt(c->msg, c->len, "%s: %s is %" PRId64 ", more than the kernel's int32 limit %d",
+             c->name[i == 2 ? K : Q], names[i], vals[i], INT32_MAX);
+      return FA_ERR_TOO_LARGE;
+    }
+  int64_t rows;
+  if (!fa_mul_ok(batch, in->heads, &rows) || !fa_mul_ok(rows, sq, &rows) || rows > INT32_MAX) {
+    fa_fmt(c->msg, c->len,
+           "lse: batch %" PRId64 " x heads %d x seqlen_q %" PRId64
+           " rows exceed the int32 limit %d",
+           batch, in->heads, sq, INT32_MAX);
+    return FA_ERR_TOO_LARGE;
+  }
+  return FA_OK;
 }

@@ -1,14 +1,18 @@
 /* fuzz_launch.c - libFuzzer harness for the launch-argument checks,
- * fa_forward_check (runtime/check.c) and fa_decode_check (runtime/decode.c),
- * no GPU needed. The input is decoded into a kernel info (a sane one built
- * from a few choices, or every field raw: hand-built infos must be refused,
- * not trusted) and the arguments: dims, strides, pointers as integers,
- * dtypes, the decode cache's block table and its host copies. Values come
- * from a table of edge cases (0, -1, INT64_MAX, 2^62, ...) or raw bytes.
+ * fa_forward_check (runtime/check.c), fa_decode_check (runtime/decode.c)
+ * and fa_backward_check (runtime/backward.c), no GPU needed. The input is
+ * decoded into a kernel info (a sane one built from a few choices, or every
+ * field raw: hand-built infos must be refused, not trusted) and the
+ * arguments: dims, strides, pointers as integers, dtypes, the decode
+ * cache's block table and its host copies, the backward's workspace. Values
+ * come from a table of edge cases (0, -1, INT64_MAX, 2^62, ...) or raw
+ * bytes. The first byte picks the entry point: bit 0 decode, else bit 1
+ * backward, else forward.
  *
  * Oracle: a launch the checks accept keeps its contract (flashc_runtime.h):
- * no tensor's bytes reach 2^62, the outputs (O, LSE) do not overlap an
- * input or each other, pointers are aligned. */
+ * no tensor's bytes reach 2^62, the outputs (O, LSE; dQ, dK, dV and the
+ * workspace) do not overlap an input or each other, pointers are aligned;
+ * the backward's plan then succeeds within the CUDA grid limits. */
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -147,25 +151,13 @@ static Range range(const char *name, const void *p, __int128 len) {
   return r;
 }
 
-/* What an accepted launch promises about its memory. */
-static void check_accepted(const char *what, fa_tensor *const t[4], const void *lse,
-                           __int128 lse_bytes, Range extra[2], int nextra) {
-  Range r[7];
-  int n = 0;
-  for (int i = 0; i < 4; i++) {
-    __int128 e = extent(t[i], 2);
-    FUZZ_CHECK(e < ((__int128)1 << 62));
-    FUZZ_CHECK(e == 0 || (uintptr_t)t[i]->data % 16 == 0);
-    r[n++] = range((const char *[]){"q", "k", "v", "o"}[i], t[i]->data, e);
-  }
-  r[n++] = range("lse", lse, lse ? lse_bytes : 0);
-  for (int i = 0; i < nextra; i++)
-    r[n++] = extra[i];
-  int outs[2] = {3, 4};
-  for (int a = 0; a < 2; a++)
+/* No output range meets another range (inputs may alias each other). */
+static void check_disjoint(const char *what, const Range *r, int n, const int *is_out,
+                           fa_tensor *const *t, int nt) {
+  for (int a = 0; a < n; a++)
     for (int b = 0; b < n; b++) {
-      const Range *x = &r[outs[a]], *y = &r[b];
-      if (b == outs[a] || (a == 1 && b == 3) || !x->len || !y->len)
+      const Range *x = &r[a], *y = &r[b];
+      if (!is_out[a] || b == a || (is_out[b] && b < a) || !x->len || !y->len)
         continue;
       if (x->lo < y->lo + y->len && y->lo < x->lo + x->len) {
         fprintf(stderr, "%s accepted a launch whose %s overlaps %s\n", what, x->name, y->name);
@@ -173,7 +165,7 @@ static void check_accepted(const char *what, fa_tensor *const t[4], const void *
           fprintf(stderr, "  %s: [0x%016llx%016llx, +0x%llx)\n", r[i].name,
                   (unsigned long long)(r[i].lo >> 64), (unsigned long long)r[i].lo,
                   (unsigned long long)r[i].len);
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < nt; i++)
           fprintf(stderr, "  %s: dims %lld %lld %lld %lld strides %lld %lld %lld %lld\n",
                   r[i].name, (long long)t[i]->dim[0], (long long)t[i]->dim[1],
                   (long long)t[i]->dim[2], (long long)t[i]->dim[3], (long long)t[i]->stride[0],
@@ -182,6 +174,27 @@ static void check_accepted(const char *what, fa_tensor *const t[4], const void *
         FUZZ_CHECK(0);
       }
     }
+}
+
+/* Tensor i's range, checked to stay below 2^62 bytes and be aligned. */
+static Range tensor_range(const char *name, const fa_tensor *t) {
+  __int128 e = extent(t, 2);
+  FUZZ_CHECK(e < ((__int128)1 << 62));
+  FUZZ_CHECK(e == 0 || (uintptr_t)t->data % 16 == 0);
+  return range(name, t->data, e);
+}
+
+/* What an accepted forward or decode launch promises about its memory. */
+static void check_accepted(const char *what, fa_tensor *const t[4], const void *lse,
+                           __int128 lse_bytes, Range extra[2], int nextra) {
+  Range r[7];
+  int n = 0, is_out[7] = {0, 0, 0, 1, 1, 0, 0};
+  for (int i = 0; i < 4; i++)
+    r[n++] = tensor_range((const char *[]){"q", "k", "v", "o"}[i], t[i]);
+  r[n++] = range("lse", lse, lse ? lse_bytes : 0);
+  for (int i = 0; i < nextra; i++)
+    r[n++] = extra[i];
+  check_disjoint(what, r, n, is_out, t, 4);
 }
 
 /* q, k, v, o of one launch: q/o [bq, sq, heads, head_dim / v_head_dim],
@@ -273,10 +286,109 @@ static void decode(FuzzIn *in) {
   free(table);
 }
 
+/* The forward kernel `info` and its five backward kernels (docs/backward.md). */
+static void backward_kernels(const fa_kernel_info *info, fa_kernel_info k[6]) {
+  static const fa_role roles[5] = {FA_ROLE_PRE, FA_ROLE_MAIN, FA_ROLE_POST, FA_ROLE_KV,
+                                   FA_ROLE_Q};
+  k[0] = *info;
+  k[0].mode = FA_MODE_FORWARD;
+  k[0].role = FA_ROLE_NONE;
+  for (int i = 1; i < 6; i++) {
+    k[i] = k[0];
+    snprintf(k[i].kernel, sizeof k[i].kernel, "k_bwd%d", i);
+    strcpy(k[i].forward, k[0].kernel);
+    k[i].mode = FA_MODE_BACKWARD;
+    k[i].role = roles[i - 1];
+    int kv = k[i].role == FA_ROLE_MAIN || k[i].role == FA_ROLE_KV;
+    k[i].grid = kv ? FA_GRID_K_TILES : FA_GRID_Q_TILES;
+    k[i].workspace_floats_per_row = 0;
+    k[i].tile_q = 16 << i % 4, k[i].tile_kv = 32 << i % 3;
+  }
+}
+
+static void backward(FuzzIn *in) {
+  fa_kernel_info info;
+  make_info(in, &info, 0);
+  if (fuzz_u8(in) & 1) { /* checked against a backward kernel's info */
+    info.mode = FA_MODE_BACKWARD;
+    info.role = FA_ROLE_MAIN;
+    info.grid = FA_GRID_K_TILES;
+    strcpy(info.forward, "f");
+  }
+  int64_t batch = pick64(in), sq = pick64(in), sk = pick64(in);
+  fa_backward_args a;
+  memset(&a, 0, sizeof a);
+  fa_tensor *t[8] = {&a.q, &a.k, &a.v, &a.o, &a.dout, &a.dq, &a.dk, &a.dv};
+  make_tensors(in, &info, batch, sq, batch, sk, t);
+  fa_tensor *t2[4] = {&a.dout, &a.dq, &a.dk, &a.dv};
+  int64_t dims2[4][4] = {{batch, sq, info.heads, info.v_head_dim},
+                         {batch, sq, info.heads, info.head_dim},
+                         {batch, sk, info.kv_heads, info.head_dim},
+                         {batch, sk, info.kv_heads, info.v_head_dim}};
+  for (int i = 0; i < 4; i++)
+    make_tensor(in, t2[i], info.dtype, dims2[i]);
+  a.lse = pickptr(in);
+  uint8_t w = fuzz_u8(in);
+  a.deterministic = w & 0x80 ? pick32(in) : w & 1;
+  size_t need = 0;
+  fa_backward_workspace_size(&info, a.q.dim[0], a.q.dim[1], a.k.dim[1], a.deterministic & 1,
+                             &need);
+  if (w & 2) {
+    a.workspace = pickptr(in);
+    a.workspace_bytes = w & 4 ? (size_t)pick64(in) : need;
+  }
+  char msg[256];
+  size_t msglen = fuzz_u8(in) & 1 ? sizeof msg : 1 + fuzz_u8(in) % 16;
+  fa_status st = fa_backward_check(&info, &a, msg, msglen);
+  FUZZ_CHECK(st >= 0 && st < FA_STATUS_COUNT_ && memchr(msg, '\0', msglen));
+  FUZZ_CHECK(fa_backward_check(&info, &a, NULL, 0) == st);
+  if (st != FA_OK || a.q.dim[0] == 0)
+    return;
+  FUZZ_CHECK(a.deterministic == 0 || a.deterministic == 1);
+  FUZZ_CHECK(fa_backward_workspace_size(&info, a.q.dim[0], a.q.dim[1], a.k.dim[1],
+                                        a.deterministic, &need) == FA_OK);
+  __int128 rows = (__int128)a.q.dim[0] * info.heads * a.q.dim[1];
+  FUZZ_CHECK(rows <= INT32_MAX && (rows == 0 || a.lse) && (uintptr_t)a.lse % 4 == 0);
+  FUZZ_CHECK((uintptr_t)a.workspace % 256 == 0 && (!a.workspace || a.workspace_bytes >= need));
+  static const char *const names[8] = {"q", "k", "v", "o", "dout", "dq", "dk", "dv"};
+  Range r[10];
+  int is_out[10] = {0, 0, 0, 0, 0, 1, 1, 1, 0, 1};
+  for (int i = 0; i < 8; i++)
+    r[i] = tensor_range(names[i], t[i]);
+  r[8] = range("lse", a.lse, a.lse ? rows * 4 : 0);
+  r[9] = range("workspace", a.workspace, a.workspace ? (__int128)need : 0);
+  check_disjoint("fa_backward_check", r, 10, is_out, t, 8);
+  /* A module of the forward kernel and its backward: the plan's grids fit. */
+  fa_kernel_info k[6];
+  backward_kernels(&info, k);
+  fa_backward_schedule plan;
+  st = fa_backward_plan(k, 6, &a, &plan, msg, sizeof msg);
+  if (st != FA_OK)
+    fprintf(stderr, "fa_backward_plan refuses what fa_backward_check accepts: %s\n", msg);
+  FUZZ_CHECK(st == FA_OK && plan.workspace_bytes == need);
+  FUZZ_CHECK(plan.nsteps >= 0 && plan.nsteps <= FA_BACKWARD_MAX_STEPS);
+  for (int i = 0; i < plan.nsteps; i++) {
+    const fa_backward_step *s = &plan.step[i];
+    if (s->op == FA_BACKWARD_ZERO) {
+      FUZZ_CHECK(s->offset + s->bytes <= need && s->bytes % 4 == 0);
+      continue;
+    }
+    FUZZ_CHECK(s->grid[0] >= 1 && s->grid[0] <= INT32_MAX && s->grid[1] >= 1 &&
+               s->grid[1] <= 65535 && s->grid[2] >= 1 && s->grid[2] <= 65535);
+    fa_param p[FA_BACKWARD_MAX_PARAMS];
+    int np = 0;
+    FUZZ_CHECK(fa_backward_params(&plan, i, &a, 1u << 20, p, &np) == FA_OK);
+    FUZZ_CHECK(np >= 8 && np <= FA_BACKWARD_MAX_PARAMS);
+  }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FuzzIn in = {data, size};
-  if (fuzz_u8(&in) & 1)
+  uint8_t pick = fuzz_u8(&in);
+  if (pick & 1)
     decode(&in);
+  else if (pick & 2)
+    backward(&in);
   else
     forward(&in);
   return 0;

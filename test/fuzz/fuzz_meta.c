@@ -1,8 +1,10 @@
 /* fuzz_meta.c - libFuzzer harness for the runtime's metadata parser
- * (fa_meta_parse, runtime/meta.c): any bytes, as a PTX file or the output of
- * `flashc -emit=meta`. What it accepts must be a sane kernel: the invariants
- * its header documents hold, and a plain contiguous launch of that kernel
- * passes fa_forward_check / fa_decode_check (and fa_decode_plan). */
+ * (fa_meta_parse, fa_meta_parse_module, runtime/meta.c): any bytes, as a
+ * PTX file or the output of `flashc -emit=meta`. What it accepts must be a
+ * sane module: the invariants its header documents hold for every kernel, a
+ * plain contiguous launch of each passes fa_forward_check / fa_decode_check
+ * (and fa_decode_plan) / fa_backward_check, and fa_meta_parse gives the
+ * module's first kernel. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,20 +15,32 @@
 /* Fake device addresses: 16-byte aligned, 1 TiB apart (no overlap). */
 #define ADDR(i) ((void *)(uintptr_t)((uint64_t)(i) << 40))
 
+/* A plain launch of an accepted kernel must pass its check. */
+static void expect_ok(fa_status st, const char *what, const char *msg) {
+  if (st != FA_OK)
+    fprintf(stderr, "a plain %s launch is refused: %s\n", what, msg);
+  FUZZ_CHECK(st == FA_OK);
+}
+
+/* The first n of q, k, v, o, dout, dq, dk, dv of a plain launch (batch b),
+ * contiguous at ADDR(1..4) and ADDR(6..9); ADDR(5) is left to lse. */
+static void plain_tensors(const fa_kernel_info *in, int64_t b, int64_t sq, int64_t sk,
+                          fa_tensor *const *t, int n) {
+  static const int kv[8] = {0, 1, 1, 0, 0, 0, 1, 1}, vd[8] = {0, 0, 1, 1, 1, 0, 0, 1};
+  for (int i = 0; i < n; i++)
+    fa_tensor_contiguous(t[i], ADDR(i < 4 ? i + 1 : i + 2), in->dtype, b, kv[i] ? sk : sq,
+                         kv[i] ? in->kv_heads : in->heads, vd[i] ? in->v_head_dim : in->head_dim);
+}
+
 static void forward_launch(const fa_kernel_info *in) {
   fa_forward_args a;
   memset(&a, 0, sizeof a);
-  int64_t b = 2, sq = 100, sk = 77;
-  fa_tensor_contiguous(&a.q, ADDR(1), in->dtype, b, sq, in->heads, in->head_dim);
-  fa_tensor_contiguous(&a.k, ADDR(2), in->dtype, b, sk, in->kv_heads, in->head_dim);
-  fa_tensor_contiguous(&a.v, ADDR(3), in->dtype, b, sk, in->kv_heads, in->v_head_dim);
-  fa_tensor_contiguous(&a.o, ADDR(4), in->dtype, b, sq, in->heads, in->v_head_dim);
+  int64_t b = 2, sq = 100;
+  plain_tensors(in, b, sq, 77, (fa_tensor *const[]){&a.q, &a.k, &a.v, &a.o}, 4);
   a.lse = ADDR(5);
   char msg[512];
   fa_status st = fa_forward_check(in, &a, msg, sizeof msg);
-  if (st != FA_OK)
-    fprintf(stderr, "a plain launch is refused: %s\n", msg);
-  FUZZ_CHECK(st == FA_OK);
+  expect_ok(st, "forward", msg);
   unsigned grid[3];
   FUZZ_CHECK(fa_forward_grid(in, b, sq, grid) == FA_OK);
   FUZZ_CHECK(grid[1] == (unsigned)in->heads && grid[2] == (unsigned)b && grid[0] >= 1);
@@ -59,15 +73,50 @@ static void decode_launch(const fa_kernel_info *in) {
   a.host_cache_seqlens = seqlens;
   char msg[512];
   fa_status st = fa_decode_check(in, &a, msg, sizeof msg);
-  if (st != FA_OK)
-    fprintf(stderr, "a plain decode launch is refused: %s\n", msg);
-  FUZZ_CHECK(st == FA_OK);
+  expect_ok(st, "decode", msg);
   int nsplit = 0, wide = 0;
   size_t ws = 0;
   for (int sm = 1; sm <= 264; sm += 131)
     if (fa_decode_plan(in, &a, sm, &nsplit, &ws, &wide) == FA_OK)
       FUZZ_CHECK(nsplit >= 1 && nsplit <= 1024 && (wide == 0 || wide == 1));
   FUZZ_CHECK(fa_decode_splits(in, b, in->kv_heads, 300, 132) >= 1);
+}
+
+static void backward_launch(const fa_kernel_info *in) {
+  fa_backward_args a;
+  memset(&a, 0, sizeof a);
+  plain_tensors(in, 2, 100, 77,
+                (fa_tensor *const[]){&a.q, &a.k, &a.v, &a.o, &a.dout, &a.dq, &a.dk, &a.dv}, 8);
+  a.lse = ADDR(5);
+  char msg[512];
+  fa_status st = fa_backward_check(in, &a, msg, sizeof msg);
+  expect_ok(st, "backward", msg);
+}
+
+/* Every kernel of the module: the backward keys agree with the mode. */
+static void module_kernels(const uint8_t *data, size_t size, const fa_kernel_info *first) {
+  fa_kernel_info k[FA_MODULE_MAX_KERNELS];
+  int n = 0;
+  char err[256];
+  FUZZ_CHECK(fa_meta_parse_module((const char *)data, size, k, &n, err, sizeof err) == FA_OK);
+  FUZZ_CHECK(n >= 1 && n <= FA_MODULE_MAX_KERNELS);
+  FUZZ_CHECK(memcmp(&k[0], first, sizeof *first) == 0);
+  for (int i = 0; i < n; i++) {
+    const fa_kernel_info *in = &k[i];
+    FUZZ_CHECK(memchr(in->forward, '\0', sizeof in->forward));
+    for (int j = 0; j < i; j++)
+      FUZZ_CHECK(strcmp(k[j].kernel, in->kernel) != 0);
+    if (in->mode != FA_MODE_BACKWARD) {
+      FUZZ_CHECK(in->role == FA_ROLE_NONE && in->forward[0] == '\0' &&
+                 in->grid != FA_GRID_K_TILES);
+      continue;
+    }
+    int kv = in->role == FA_ROLE_MAIN || in->role == FA_ROLE_KV;
+    FUZZ_CHECK(in->role > FA_ROLE_NONE && in->role < FA_ROLE_COUNT_ && in->forward[0] &&
+               strcmp(in->forward, in->kernel) != 0 && in->workspace_floats_per_row == 0);
+    FUZZ_CHECK(in->grid == (kv ? FA_GRID_K_TILES : FA_GRID_Q_TILES) && (!kv || in->tile_kv > 0));
+    backward_launch(in);
+  }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -97,5 +146,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     forward_launch(&in);
   else if (in.mode == FA_MODE_DECODE)
     decode_launch(&in);
+  module_kernels(data, size, &in);
   return 0;
 }

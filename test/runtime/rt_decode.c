@@ -27,30 +27,14 @@
 #include <string.h>
 
 #include "flashc_runtime.h"
+#include "rt_util.h"
 
 #define MAX_BATCH 64
 #define MAX_PAGES 4096
 
-static int report(fa_status st, const char *msg) {
-  const char *full = fa_status_string(st), *colon = strchr(full, ':');
-  printf("status: %.*s\n", (int)(colon ? colon - full : (long)strlen(full)), full);
-  if (msg && *msg) printf("message: %s\n", msg);
-  return st == FA_OK ? 0 : 1;
-}
-
 static int usage(void) {
   fprintf(stderr, "usage: flashc-rt-decode meta|check|splits FILE ...\n");
   return 2;
-}
-
-static long long num(const char *s, const char *what) {
-  char *end;
-  long long v = strtoll(s, &end, 0);
-  if (end == s || *end) {
-    fprintf(stderr, "flashc-rt-decode: bad number '%s' for %s\n", s, what);
-    exit(2);
-  }
-  return v;
 }
 
 static int load(const char *path, fa_kernel_info *info) {
@@ -64,7 +48,7 @@ static int load(const char *path, fa_kernel_info *info) {
   fclose(f);
   char err[512];
   fa_status st = fa_meta_parse(buf, n, info, err, sizeof err);
-  return st == FA_OK ? 0 : report(st, err);
+  return st == FA_OK ? 0 : rt_report(st, err);
 }
 
 static int cmd_meta(int argc, char **argv) {
@@ -72,7 +56,7 @@ static int cmd_meta(int argc, char **argv) {
   int rc = argc < 1 ? usage() : load(argv[0], &in);
   if (rc) return rc;
   const fa_decode_info *d = &in.decode;
-  report(FA_OK, NULL);
+  rt_report(FA_OK, NULL);
   printf("kernel %s\nmode %d\ngrid %d\ncache %s\npage_size %d\nsplit %d\nq_len_max %d\n",
          in.kernel, (int)in.mode, (int)in.grid, d->cache == FA_CACHE_PAGED ? "paged" : "contiguous",
          d->page_size, d->split, d->q_len_max);
@@ -118,31 +102,6 @@ static void base_launch(const fa_kernel_info *in, int64_t b, int64_t ql, int64_t
   }
 }
 
-static void *ptr_value(const char *s, const void *cur) {
-  if (strcmp(s, "null") == 0) return NULL;
-  if (s[0] == '+') return (char *)cur + num(s + 1, "pointer offset");
-  return (void *)(uintptr_t)strtoull(s, NULL, 0);
-}
-
-static int tensor_mod(fa_decode_args *a, const char *mod, const char *val) {
-  fa_tensor *ts[4] = {&a->q, &a->k, &a->v, &a->o};
-  const char *p = mod[0] ? strchr("qkvo", mod[0]) : NULL;
-  if (!p || mod[1] != '.') return 0;
-  fa_tensor *t = ts[p - "qkvo"];
-  const char *f = mod + 2;
-  if (strncmp(f, "data=", 5) == 0) t->data = ptr_value(val, t->data);
-  else if (strncmp(f, "dtype=", 6) == 0)
-    t->dtype = strcmp(val, "f16") == 0 ? FA_DTYPE_F16 : strcmp(val, "bf16") == 0 ? FA_DTYPE_BF16
-               : strcmp(val, "f32") == 0 ? FA_DTYPE_F32 : (fa_dtype)num(val, mod);
-  else if (strncmp(f, "dim", 3) == 0 && f[3] >= '0' && f[3] <= '3' && f[4] == '=')
-    t->dim[f[3] - '0'] = num(val, mod);
-  else if (strncmp(f, "stride", 6) == 0 && f[6] >= '0' && f[6] <= '3' && f[7] == '=')
-    t->stride[f[6] - '0'] = num(val, mod);
-  else
-    return 0;
-  return 1;
-}
-
 /* Applies one MOD; 0 when it is not understood. */
 static int apply_mod(Launch *l, const char *mod) {
   fa_decode_args *a = &l->a;
@@ -152,23 +111,26 @@ static int apply_mod(Launch *l, const char *mod) {
   int i = 0, j = 0;
   if (strncmp(mod, "args=", 5) == 0) return l->null_args = 1;
   if (strncmp(mod, "info=", 5) == 0) return l->null_info = 1;
-  if (strncmp(mod, "lse=", 4) == 0) a->lse = ptr_value(val, a->lse);
-  else if (strncmp(mod, "seqlens=", 8) == 0) a->cache_seqlens = ptr_value(val, a->cache_seqlens);
-  else if (strncmp(mod, "bt=", 3) == 0) a->block_table = ptr_value(val, a->block_table);
-  else if (strncmp(mod, "max_pages=", 10) == 0) a->max_pages = num(val, mod);
-  else if (strncmp(mod, "bt_stride=", 10) == 0) a->bt_stride = num(val, mod);
-  else if (strncmp(mod, "max_seqlen=", 11) == 0) a->max_seqlen = num(val, mod);
-  else if (strncmp(mod, "nsplit=", 7) == 0) a->nsplit = (int)num(val, mod);
+  if (strncmp(mod, "lse=", 4) == 0) a->lse = rt_ptr_value(val, a->lse);
+  else if (strncmp(mod, "seqlens=", 8) == 0) a->cache_seqlens = rt_ptr_value(val, a->cache_seqlens);
+  else if (strncmp(mod, "bt=", 3) == 0) a->block_table = rt_ptr_value(val, a->block_table);
+  else if (strncmp(mod, "max_pages=", 10) == 0) a->max_pages = rt_num(val, mod);
+  else if (strncmp(mod, "bt_stride=", 10) == 0) a->bt_stride = rt_num(val, mod);
+  else if (strncmp(mod, "max_seqlen=", 11) == 0) a->max_seqlen = rt_num(val, mod);
+  else if (strncmp(mod, "nsplit=", 7) == 0) a->nsplit = (int)rt_num(val, mod);
   else if (strcmp(mod, "host=none") == 0) a->host_cache_seqlens = NULL, a->host_block_table = NULL;
   else if (strcmp(mod, "host=table") == 0) a->host_cache_seqlens = NULL;
   else if (sscanf(mod, "len[%d]=", &i) == 1 && i >= 0 && i < MAX_BATCH)
-    l->lens[i] = (int32_t)num(val, mod);
+    l->lens[i] = (int32_t)rt_num(val, mod);
   else if (sscanf(mod, "bt[%d][%d]=", &i, &j) == 2 && i >= 0 && j >= 0) {
     int64_t stride = a->bt_stride ? a->bt_stride : a->max_pages;
     if (i * stride + j >= MAX_BATCH * MAX_PAGES) return 0;
-    l->table[i * stride + j] = (int32_t)num(val, mod);
-  } else
-    return tensor_mod(a, mod, val);
+    l->table[i * stride + j] = (int32_t)rt_num(val, mod);
+  } else {
+    fa_tensor *ts[4] = {&a->q, &a->k, &a->v, &a->o};
+    static const char *const names[4] = {"q", "k", "v", "o"};
+    return rt_tensor_mod(ts, names, 4, mod);
+  }
   return 1;
 }
 
@@ -179,9 +141,9 @@ static int cmd_check(int argc, char **argv) {
   int64_t b = 2, ql = 4, cap = 4096;
   int i = 1;
   for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
-    if (strncmp(argv[i], "--batch=", 8) == 0) b = num(argv[i] + 8, "--batch");
-    else if (strncmp(argv[i], "--qlen=", 7) == 0) ql = num(argv[i] + 7, "--qlen");
-    else if (strncmp(argv[i], "--capacity=", 11) == 0) cap = num(argv[i] + 11, "--capacity");
+    if (strncmp(argv[i], "--batch=", 8) == 0) b = rt_num(argv[i] + 8, "--batch");
+    else if (strncmp(argv[i], "--qlen=", 7) == 0) ql = rt_num(argv[i] + 7, "--qlen");
+    else if (strncmp(argv[i], "--capacity=", 11) == 0) cap = rt_num(argv[i] + 11, "--capacity");
     else return usage();
   }
   if (b < 0 || b > MAX_BATCH || cap < 0 ||
@@ -204,15 +166,16 @@ static int cmd_check(int argc, char **argv) {
            nsplit, info.kv_heads, l.a.q.dim[0], wide ? info.decode.wide_threads : info.threads,
            nsplit, ws, nsplit > 1 ? ", combine" : "", wide ? ", kernel " : "",
            wide ? info.decode.wide_kernel : "");
-  return report(st, msg);
+  return rt_report(st, msg);
 }
 
 static int cmd_splits(int argc, char **argv) {
   fa_kernel_info info;
   int rc = argc < 5 ? usage() : load(argv[0], &info);
   if (rc) return rc;
-  printf("splits: %d\n", fa_decode_splits(&info, num(argv[1], "batch"), num(argv[2], "kv_heads"),
-                                          num(argv[3], "max_seqlen"), (int)num(argv[4], "sms")));
+  printf("splits: %d\n",
+         fa_decode_splits(&info, rt_num(argv[1], "batch"), rt_num(argv[2], "kv_heads"),
+                          rt_num(argv[3], "max_seqlen"), (int)rt_num(argv[4], "sms")));
   return 0;
 }
 

@@ -25,92 +25,11 @@
 #include <string.h>
 
 #include "flashc_runtime.h"
-
-static const char *status_name(fa_status s) {
-  static char buf[64];
-  const char *full = fa_status_string(s);
-  const char *colon = strchr(full, ':');
-  size_t n = colon ? (size_t)(colon - full) : strlen(full);
-  if (n >= sizeof buf) n = sizeof buf - 1;
-  memcpy(buf, full, n);
-  buf[n] = '\0';
-  return buf;
-}
-
-static int report(fa_status st, const char *msg) {
-  printf("status: %s\n", status_name(st));
-  if (msg && *msg) printf("message: %s\n", msg);
-  return st == FA_OK ? 0 : 1;
-}
+#include "rt_util.h"
 
 static int usage(void) {
   fprintf(stderr, "usage: flashc-rt-test meta|check|context|load|null-handles|statuses|contiguous ...\n");
   return 2;
-}
-
-/* Reads a whole file; NULL on failure. */
-static char *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  size_t cap = 4096, n = 0;
-  char *buf = malloc(cap);
-  size_t got;
-  while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
-    n += got;
-    if (n == cap) {
-      char *nb = realloc(buf, cap *= 2);
-      if (!nb) free(buf);
-      buf = nb;
-    }
-  }
-  fclose(f);
-  if (buf) *len = n;
-  return buf;
-}
-
-/* Applies --drop/--set/--add edits to metadata text, line by line. */
-static char *edit_meta(const char *text, size_t len, int argc, char **argv, size_t *outlen) {
-  size_t cap = len + 4096;
-  for (int i = 0; i < argc; i++) cap += strlen(argv[i]) + 32;
-  char *out = malloc(cap);
-  if (!out) return NULL;
-  size_t n = 0;
-  const char *s = text, *end = text + len;
-  while (s < end) {
-    const char *nl = memchr(s, '\n', (size_t)(end - s));
-    const char *e = nl ? nl : end;
-    int keep = 1;
-    for (int i = 0; i < argc; i++) {
-      const char *key = NULL;
-      size_t kl = 0;
-      if (strncmp(argv[i], "--drop=", 7) == 0) key = argv[i] + 7, kl = strlen(key);
-      if (strncmp(argv[i], "--set=", 6) == 0) {
-        key = argv[i] + 6;
-        const char *eq = strchr(key, '=');
-        kl = eq ? (size_t)(eq - key) : strlen(key);
-      }
-      char pat[160];
-      snprintf(pat, sizeof pat, "// flashc.meta %.*s ", (int)kl, key ? key : "");
-      if (key && (size_t)(e - s) > strlen(pat) && memcmp(s, pat, strlen(pat)) == 0) keep = 0;
-    }
-    if (keep) {
-      memcpy(out + n, s, (size_t)(e - s));
-      n += (size_t)(e - s);
-      out[n++] = '\n';
-    }
-    s = nl ? nl + 1 : end;
-  }
-  for (int i = 0; i < argc; i++) {
-    if (strncmp(argv[i], "--set=", 6) == 0) {
-      const char *kv = argv[i] + 6, *eq = strchr(kv, '=');
-      if (!eq) continue;
-      n += (size_t)sprintf(out + n, "// flashc.meta %.*s %s\n", (int)(eq - kv), kv, eq + 1);
-    } else if (strncmp(argv[i], "--add=", 6) == 0) {
-      n += (size_t)sprintf(out + n, "%s\n", argv[i] + 6);
-    }
-  }
-  *outlen = n;
-  return out;
 }
 
 static const char *mask_names[] = {"none", "causal", "window", "expr"};
@@ -122,26 +41,24 @@ static void print_info(const fa_kernel_info *in) {
   printf("mask %s\nscale %g\ntile_q %d\ntile_kv %d\nwarps %d\nstages %d\nthreads %d\n",
          mask_names[in->mask], in->scale, in->tile_q, in->tile_kv, in->warps, in->stages,
          in->threads);
+  static const char *const grids[] = {"q_tiles,heads,batch", "1,heads,batch",
+                                      "splits,kv_heads,batch", "k_tiles,kv_heads,batch"};
   printf("smem_bytes %d\ngrid %s\nworkspace_floats_per_row %d\ntarget %s\npasses %s\n",
-         in->smem_bytes, in->grid == FA_GRID_ONE ? "1,heads,batch" : "q_tiles,heads,batch",
-         in->workspace_floats_per_row, in->target, in->passes);
+         in->smem_bytes, grids[in->grid & 3], in->workspace_floats_per_row, in->target,
+         in->passes);
+  if (in->mode == FA_MODE_BACKWARD) printf("role %s\nforward %s\n", fa_role_name(in->role),
+                                           in->forward);
 }
 
 /* Parses FILE plus edits into *info; prints the failure. */
 static int load_meta(const char *path, int argc, char **argv, fa_kernel_info *info) {
-  size_t len = 0, elen = 0;
-  char *text = read_file(path, &len);
-  if (!text) {
-    fprintf(stderr, "flashc-rt-test: cannot read %s\n", path);
-    return 2;
-  }
-  char *edited = edit_meta(text, len, argc, argv, &elen);
-  free(text);
-  if (!edited) return 2;
+  size_t len = 0;
+  char *text = rt_load_meta_text(path, argc, argv, &len);
+  if (!text) return 2;
   char err[512];
-  fa_status st = fa_meta_parse(edited, elen, info, err, sizeof err);
-  free(edited);
-  if (st != FA_OK) return report(st, err);
+  fa_status st = fa_meta_parse(text, len, info, err, sizeof err);
+  free(text);
+  if (st != FA_OK) return rt_report(st, err);
   return 0;
 }
 
@@ -150,35 +67,12 @@ static int cmd_meta(int argc, char **argv) {
   fa_kernel_info info;
   int rc = load_meta(argv[0], argc - 1, argv + 1, &info);
   if (rc) return rc;
-  report(FA_OK, NULL);
+  rt_report(FA_OK, NULL);
   print_info(&info);
   return 0;
 }
 
 /* ---- check ------------------------------------------------------------- */
-
-static long long arg_num(const char *s, const char *what) {
-  char *end;
-  long long v = strtoll(s, &end, 0);
-  if (end == s || *end) {
-    fprintf(stderr, "flashc-rt-test: bad number '%s' for %s\n", s, what);
-    exit(2);
-  }
-  return v;
-}
-
-static void *ptr_value(const char *s, void *cur) {
-  if (strcmp(s, "null") == 0) return NULL;
-  if (s[0] == '+') return (char *)cur + arg_num(s + 1, "pointer offset");
-  return (void *)(uintptr_t)strtoull(s, NULL, 0);
-}
-
-static fa_dtype dtype_value(const char *s) {
-  if (strcmp(s, "f16") == 0) return FA_DTYPE_F16;
-  if (strcmp(s, "bf16") == 0) return FA_DTYPE_BF16;
-  if (strcmp(s, "f32") == 0) return FA_DTYPE_F32;
-  return (fa_dtype)arg_num(s, "dtype");
-}
 
 /* A valid launch: separate contiguous tensors, or q/k/v as slices of one
  * packed [b, s, heads + 2 kv_heads, d] tensor, or [b, h, s, d] memory. */
@@ -221,25 +115,12 @@ static int apply_mod(fa_forward_args *a, const char *mod, int *null_args, int *n
   if (strncmp(mod, "args=", 5) == 0) return *null_args = 1;
   if (strncmp(mod, "info=", 5) == 0) return *null_info = 1;
   if (strncmp(mod, "lse=", 4) == 0) {
-    a->lse = ptr_value(val, a->lse);
+    a->lse = rt_ptr_value(val, a->lse);
     return 1;
   }
   fa_tensor *ts[4] = {&a->q, &a->k, &a->v, &a->o};
-  const char *names = "qkvo";
-  const char *p = strchr(names, mod[0]);
-  if (!p || mod[0] == '\0' || mod[1] != '.') return 0;
-  fa_tensor *t = ts[p - names];
-  const char *field = mod + 2;
-  size_t fl = (size_t)(eq - field);
-  if (fl == 4 && strncmp(field, "data", 4) == 0) t->data = ptr_value(val, t->data);
-  else if (fl == 5 && strncmp(field, "dtype", 5) == 0) t->dtype = dtype_value(val);
-  else if (fl == 4 && strncmp(field, "dim", 3) == 0 && field[3] >= '0' && field[3] <= '3')
-    t->dim[field[3] - '0'] = arg_num(val, mod);
-  else if (fl == 7 && strncmp(field, "stride", 6) == 0 && field[6] >= '0' && field[6] <= '3')
-    t->stride[field[6] - '0'] = arg_num(val, mod);
-  else
-    return 0;
-  return 1;
+  static const char *const names[4] = {"q", "k", "v", "o"};
+  return rt_tensor_mod(ts, names, 4, mod);
 }
 
 static int cmd_check(int argc, char **argv) {
@@ -251,9 +132,9 @@ static int cmd_check(int argc, char **argv) {
   const char *layout = "contig";
   int i = 1;
   for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
-    if (strncmp(argv[i], "--batch=", 8) == 0) b = arg_num(argv[i] + 8, "--batch");
-    else if (strncmp(argv[i], "--sq=", 5) == 0) sq = arg_num(argv[i] + 5, "--sq");
-    else if (strncmp(argv[i], "--sk=", 5) == 0) sk = arg_num(argv[i] + 5, "--sk");
+    if (strncmp(argv[i], "--batch=", 8) == 0) b = rt_num(argv[i] + 8, "--batch");
+    else if (strncmp(argv[i], "--sq=", 5) == 0) sq = rt_num(argv[i] + 5, "--sq");
+    else if (strncmp(argv[i], "--sk=", 5) == 0) sk = rt_num(argv[i] + 5, "--sk");
     else if (strncmp(argv[i], "--layout=", 9) == 0) layout = argv[i] + 9;
     else return usage();
   }
@@ -272,13 +153,13 @@ static int cmd_check(int argc, char **argv) {
   if (st == FA_OK && fa_forward_grid(&info, a.q.dim[0], a.q.dim[1], grid) == FA_OK)
     printf("grid: %u %u %u block %d smem %d\n", grid[0], grid[1], grid[2], info.threads,
            info.smem_bytes);
-  return report(st, msg);
+  return rt_report(st, msg);
 }
 
 /* ---- handles ----------------------------------------------------------- */
 
 static int cmd_context(int argc, char **argv) {
-  int dev = argc > 0 ? (int)arg_num(argv[0], "device") : 0;
+  int dev = argc > 0 ? (int)rt_num(argv[0], "device") : 0;
   char err[1024];
   fa_context *ctx = (fa_context *)(uintptr_t)1; /* must be overwritten */
   fa_status st = fa_context_create(dev, &ctx, err, sizeof err);
@@ -288,20 +169,23 @@ static int cmd_context(int argc, char **argv) {
   }
   if (st == FA_OK) printf("device: %d\n", fa_context_device(ctx));
   fa_context_destroy(ctx);
-  return report(st, err);
+  return rt_report(st, err);
 }
 
 static int cmd_load(int argc, char **argv) {
   if (argc < 1) return usage();
-  int dev = argc > 1 ? (int)arg_num(argv[1], "device") : 0;
+  int dev = argc > 1 ? (int)rt_num(argv[1], "device") : 0;
   char err[1024];
   fa_context *ctx = NULL;
   fa_status st = fa_context_create(dev, &ctx, err, sizeof err);
-  if (st != FA_OK) return report(st, err);
+  if (st != FA_OK) return rt_report(st, err);
   fa_module *mod = NULL;
   st = fa_module_load_ptx_file(ctx, argv[0], &mod);
-  int rc = report(st, fa_context_errmsg(ctx));
+  int rc = rt_report(st, fa_context_errmsg(ctx));
   if (st == FA_OK) print_info(fa_module_info(mod));
+  for (int i = 0; i < fa_module_kernel_count(mod); i++) /* the backward's too */
+    printf("kernel[%d] %s %s\n", i, fa_module_kernel_info(mod, i)->kernel,
+           fa_role_name(fa_module_kernel_info(mod, i)->role));
   fa_module_destroy(mod);
   fa_context_destroy(ctx);
   return rc;
@@ -310,20 +194,20 @@ static int cmd_load(int argc, char **argv) {
 static int cmd_load_cubin(int argc, char **argv) {
   if (argc < 2) return usage();
   size_t clen = 0, mlen = 0;
-  char *cubin = read_file(argv[0], &clen), *meta = read_file(argv[1], &mlen);
+  char *cubin = rt_read_file(argv[0], &clen), *meta = rt_read_file(argv[1], &mlen);
   if (!cubin || !meta) {
     fprintf(stderr, "flashc-rt-test: cannot read %s or %s\n", argv[0], argv[1]);
     return 2;
   }
   char err[1024];
   fa_context *ctx = NULL;
-  fa_status st = fa_context_create(argc > 2 ? (int)arg_num(argv[2], "device") : 0, &ctx, err,
+  fa_status st = fa_context_create(argc > 2 ? (int)rt_num(argv[2], "device") : 0, &ctx, err,
                                    sizeof err);
-  int rc = report(st, err);
+  int rc = rt_report(st, err);
   if (st == FA_OK) {
     fa_module *mod = NULL;
     st = fa_module_load_cubin(ctx, cubin, clen, meta, mlen, &mod);
-    rc = report(st, fa_context_errmsg(ctx));
+    rc = rt_report(st, fa_context_errmsg(ctx));
     if (st == FA_OK) printf("kernel %s\n", fa_module_info(mod)->kernel);
     fa_module_destroy(mod);
   }
@@ -345,29 +229,29 @@ static int cmd_null_handles(void) {
   fa_forward_args a;
   memset(&a, 0, sizeof a);
   fa_module *m = (fa_module *)(uintptr_t)1;
-  printf("fa_forward(NULL): %s\n", status_name(fa_forward(NULL, &a)));
+  printf("fa_forward(NULL): %s\n", rt_status_name(fa_forward(NULL, &a)));
   printf("fa_module_load_ptx(NULL ctx): %s\n",
-         status_name(fa_module_load_ptx(NULL, "x", 1, &m)));
+         rt_status_name(fa_module_load_ptx(NULL, "x", 1, &m)));
   printf("  out set to NULL: %s\n", m == NULL ? "yes" : "no");
   printf("fa_module_load_cubin(NULL ctx): %s\n",
-         status_name(fa_module_load_cubin(NULL, "x", 1, "", 0, &m)));
+         rt_status_name(fa_module_load_cubin(NULL, "x", 1, "", 0, &m)));
   printf("fa_module_load_ptx_file(NULL ctx): %s\n",
-         status_name(fa_module_load_ptx_file(NULL, "x.ptx", &m)));
+         rt_status_name(fa_module_load_ptx_file(NULL, "x.ptx", &m)));
   printf("fa_context_create(out NULL): %s\n",
-         status_name(fa_context_create(0, NULL, NULL, 0)));
+         rt_status_name(fa_context_create(0, NULL, NULL, 0)));
   char err[128];
-  printf("fa_context_create(-1): %s\n", status_name(fa_context_create(-1, NULL, err, 0)));
+  printf("fa_context_create(-1): %s\n", rt_status_name(fa_context_create(-1, NULL, err, 0)));
   fa_context *c = NULL;
   fa_status st = fa_context_create(-1, &c, err, sizeof err);
-  printf("fa_context_create(-1, &c): %s: %s\n", status_name(st), err);
+  printf("fa_context_create(-1, &c): %s: %s\n", rt_status_name(st), err);
   fa_kernel_info info;
-  printf("fa_meta_parse(NULL text): %s\n", status_name(fa_meta_parse(NULL, 5, &info, NULL, 0)));
-  printf("fa_meta_parse(NULL out): %s\n", status_name(fa_meta_parse("x", 1, NULL, NULL, 0)));
-  printf("fa_meta_parse(empty): %s\n", status_name(fa_meta_parse("", 0, &info, err, 4)));
+  printf("fa_meta_parse(NULL text): %s\n", rt_status_name(fa_meta_parse(NULL, 5, &info, NULL, 0)));
+  printf("fa_meta_parse(NULL out): %s\n", rt_status_name(fa_meta_parse("x", 1, NULL, NULL, 0)));
+  printf("fa_meta_parse(empty): %s\n", rt_status_name(fa_meta_parse("", 0, &info, err, 4)));
   printf("fa_forward_check(NULL, NULL): %s\n",
-         status_name(fa_forward_check(NULL, NULL, NULL, 0)));
+         rt_status_name(fa_forward_check(NULL, NULL, NULL, 0)));
   unsigned g[3];
-  printf("fa_forward_grid(NULL): %s\n", status_name(fa_forward_grid(NULL, 1, 1, g)));
+  printf("fa_forward_grid(NULL): %s\n", rt_status_name(fa_forward_grid(NULL, 1, 1, g)));
   printf("fa_tensor_contiguous(NULL): %s\n",
          fa_tensor_contiguous(NULL, NULL, FA_DTYPE_BF16, 1, 1, 1, 1) ? "non-NULL" : "NULL");
   return 0;

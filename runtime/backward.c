@@ -1,0 +1,471 @@
+/* backward.c - backward launches (docs/backward.md): fa_backward_check, the
+ * workspace, the plan (which kernels, in which order, on which grids), the
+ * kernels' parameter lists and fa_backward.
+ *
+ * Same stance as check.c: the backward kernels trust their arguments (no
+ * bounds checks on the device), so everything that could make them read or
+ * write outside the caller's memory is refused here, GPU-free, with a
+ * message that names the argument and the numbers. Everything but
+ * fa_backward itself runs without a GPU, so that the plan and the
+ * parameter lists can be tested on any machine.
+ */
+#include <inttypes.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define MAX_GRID_YZ 65535
+/* Byte offsets stay below 2^62 so that pointer + offset never wraps. */
+#define MAX_BYTES (INT64_C(1) << 62)
+/* Each part of the workspace starts this aligned (vector accesses). */
+#define WS_ALIGN 256
+
+enum { Q, K, V, O, DOUT, DQ, DK, DV, NT };
+
+static const char *const names[NT] = {"q", "k", "v", "o", "dout", "dq", "dk", "dv"};
+/* Which sizes each tensor has (tensor_check.c): dout like o, dq like q, dk
+ * like k, dv like v. */
+static const unsigned char sides[NT] = {
+  0, FA_SIDE_KV, FA_SIDE_KV | FA_SIDE_VDIM, FA_SIDE_VDIM, FA_SIDE_VDIM, 0, FA_SIDE_KV,
+  FA_SIDE_KV | FA_SIDE_VDIM};
+
+/* ---- the workspace --------------------------------------------------------- */
+
+/* The workspace of one launch: delta, then dq_acc in atomic mode. */
+typedef struct Layout {
+  int64_t delta_off, delta_bytes, acc_off, acc_bytes, total;
+} Layout;
+
+static int round_ok(int64_t x, int64_t *r) {
+  if (!fa_add_ok(x, WS_ALIGN - 1, r)) return 0;
+  *r &= ~(int64_t)(WS_ALIGN - 1);
+  return 1;
+}
+
+/* For sizes within the int32 limits (fa_check_int32_sizes); 0 on overflow. */
+static int layout(const fa_kernel_info *in, int64_t batch, int64_t sq, int det, Layout *l) {
+  int64_t rows, elems;
+  memset(l, 0, sizeof *l);
+  if (!fa_mul_ok(batch, in->heads, &rows) || !fa_mul_ok(rows, sq, &rows) ||
+      !fa_mul_ok(rows, 4, &l->delta_bytes) || !round_ok(l->delta_bytes, &l->delta_bytes))
+    return 0;
+  l->acc_off = l->delta_bytes;
+  if (!det && (!fa_mul_ok(rows, in->head_dim, &elems) || !fa_mul_ok(elems, 4, &l->acc_bytes) ||
+               !round_ok(l->acc_bytes, &l->acc_bytes)))
+    return 0;
+  return fa_add_ok(l->delta_bytes, l->acc_bytes, &l->total) && l->total < MAX_BYTES;
+}
+
+fa_status fa_backward_workspace_size(const fa_kernel_info *info, int64_t batch,
+                                     int64_t seqlen_q, int64_t seqlen_k, int deterministic,
+                                     size_t *bytes) {
+  if (bytes) *bytes = 0;
+  if (!info || !bytes) return FA_ERR_NULL_POINTER;
+  if (deterministic != 0 && deterministic != 1) return FA_ERR_INVALID_ARGUMENT;
+  if (batch < 0 || seqlen_q < 0 || seqlen_k < 0) return FA_ERR_INVALID_ARGUMENT;
+  if (fa_check_kernel_info(info, NULL, 0) != FA_OK) return FA_ERR_META;
+  if (info->mode == FA_MODE_DECODE) return FA_ERR_UNSUPPORTED;
+  int64_t rows;
+  if (batch > INT32_MAX || seqlen_q > INT32_MAX || seqlen_k > INT32_MAX ||
+      !fa_mul_ok(batch, info->heads, &rows) || !fa_mul_ok(rows, seqlen_q, &rows) ||
+      rows > INT32_MAX)
+    return FA_ERR_TOO_LARGE;
+  Layout l;
+  if (!layout(info, batch, seqlen_q, deterministic, &l)) return FA_ERR_TOO_LARGE;
+  *bytes = (size_t)l.total;
+  return FA_OK;
+}
+
+/* ---- fa_backward_check ----------------------------------------------------- */
+
+typedef struct BCtx {
+  const fa_kernel_info *info;
+  const fa_backward_args *a;
+  fa_launch_tensors lt;
+  Layout ws;     /* set once the sizes are checked */
+  int64_t rows;  /* batch * heads * seqlen_q */
+} BCtx;
+
+static fa_status check_flags(BCtx *c) {
+  const fa_backward_args *a = c->a;
+  if (a->deterministic != 0 && a->deterministic != 1) {
+    fa_fmt(c->lt.msg, c->lt.len, "deterministic is %d: must be 0 (dQ by atomic adds) or 1 "
+           "(bitwise reproducible)", a->deterministic);
+    return FA_ERR_INVALID_ARGUMENT;
+  }
+  return FA_OK;
+}
+
+/* The i32 parameters, the LSE / delta row index, the grid's y and z. */
+static fa_status check_sizes(BCtx *c) {
+  const fa_kernel_info *in = c->info;
+  int64_t batch = c->a->q.dim[0];
+  fa_status st = fa_check_int32_sizes(&c->lt, in);
+  if (st != FA_OK) return st;
+  if (batch > MAX_GRID_YZ || in->heads > MAX_GRID_YZ) {
+    fa_fmt(c->lt.msg, c->lt.len, "grid: %d heads x %" PRId64 " batch exceeds the CUDA grid "
+           "limits (grid y and z at most 65535)", in->heads, batch);
+    return FA_ERR_TOO_LARGE;
+  }
+  c->rows = batch * in->heads * c->a->q.dim[1];
+  layout(in, batch, c->a->q.dim[1], c->a->deterministic, &c->ws); /* fits: rows <= 2^31 */
+  return FA_OK;
+}
+
+/* lse and the workspace: present, aligned, not past the address space. */
+static fa_status check_pointers(BCtx *c) {
+  const fa_backward_args *a = c->a;
+  char *msg = c->lt.msg;
+  size_t len = c->lt.len;
+  uintptr_t lse = (uintptr_t)a->lse, ws = (uintptr_t)a->workspace;
+  if (!a->lse && c->rows > 0) {
+    fa_fmt(msg, len, "lse: pointer is NULL; the backward needs the forward's LSE (float32 "
+           "[batch, heads, seqlen_q])");
+    return FA_ERR_NULL_POINTER;
+  }
+  if (!a->workspace && a->workspace_bytes) {
+    fa_fmt(msg, len, "workspace: pointer is NULL but workspace_bytes is %zu (NULL and 0 use the "
+           "module's scratch)", a->workspace_bytes);
+    return FA_ERR_NULL_POINTER;
+  }
+  if (ws % WS_ALIGN) {
+    fa_fmt(msg, len, "workspace: pointer 0x%" PRIxPTR " is not %d-byte aligned (offset %u)", ws,
+           WS_ALIGN, (unsigned)(ws % WS_ALIGN));
+    return FA_ERR_ALIGNMENT;
+  }
+  int64_t lse_bytes = c->rows * 4;
+  if (a->lse && lse > UINTPTR_MAX - (uint64_t)lse_bytes) {
+    fa_fmt(msg, len, "lse: memory [0x%" PRIxPTR ", +%" PRId64 ") runs past the end of the "
+           "address space", lse, lse_bytes);
+    return FA_ERR_INVALID_ARGUMENT;
+  }
+  if (a->workspace && ws > UINTPTR_MAX - (uint64_t)c->ws.total) {
+    fa_fmt(msg, len, "workspace: memory [0x%" PRIxPTR ", +%" PRId64 ") runs past the end of the "
+           "address space", ws, c->ws.total);
+    return FA_ERR_INVALID_ARGUMENT;
+  }
+  return FA_OK;
+}
+
+static fa_status check_workspace_size(BCtx *c) {
+  const fa_backward_args *a = c->a;
+  if (!a->workspace || a->workspace_bytes >= (uint64_t)c->ws.total) return FA_OK;
+  fa_fmt(c->lt.msg, c->lt.len, "workspace: %zu bytes but the launch needs %" PRId64
+         " (delta %" PRId64 " + dq_acc %" PRId64 "; fa_backward_workspace_size)",
+         a->workspace_bytes, c->ws.total, c->ws.delta_bytes, c->ws.acc_bytes);
+  return FA_ERR_INVALID_ARGUMENT;
+}
+
+/* The outputs (dq, dk, dv and the workspace's used part) must not share
+ * memory with an input (q, k, v, o, lse, dout) or each other: a block could
+ * overwrite what another still reads. Address ranges, as check.c's. */
+static fa_status check_aliasing(BCtx *c, const int64_t ext[NT]) {
+  const fa_backward_args *a = c->a;
+  fa_range in[6] = {{"q", (uintptr_t)a->q.data, ext[Q]},
+                    {"k", (uintptr_t)a->k.data, ext[K]},
+                    {"v", (uintptr_t)a->v.data, ext[V]},
+                    {"o", (uintptr_t)a->o.data, ext[O]},
+                    {"lse", (uintptr_t)a->lse, a->lse ? c->rows * 4 : 0},
+                    {"dout", (uintptr_t)a->dout.data, ext[DOUT]}};
+  fa_range out[4] = {{"dq", (uintptr_t)a->dq.data, ext[DQ]},
+                     {"dk", (uintptr_t)a->dk.data, ext[DK]},
+                     {"dv", (uintptr_t)a->dv.data, ext[DV]},
+                     {"workspace", (uintptr_t)a->workspace, a->workspace ? c->ws.total : 0}};
+  return fa_check_disjoint(in, 6, out, 4, c->lt.msg, c->lt.len);
+}
+
+fa_status fa_backward_check(const fa_kernel_info *info, const fa_backward_args *args, char *msg,
+                            size_t msglen) {
+  fa_status st = fa_check_present(info, args, msg, msglen);
+  if (st != FA_OK) return st;
+  if (info->mode == FA_MODE_DECODE) {
+    fa_fmt(msg, msglen, "kernel %s is a decode kernel; fa_backward launches the backward of "
+           "forward kernels", info->kernel);
+    return FA_ERR_UNSUPPORTED;
+  }
+  const fa_backward_args *a = args;
+  BCtx c = {info, args,
+            {{&a->q, &a->k, &a->v, &a->o, &a->dout, &a->dq, &a->dk, &a->dv},
+             {names[0], names[1], names[2], names[3], names[4], names[5], names[6], names[7]},
+             {fa_dim_names, fa_dim_names, fa_dim_names, fa_dim_names, fa_dim_names,
+              fa_dim_names, fa_dim_names, fa_dim_names},
+             info->dtype, msg, msglen, NT},
+            {0, 0, 0, 0, 0}, 0};
+  int64_t ext[FA_MAX_LAUNCH_TENSORS];
+  if ((st = fa_check_kernel_info(info, msg, msglen)) || (st = fa_check_nulls(&c.lt)) ||
+      (st = fa_check_dtypes(&c.lt)) || (st = fa_check_nonnegative(&c.lt)) ||
+      (st = fa_check_meta_dims(&c.lt, info, sides)) || (st = fa_check_cross_dims(&c.lt, sides)) ||
+      (st = check_flags(&c)))
+    return st;
+  /* Nothing is launched without a batch; its pointers and strides are never used. */
+  if (a->q.dim[0] == 0) return FA_OK;
+  if ((st = check_sizes(&c)) || (st = check_pointers(&c)) || (st = fa_check_strides(&c.lt)) ||
+      (st = fa_check_alignment(&c.lt, a->lse)) || (st = fa_check_extents(&c.lt, ext)) ||
+      (st = fa_check_self_overlap(&c.lt, DQ)) || (st = fa_check_self_overlap(&c.lt, DK)) ||
+      (st = fa_check_self_overlap(&c.lt, DV)) || (st = check_workspace_size(&c)) ||
+      (st = check_aliasing(&c, ext)))
+    return st;
+  return FA_OK;
+}
+
+/* ---- the plan -------------------------------------------------------------- */
+
+static int kv_outer(fa_role r) { return r == FA_ROLE_MAIN || r == FA_ROLE_KV; }
+
+/* A kernel the plan launches must be what its role says (a hand-built info
+ * may not be). */
+static fa_status check_role(const fa_kernel_info *in, char *msg, size_t len) {
+  fa_status st = fa_check_kernel_info(in, msg, len);
+  if (st != FA_OK) return st;
+  int kv = kv_outer(in->role);
+  if (in->grid != (kv ? FA_GRID_K_TILES : FA_GRID_Q_TILES) || (kv && in->tile_kv <= 0) ||
+      in->smem_bytes < 0) {
+    fa_fmt(msg, len, "kernel %s (role %s) has grid %d, tile_kv %d, smem_bytes %d: a %s kernel "
+           "runs on grid %s: use fa_meta_parse", in->kernel, fa_role_name(in->role),
+           (int)in->grid, in->tile_kv, in->smem_bytes, fa_role_name(in->role),
+           kv ? "k_tiles,kv_heads,batch with tile_kv > 0" : "q_tiles,heads,batch");
+    return FA_ERR_META;
+  }
+  return FA_OK;
+}
+
+/* The kernels the mode launches, in order: idx[0..2] into kernels. */
+static fa_status find_kernels(const fa_kernel_info *k, int n, int det, int idx[3], char *msg,
+                              size_t len) {
+  const char *fwd = k[0].mode == FA_MODE_BACKWARD ? k[0].forward : k[0].kernel;
+  int by_role[FA_ROLE_COUNT_], any = 0;
+  for (int r = 0; r < FA_ROLE_COUNT_; r++) by_role[r] = -1;
+  for (int i = 0; i < n; i++) {
+    if (k[i].mode != FA_MODE_BACKWARD || strcmp(k[i].forward, fwd) != 0) continue;
+    any = 1;
+    if (k[i].role > FA_ROLE_NONE && k[i].role < FA_ROLE_COUNT_ && by_role[k[i].role] < 0)
+      by_role[k[i].role] = i;
+  }
+  if (!any) {
+    fa_fmt(msg, len, "kernel %s has no backward kernels in this module: compile it with "
+           "grad = true (docs/backward.md)", fwd);
+    return FA_ERR_UNSUPPORTED;
+  }
+  static const fa_role roles[2][3] = {{FA_ROLE_PRE, FA_ROLE_MAIN, FA_ROLE_POST},
+                                      {FA_ROLE_PRE, FA_ROLE_KV, FA_ROLE_Q}};
+  static const char *const suffix[FA_ROLE_COUNT_] = {"", "_bwd_pre", "_bwd", "_bwd_kv",
+                                                     "_bwd_q", "_bwd_post"};
+  for (int s = 0; s < 3; s++) {
+    fa_role r = roles[det][s];
+    idx[s] = by_role[r];
+    if (idx[s] < 0) {
+      fa_fmt(msg, len, "kernel %s has no backward kernel of role %s (%s%s) in this module, "
+             "which deterministic = %d launches", fwd, fa_role_name(r), fwd, suffix[r], det);
+      return FA_ERR_UNSUPPORTED;
+    }
+  }
+  return FA_OK;
+}
+
+fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
+                           const fa_backward_args *args, fa_backward_schedule *plan, char *msg,
+                           size_t msglen) {
+  fa_fmt(msg, msglen, "%s", "");
+  if (plan) memset(plan, 0, sizeof *plan);
+  if (!kernels || !args || !plan) {
+    fa_fmt(msg, msglen, "fa_backward_plan: %s is NULL", !kernels ? "kernels"
+                                                        : !args  ? "args" : "plan");
+    return FA_ERR_NULL_POINTER;
+  }
+  if (nkernels < 1 || nkernels > FA_MODULE_MAX_KERNELS) {
+    fa_fmt(msg, msglen, "fa_backward_plan: nkernels is %d, must be 1..%d", nkernels,
+           FA_MODULE_MAX_KERNELS);
+    return FA_ERR_INVALID_ARGUMENT;
+  }
+  /* The first kernel's check refuses decode kernels and a bad mode flag. */
+  fa_status st = fa_backward_check(&kernels[0], args, msg, msglen);
+  int idx[3];
+  if (st != FA_OK || (st = find_kernels(kernels, nkernels, args->deterministic, idx, msg,
+                                        msglen)))
+    return st;
+  for (int s = 0; s < 3; s++)
+    if ((st = check_role(&kernels[idx[s]], msg, msglen)) ||
+        (st = fa_backward_check(&kernels[idx[s]], args, msg, msglen)))
+      return st;
+  int64_t batch = args->q.dim[0], sq = args->q.dim[1], sk = args->k.dim[1];
+  if (batch == 0) return FA_OK;
+  Layout l;
+  layout(&kernels[idx[0]], batch, sq, args->deterministic, &l); /* checked */
+  plan->workspace_bytes = (size_t)l.total;
+  plan->delta_offset = (size_t)l.delta_off, plan->delta_bytes = (size_t)l.delta_bytes;
+  plan->dq_acc_offset = (size_t)l.acc_off, plan->dq_acc_bytes = (size_t)l.acc_bytes;
+  /* dq_acc is summed into by atomics: zero before the main kernel. Not
+   * needed without rows (seqlen_q == 0: nothing reads it). */
+  if (l.acc_bytes > 0) {
+    fa_backward_step *z = &plan->step[plan->nsteps++];
+    z->op = FA_BACKWARD_ZERO;
+    z->kernel = -1;
+    z->offset = (size_t)l.acc_off, z->bytes = (size_t)l.acc_bytes;
+  }
+  for (int s = 0; s < 3; s++) {
+    const fa_kernel_info *in = &kernels[idx[s]];
+    int kv = kv_outer(in->role);
+    int64_t tile = kv ? in->tile_kv : in->tile_q, len = kv ? sk : sq;
+    int64_t x = (len + tile - 1) / tile; /* <= INT32_MAX: len is */
+    if (x == 0) continue; /* seqlen_q or seqlen_k 0: nothing for this kernel (header) */
+    fa_backward_step *p = &plan->step[plan->nsteps++];
+    p->op = FA_BACKWARD_LAUNCH;
+    p->role = in->role;
+    p->kernel = idx[s];
+    p->grid[0] = (unsigned)x;
+    p->grid[1] = (unsigned)(kv ? in->kv_heads : in->heads);
+    p->grid[2] = (unsigned)batch;
+    p->block = (unsigned)in->threads;
+    p->smem = (unsigned)in->smem_bytes;
+  }
+  return FA_OK;
+}
+
+/* ---- the parameter lists --------------------------------------------------- */
+
+typedef struct PList {
+  fa_param *p;
+  int n;
+} PList;
+
+static void put(PList *l, fa_param_kind kind, const char *name, int64_t value) {
+  fa_param *p = &l->p[l->n++];
+  p->kind = kind, p->name = name, p->value = value;
+}
+
+static void put_ptr(PList *l, const char *name, uint64_t addr) {
+  put(l, FA_PARAM_PTR, name, (int64_t)addr);
+}
+
+static uint64_t addr(const void *p) { return (uint64_t)(uintptr_t)p; }
+
+static void put_tensor_ptrs(PList *l, const fa_backward_args *a, const int *which, int n) {
+  const fa_tensor *t[NT] = {&a->q, &a->k, &a->v, &a->o, &a->dout, &a->dq, &a->dk, &a->dv};
+  for (int i = 0; i < n; i++) put_ptr(l, names[which[i]], addr(t[which[i]]->data));
+}
+
+static void put_sizes(PList *l, const fa_backward_args *a) {
+  put(l, FA_PARAM_I32, "batch", a->q.dim[0]);
+  put(l, FA_PARAM_I32, "seqlen_q", a->q.dim[1]);
+  put(l, FA_PARAM_I32, "seqlen_k", a->k.dim[1]);
+}
+
+/* Batch, seq and head strides (elements) of each tensor in `which`. */
+static void put_strides(PList *l, const fa_backward_args *a, const int *which, int n) {
+  static const char *const sn[NT][3] = {
+    {"q.sb", "q.ss", "q.sh"},          {"k.sb", "k.ss", "k.sh"},
+    {"v.sb", "v.ss", "v.sh"},          {"o.sb", "o.ss", "o.sh"},
+    {"dout.sb", "dout.ss", "dout.sh"}, {"dq.sb", "dq.ss", "dq.sh"},
+    {"dk.sb", "dk.ss", "dk.sh"},       {"dv.sb", "dv.ss", "dv.sh"}};
+  const fa_tensor *t[NT] = {&a->q, &a->k, &a->v, &a->o, &a->dout, &a->dq, &a->dk, &a->dv};
+  for (int i = 0; i < n; i++)
+    for (int d = 0; d < 3; d++) put(l, FA_PARAM_I64, sn[which[i]][d], t[which[i]]->stride[d]);
+}
+
+fa_status fa_backward_params(const fa_backward_schedule *plan, int step,
+                             const fa_backward_args *args, uint64_t workspace,
+                             fa_param params[FA_BACKWARD_MAX_PARAMS], int *count) {
+  if (count) *count = 0;
+  if (!plan || !args || !params || !count) return FA_ERR_NULL_POINTER;
+  if (step < 0 || step >= plan->nsteps || step >= FA_BACKWARD_MAX_STEPS ||
+      plan->step[step].op != FA_BACKWARD_LAUNCH)
+    return FA_ERR_INVALID_ARGUMENT;
+  const fa_backward_args *a = args;
+  PList l = {params, 0};
+  uint64_t delta = workspace ? workspace + plan->delta_offset : 0;
+  uint64_t acc = workspace && plan->dq_acc_bytes ? workspace + plan->dq_acc_offset : 0;
+  switch (plan->step[step].role) {
+  case FA_ROLE_PRE: {
+    static const int t[2] = {O, DOUT};
+    put_tensor_ptrs(&l, a, t, 2);
+    put_ptr(&l, "delta", delta);
+    put_sizes(&l, a);
+    put_strides(&l, a, t, 2);
+    break;
+  }
+  case FA_ROLE_MAIN:
+  case FA_ROLE_KV: {
+    static const int st[6] = {Q, K, V, DOUT, DK, DV};
+    put_tensor_ptrs(&l, a, st, 4);
+    put_ptr(&l, "lse", addr(a->lse));
+    put_ptr(&l, "delta", delta);
+    /* bwd_kv takes dq_acc too, so that the two share one list; null. */
+    put_ptr(&l, "dq_acc", plan->step[step].role == FA_ROLE_MAIN ? acc : 0);
+    put_tensor_ptrs(&l, a, st + 4, 2);
+    put_sizes(&l, a);
+    put_strides(&l, a, st, 6);
+    break;
+  }
+  case FA_ROLE_Q: {
+    static const int st[5] = {Q, K, V, DOUT, DQ};
+    put_tensor_ptrs(&l, a, st, 4);
+    put_ptr(&l, "lse", addr(a->lse));
+    put_ptr(&l, "delta", delta);
+    put_tensor_ptrs(&l, a, st + 4, 1);
+    put_sizes(&l, a);
+    put_strides(&l, a, st, 5);
+    break;
+  }
+  case FA_ROLE_POST: {
+    static const int t[1] = {DQ};
+    put_ptr(&l, "dq_acc", acc);
+    put_tensor_ptrs(&l, a, t, 1);
+    put_sizes(&l, a);
+    put_strides(&l, a, t, 1);
+    break;
+  }
+  default: return FA_ERR_INVALID_ARGUMENT;
+  }
+  *count = l.n;
+  return FA_OK;
+}
+
+/* ---- launch ---------------------------------------------------------------- */
+
+/* The parameters of step i as the driver takes them: a pointer to each
+ * value, of the ABI's width. */
+static fa_status launch_step(fa_module *m, const fa_backward_schedule *plan, int i,
+                             const fa_backward_args *a, uint64_t ws) {
+  fa_param p[FA_BACKWARD_MAX_PARAMS];
+  uint64_t u64[FA_BACKWARD_MAX_PARAMS];
+  int32_t i32[FA_BACKWARD_MAX_PARAMS];
+  int64_t i64[FA_BACKWARD_MAX_PARAMS];
+  void *v[FA_BACKWARD_MAX_PARAMS];
+  int n = 0;
+  fa_status st = fa_backward_params(plan, i, a, ws, p, &n);
+  if (st != FA_OK) return st;
+  for (int j = 0; j < n; j++) {
+    switch (p[j].kind) {
+    case FA_PARAM_PTR: u64[j] = (uint64_t)p[j].value, v[j] = &u64[j]; break;
+    case FA_PARAM_I32: i32[j] = (int32_t)p[j].value, v[j] = &i32[j]; break;
+    case FA_PARAM_I64: i64[j] = p[j].value, v[j] = &i64[j]; break;
+    }
+  }
+  const fa_backward_step *s = &plan->step[i];
+  return fa_module_launch_kernel_(m, s->kernel, s->grid, s->block, s->smem, a->stream, v);
+}
+
+fa_status fa_backward(fa_module *mod, const fa_backward_args *args) {
+  if (!mod) return FA_ERR_NULL_POINTER;
+  size_t msglen;
+  char *msg = fa_module_msg_(mod, &msglen);
+  int n = 0;
+  const fa_kernel_info *kernels = fa_module_kernels_(mod, &n);
+  fa_backward_schedule plan;
+  fa_status st = fa_backward_plan(kernels, n, args, &plan, msg, msglen);
+  if (st != FA_OK || plan.nsteps == 0) return st;
+  if ((st = fa_module_enter_(mod))) return st;
+  uint64_t ws = addr(args->workspace);
+  if (!args->workspace && plan.workspace_bytes)
+    st = fa_module_scratch_(mod, plan.workspace_bytes, &ws);
+  for (int i = 0; i < plan.nsteps && st == FA_OK; i++) {
+    const fa_backward_step *s = &plan.step[i];
+    if (s->op == FA_BACKWARD_ZERO)
+      st = fa_module_memset_(mod, ws + s->offset, s->bytes, args->stream, "the backward's dq_acc");
+    else
+      st = launch_step(mod, &plan, i, args, ws);
+  }
+  fa_module_leave_(mod);
+  return st;
+}

@@ -1,0 +1,293 @@
+/* rt_backward.c - flashc-rt-backward: drives the runtime's GPU-free backward
+ * paths for lit (docs/backward.md, docs/runtime.md).
+ *
+ *   flashc-rt-backward meta FILE [--drop=KEY] [--set=KEY=VALUE] [--add=LINE]
+ *       parses every kernel's block (fa_meta_parse_module) and prints one
+ *       line a kernel: index, name, mode, role, forward, grid, tile_q,
+ *       tile_kv, threads, smem_bytes
+ *   flashc-rt-backward check FILE [--batch=N] [--sq=N] [--sk=N] [--info=I] [--params] [MOD...]
+ *       builds a valid backward launch for FILE's kernels (contiguous
+ *       tensors at fake aligned device addresses 2^36 apart: q, k, v, o,
+ *       lse, dout, dq, dk, dv, then a caller workspace of exactly the size
+ *       it needs), applies MODs, prints what fa_backward_check says of it
+ *       (against the info of kernel --info=I, default 0) and, when it
+ *       passes, what fa_backward_plan says: the workspace layout, the steps
+ *       and, with --params, each launch's parameter list
+ *       (fa_backward_params; the module's scratch is shown at 0x7700000000
+ *       when ws=null). Options and MODs may come in any order. MOD is one of
+ *         T.dimI=N  T.strideI=N  T.data=null|0xHEX|+N  T.dtype=f16|bf16|f32|N
+ *             (T = q, k, v, o, dout, dq, dk, dv; I = 0..3)
+ *         lse=null|0xHEX|+N  ws=null|0xHEX|+N  ws_bytes=N  det=N
+ *         nkernels=N (plan with the first N kernels only)  args=null  info=null
+ *   flashc-rt-backward size FILE BATCH SEQLEN_Q SEQLEN_K DET [INFO_INDEX]
+ *       prints fa_backward_workspace_size
+ *   flashc-rt-backward api
+ *       every new entry point with NULL and out-of-range arguments
+ *
+ * Prints `status: NAME` and `message: ...`; exits 0 for FA_OK, 1 for any
+ * other status, 2 on bad usage. Nothing is dereferenced on the device side.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flashc_runtime.h"
+#include "rt_util.h"
+
+#define SCRATCH 0x7700000000ull /* where the plan shows the module's scratch */
+
+static int usage(void) {
+  fprintf(stderr, "usage: flashc-rt-backward meta|check|size|api FILE ...\n");
+  return 2;
+}
+
+static const char *const grids[] = {"q_tiles,heads,batch", "1,heads,batch",
+                                    "splits,kv_heads,batch", "k_tiles,kv_heads,batch"};
+static const char *const modes[] = {"forward", "backward", "decode"};
+
+/* Every kernel of FILE (after the edits of argv) into k[], *n. */
+static int load(const char *path, int argc, char **argv, fa_kernel_info *k, int *n) {
+  size_t len = 0;
+  char *text = rt_load_meta_text(path, argc, argv, &len);
+  if (!text) return 2;
+  char err[512];
+  fa_status st = fa_meta_parse_module(text, len, k, n, err, sizeof err);
+  free(text);
+  return st == FA_OK ? 0 : rt_report(st, err);
+}
+
+static int cmd_meta(int argc, char **argv) {
+  fa_kernel_info k[FA_MODULE_MAX_KERNELS];
+  int n = 0, rc = argc < 1 ? usage() : load(argv[0], argc - 1, argv + 1, k, &n);
+  if (rc) return rc;
+  rt_report(FA_OK, NULL);
+  printf("kernels %d\n", n);
+  for (int i = 0; i < n; i++)
+    printf("%d %s mode %s role %s forward %s grid %s tile_q %d tile_kv %d threads %d smem %d\n",
+           i, k[i].kernel, modes[k[i].mode % 3], fa_role_name(k[i].role),
+           k[i].forward[0] ? k[i].forward : "-", grids[k[i].grid & 3], k[i].tile_q, k[i].tile_kv,
+           k[i].threads, k[i].smem_bytes);
+  return 0;
+}
+
+/* ---- check ------------------------------------------------------------- */
+
+typedef struct Launch {
+  fa_backward_args a;
+  int null_args, null_info, nkernels, info;
+} Launch;
+
+enum { NT = 8 };
+static const char *const tnames[NT] = {"q", "k", "v", "o", "dout", "dq", "dk", "dv"};
+
+static void tensors(fa_backward_args *a, fa_tensor *t[NT]) {
+  fa_tensor *all[NT] = {&a->q, &a->k, &a->v, &a->o, &a->dout, &a->dq, &a->dk, &a->dv};
+  memcpy(t, all, sizeof all);
+}
+
+/* The valid launch described at the top. */
+static void base_launch(const fa_kernel_info *in, int64_t b, int64_t sq, int64_t sk, Launch *l) {
+  char *base = (char *)(uintptr_t)(UINT64_C(1) << 40);
+  int64_t gap = INT64_C(1) << 36;
+  memset(l, 0, sizeof *l);
+  fa_backward_args *a = &l->a;
+  fa_tensor *t[NT];
+  tensors(a, t);
+  /* q, k, v, o, dout, dq, dk, dv: Q-side or K/V-side, head_dim or v_head_dim */
+  static const int kv[NT] = {0, 1, 1, 0, 0, 0, 1, 1}, vd[NT] = {0, 0, 1, 1, 1, 0, 0, 1};
+  static const int slot[NT] = {0, 1, 2, 3, 5, 6, 7, 8}; /* lse is slot 4 */
+  for (int i = 0; i < NT; i++)
+    fa_tensor_contiguous(t[i], base + slot[i] * gap, in->dtype, b, kv[i] ? sk : sq,
+                         kv[i] ? in->kv_heads : in->heads, vd[i] ? in->v_head_dim : in->head_dim);
+  a->lse = (const float *)(base + 4 * gap);
+  a->workspace = base + 9 * gap;
+  fa_backward_workspace_size(in, b, sq, sk, 0, &a->workspace_bytes);
+}
+
+static int apply_mod(Launch *l, const char *mod) {
+  fa_backward_args *a = &l->a;
+  const char *eq = strchr(mod, '=');
+  if (!eq) return 0;
+  const char *val = eq + 1;
+  size_t kl = (size_t)(eq - mod);
+#define IS(key) (kl == strlen(key) && strncmp(mod, key, kl) == 0)
+  if (IS("args")) return l->null_args = 1;
+  if (IS("info")) return l->null_info = 1;
+  if (IS("lse")) return a->lse = rt_ptr_value(val, a->lse), 1;
+  if (IS("ws")) { /* ws=null: the module's scratch (workspace_bytes 0 too) */
+    a->workspace = rt_ptr_value(val, a->workspace);
+    if (!a->workspace) a->workspace_bytes = 0;
+    return 1;
+  }
+  if (IS("ws_bytes")) return a->workspace_bytes = (size_t)rt_num(val, mod), 1;
+  if (IS("det")) return a->deterministic = (int)rt_num(val, mod), 1;
+  if (IS("nkernels")) return l->nkernels = (int)rt_num(val, mod), 1;
+#undef IS
+  fa_tensor *t[NT];
+  tensors(a, t);
+  return rt_tensor_mod(t, tnames, NT, mod);
+}
+
+static void print_params(const fa_backward_schedule *p, int step, const fa_backward_args *a,
+                         uint64_t ws) {
+  fa_param params[FA_BACKWARD_MAX_PARAMS];
+  int n = 0;
+  fa_status st = fa_backward_params(p, step, a, ws, params, &n);
+  printf("params %d:", step);
+  if (st != FA_OK) printf(" %s", rt_status_name(st));
+  static const char *const kinds[] = {"ptr", "i32", "i64"};
+  for (int i = 0; i < n; i++) {
+    if (params[i].kind == FA_PARAM_PTR)
+      printf(" %s:%s=0x%" PRIx64, kinds[params[i].kind], params[i].name,
+             (uint64_t)params[i].value);
+    else
+      printf(" %s:%s=%" PRId64, kinds[params[i].kind], params[i].name, params[i].value);
+  }
+  printf(" (%d)\n", n);
+}
+
+static void print_plan(const fa_kernel_info *k, const fa_backward_schedule *p,
+                       const fa_backward_args *a, int params) {
+  printf("workspace %zu: delta +%zu %zu, dq_acc +%zu %zu (%s)\n", p->workspace_bytes,
+         p->delta_offset, p->delta_bytes, p->dq_acc_offset, p->dq_acc_bytes,
+         a->workspace ? "caller's" : "module's");
+  printf("steps %d\n", p->nsteps);
+  uint64_t ws = a->workspace ? (uint64_t)(uintptr_t)a->workspace : SCRATCH;
+  for (int i = 0; i < p->nsteps; i++) {
+    const fa_backward_step *s = &p->step[i];
+    if (s->op == FA_BACKWARD_ZERO) {
+      printf("step %d: zero workspace +%zu %zu\n", i, s->offset, s->bytes);
+      continue;
+    }
+    printf("step %d: %s %s grid %u %u %u block %u smem %u\n", i, fa_role_name(s->role),
+           k[s->kernel].kernel, s->grid[0], s->grid[1], s->grid[2], s->block, s->smem);
+    if (params) print_params(p, i, a, ws);
+  }
+}
+
+static int cmd_check(int argc, char **argv) {
+  if (argc < 1) return usage();
+  fa_kernel_info k[FA_MODULE_MAX_KERNELS];
+  int n = 0, rc = load(argv[0], 0, NULL, k, &n);
+  if (rc) return rc;
+  int64_t b = 2, sq = 128, sk = 256;
+  int params = 0, info = 0;
+  for (int i = 1; i < argc; i++) { /* options first, wherever they are */
+    if (strncmp(argv[i], "--", 2) != 0) continue;
+    if (strncmp(argv[i], "--batch=", 8) == 0) b = rt_num(argv[i] + 8, "--batch");
+    else if (strncmp(argv[i], "--sq=", 5) == 0) sq = rt_num(argv[i] + 5, "--sq");
+    else if (strncmp(argv[i], "--sk=", 5) == 0) sk = rt_num(argv[i] + 5, "--sk");
+    else if (strncmp(argv[i], "--info=", 7) == 0) info = (int)rt_num(argv[i] + 7, "--info");
+    else if (strcmp(argv[i], "--params") == 0) params = 1;
+    else return usage();
+  }
+  if (info < 0 || info >= n) return usage();
+  Launch l;
+  base_launch(&k[0], b, sq, sk, &l);
+  l.nkernels = n;
+  for (int i = 1; i < argc; i++)
+    if (strncmp(argv[i], "--", 2) != 0 && !apply_mod(&l, argv[i])) {
+      fprintf(stderr, "flashc-rt-backward: bad modification '%s'\n", argv[i]);
+      return 2;
+    }
+  char msg[512];
+  const fa_backward_args *a = l.null_args ? NULL : &l.a;
+  fa_status st = fa_backward_check(l.null_info ? NULL : &k[info], a, msg, sizeof msg);
+  if (st != FA_OK) return rt_report(st, msg);
+  fa_backward_schedule plan;
+  st = fa_backward_plan(k, l.nkernels, a, &plan, msg, sizeof msg);
+  rc = rt_report(st, msg);
+  if (st == FA_OK) print_plan(k, &plan, a, params);
+  return rc;
+}
+
+/* ---- size and api -------------------------------------------------------- */
+
+static int cmd_size(int argc, char **argv) {
+  if (argc < 5) return usage();
+  fa_kernel_info k[FA_MODULE_MAX_KERNELS];
+  int n = 0, rc = load(argv[0], 0, NULL, k, &n);
+  if (rc) return rc;
+  int i = argc > 5 ? (int)rt_num(argv[5], "info index") : 0;
+  if (i < 0 || i >= n) return usage();
+  size_t bytes = 1;
+  fa_status st = fa_backward_workspace_size(&k[i], rt_num(argv[1], "batch"),
+                                            rt_num(argv[2], "seqlen_q"),
+                                            rt_num(argv[3], "seqlen_k"),
+                                            (int)rt_num(argv[4], "deterministic"), &bytes);
+  rc = rt_report(st, NULL);
+  printf("bytes %zu\n", bytes);
+  return rc;
+}
+
+static int cmd_api(void) {
+  fa_backward_args a;
+  memset(&a, 0, sizeof a);
+  fa_kernel_info info;
+  memset(&info, 0, sizeof info);
+  fa_backward_schedule plan;
+  fa_param params[FA_BACKWARD_MAX_PARAMS];
+  int n = 7;
+  size_t bytes = 7;
+  char msg[256];
+  printf("fa_backward(NULL): %s\n", rt_status_name(fa_backward(NULL, &a)));
+  printf("fa_backward_check(NULL, NULL): %s\n",
+         rt_status_name(fa_backward_check(NULL, NULL, NULL, 0)));
+  fa_status st = fa_backward_check(&info, NULL, msg, sizeof msg);
+  printf("fa_backward_check(info, NULL): %s: %s\n", rt_status_name(st), msg);
+  st = fa_backward_check(&info, &a, msg, sizeof msg);
+  printf("fa_backward_check(zero info): %s: %s\n", rt_status_name(st), msg);
+  printf("fa_backward_workspace_size(NULL): %s\n",
+         rt_status_name(fa_backward_workspace_size(NULL, 1, 1, 1, 0, &bytes)));
+  printf("  bytes set to 0: %s\n", bytes == 0 ? "yes" : "no");
+  printf("fa_backward_workspace_size(bytes NULL): %s\n",
+         rt_status_name(fa_backward_workspace_size(&info, 1, 1, 1, 0, NULL)));
+  st = fa_backward_plan(NULL, 1, &a, &plan, msg, sizeof msg);
+  printf("fa_backward_plan(NULL kernels): %s: %s\n", rt_status_name(st), msg);
+  st = fa_backward_plan(&info, 1, &a, NULL, msg, sizeof msg);
+  printf("fa_backward_plan(NULL plan): %s: %s\n", rt_status_name(st), msg);
+  st = fa_backward_plan(&info, 0, &a, &plan, msg, sizeof msg);
+  printf("fa_backward_plan(0 kernels): %s: %s\n", rt_status_name(st), msg);
+  st = fa_backward_plan(&info, FA_MODULE_MAX_KERNELS + 1, &a, &plan, msg, sizeof msg);
+  printf("fa_backward_plan(17 kernels): %s: %s\n", rt_status_name(st), msg);
+  memset(&plan, 0, sizeof plan);
+  printf("fa_backward_params(NULL): %s\n",
+         rt_status_name(fa_backward_params(NULL, 0, &a, 0, params, &n)));
+  printf("  count set to 0: %s\n", n == 0 ? "yes" : "no");
+  printf("fa_backward_params(no step): %s\n",
+         rt_status_name(fa_backward_params(&plan, 0, &a, 0, params, &n)));
+  plan.nsteps = 1;
+  plan.step[0].op = FA_BACKWARD_ZERO;
+  printf("fa_backward_params(a zero step): %s\n",
+         rt_status_name(fa_backward_params(&plan, 0, &a, 0, params, &n)));
+  plan.step[0].op = FA_BACKWARD_LAUNCH;
+  plan.step[0].role = FA_ROLE_NONE;
+  printf("fa_backward_params(role none): %s\n",
+         rt_status_name(fa_backward_params(&plan, 0, &a, 0, params, &n)));
+  printf("fa_backward_params(step -1): %s\n",
+         rt_status_name(fa_backward_params(&plan, -1, &a, 0, params, &n)));
+  printf("fa_module_kernel_count(NULL): %d\n", fa_module_kernel_count(NULL));
+  printf("fa_module_kernel_info(NULL, 0): %s\n",
+         fa_module_kernel_info(NULL, 0) ? "non-NULL" : "NULL");
+  int count = 9;
+  printf("fa_meta_parse_module(NULL count): %s\n",
+         rt_status_name(fa_meta_parse_module("x", 1, &info, NULL, NULL, 0)));
+  printf("fa_meta_parse_module(NULL out): %s\n",
+         rt_status_name(fa_meta_parse_module("x", 1, NULL, &count, NULL, 0)));
+  printf("  count set to 0: %s\n", count == 0 ? "yes" : "no");
+  printf("roles");
+  for (int r = -1; r <= FA_ROLE_COUNT_; r++) printf(" %s", fa_role_name((fa_role)r));
+  printf("\n");
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) return usage();
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "meta") == 0) return cmd_meta(argc - 2, argv + 2);
+  if (strcmp(cmd, "check") == 0) return cmd_check(argc - 2, argv + 2);
+  if (strcmp(cmd, "size") == 0) return cmd_size(argc - 2, argv + 2);
+  if (strcmp(cmd, "api") == 0) return cmd_api();
+  return usage();
+}
