@@ -25,7 +25,8 @@ Per row, in one process on the same random q, k, v, dO:
            metadata's `mma` line is printed).
            Checked before timing: O on sampled rows (bench.py's check) and dQ, dK,
            dV of both launches on the last batch's last K/V head group against a
-           float64 autograd reference with test/gpu/backward.py's 3x rule.
+           float64 autograd reference with test/gpu/backward.py's 3x rule (a
+           failure is printed and marks the row NO; the row is still timed).
   FA2      SDPA, SDPBackend.FLASH_ATTENTION     (leaves: the [B, S, H, D] inputs
   cuDNN    SDPA, SDPBackend.CUDNN_ATTENTION      seen as [B, H, S, D] views, as bench.py)
   Flex     torch.compile'd flex_attention (block mask for causal; contiguous
