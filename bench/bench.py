@@ -113,8 +113,9 @@ def peer_sdpa(backend, q, k, v, causal, scale, gqa):
 _flex_cache = {}
 
 
-def peer_flex(q, k, v, causal, scale, gqa):
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+def flex_compiled():
+    """flex_attention under torch.compile, one per process (bench_bwd.py too)."""
+    from torch.nn.attention.flex_attention import flex_attention
     if "fn" not in _flex_cache:
         # Every configuration is a new shape: allow the recompiles, or dynamo
         # falls back to the unfused eager path after 8 and times that.
@@ -122,12 +123,22 @@ def peer_flex(q, k, v, causal, scale, gqa):
         torch._dynamo.config.cache_size_limit = 256
         torch._dynamo.config.accumulated_cache_size_limit = 4096
         _flex_cache["fn"] = torch.compile(flex_attention, dynamic=False)
-    fn = _flex_cache["fn"]
+    return _flex_cache["fn"]
+
+
+def flex_block_mask(causal, S, device):
+    """The causal block mask of FlexAttention (None: no mask)."""
+    if not causal:
+        return None
+    from torch.nn.attention.flex_attention import create_block_mask
+    return create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, S, S, device=device)
+
+
+def peer_flex(q, k, v, causal, scale, gqa):
+    fn = flex_compiled()
     qt, kt, vt = (x.transpose(1, 2).contiguous() for x in (q, k, v))
     B, H, S, D = qt.shape
-    bm = None
-    if causal:
-        bm = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, S, S, device=q.device)
+    bm = flex_block_mask(causal, S, q.device)
     return lambda: fn(qt, kt, vt, block_mask=bm, scale=scale, enable_gqa=gqa)
 
 
@@ -196,7 +207,13 @@ def print_table(rows):
               f"{fmt(ratio('fa2'), 5, 2)} {fmt(ratio('cudnn'), 6, 2)} {fmt(ratio('flex'), 5, 2)} | {'yes' if r['ok'] else 'NO'}")
 
 
-def plot(rows, path):
+PLOT_SERIES = [("flashc_tflops", "flashc"), ("fa2_tflops", "FlashAttention-2 (SDPA)"),
+               ("cudnn_tflops", "cuDNN (SDPA)"), ("flex_tflops", "FlexAttention")]
+
+
+def plot(rows, path, series=None, title=""):
+    """TFLOP/s over seqlen, one panel per (head dim, causal, heads, dtype);
+    series: (row key, label[, linestyle]) (default: the forward's four)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -217,18 +234,23 @@ def plot(rows, path):
     for ax, (key, rs) in zip(flat, sorted(groups.items())):
         rs = sorted(rs, key=lambda r: r["seqlen"])
         xs = [r["seqlen"] for r in rs]
-        for name, label in [("flashc", "flashc"), ("fa2", "FlashAttention-2 (SDPA)"), ("cudnn", "cuDNN (SDPA)"), ("flex", "FlexAttention")]:
-            ys = [r.get(name + "_tflops") for r in rs]
-            if any(y for y in ys):
-                ax.plot(xs, [y if y else float("nan") for y in ys], marker="o", label=label)
+        for i, (skey, label, *style) in enumerate(series or PLOT_SERIES):
+            ys = [r.get(skey) if isinstance(r.get(skey), (int, float)) else None for r in rs]
+            if any(y for y in ys):  # one color per series in every panel
+                ax.plot(xs, [y if y else float("nan") for y in ys], marker="o", label=label,
+                        color=f"C{i}", linestyle=style[0] if style else "-")
         ax.set_xscale("log", base=2)
         ax.set_xticks(xs)
         ax.set_xticklabels([f"{x // 1024}k" if x >= 1024 else str(x) for x in xs])
-        ax.set_title(f"d={key[0]} {'causal' if key[1] else 'non-causal'} H={key[2]}/{key[3]} {key[4]}")
+        ax.set_title(f"{title}d={key[0]} {'causal' if key[1] else 'non-causal'} H={key[2]}/{key[3]} {key[4]}")
         ax.set_xlabel("sequence length")
         ax.set_ylabel("TFLOP/s")
         ax.grid(alpha=0.3)
-    flat[0].legend(fontsize=7)
+    seen = {}  # every series of any panel, in the first panel's legend
+    for ax in flat[:n]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    flat[0].legend(list(seen.values()), list(seen), fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(f"bench: plot written to {path}")

@@ -2,6 +2,10 @@
 # Build machine: compile every benchmark spec (bench/configs.py) to PTX in
 # .device/bench, timing flashc from spec to PTX. Extra flashc flags (e.g.
 # -disable-pass=mask-skip) may be given; they go into every compile.
+# Also: the decode benchmark's kernels -> .device/decode-bench, and the
+# backward benchmark's (bench/bench_bwd.py: grad = true specs, one module per
+# kernel with the forward and its _bwd_* kernels) -> .device/bench_bwd, the
+# causal ones once more with -disable-pass=mask-skip -> .device/bench_bwd/no-mask-skip.
 set -e
 FLASHC=${FLASHC:-build/tools/flashc}
 OUT=${OUT_DIR:-.device/bench}
@@ -29,3 +33,26 @@ for spec in "$DOUT"/specs/*.fa; do
   "$FLASHC" "$spec" -emit=ptx --target=sm_90a "$@" -o "$DOUT/$(basename "$spec" .fa).ptx"
 done
 echo "decode bench: $(ls "$DOUT"/*.ptx | wc -l) PTX in $DOUT"
+# The backward benchmark's kernels (bench/bench_bwd.py) -> .device/bench_bwd.
+BOUT=${BWD_OUT_DIR:-.device/bench_bwd}
+mkdir -p "$BOUT/specs" "$BOUT/no-mask-skip"
+python3 bench/configs.py --write-bwd-specs "$BOUT/specs" >/dev/null
+echo "{" > "$BOUT/compile_times.json"
+first=1
+for spec in "$BOUT"/specs/*.fa; do
+  name=$(basename "$spec" .fa)
+  t0=$(date +%s%N)
+  "$FLASHC" "$spec" -emit=ptx --target=sm_90a "$@" -o "$BOUT/$name.ptx"
+  t1=$(date +%s%N)
+  ms=$(( (t1 - t0) / 1000000 ))
+  [ $first = 1 ] || echo "," >> "$BOUT/compile_times.json"
+  first=0
+  printf '  "%s": %s' "$name" "$ms" >> "$BOUT/compile_times.json"
+  echo "$name (forward + backward): $ms ms"
+  case "$name" in
+    *_causal_*) "$FLASHC" "$spec" -emit=ptx --target=sm_90a "$@" -disable-pass=mask-skip \
+                  -o "$BOUT/no-mask-skip/$name.ptx" ;;
+  esac
+done
+echo "}" >> "$BOUT/compile_times.json"
+echo "backward bench: $(ls "$BOUT"/*.ptx | wc -l) PTX (+ $(ls "$BOUT"/no-mask-skip/*.ptx | wc -l) without mask-skip) in $BOUT, $(du -sh "$BOUT" | cut -f1)"

@@ -8,6 +8,7 @@
 #   4. runs test/gpu/correctness.py over the PTX directory
 #   5. runs test/gpu/backward.py over $BACKWARD_DIR (default .device/backward)
 #   6. runs bench/bench.py over $BENCH_DIR (default .device/bench) when both exist
+#      (and, with BENCH_BWD=1, bench/bench_bwd.py over .device/bench_bwd)
 # and prints a short summary last. Logs and JSON go to $OUT when it is set.
 #
 #   bash scripts/gpu-round.sh [--fixture] [PTX_DIR]     (default .device/ptx)
@@ -156,6 +157,19 @@ if [ -f bench/bench.py ] && ls $BENCH_DIR/*.ptx >/dev/null 2>&1; then
   fi
 elif [ -f bench/bench.py ]; then
   note "bench: skipped (no PTX in $BENCH_DIR: scripts/build-bench-kernels.sh, carry .device)"
+fi
+
+# BENCH_BWD=1: the backward benchmark (bench/bench_bwd.py, 3-5 minutes) over
+# $BENCH_BWD_DIR (scripts/build-bench-kernels.sh).
+BENCH_BWD_DIR=${BENCH_BWD_DIR:-.device/bench_bwd}
+if [ "${BENCH_BWD:-0}" = 1 ] && ls $BENCH_BWD_DIR/*.ptx >/dev/null 2>&1; then
+  step "backward benchmark"
+  if PYTHONUNBUFFERED=1 python3 bench/bench_bwd.py --ptx-dir $BENCH_BWD_DIR \
+       --json $OUT/bench_bwd.json --plot $OUT/bench_bwd.png ${BENCH_BWD_ARGS:-} 2>&1 | tee $OUT/bench_bwd.log; then
+    note "bench bwd: $(tail -1 $OUT/bench_bwd.log)"
+  else
+    note "bench bwd: $(tail -1 $OUT/bench_bwd.log) (FAILED)"; status=1
+  fi
 fi
 
 VARIANTS_DIR=${VARIANTS_DIR:-.device/variants}

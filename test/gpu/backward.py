@@ -4,8 +4,8 @@
 
 For every PTX_DIR/NAME.ptx whose NAME is in backward_specs.py: the module holds
 the forward NAME and NAME_bwd_pre/_bwd/_bwd_post/_bwd_kv/_bwd_q. They are
-launched here straight through the CUDA driver (ctypes), with the parameter
-lists and grids of docs/backward.md built from the PTX's metadata, so this
+launched here straight through the CUDA driver (ctypes; test/gpu/ptx_launch.py),
+with the parameter lists and grids of docs/backward.md built from the PTX's metadata, so this
 checks the ABI as written (the runtime's fa_backward is checked by its own
 tests). Per case: fresh random q, k, v, dO; O and LSE from the forward kernel;
 then both launches (atomic: dq_acc zeroed, pre, bwd, post; deterministic:
@@ -19,8 +19,6 @@ deterministic launch is rerun --reruns times (default 20): dQ, dK, dV must be
 bitwise identical. Prints a line per case and `N passed, N failed`.
 """
 import argparse
-import ctypes
-import math
 import os
 import sys
 import time
@@ -29,121 +27,9 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from backward_specs import SPECS  # noqa: E402
+from ptx_launch import Driver, Kernels  # noqa: E402  (the launcher, shared with bench/bench_bwd.py)
 
 DT = {"bf16": torch.bfloat16, "f16": torch.float16}
-
-
-# ---- the driver -------------------------------------------------------------
-
-class Driver:
-    def __init__(self):
-        self.cu = ctypes.CDLL("libcuda.so.1")
-        torch.cuda.init()
-        torch.zeros(1, device="cuda")  # the primary context, current
-
-    def check(self, rc, what):
-        if rc != 0:
-            s = ctypes.c_char_p()
-            self.cu.cuGetErrorString(rc, ctypes.byref(s))
-            raise RuntimeError(f"{what}: CUDA error {rc} {s.value.decode() if s.value else ''}")
-
-    def load(self, path):
-        data = open(path, "rb").read() + b"\0"
-        mod = ctypes.c_void_p()
-        self.check(self.cu.cuModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(data)), "load " + path)
-        return mod, parse_meta(data.decode())
-
-    def function(self, mod, name, meta):
-        fn = ctypes.c_void_p()
-        self.check(self.cu.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode()), name)
-        smem = meta["smem_bytes"]
-        if smem > 48 * 1024:  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
-            self.check(self.cu.cuFuncSetAttribute(fn, 8, smem), name + " smem")
-        return fn
-
-    def launch(self, fn, grid, meta, params):
-        holders = [c for c in params]
-        ptrs = (ctypes.c_void_p * len(holders))(
-            *[ctypes.cast(ctypes.pointer(h), ctypes.c_void_p) for h in holders])
-        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-        self.check(self.cu.cuLaunchKernel(fn, grid[0], grid[1], grid[2], meta["threads"], 1, 1,
-                                          meta["smem_bytes"], stream, ptrs, None), "launch")
-
-
-def parse_meta(text):
-    """kernel name -> its metadata dict (every `// flashc.meta` block)."""
-    out, cur = {}, None
-    for line in text.splitlines():
-        if not line.startswith("// flashc.meta "):
-            continue
-        key, _, val = line[len("// flashc.meta "):].partition(" ")
-        if key == "kernel":
-            cur = out.setdefault(val, {"kernel": val})
-        elif cur is not None:
-            cur[key] = int(val) if val.lstrip("-").isdigit() else val
-    return out
-
-
-# ---- parameters (docs/abi.md, docs/backward.md) -----------------------------
-
-def ptr(t):
-    return ctypes.c_uint64(t.data_ptr() if t is not None else 0)
-
-
-def strides(t):
-    s = t.stride()  # [b, s, h, d]
-    return [ctypes.c_int64(s[0]), ctypes.c_int64(s[1]), ctypes.c_int64(s[2])]
-
-
-def sizes(b, sq, sk):
-    return [ctypes.c_int32(b), ctypes.c_int32(sq), ctypes.c_int32(sk)]
-
-
-def cdiv(a, b):
-    return (a + b - 1) // b
-
-
-class Kernels:
-    def __init__(self, drv, path, name):
-        self.drv = drv
-        self.mod, self.meta = drv.load(path)
-        self.name = name
-        self.fn = {k: drv.function(self.mod, k, m) for k, m in self.meta.items()}
-
-    def run(self, suffix, grid_kind, b, sq, sk, params):
-        kname = self.name + suffix
-        m = self.meta[kname]
-        heads, kvh = m["heads"], m["kv_heads"]
-        if grid_kind == "k":
-            grid = (max(1, cdiv(sk, m["tile_kv"])), kvh, b)
-        else:
-            grid = (max(1, cdiv(sq, m["tile_q"])), heads, b)
-        self.drv.launch(self.fn[kname], grid, m, params)
-
-    def forward(self, q, k, v, o, lse, b, sq, sk):
-        ws = None
-        p = [ptr(q), ptr(k), ptr(v), ptr(o), ptr(lse), ptr(ws)] + sizes(b, sq, sk) + \
-            strides(q) + strides(k) + strides(v) + strides(o)
-        self.run("", "q", b, sq, sk, p)
-
-    def backward(self, t, b, sq, sk, deterministic):
-        q, k, v, o, lse, do, dq, dk, dv, delta, dq_acc = t
-        self.run("_bwd_pre", "q", b, sq, sk, [ptr(o), ptr(do), ptr(delta)] + sizes(b, sq, sk) +
-                 strides(o) + strides(do))
-        main = [ptr(q), ptr(k), ptr(v), ptr(do), ptr(lse), ptr(delta),
-                ptr(None if deterministic else dq_acc), ptr(dk), ptr(dv)] + sizes(b, sq, sk) + \
-            strides(q) + strides(k) + strides(v) + strides(do) + strides(dk) + strides(dv)
-        if deterministic:
-            self.run("_bwd_kv", "k", b, sq, sk, main)
-            self.run("_bwd_q", "q", b, sq, sk,
-                     [ptr(q), ptr(k), ptr(v), ptr(do), ptr(lse), ptr(delta), ptr(dq)] +
-                     sizes(b, sq, sk) + strides(q) + strides(k) + strides(v) + strides(do) +
-                     strides(dq))
-        else:
-            dq_acc.zero_()
-            self.run("_bwd", "k", b, sq, sk, main)
-            self.run("_bwd_post", "q", b, sq, sk, [ptr(dq_acc), ptr(dq)] + sizes(b, sq, sk) +
-                     strides(dq))
 
 
 # ---- references ---------------------------------------------------------------

@@ -1,0 +1,172 @@
+"""Direct CUDA-driver launches of a flashc module's kernels (ctypes), for torch tensors.
+
+Used by test/gpu/backward.py (the backward suite) and bench/bench_bwd.py (the
+backward benchmark); the one copy of the launcher, so that both exercise the
+ABI as docs/abi.md and docs/backward.md write it, not through the runtime.
+
+    drv = Driver()
+    K = Kernels(drv, "NAME.ptx", "NAME")      # the forward NAME and NAME_bwd_*
+    K.forward(q, k, v, o, lse, b, sq, sk)     # launches now
+    K.backward((q, k, v, o, lse, do, dq, dk, dv, delta, dq_acc), b, sq, sk, deterministic)
+    go = K.backward_launch(t, b, sq, sk, deterministic)   # parameters built once;
+    go()                                                  # go() only launches (timing)
+
+Tensors are [batch, seqlen, heads, head_dim] (any strides along those);
+lse and delta f32 [batch, heads, seqlen_q], dq_acc f32 [batch, seqlen_q,
+heads, head_dim], contiguous. Launches go on torch's current stream.
+"""
+import ctypes
+
+import torch
+
+
+class Driver:
+    def __init__(self):
+        self.cu = ctypes.CDLL("libcuda.so.1")
+        torch.cuda.init()
+        torch.zeros(1, device="cuda")  # the primary context, current
+
+    def check(self, rc, what):
+        if rc != 0:
+            s = ctypes.c_char_p()
+            self.cu.cuGetErrorString(rc, ctypes.byref(s))
+            raise RuntimeError(f"{what}: CUDA error {rc} {s.value.decode() if s.value else ''}")
+
+    def load(self, path):
+        data = open(path, "rb").read() + b"\0"
+        mod = ctypes.c_void_p()
+        self.check(self.cu.cuModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(data)), "load " + path)
+        return mod, parse_meta(data.decode())
+
+    def unload(self, mod):
+        self.check(self.cu.cuModuleUnload(mod), "unload")
+
+    def function(self, mod, name, meta):
+        fn = ctypes.c_void_p()
+        self.check(self.cu.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode()), name)
+        smem = meta["smem_bytes"]
+        if smem > 48 * 1024:  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+            self.check(self.cu.cuFuncSetAttribute(fn, 8, smem), name + " smem")
+        return fn
+
+    def prepare(self, fn, grid, meta, params):
+        """A launch with its parameter array built once: calling it launches."""
+        holders = list(params)
+        ptrs = (ctypes.c_void_p * len(holders))(
+            *[ctypes.cast(ctypes.pointer(h), ctypes.c_void_p) for h in holders])
+        cu, check = self.cu, self.check
+        gx, gy, gz = grid
+        threads, smem = meta["threads"], meta["smem_bytes"]
+
+        def go():
+            stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+            check(cu.cuLaunchKernel(fn, gx, gy, gz, threads, 1, 1, smem, stream, ptrs, None),
+                  "launch")
+        go.holders = holders  # the parameter values live as long as the launch
+        return go
+
+    def launch(self, fn, grid, meta, params):
+        self.prepare(fn, grid, meta, params)()
+
+
+def parse_meta(text):
+    """kernel name -> its metadata dict (every `// flashc.meta` block)."""
+    out, cur = {}, None
+    for line in text.splitlines():
+        if not line.startswith("// flashc.meta "):
+            continue
+        key, _, val = line[len("// flashc.meta "):].partition(" ")
+        if key == "kernel":
+            cur = out.setdefault(val, {"kernel": val})
+        elif cur is not None:
+            cur[key] = int(val) if val.lstrip("-").isdigit() else val
+    return out
+
+
+# ---- parameters (docs/abi.md, docs/backward.md) -----------------------------
+
+def ptr(t):
+    return ctypes.c_uint64(t.data_ptr() if t is not None else 0)
+
+
+def strides(t):
+    s = t.stride()  # [b, s, h, d]
+    return [ctypes.c_int64(s[0]), ctypes.c_int64(s[1]), ctypes.c_int64(s[2])]
+
+
+def sizes(b, sq, sk):
+    return [ctypes.c_int32(b), ctypes.c_int32(sq), ctypes.c_int32(sk)]
+
+
+def cdiv(a, b):
+    return (a + b - 1) // b
+
+
+def sequence(launches):
+    def go():
+        for f in launches:
+            f()
+    go.launches = launches
+    return go
+
+
+class Kernels:
+    def __init__(self, drv, path, name):
+        self.drv = drv
+        self.mod, self.meta = drv.load(path)
+        self.name = name
+        self.fn = {k: drv.function(self.mod, k, m) for k, m in self.meta.items()}
+
+    def close(self):
+        if self.mod is not None:
+            self.drv.unload(self.mod)
+            self.mod = None
+
+    def prepare(self, suffix, grid_kind, b, sq, sk, params):
+        kname = self.name + suffix
+        m = self.meta[kname]
+        heads, kvh = m["heads"], m["kv_heads"]
+        if grid_kind == "k":
+            grid = (max(1, cdiv(sk, m["tile_kv"])), kvh, b)
+        else:
+            grid = (max(1, cdiv(sq, m["tile_q"])), heads, b)
+        return self.drv.prepare(self.fn[kname], grid, m, params)
+
+    def run(self, suffix, grid_kind, b, sq, sk, params):
+        self.prepare(suffix, grid_kind, b, sq, sk, params)()
+
+    def forward_launch(self, q, k, v, o, lse, b, sq, sk):
+        ws = None
+        p = [ptr(q), ptr(k), ptr(v), ptr(o), ptr(lse), ptr(ws)] + sizes(b, sq, sk) + \
+            strides(q) + strides(k) + strides(v) + strides(o)
+        return self.prepare("", "q", b, sq, sk, p)
+
+    def forward(self, q, k, v, o, lse, b, sq, sk):
+        self.forward_launch(q, k, v, o, lse, b, sq, sk)()
+
+    def backward_launch(self, t, b, sq, sk, deterministic):
+        """The atomic launch (dq_acc zeroed, pre, bwd, post) or the
+        deterministic one (pre, bwd_kv, bwd_q), parameters built once."""
+        q, k, v, o, lse, do, dq, dk, dv, delta, dq_acc = t
+        steps = [self.prepare("_bwd_pre", "q", b, sq, sk, [ptr(o), ptr(do), ptr(delta)] +
+                              sizes(b, sq, sk) + strides(o) + strides(do))]
+        main = [ptr(q), ptr(k), ptr(v), ptr(do), ptr(lse), ptr(delta),
+                ptr(None if deterministic else dq_acc), ptr(dk), ptr(dv)] + sizes(b, sq, sk) + \
+            strides(q) + strides(k) + strides(v) + strides(do) + strides(dk) + strides(dv)
+        if deterministic:
+            steps.append(self.prepare("_bwd_kv", "k", b, sq, sk, main))
+            steps.append(self.prepare("_bwd_q", "q", b, sq, sk,
+                                      [ptr(q), ptr(k), ptr(v), ptr(do), ptr(lse), ptr(delta), ptr(dq)] +
+                                      sizes(b, sq, sk) + strides(q) + strides(k) + strides(v) +
+                                      strides(do) + strides(dq)))
+        else:
+            steps.insert(0, dq_acc.zero_)  # the runtime's memset, before pre
+            steps.append(self.prepare("_bwd", "k", b, sq, sk, main))
+            steps.append(self.prepare("_bwd_post", "q", b, sq, sk, [ptr(dq_acc), ptr(dq)] +
+                                      sizes(b, sq, sk) + strides(dq)))
+        go = sequence(steps)
+        go.tensors = t  # alive as long as the launch
+        return go
+
+    def backward(self, t, b, sq, sk, deterministic):
+        self.backward_launch(t, b, sq, sk, deterministic)()
