@@ -223,7 +223,10 @@ static void kv_step(Bwd *B, Value *kt, Value *vt, Value *hh, Value *i, Value **d
   Value *s = matmul(L, kt, qt, NULL, st, false, true, "st");
   Value *dpt = matmul(L, vt, dot, NULL, st, false, true, "dpt");
   Value *pt;
+  Value *hk = L->hv;
+  L->hv = hh; /* the spec's h is the query head */
   Value *ds = scores_and_ds(B, s, safe_lse(B, lse), dpt, dl, &pt);
+  L->hv = hk;
   Value *ptc = em_name(L, build_cast(&L->b, pt, L->dt), "ptc");
   *dv = matmul(L, ptc, dot, *dv, (*dv)->type, false, false, "dv_n");
   Value *dsc = em_name(L, build_cast(&L->b, ds, L->dt), "dsc");

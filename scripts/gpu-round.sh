@@ -136,7 +136,8 @@ fi
 BACKWARD_DIR=${BACKWARD_DIR:-.device/backward}
 if ls $BACKWARD_DIR/*.ptx >/dev/null 2>&1; then
   step "backward correctness suite"
-  if python3 test/gpu/backward.py $BACKWARD_DIR ${BACKWARD_ARGS:-} 2>&1 | tee $OUT/backward.log; then
+  if python3 test/gpu/backward.py $BACKWARD_DIR --lib $BUILD/libflashc_runtime.so ${BACKWARD_ARGS:-} \
+       2>&1 | tee $OUT/backward.log; then
     note "backward: $(tail -1 $OUT/backward.log)"
   else
     note "backward: $(tail -1 $OUT/backward.log) (FAILED)"; status=1

@@ -1,6 +1,7 @@
 """GPU check of the backward kernels (docs/backward.md), on the GPU machine.
 
     python3 test/gpu/backward.py PTX_DIR [--seed N] [--only NAME,...] [--reruns N]
+                                 [--lib build-gpu/libflashc_runtime.so]
 
 For every PTX_DIR/NAME.ptx whose NAME is in backward_specs.py: the module holds
 the forward NAME and NAME_bwd_pre/_bwd/_bwd_post/_bwd_kv/_bwd_q. They are
@@ -16,7 +17,10 @@ with gradients at 3x:
     pass iff max|g - ref| <= 3 max|pt - ref| + 1e-5 for dQ, dK, dV; no NaN.
 Fully masked rows (causal with seqlen_q > seqlen_k) must give zero dQ. The
 deterministic launch is rerun --reruns times (default 20): dQ, dK, dV must be
-bitwise identical. Prints a line per case and `N passed, N failed`.
+bitwise identical. With --lib, the runtime's fa_backward runs each launch
+too (its own workspace, plan and checks): the same rule, and the
+deterministic launch bitwise equal to the direct one. Prints a line per case
+and `N passed, N failed`.
 """
 import argparse
 import os
@@ -42,8 +46,11 @@ def attention(spec, q, k, v, sq, sk):
     kh = k.transpose(1, 2).repeat_interleave(g, dim=1)       # b h sk d
     vh = v.transpose(1, 2).repeat_interleave(g, dim=1)
     s = (qh @ kh.transpose(-1, -2)) * spec["scale"]
-    if spec["score"]:
-        s = spec["score"](s, torch)
+    if spec["score"]:  # score(s, torch, h, q, k): index tensors broadcasting to s [b, h, sq, sk]
+        hi = torch.arange(H, device=q.device).view(1, H, 1, 1)
+        qi = torch.arange(sq, device=q.device).view(1, 1, sq, 1)
+        ki = torch.arange(sk, device=q.device).view(1, 1, 1, sk)
+        s = spec["score"](s, torch, hi, qi, ki)
     if spec["mask"]:
         qi = torch.arange(sq, device=q.device).view(sq, 1)
         ki = torch.arange(sk, device=q.device).view(1, sk)
@@ -70,7 +77,7 @@ def err(x, r):
 
 # ---- the cases ----------------------------------------------------------------
 
-def run_case(K, name, spec, case, gen, reruns):
+def run_case(K, name, spec, case, gen, reruns, rt_mod=None):
     b, sq, sk = case
     dt = DT[spec["dtype"]]
     H, KH, D, DV = spec["heads"], spec["kv_heads"], spec["head_dim"], spec["v_head_dim"]
@@ -106,6 +113,17 @@ def run_case(K, name, spec, case, gen, reruns):
         same = all(all(torch.equal(a, c) for a, c in zip(outs[det][0], run))
                    for run in outs[det][1:])
         ok = ok and same
+        if rt_mod is not None:  # the runtime's fa_backward: the same checks, det bitwise
+            g = [torch.full_like(x, float("nan")) for x in (q, k, v)]
+            rt_mod.backward(q, k, v, o, lse, do, *g, deterministic=det)
+            torch.cuda.synchronize()
+            rnan = sum(int(torch.isnan(x).sum()) for x in g)
+            rerrs = [err(x, r) for x, r in zip(g, ref)]
+            rok = rnan == 0 and all(e <= bd for e, bd in zip(rerrs, bounds))
+            if det:
+                rok = rok and all(torch.equal(a_, c) for a_, c in zip(g, outs[det][0]))
+            line += f" fa_backward {'ok' if rok else 'WRONG'}"
+            ok = ok and rok
         ok_all &= ok
         tag = "det" if det else "atomic"
         line += (f" | {tag} dq {errs[0]:.2e}/{bounds[0]:.2e} dk {errs[1]:.2e}/{bounds[1]:.2e}"
@@ -122,11 +140,16 @@ def main():
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--only", default="")
     ap.add_argument("--reruns", type=int, default=20)
+    ap.add_argument("--lib", default="", help="also run the runtime's fa_backward (libflashc_runtime.so)")
     a = ap.parse_args()
     seed = a.seed if a.seed is not None else int(time.time()) % 100000
     print(f"backward: seed {seed} (rerun with --seed {seed})")
     torch.backends.cuda.matmul.allow_tf32 = False
     drv = Driver()
+    rt_ctx = None
+    if a.lib:
+        import flashc_rt
+        rt_ctx = flashc_rt.Runtime(a.lib).context(0)
     gen = torch.Generator(device="cuda")
     gen.manual_seed(seed)
     passed = failed = 0
@@ -139,13 +162,14 @@ def main():
             continue
         try:
             K = Kernels(drv, os.path.join(a.ptx_dir, name + ".ptx"), name)
+            rt_mod = rt_ctx.load_ptx(os.path.join(a.ptx_dir, name + ".ptx")) if rt_ctx else None
         except RuntimeError as e:
             print(f"FAIL {name}: {e}")
             failed += 1
             continue
         for case in SPECS[name]["cases"]:
             try:
-                ok = run_case(K, name, SPECS[name], case, gen, a.reruns)
+                ok = run_case(K, name, SPECS[name], case, gen, a.reruns, rt_mod)
             except RuntimeError as e:
                 print(f"FAIL {name} {case}: {e}")
                 ok = False

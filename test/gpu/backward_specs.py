@@ -24,6 +24,16 @@ def every_third(q, k, sq, sk):
     return (k <= q) & ((q - k) % 3 != 1)
 
 
+def softcap(cap):
+    def score(s, torch, h, q, k):
+        return cap * torch.tanh(s / cap)
+    return score
+
+
+def alibi(s, torch, h, q, k):
+    return s - torch.exp2(-(h + 1.0) / 2) * (q - k).abs()
+
+
 def spec(dtype, head_dim, heads, kv_heads, cases, mask=None, score=None, v_head_dim=None,
          scale=None):
     return dict(dtype=dtype, head_dim=head_dim, v_head_dim=v_head_dim or head_dim, heads=heads,
@@ -41,6 +51,9 @@ SPECS = {
     "bwd_d128_dv64_f16_causal": spec("f16", 128, 4, 2, v_head_dim=64, mask=causal, cases=[
         (2, 203, 203), (1, 300, 113)]),
     "bwd_d256_bf16": spec("bf16", 256, 2, 2, cases=[(1, 203, 113), (2, 64, 1025)]),
+    "bwd_softcap_d128_bf16_causal": spec("bf16", 128, 4, 2, mask=causal, score=softcap(30.0),
+                                         cases=[(1, 1023, 1023), (2, 113, 300)]),
+    "bwd_alibi_d64_f16": spec("f16", 64, 4, 4, score=alibi, cases=[(1, 203, 203), (2, 17, 113)]),
     "bwd_custom_d64_bf16": spec("bf16", 64, 4, 2, mask=every_third, cases=[
         (1, 203, 203), (2, 113, 113)]),
 }

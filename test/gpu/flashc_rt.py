@@ -38,6 +38,13 @@ class ForwardArgs(ctypes.Structure):
                 ("lse", ctypes.c_void_p), ("stream", ctypes.c_void_p)]
 
 
+class BackwardArgs(ctypes.Structure):
+    _fields_ = [("q", Tensor), ("k", Tensor), ("v", Tensor), ("o", Tensor),
+                ("lse", ctypes.c_void_p), ("dout", Tensor), ("dq", Tensor), ("dk", Tensor),
+                ("dv", Tensor), ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
+                ("stream", ctypes.c_void_p), ("deterministic", ctypes.c_int)]
+
+
 class KernelInfo(ctypes.Structure):
     _fields_ = [("version", ctypes.c_int), ("kernel", ctypes.c_char * 128),
                 ("mode", ctypes.c_int), ("dtype", ctypes.c_int),
@@ -106,6 +113,7 @@ class Runtime:
             "fa_module_errmsg": (ctypes.c_char_p, [P]),
             "fa_module_info": (ctypes.POINTER(KernelInfo), [P]),
             "fa_forward": (I, [P, ctypes.POINTER(ForwardArgs)]),
+            "fa_backward": (I, [P, ctypes.POINTER(BackwardArgs)]),
             "fa_forward_check": (I, [ctypes.POINTER(KernelInfo), ctypes.POINTER(ForwardArgs),
                                      ctypes.c_char_p, S]),
             "fa_meta_parse": (I, [ctypes.c_char_p, S, ctypes.POINTER(KernelInfo),
@@ -179,6 +187,19 @@ class Module:
         if check and st:
             raise FlashcError(st, msg)
         return (STATUS[st] if 0 <= st < len(STATUS) else str(st)), msg
+
+    def backward(self, q, k, v, o, lse, dout, dq, dk, dv, deterministic=False, stream=None):
+        """fa_backward with the module's own workspace; raises FlashcError."""
+        import torch
+        a = BackwardArgs()
+        a.q, a.k, a.v, a.o = (tensor_desc(t) for t in (q, k, v, o))
+        a.dout, a.dq, a.dk, a.dv = (tensor_desc(t) for t in (dout, dq, dk, dv))
+        a.lse = lse.data_ptr()
+        a.stream = stream or torch.cuda.current_stream().cuda_stream or None
+        a.deterministic = int(deterministic)
+        st = self.lib.fa_backward(self.handle, ctypes.byref(a))
+        if st:
+            raise FlashcError(st, self.lib.fa_module_errmsg(self.handle).decode())
 
     def close(self):
         if self.handle:
