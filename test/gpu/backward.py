@@ -34,6 +34,7 @@ from backward_specs import SPECS  # noqa: E402
 from ptx_launch import Driver, Kernels  # noqa: E402  (the launcher, shared with bench/bench_bwd.py)
 
 DT = {"bf16": torch.bfloat16, "f16": torch.float16}
+CPU_REFERENCE = False
 
 
 # ---- references ---------------------------------------------------------------
@@ -90,8 +91,13 @@ def run_case(K, name, spec, case, gen, reruns, rt_mod=None):
     o = torch.full((b, sq, H, DV), float("nan"), device="cuda", dtype=dt)
     lse = torch.full((b, H, sq), float("nan"), device="cuda", dtype=torch.float32)
     K.forward(q, k, v, o, lse, b, sq, sk)
-    ref = grads(spec, q, k, v, do, sq, sk, torch.float64)
-    pt = grads(spec, q, k, v, do, sq, sk, dt)
+    if CPU_REFERENCE:  # compute-sanitizer's racecheck fails inside cuBLAS (gpu-sanitize.sh)
+        cpu = [x.cpu() for x in (q, k, v, do)]
+        ref = [x.cuda() for x in grads(spec, *cpu, sq, sk, torch.float64)]
+        pt = [x.cuda() for x in grads(spec, *cpu, sq, sk, dt)]
+    else:
+        ref = grads(spec, q, k, v, do, sq, sk, torch.float64)
+        pt = grads(spec, q, k, v, do, sq, sk, dt)
     line = f"{name:24s} b={b} sq={sq:<5d} sk={sk:<5d}"
     ok_all, outs = True, {}
     for det in (False, True):
@@ -140,9 +146,13 @@ def main():
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--only", default="")
     ap.add_argument("--reruns", type=int, default=20)
+    ap.add_argument("--cpu-reference", action="store_true",
+                    help="references on the CPU (for compute-sanitizer)")
     ap.add_argument("--lib", default="", help="also run the runtime's fa_backward (libflashc_runtime.so)")
     a = ap.parse_args()
     seed = a.seed if a.seed is not None else int(time.time()) % 100000
+    global CPU_REFERENCE
+    CPU_REFERENCE = a.cpu_reference
     print(f"backward: seed {seed} (rerun with --seed {seed})")
     torch.backends.cuda.matmul.allow_tf32 = False
     drv = Driver()
