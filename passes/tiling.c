@@ -131,12 +131,14 @@ static Sched forward_sched(const Shape *sh, const TargetInfo *t, const PassOptio
  * which hold dK and dV, Bc x d f32 each, in registers beside S^T and dP^T;
  * Q rows for the others; the K/V-outer kernel's dS K has Br rows, so Br
  * too is 16 x warps). Past head dim 128 dK and dV take 256 registers a
- * thread and spill: correct, not fast (a later schedule splits d). One
- * stage: correctness first, the pipeline comes later. */
+ * thread and spill: correct, not fast (a later schedule splits d). Two
+ * stages: the next Q (K/V) tile loads under this one's matmuls; H100, d128
+ * 8k (docs/perf-log.md P32): causal +13% (atomic) / +9% (deterministic),
+ * non-causal flat; 32-row Q tiles for bwd_kv (no spills) measured flat. */
 static Sched backward_sched(const Shape *sh, const char *role) {
   (void)sh;
   (void)role;
-  return (Sched){64, 64, 4, 1};
+  return (Sched){64, 64, 4, 2};
 }
 
 static Sched decode_sched(const Shape *sh, int live_rows, const PassOptions *opts) {
