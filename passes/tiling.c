@@ -134,11 +134,17 @@ static Sched forward_sched(const Shape *sh, const TargetInfo *t, const PassOptio
  * thread and spill: correct, not fast (a later schedule splits d). Two
  * stages: the next Q (K/V) tile loads under this one's matmuls; H100, d128
  * 8k (docs/perf-log.md P32): causal +13% (atomic) / +9% (deterministic),
- * non-causal flat; 32-row Q tiles for bwd_kv (no spills) measured flat. */
-static Sched backward_sched(const Shape *sh, const char *role) {
-  (void)sh;
-  (void)role;
-  return (Sched){64, 64, 4, 2};
+ * non-causal flat; 32-row Q tiles for bwd_kv (no spills) measured flat.
+ * One stage where two do not fit the target's shared memory (d256 on sm_80). */
+static Sched backward_sched(const Shape *sh, const char *role, const TargetInfo *t) {
+  Sched s = {64, 64, 4, 2};
+  /* Staged bytes: the outer loop's two tiles once, the inner loop's two per
+   * stage, dS^T's padded buffer (main); one stage when two do not fit. */
+  long row = (long)(sh->d + sh->dv) * sh->elem_bytes;
+  long ds = strcmp(role, "main") == 0 ? (long)s.tile_kv * (s.tile_q + 8) * 2 : 0;
+  if (s.tile_kv * row + s.stages * s.tile_q * row + ds > t->smem_per_block)
+    s.stages = 1;
+  return s;
 }
 
 static Sched decode_sched(const Shape *sh, int live_rows, const PassOptions *opts) {
@@ -253,7 +259,7 @@ static int choose(Func *f, const PassOptions *opts, FILE *diag, Sched *out) {
   const char *mode = attr_str(&f->attrs, "mode", "forward");
   bool decode = strcmp(mode, "decode") == 0;
   if (strcmp(mode, "backward") == 0 && !attr_get(&f->attrs, "tile_q")) {
-    *out = backward_sched(&sh, attr_str(&f->attrs, "role", ""));
+    *out = backward_sched(&sh, attr_str(&f->attrs, "role", ""), t);
     return 0;
   }
   Sched auto_s = decode ? decode_sched(&sh, decode_live_rows(&f->attrs), opts)

@@ -54,6 +54,9 @@ SPECS = {
     "bwd_softcap_d128_bf16_causal": spec("bf16", 128, 4, 2, mask=causal, score=softcap(30.0),
                                          cases=[(1, 1023, 1023), (2, 113, 300)]),
     "bwd_alibi_d64_f16": spec("f16", 64, 4, 4, score=alibi, cases=[(1, 203, 203), (2, 17, 113)]),
+    "bwd_mha_d80_bf16_causal": spec("bf16", 80, 4, 4, mask=causal, cases=[
+        (1, 1025, 1025), (2, 203, 17), (1, 17, 1023)]),
+    "bwd_gqa_d192_f16": spec("f16", 192, 4, 2, cases=[(1, 1023, 1025), (2, 113, 113)]),
     "bwd_custom_d64_bf16": spec("bf16", 64, 4, 2, mask=every_third, cases=[
         (1, 203, 203), (2, 113, 113)]),
 }
