@@ -87,12 +87,20 @@ static void open_kernel(Bwd *B, Module *m, const KernelSpec *k, Role role, const
   attr_set_word(m, a, "role", role_words[role]);
   attr_set_str(m, a, "grad_of", k->name ? k->name : "attn");
   attr_set_word(m, a, "schedule", "bwd");
-  /* The schedule block is the forward's; the backward's tiles are the
-   * tiling pass's choice. */
-  attr_remove(a, "sched_tile_q");
-  attr_remove(a, "sched_tile_kv");
-  attr_remove(a, "sched_warps");
-  attr_remove(a, "sched_stages");
+  /* `schedule NAME` is the forward's; `schedule NAME_bwd` the backward's
+   * (else the tiling pass chooses). */
+  const Schedule *bs = &k->bwd_schedule;
+  if (bs->loc.line > 0) {
+    attr_set_int(m, a, "sched_tile_q", bs->tile_q);
+    attr_set_int(m, a, "sched_tile_kv", bs->tile_kv);
+    attr_set_int(m, a, "sched_warps", bs->warps);
+    attr_set_int(m, a, "sched_stages", bs->stages);
+  } else {
+    attr_remove(a, "sched_tile_q");
+    attr_remove(a, "sched_tile_kv");
+    attr_remove(a, "sched_warps");
+    attr_remove(a, "sched_stages");
+  }
   L->b = builder_at_end(m, L->f->body);
   L->b.loc = k->loc;
   L->seqq = func_arg(L->f, "seqlen_q");

@@ -1298,6 +1298,40 @@ static int table_get(const NameTable *t, const char *name) {
   return -1;
 }
 
+/* schedule NAME_bwd { ... }: the schedule of NAME's backward kernels, when
+ * NAME is an attention block with grad = true (docs/backward.md). Returns
+ * false when `it` is not such a name (an ordinary schedule or an unknown
+ * attention), having said nothing. */
+static bool backward_schedule(Sema *S, const AstItem *it, const NameTable *names,
+                              KernelSpec **by_slot) {
+  static const char suffix[] = "_bwd";
+  size_t n = strlen(it->name), ns = sizeof suffix - 1;
+  if (n <= ns || strcmp(it->name + n - ns, suffix) != 0)
+    return false;
+  char *base = xstrdup(it->name);
+  base[n - ns] = '\0';
+  int slot = table_get(names, base);
+  free(base);
+  if (slot < 0)
+    return false;
+  Schedule sch = {0};
+  check_schedule(S, it, &sch);
+  KernelSpec *k = by_slot[slot];
+  if (!k)
+    return true; /* the attention block had errors of its own */
+  if (!k->grad) {
+    diag_error(&S->diag, it->name_loc, "schedule for the backward of '%.*s', which has no backward",
+               (int)(n - ns), it->name);
+    diag_note(&S->diag, NOLOC, "write `grad = true;` in it to compile its backward");
+  } else if (k->bwd_schedule.loc.line > 0) {
+    diag_error(&S->diag, it->name_loc, "second schedule for the backward of '%.*s'",
+               (int)(n - ns), it->name);
+  } else {
+    k->bwd_schedule = sch;
+  }
+  return true;
+}
+
 SpecFile *fe_check(const Ast *ast, int *nerrors) {
   Sema S = {0};
   if (!ast) {
@@ -1347,6 +1381,8 @@ SpecFile *fe_check(const Ast *ast, int *nerrors) {
       continue;
     Schedule sch = {0};
     int slot = table_get(&names, it->name);
+    if (slot < 0 && backward_schedule(&S, it, &names, by_slot))
+      continue;
     if (slot < 0) {
       diag_error(&S.diag, it->name_loc, "schedule for unknown attention '%s'",
                  it->name);

@@ -89,6 +89,7 @@ typedef struct KernelSpec {
   Expr *mask;        /* boolean over b, h, q, k, seqlen_q, seqlen_k; NULL = keep all */
   Expr *score;       /* numeric over s, b, h, q, k, ...; NULL = s itself */
   Schedule schedule;
+  Schedule bwd_schedule; /* `schedule NAME_bwd { ... }`: every backward kernel's (grad = true) */
   /* decode only (docs/decode.md) */
   CacheKind cache;   /* default contiguous */
   int page_size;     /* CACHE_PAGED: a power of 2 in 16..256; 0 otherwise */

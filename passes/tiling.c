@@ -136,15 +136,45 @@ static Sched forward_sched(const Shape *sh, const TargetInfo *t, const PassOptio
  * 8k (docs/perf-log.md P32): causal +13% (atomic) / +9% (deterministic),
  * non-causal flat; 32-row Q tiles for bwd_kv (no spills) measured flat.
  * One stage where two do not fit the target's shared memory (d256 on sm_80). */
+static bool kv_outer_role(const char *role) {
+  return strcmp(role, "main") == 0 || strcmp(role, "kv") == 0;
+}
+
+/* Staged bytes of a backward kernel: the outer loop's two tiles once, the
+ * inner loop's two per stage, dS^T's padded buffer (main). */
+static long backward_smem(const Sched *s, const Shape *sh, const char *role) {
+  long row = (long)(sh->d + sh->dv) * sh->elem_bytes;
+  int outer = kv_outer_role(role) ? s->tile_kv : s->tile_q;
+  int inner = kv_outer_role(role) ? s->tile_q : s->tile_kv;
+  long ds = strcmp(role, "main") == 0 ? (long)s->tile_kv * (s->tile_q + 8) * 2 : 0;
+  return outer * row + (long)s->stages * inner * row + ds;
+}
+
 static Sched backward_sched(const Shape *sh, const char *role, const TargetInfo *t) {
   Sched s = {64, 64, 4, 2};
-  /* Staged bytes: the outer loop's two tiles once, the inner loop's two per
-   * stage, dS^T's padded buffer (main); one stage when two do not fit. */
-  long row = (long)(sh->d + sh->dv) * sh->elem_bytes;
-  long ds = strcmp(role, "main") == 0 ? (long)s.tile_kv * (s.tile_q + 8) * 2 : 0;
-  if (s.tile_kv * row + s.stages * s.tile_q * row + ds > t->smem_per_block)
+  if (backward_smem(&s, sh, role) > t->smem_per_block)
     s.stages = 1;
   return s;
+}
+
+/* Shape rules of a backward schedule (docs/backward.md): the warps split
+ * the outer tile's rows 16 each; the K/V-outer kernel's dS K has the Q
+ * tile's rows, split the same way; reductions run over whole k16 steps. */
+static const char *backward_shape_problem(const Sched *s, const char *role) {
+  if (s->warps < 1 || s->warps > 16 || (s->warps & (s->warps - 1)))
+    return "warps must be a power of two from 1 to 16";
+  int rows = 16 * s->warps;
+  if (kv_outer_role(role) && s->tile_kv % rows)
+    return "tile kv must be a multiple of 16 x warps (the K/V-outer kernels split keys)";
+  if ((!kv_outer_role(role) || strcmp(role, "main") == 0) && s->tile_q % rows)
+    return "tile q must be a multiple of 16 x warps";
+  if (s->tile_q % 16 || s->tile_kv % 16 || s->tile_q < 16 || s->tile_kv < 16)
+    return "tiles must be positive multiples of 16";
+  if (s->tile_q > 256 || s->tile_kv > 256)
+    return "tiles larger than 256 are not supported";
+  if (s->stages < 1 || s->stages > 4)
+    return "stages must be from 1 to 4";
+  return NULL;
 }
 
 static Sched decode_sched(const Shape *sh, int live_rows, const PassOptions *opts) {
@@ -258,12 +288,11 @@ static int choose(Func *f, const PassOptions *opts, FILE *diag, Sched *out) {
 
   const char *mode = attr_str(&f->attrs, "mode", "forward");
   bool decode = strcmp(mode, "decode") == 0;
-  if (strcmp(mode, "backward") == 0 && !attr_get(&f->attrs, "tile_q")) {
-    *out = backward_sched(&sh, attr_str(&f->attrs, "role", ""), t);
-    return 0;
-  }
-  Sched auto_s = decode ? decode_sched(&sh, decode_live_rows(&f->attrs), opts)
-                        : forward_sched(&sh, t, opts);
+  bool backward = strcmp(mode, "backward") == 0;
+  const char *role = attr_str(&f->attrs, "role", "");
+  Sched auto_s = backward ? backward_sched(&sh, role, t)
+                 : decode ? decode_sched(&sh, decode_live_rows(&f->attrs), opts)
+                          : forward_sched(&sh, t, opts);
   /* Already tiled (a .tile input that went through this pass): the extents
    * in its types are that choice, so it stands. */
   Sched done = {(int)attr_int(&f->attrs, "tile_q", 0), (int)attr_int(&f->attrs, "tile_kv", 0),
@@ -279,6 +308,8 @@ static int choose(Func *f, const PassOptions *opts, FILE *diag, Sched *out) {
   bool given = user.tile_q || user.tile_kv || user.warps || user.stages;
   if (!given) {
     *out = auto_s;
+    if (backward) /* backward_sched fits the target by construction */
+      return 0;
     if (!shrink_to_fit(out, &sh, t))
       return refuse_budget(diag, f, out, &sh, t);
     return 0;
@@ -286,6 +317,23 @@ static int choose(Func *f, const PassOptions *opts, FILE *diag, Sched *out) {
   /* A partial schedule block: fill the rest from the automatic choice. */
   Sched s = {user.tile_q ? user.tile_q : auto_s.tile_q, user.tile_kv ? user.tile_kv : auto_s.tile_kv,
              user.warps ? user.warps : auto_s.warps, user.stages ? user.stages : auto_s.stages};
+  if (backward) { /* schedule NAME_bwd { ... } (docs/backward.md) */
+    const char *why = backward_shape_problem(&s, role);
+    long sm = backward_smem(&s, &sh, role);
+    if (!why && sm > t->smem_per_block) {
+      pass_error(diag, f, "schedule for '%s': tile %dx%d with %d stage%s needs %ld bytes of "
+                 "shared memory, the target has %ld (%s)", f->name, s.tile_q, s.tile_kv,
+                 s.stages, s.stages == 1 ? "" : "s", sm, t->smem_per_block, t->name);
+      return 1;
+    }
+    if (why) {
+      pass_error(diag, f, "schedule for '%s': tile %dx%d, %d warps, %d stages: %s", f->name,
+                 s.tile_q, s.tile_kv, s.warps, s.stages, why);
+      return 1;
+    }
+    *out = s;
+    return 0;
+  }
   const char *why = shape_problem(&s, decode);
   if (why) {
     pass_error(diag, f, "schedule for '%s': tile %dx%d, %d warps, %d stages: %s", f->name,

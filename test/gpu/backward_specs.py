@@ -57,6 +57,9 @@ SPECS = {
     "bwd_mha_d80_bf16_causal": spec("bf16", 80, 4, 4, mask=causal, cases=[
         (1, 1025, 1025), (2, 203, 17), (1, 17, 1023)]),
     "bwd_gqa_d192_f16": spec("f16", 192, 4, 2, cases=[(1, 1023, 1025), (2, 113, 113)]),
+    # a backward schedule of its own: 128 x 128 tiles, 8 warps, 1 stage
+    "bwd_sched_d64_bf16_causal": spec("bf16", 64, 4, 2, mask=causal, cases=[
+        (1, 1025, 1025), (2, 203, 113), (1, 17, 300)]),
     "bwd_custom_d64_bf16": spec("bf16", 64, 4, 2, mask=every_third, cases=[
         (1, 203, 203), (2, 113, 113)]),
 }
