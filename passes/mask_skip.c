@@ -547,9 +547,18 @@ static Value *invariant_copy(Builder *b, Value *v, Op *loop, int depth) {
   return c->results[v->result_index];
 }
 
-/* v = iv * bc + off with bc a positive constant and off a constant; the
- * first key index of the step's K/V tile plus a constant. */
-static bool affine_in_iv(Value *v, Op *loop, double *bc, double *off) {
+/* v = iv * bc + off + sum(sign[i] * inv[i]): bc a positive constant, off a
+ * constant, the inv[i] values defined outside the loop (seqlen_k - seqlen_q
+ * in the K/V-outer backward's query positions); the forward's first key
+ * index of the step's K/V tile plus a constant has none. */
+enum { MAX_INV_TERMS = 4 };
+typedef struct Affine {
+  double bc, off;
+  Value *inv[MAX_INV_TERMS];
+  int sign[MAX_INV_TERMS], ninv;
+} Affine;
+
+static bool affine_in_iv(Value *v, Op *loop, Affine *a, int sign) {
   Op *d = v->def;
   double c;
   if (!d)
@@ -558,14 +567,28 @@ static bool affine_in_iv(Value *v, Op *loop, double *bc, double *off) {
     for (int side = 0; side < 2; side++) {
       if (d->kind == OP_SUB && side == 0)
         continue;
-      if (sconst(d->operands[side], &c) && affine_in_iv(d->operands[1 - side], loop, bc, off)) {
-        *off += d->kind == OP_SUB ? -c : c;
+      if (sconst(d->operands[side], &c) && affine_in_iv(d->operands[1 - side], loop, a, sign)) {
+        a->off += sign * (d->kind == OP_SUB ? -c : c);
         return true;
       }
     }
-    if (d->kind == OP_SUB && sconst(d->operands[1], &c) && affine_in_iv(d->operands[0], loop, bc, off)) {
-      *off -= c;
+    if (d->kind == OP_SUB && sconst(d->operands[1], &c) && affine_in_iv(d->operands[0], loop, a, sign)) {
+      a->off -= sign * c;
       return true;
+    }
+    /* affine +- an invariant value */
+    for (int side = 0; side < 2; side++) {
+      Value *w = d->operands[side];
+      int wsign = d->kind == OP_SUB && side == 1 ? -sign : sign;
+      if (a->ninv == MAX_INV_TERMS || !value_defined_outside(w, loop) ||
+          w->type.kind != TYPE_SCALAR || (d->kind == OP_SUB && side == 0))
+        continue;
+      int saved = a->ninv;
+      a->inv[a->ninv] = w;
+      a->sign[a->ninv++] = wsign;
+      if (affine_in_iv(d->operands[1 - side], loop, a, sign))
+        return true;
+      a->ninv = saved;
     }
     return false;
   }
@@ -573,8 +596,7 @@ static bool affine_in_iv(Value *v, Op *loop, double *bc, double *off) {
     return false;
   for (int side = 0; side < 2; side++)
     if (d->operands[side] == for_iv(loop) && sconst(d->operands[1 - side], &c) && c > 0) {
-      *bc = c;
-      *off = 0;
+      a->bc = c;
       return true;
     }
   return false;
@@ -595,11 +617,11 @@ static void narrow_by(Module *m, Op *loop, Value *c) {
   if (d->kind != OP_CMP || d->operands[0]->type.elem != ELEM_INDEX)
     return;
   const char *p = attr_str(&d->attrs, "pred", "");
-  double bc = 0, off = 0;
+  Affine af = {0};
   Value *x;
-  if (affine_in_iv(d->operands[0], loop, &bc, &off)) {
+  if (affine_in_iv(d->operands[0], loop, &af, 1)) {
     x = d->operands[1];
-  } else if (affine_in_iv(d->operands[1], loop, &bc, &off)) {
+  } else if ((af = (Affine){0}), affine_in_iv(d->operands[1], loop, &af, 1)) {
     x = d->operands[0];
     p = !strcmp(p, "lt") ? "gt" : !strcmp(p, "le") ? "ge" : !strcmp(p, "gt") ? "lt"
       : !strcmp(p, "ge") ? "le" : p;
@@ -615,11 +637,14 @@ static void narrow_by(Module *m, Op *loop, Value *c) {
   Value *xi = invariant_copy(&b, x, loop, 0);
   if (!xi)
     return;
-  /* j*bc + off PRED x  <=>  j*bc PRED' x' with x' = x - off (-1 for lt, +1 for gt) */
-  double adj = -off + (!strcmp(p, "lt") ? -1 : !strcmp(p, "gt") ? 1 : 0);
+  /* j*bc + off + inv PRED x  <=>  j*bc PRED' x' with x' = x - off - inv (-1
+   * for lt, +1 for gt) */
+  for (int i = 0; i < af.ninv; i++)
+    xi = build_binary(&b, af.sign[i] > 0 ? OP_SUB : OP_ADD, xi, af.inv[i]);
+  double adj = -af.off + (!strcmp(p, "lt") ? -1 : !strcmp(p, "gt") ? 1 : 0);
   if (adj != 0)
     xi = build_binary(&b, OP_ADD, xi, build_index(&b, (int64_t)adj));
-  Value *bcv = build_index(&b, (int64_t)bc);
+  Value *bcv = build_index(&b, (int64_t)af.bc);
   if (upper) { /* j <= floor(x' / bc): hi = min(hi, x' div bc + 1) */
     Value *jh = build_binary(&b, OP_ADD, build_binary(&b, OP_DIV, xi, bcv), build_index(&b, 1));
     Value *nh = build_binary(&b, OP_MIN, loop->operands[1], jh);
