@@ -6,7 +6,7 @@
  * its op runs again; values flowing through yields are copied, so no two
  * values ever share storage.
  */
-#include "ir/interp.h"
+#include "ir/interp_internal.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -46,61 +46,8 @@ void interp_options_init(InterpOptions *o) {
   o->round_casts = true;
 }
 
-/* ------------------------------------------------------------------ state */
 
-typedef struct RtVal {
-  bool tile;
-  int rows, cols;
-  double s;  /* scalar */
-  double *t; /* tile, rows * cols, row-major */
-  size_t cap;
-} RtVal;
-
-typedef struct Tensor {
-  double *data;
-  int rank;
-  int64_t dims[4], strides[4];
-  ElemType elem;
-  bool owned;
-} Tensor;
-
-/* Decoded attributes. */
-enum { P_LT, P_LE, P_GT, P_GE, P_EQ, P_NE };
-
-typedef struct OpInfo {
-  int pred;        /* cmp */
-  int pack;        /* load/store {pack = G}: 0 when absent */
-  int page_size;   /* load_paged */
-  int reduce;      /* reduce: 0 max, 1 min, 2 sum */
-  int axis;        /* iota */
-  double value;    /* const, full */
-  bool transpose_a, transpose_b;
-  bool reduce_add; /* store {reduce = add} */
-  bool dim_kv;     /* tile_size */
-} OpInfo;
-
-typedef struct Interp {
-  const Func *f;
-  const InterpOptions *o;
-  int64_t batch, sq, sk;
-  InterpSizes sz;
-  RtVal *vals;
-  int nvals;
-  OpInfo *info;
-  int nops;
-  Tensor *tens; /* per kernel argument (index = arg index) */
-  /* grad: the x of the grad being evaluated, flags and derivatives per
-   * value id (allocated at the first grad) */
-  const Value *gx;
-  unsigned char *gflags;
-  RtVal *gder;
-  int gdepth;
-  char *err;
-  size_t errlen;
-  bool failed;
-} Interp;
-
-static void fail(Interp *I, const Op *op, const char *fmt, ...) {
+void interp_fail(Interp *I, const Op *op, const char *fmt, ...) {
   if (I->failed)
     return;
   I->failed = true;
@@ -137,15 +84,20 @@ static int64_t resolve_dim(const Interp *I, int d) {
   }
 }
 
-static RtVal *val(Interp *I, const Value *v) { return &I->vals[v->id]; }
+void interp_set_scalar(RtVal *r, double x) {
+  r->tile = false;
+  r->s = x;
+}
+
+RtVal *interp_val(Interp *I, const Value *v) { return &I->vals[v->id]; }
 
 /* Makes r a tile of rows x cols (contents undefined). */
-static bool set_tile(Interp *I, RtVal *r, int rows, int cols) {
+bool interp_set_tile(Interp *I, RtVal *r, int rows, int cols) {
   size_t n = (size_t)rows * (size_t)cols;
   if (n > r->cap) {
     double *t = realloc(r->t, n * sizeof(double));
     if (!t) {
-      fail(I, NULL, "out of memory");
+      interp_fail(I, NULL, "out of memory");
       return false;
     }
     r->t = t;
@@ -157,19 +109,15 @@ static bool set_tile(Interp *I, RtVal *r, int rows, int cols) {
   return true;
 }
 
-static void set_scalar(RtVal *r, double x) {
-  r->tile = false;
-  r->s = x;
-}
 
-static void copy_val(Interp *I, RtVal *dst, const RtVal *src) {
+void interp_copy_val(Interp *I, RtVal *dst, const RtVal *src) {
   if (dst == src)
     return;
   if (!src->tile) {
-    set_scalar(dst, src->s);
+    interp_set_scalar(dst, src->s);
     return;
   }
-  if (set_tile(I, dst, src->rows, src->cols))
+  if (interp_set_tile(I, dst, src->rows, src->cols))
     memcpy(dst->t, src->t, (size_t)src->rows * (size_t)src->cols * sizeof(double));
 }
 
@@ -205,17 +153,17 @@ static void decode_op(Op *op, void *ctx) {
   case OP_CMP:
     in->pred = pred_code(attr_str(&op->attrs, "pred", NULL));
     if (in->pred < 0)
-      fail(I, op, "missing or unknown pred");
+      interp_fail(I, op, "missing or unknown pred");
     break;
   case OP_IOTA:
     in->axis = (int)attr_int(&op->attrs, "axis", -1);
     if (in->axis != 0 && in->axis != 1)
-      fail(I, op, "axis must be 0 or 1");
+      interp_fail(I, op, "axis must be 0 or 1");
     break;
   case OP_CONST:
   case OP_FULL:
     if (!attr_get(&op->attrs, "value"))
-      fail(I, op, "missing value");
+      interp_fail(I, op, "missing value");
     in->value = attr_float(&op->attrs, "value", 0);
     break;
   case OP_MATMUL:
@@ -225,17 +173,17 @@ static void decode_op(Op *op, void *ctx) {
   case OP_STORE:
     in->reduce_add = attr_get(&op->attrs, "reduce") != NULL;
     if (in->reduce_add && strcmp(attr_str(&op->attrs, "reduce", ""), "add") != 0)
-      fail(I, op, "reduce must be add");
+      interp_fail(I, op, "reduce must be add");
     /* fall through */
   case OP_LOAD:
     in->pack = (int)attr_int(&op->attrs, "pack", 0);
     if (attr_get(&op->attrs, "pack") && in->pack < 1)
-      fail(I, op, "pack must be >= 1");
+      interp_fail(I, op, "pack must be >= 1");
     break;
   case OP_LOAD_PAGED:
     in->page_size = (int)attr_int(&op->attrs, "page_size", 0);
     if (in->page_size < 1)
-      fail(I, op, "missing or bad page_size");
+      interp_fail(I, op, "missing or bad page_size");
     break;
   case OP_REDUCE: {
     static const char *const kinds[] = {"max", "min", "sum"};
@@ -245,14 +193,14 @@ static void decode_op(Op *op, void *ctx) {
       if (strcmp(k, kinds[i]) == 0)
         in->reduce = i;
     if (in->reduce < 0)
-      fail(I, op, "kind must be max, min or sum");
+      interp_fail(I, op, "kind must be max, min or sum");
     break;
   }
   case OP_TILE_SIZE: {
     const char *d = attr_str(&op->attrs, "dim", "");
     in->dim_kv = strcmp(d, "kv") == 0;
     if (!in->dim_kv && strcmp(d, "q") != 0)
-      fail(I, op, "dim must be q or kv");
+      interp_fail(I, op, "dim must be q or kv");
     break;
   }
   default:
@@ -290,7 +238,7 @@ static void bind_tensor(Interp *I, const Value *a, const InterpBinding *bs, int 
   if (find_binding(bs, nb, name, &at)) {
     for (int d = 0; d < t->rank; d++) {
       if (bs[at].dims[d] != want[d]) {
-        fail(I, NULL, "tensor %%%s: dim %d is %lld, the kernel expects %lld", name, d,
+        interp_fail(I, NULL, "tensor %%%s: dim %d is %lld, the kernel expects %lld", name, d,
              (long long)bs[at].dims[d], (long long)want[d]);
         return;
       }
@@ -299,11 +247,11 @@ static void bind_tensor(Interp *I, const Value *a, const InterpBinding *bs, int 
     }
     t->data = bs[at].data;
     if (!t->data)
-      fail(I, NULL, "tensor %%%s: no data", name);
+      interp_fail(I, NULL, "tensor %%%s: no data", name);
     return;
   }
   if (!is_workspace(name)) {
-    fail(I, NULL, "tensor %%%s is not bound", name);
+    interp_fail(I, NULL, "tensor %%%s is not bound", name);
     return;
   }
   size_t n = 1;
@@ -315,7 +263,7 @@ static void bind_tensor(Interp *I, const Value *a, const InterpBinding *bs, int 
   t->data = malloc(n * sizeof(double));
   t->owned = true;
   if (!t->data) {
-    fail(I, NULL, "out of memory");
+    interp_fail(I, NULL, "out of memory");
     return;
   }
   for (size_t i = 0; i < n; i++)
@@ -331,41 +279,35 @@ static void bind_args(Interp *I, const InterpBinding *bs, int nb) {
       bind_tensor(I, a, bs, nb);
     } else if (a->type.kind == TYPE_SCALAR) {
       if (strcmp(name, "batch") == 0)
-        set_scalar(val(I, a), (double)I->batch);
+        interp_set_scalar(interp_val(I, a), (double)I->batch);
       else if (strcmp(name, "seqlen_q") == 0 || strcmp(name, "q_len") == 0)
-        set_scalar(val(I, a), (double)I->sq);
+        interp_set_scalar(interp_val(I, a), (double)I->sq);
       else if (strcmp(name, "seqlen_k") == 0 || strcmp(name, "capacity") == 0)
-        set_scalar(val(I, a), (double)I->sk);
+        interp_set_scalar(interp_val(I, a), (double)I->sk);
       else if (strcmp(name, "nsplit") == 0)
-        set_scalar(val(I, a), (double)I->sz.nsplit);
+        interp_set_scalar(interp_val(I, a), (double)I->sz.nsplit);
       else if (strcmp(name, "max_pages") == 0)
-        set_scalar(val(I, a), (double)I->sz.max_pages);
+        interp_set_scalar(interp_val(I, a), (double)I->sz.max_pages);
       else
-        fail(I, NULL,
+        interp_fail(I, NULL,
              "scalar argument %%%s has no value (only batch, seqlen_q/q_len, seqlen_k/capacity, "
              "nsplit, max_pages)",
              name);
     } else {
-      fail(I, NULL, "argument %%%s has an unsupported type", name);
+      interp_fail(I, NULL, "argument %%%s has an unsupported type", name);
     }
   }
 }
 
 /* --------------------------------------------------------- elementwise ops */
 
-/* Element (r, c) of a broadcast operand is p[r*rs + c*cs]. */
-typedef struct Acc {
-  const double *p;
-  size_t rs, cs;
-} Acc;
 
-static Acc acc_of(const RtVal *v) {
+Acc interp_acc_of(const RtVal *v) {
   if (!v->tile)
     return (Acc){&v->s, 0, 0};
   return (Acc){v->t, v->rows == 1 ? 0 : (size_t)v->cols, v->cols == 1 ? 0 : 1};
 }
 
-#define AT(a, r, c) ((a).p[(size_t)(r) * (a).rs + (size_t)(c) * (a).cs])
 
 /* Shapes the result of an elementwise op from its operands (broadcasting) and
  * checks it against the result type. Returns false after failing. */
@@ -392,16 +334,16 @@ static bool shape_result(Interp *I, const Op *op, RtVal **in, int n, RtVal *out)
     int64_t tr = resolve_dim(I, t.rows), tc = resolve_dim(I, t.cols);
     if ((rows != 1 && rows != tr) || (cols != 1 && cols != tc))
       goto bad;
-    return set_tile(I, out, (int)tr, (int)tc);
+    return interp_set_tile(I, out, (int)tr, (int)tc);
   }
   if (tile) {
-    fail(I, op, "tile operand but scalar result type");
+    interp_fail(I, op, "tile operand but scalar result type");
     return false;
   }
   out->tile = false;
   return true;
 bad:
-  fail(I, op, "operand shapes do not broadcast to the result type");
+  interp_fail(I, op, "operand shapes do not broadcast to the result type");
   return false;
 }
 
@@ -410,7 +352,7 @@ static bool is_int_elem(ElemType e) { return e == ELEM_INDEX || e == ELEM_I1; }
 static double floordiv(Interp *I, const Op *op, double a, double b) {
   int64_t x = (int64_t)a, y = (int64_t)b;
   if (y == 0) {
-    fail(I, op, "index division by zero");
+    interp_fail(I, op, "index division by zero");
     return 0;
   }
   int64_t q = x / y;
@@ -427,7 +369,7 @@ static double binop(Interp *I, const Op *op, bool ints, double a, double b) {
   case OP_DIV: return ints ? floordiv(I, op, a, b) : a / b;
   case OP_REM:
     if (ints && (int64_t)b == 0) {
-      fail(I, op, "index remainder by zero");
+      interp_fail(I, op, "index remainder by zero");
       return 0;
     }
     return ints ? (double)((int64_t)a % (int64_t)b) : fmod(a, b);
@@ -438,7 +380,7 @@ static double binop(Interp *I, const Op *op, bool ints, double a, double b) {
   case OP_OR: return (a != 0) || (b != 0);
   case OP_MASK: return b != 0 ? a : -INFINITY;
   default:
-    fail(I, op, "not a binary elementwise op");
+    interp_fail(I, op, "not a binary elementwise op");
     return 0;
   }
 }
@@ -454,7 +396,7 @@ static double cmpop(int pred, double a, double b) {
   }
 }
 
-static double cast_to(const Interp *I, ElemType to, double x) {
+double interp_cast_to(const Interp *I, ElemType to, double x) {
   switch (to) {
   case ELEM_INDEX: return trunc(x);
   case ELEM_I1: return x != 0;
@@ -475,10 +417,10 @@ static double unop(Interp *I, const Op *op, double x) {
   case OP_FLOOR: return floor(x);
   case OP_RECIP: return x == 0 ? 0 : 1 / x;
   case OP_NOT: return x == 0;
-  case OP_CAST: return cast_to(I, op->results[0]->type.elem, x);
+  case OP_CAST: return interp_cast_to(I, op->results[0]->type.elem, x);
   case OP_XWARP_REDUCE: return x;
   default:
-    fail(I, op, "not a unary elementwise op");
+    interp_fail(I, op, "not a unary elementwise op");
     return 0;
   }
 }
@@ -488,22 +430,22 @@ static void exec_elementwise(Interp *I, const Op *op) {
   int n = op->noperands;
   RtVal *in[3];
   if (n < 1 || n > 3 || op->nresults != 1) {
-    fail(I, op, "wrong number of operands or results");
+    interp_fail(I, op, "wrong number of operands or results");
     return;
   }
   for (int i = 0; i < n; i++)
-    in[i] = val(I, op->operands[i]);
-  RtVal *out = val(I, op->results[0]);
+    in[i] = interp_val(I, op->operands[i]);
+  RtVal *out = interp_val(I, op->results[0]);
   if (!shape_result(I, op, in, n, out))
     return;
   int rows = out->tile ? out->rows : 1, cols = out->tile ? out->cols : 1;
   double *dst = out->tile ? out->t : &out->s;
-  Acc a = acc_of(in[0]), b = n > 1 ? acc_of(in[1]) : a, c = n > 2 ? acc_of(in[2]) : a;
+  Acc a = interp_acc_of(in[0]), b = n > 1 ? interp_acc_of(in[1]) : a, c = n > 2 ? interp_acc_of(in[2]) : a;
   bool ints = is_int_elem(op->results[0]->type.elem);
   if ((op->kind == OP_SELECT) != (n == 3) ||
       (n == 1 && op->kind != OP_CAST && op->kind != OP_XWARP_REDUCE && op->kind != OP_NEG &&
        op->kind != OP_NOT && !(op->kind >= OP_EXP && op->kind <= OP_RECIP))) {
-    fail(I, op, "wrong number of operands");
+    interp_fail(I, op, "wrong number of operands");
     return;
   }
   int pred = I->info[op->id].pred;
@@ -524,13 +466,13 @@ static void exec_elementwise(Interp *I, const Op *op) {
 static bool tile_type(Interp *I, const Op *op, int *rows, int *cols) {
   Type t = op->results[0]->type;
   if (t.kind != TYPE_TILE) {
-    fail(I, op, "result must be a tile");
+    interp_fail(I, op, "result must be a tile");
     return false;
   }
   *rows = (int)resolve_dim(I, t.rows);
   *cols = (int)resolve_dim(I, t.cols);
   if (*rows <= 0 || *cols <= 0) {
-    fail(I, op, "tile extent is not positive (%d x %d)", *rows, *cols);
+    interp_fail(I, op, "tile extent is not positive (%d x %d)", *rows, *cols);
     return false;
   }
   return true;
@@ -538,14 +480,14 @@ static bool tile_type(Interp *I, const Op *op, int *rows, int *cols) {
 
 static bool need_tile(Interp *I, const Op *op, const RtVal *v, const char *what) {
   if (!v->tile)
-    fail(I, op, "%s must be a tile", what);
+    interp_fail(I, op, "%s must be a tile", what);
   return v->tile;
 }
 
 static void exec_full(Interp *I, const Op *op) {
   int rows, cols;
-  RtVal *out = val(I, op->results[0]);
-  if (!tile_type(I, op, &rows, &cols) || !set_tile(I, out, rows, cols))
+  RtVal *out = interp_val(I, op->results[0]);
+  if (!tile_type(I, op, &rows, &cols) || !interp_set_tile(I, out, rows, cols))
     return;
   double x = I->info[op->id].value;
   for (size_t i = 0; i < (size_t)rows * (size_t)cols; i++)
@@ -554,12 +496,12 @@ static void exec_full(Interp *I, const Op *op) {
 
 static void exec_iota(Interp *I, const Op *op) {
   int rows, cols;
-  RtVal *out = val(I, op->results[0]);
-  if (!tile_type(I, op, &rows, &cols) || !set_tile(I, out, rows, cols))
+  RtVal *out = interp_val(I, op->results[0]);
+  if (!tile_type(I, op, &rows, &cols) || !interp_set_tile(I, out, rows, cols))
     return;
   int axis = I->info[op->id].axis;
   if ((axis == 0 && cols != 1) || (axis == 1 && rows != 1)) {
-    fail(I, op, "iota axis %d needs a %s tile", axis, axis == 0 ? "R x 1" : "1 x C");
+    interp_fail(I, op, "iota axis %d needs a %s tile", axis, axis == 0 ? "R x 1" : "1 x C");
     return;
   }
   for (int i = 0; i < rows * cols; i++)
@@ -584,33 +526,33 @@ static double dot(const double *restrict x, const double *restrict y, int n) {
 
 static void exec_matmul(Interp *I, const Op *op) {
   if (op->noperands < 2 || op->noperands > 3) {
-    fail(I, op, "needs 2 or 3 operands");
+    interp_fail(I, op, "needs 2 or 3 operands");
     return;
   }
-  RtVal *a = val(I, op->operands[0]), *b = val(I, op->operands[1]);
-  RtVal *c = op->noperands == 3 ? val(I, op->operands[2]) : NULL;
-  RtVal *out = val(I, op->results[0]);
+  RtVal *a = interp_val(I, op->operands[0]), *b = interp_val(I, op->operands[1]);
+  RtVal *c = op->noperands == 3 ? interp_val(I, op->operands[2]) : NULL;
+  RtVal *out = interp_val(I, op->results[0]);
   if (!need_tile(I, op, a, "a") || !need_tile(I, op, b, "b") || (c && !need_tile(I, op, c, "acc")))
     return;
   bool ta = I->info[op->id].transpose_a, tb = I->info[op->id].transpose_b;
   int R = ta ? a->cols : a->rows, K = ta ? a->rows : a->cols, C = tb ? b->rows : b->cols;
   int rows, cols;
   if ((tb ? b->cols : b->rows) != K) {
-    fail(I, op, "inner extents differ (%d and %d)", K, tb ? b->cols : b->rows);
+    interp_fail(I, op, "inner extents differ (%d and %d)", K, tb ? b->cols : b->rows);
     return;
   }
   if (!tile_type(I, op, &rows, &cols))
     return;
   if (rows != R || cols != C || (c && (c->rows != R || c->cols != C))) {
-    fail(I, op, "result %d x %d does not match operands (%d x %d)", rows, cols, R, C);
+    interp_fail(I, op, "result %d x %d does not match operands (%d x %d)", rows, cols, R, C);
     return;
   }
-  if (!set_tile(I, out, R, C))
+  if (!interp_set_tile(I, out, R, C))
     return;
   /* op(a) row r as a contiguous vector (a column of a when transposed). */
   double *arow = ta ? malloc(sizeof(double) * (size_t)(K ? K : 1)) : NULL;
   if (ta && !arow) {
-    fail(I, op, "out of memory");
+    interp_fail(I, op, "out of memory");
     return;
   }
   for (int r = 0; r < R; r++) {
@@ -637,8 +579,8 @@ static void exec_matmul(Interp *I, const Op *op) {
 }
 
 static void exec_rowreduce(Interp *I, const Op *op) {
-  RtVal *a = val(I, op->operands[0]), *out = val(I, op->results[0]);
-  if (!need_tile(I, op, a, "operand") || !set_tile(I, out, a->rows, 1))
+  RtVal *a = interp_val(I, op->operands[0]), *out = interp_val(I, op->results[0]);
+  if (!need_tile(I, op, a, "operand") || !interp_set_tile(I, out, a->rows, 1))
     return;
   bool mx = op->kind == OP_ROWMAX;
   for (int r = 0; r < a->rows; r++) {
@@ -651,17 +593,17 @@ static void exec_rowreduce(Interp *I, const Op *op) {
 }
 
 static void exec_rescale(Interp *I, const Op *op) {
-  RtVal *a = val(I, op->operands[0]), *v = val(I, op->operands[1]);
-  RtVal *out = val(I, op->results[0]);
+  RtVal *a = interp_val(I, op->operands[0]), *v = interp_val(I, op->operands[1]);
+  RtVal *out = interp_val(I, op->results[0]);
   if (!need_tile(I, op, a, "operand"))
     return;
   if (v->tile && (v->cols != 1 || (v->rows != 1 && v->rows != a->rows))) {
-    fail(I, op, "scale must be R x 1");
+    interp_fail(I, op, "scale must be R x 1");
     return;
   }
-  if (!set_tile(I, out, a->rows, a->cols))
+  if (!interp_set_tile(I, out, a->rows, a->cols))
     return;
-  Acc s = acc_of(v);
+  Acc s = interp_acc_of(v);
   for (int r = 0; r < a->rows; r++) {
     double x = AT(s, r, 0);
     for (int c = 0; c < a->cols; c++)
@@ -679,7 +621,7 @@ static int64_t head_extent(const Tensor *t) { return t->rank == 4 ? t->dims[2] :
 static Tensor *tensor_operand(Interp *I, const Op *op, int i) {
   const Value *tv = op->operands[i];
   if (tv->type.kind != TYPE_TENSOR || !tv->block || tv->block != I->f->body) {
-    fail(I, op, "operand %d must be a tensor argument of the kernel", i);
+    interp_fail(I, op, "operand %d must be a tensor argument of the kernel", i);
     return NULL;
   }
   return &I->tens[tv->arg_index];
@@ -689,20 +631,20 @@ static Tensor *tensor_operand(Interp *I, const Op *op, int i) {
  * With {pack = G}, h is a K/V head: query heads h*G .. h*G+G-1 must exist. */
 static Tensor *mem_args(Interp *I, const Op *op, int64_t *b, int64_t *h, int64_t *row0) {
   if (op->noperands < 4) {
-    fail(I, op, "needs tensor, b, h, row0");
+    interp_fail(I, op, "needs tensor, b, h, row0");
     return NULL;
   }
   Tensor *t = tensor_operand(I, op, 0);
   if (!t)
     return NULL;
   const Value *tv = op->operands[0];
-  *b = (int64_t)val(I, op->operands[1])->s;
-  *h = (int64_t)val(I, op->operands[2])->s;
-  *row0 = (int64_t)val(I, op->operands[3])->s;
+  *b = (int64_t)interp_val(I, op->operands[1])->s;
+  *h = (int64_t)interp_val(I, op->operands[2])->s;
+  *row0 = (int64_t)interp_val(I, op->operands[3])->s;
   int pack = I->info[op->id].pack;
   int64_t nh = head_extent(t);
   if (*b < 0 || *b >= t->dims[0] || *h < 0 || (pack ? (*h + 1) * pack > nh : *h >= nh)) {
-    fail(I, op, "%%%s: batch %lld / head %lld out of range", tv->name ? tv->name : "?",
+    interp_fail(I, op, "%%%s: batch %lld / head %lld out of range", tv->name ? tv->name : "?",
          (long long)*b, (long long)*h);
     return NULL;
   }
@@ -750,13 +692,13 @@ static void exec_load(Interp *I, const Op *op) {
     return;
   bool along_cols = row_vector(I, op, t, rows, cols);
   if (cols != col_extent(t) && !along_cols) {
-    fail(I, op, "tile has %d columns, the tensor %lld", cols, (long long)col_extent(t));
+    interp_fail(I, op, "tile has %d columns, the tensor %lld", cols, (long long)col_extent(t));
     return;
   }
   /* the optional 5th operand: rows at or past it read 0 (a cache length) */
-  int64_t limit = op->noperands == 5 ? (int64_t)val(I, op->operands[4])->s : INT64_MAX;
-  RtVal *out = val(I, op->results[0]);
-  if (!set_tile(I, out, rows, cols))
+  int64_t limit = op->noperands == 5 ? (int64_t)interp_val(I, op->operands[4])->s : INT64_MAX;
+  RtVal *out = interp_val(I, op->results[0]);
+  if (!interp_set_tile(I, out, rows, cols))
     return;
   bool rnd = I->o->round_casts;
   int pack = I->info[op->id].pack;
@@ -784,21 +726,21 @@ static void exec_store(Interp *I, const Op *op) {
   if (!t)
     return;
   if (op->noperands != 5) {
-    fail(I, op, "needs tensor, b, h, row0, tile");
+    interp_fail(I, op, "needs tensor, b, h, row0, tile");
     return;
   }
-  RtVal *v = val(I, op->operands[4]);
+  RtVal *v = interp_val(I, op->operands[4]);
   if (!need_tile(I, op, v, "stored value"))
     return;
   bool along_cols = row_vector(I, op, t, v->rows, v->cols);
   if (v->cols != col_extent(t) && !along_cols) {
-    fail(I, op, "tile has %d columns, the tensor %lld", v->cols, (long long)col_extent(t));
+    interp_fail(I, op, "tile has %d columns, the tensor %lld", v->cols, (long long)col_extent(t));
     return;
   }
   bool rnd = I->o->round_casts, add = I->info[op->id].reduce_add;
   int pack = I->info[op->id].pack;
   if (add && t->elem != ELEM_F32) {
-    fail(I, op, "reduce = add needs an f32 tensor");
+    interp_fail(I, op, "reduce = add needs an f32 tensor");
     return;
   }
   for (int r = 0; r < v->rows; r++)
@@ -818,12 +760,12 @@ static void exec_load_scalar(Interp *I, const Op *op) {
   Tensor *t = op->noperands == 2 ? tensor_operand(I, op, 0) : NULL;
   if (!t)
     return;
-  int64_t i = (int64_t)val(I, op->operands[1])->s;
+  int64_t i = (int64_t)interp_val(I, op->operands[1])->s;
   if (t->rank != 1 || i < 0 || i >= t->dims[0]) {
-    fail(I, op, "index %lld out of range", (long long)i);
+    interp_fail(I, op, "index %lld out of range", (long long)i);
     return;
   }
-  set_scalar(val(I, op->results[0]), t->data[i * t->strides[0]]);
+  interp_set_scalar(interp_val(I, op->results[0]), t->data[i * t->strides[0]]);
 }
 
 /* The physical page of logical page `lp` of sequence b, or -1 when it is past
@@ -833,7 +775,7 @@ static int64_t page_of(Interp *I, const Op *op, Tensor *bt, Tensor *cache, int64
     return -1;
   double e = bt->data[b * bt->strides[0] + lp * bt->strides[1]];
   if (!(e >= 0 && e < (double)cache->dims[0])) {
-    fail(I, op, "block_table[%lld, %lld] = %g is not a page of the pool", (long long)b,
+    interp_fail(I, op, "block_table[%lld, %lld] = %g is not a page of the pool", (long long)b,
          (long long)lp, e);
     return -1;
   }
@@ -847,19 +789,19 @@ static void exec_load_paged(Interp *I, const Op *op) {
   int rows, cols;
   if (!bt || !tile_type(I, op, &rows, &cols))
     return;
-  int64_t b = (int64_t)val(I, op->operands[2])->s, h = (int64_t)val(I, op->operands[3])->s;
-  int64_t row0 = (int64_t)val(I, op->operands[4])->s, limit = (int64_t)val(I, op->operands[5])->s;
+  int64_t b = (int64_t)interp_val(I, op->operands[2])->s, h = (int64_t)interp_val(I, op->operands[3])->s;
+  int64_t row0 = (int64_t)interp_val(I, op->operands[4])->s, limit = (int64_t)interp_val(I, op->operands[5])->s;
   int64_t P = I->info[op->id].page_size;
   if (t->rank != 4 || t->dims[1] != P || bt->rank != 2 || cols != t->dims[3]) {
-    fail(I, op, "cache must be [num_pages, %lld, heads, %d]", (long long)P, cols);
+    interp_fail(I, op, "cache must be [num_pages, %lld, heads, %d]", (long long)P, cols);
     return;
   }
   if (b < 0 || b >= bt->dims[0] || h < 0 || h >= t->dims[2]) {
-    fail(I, op, "batch %lld / head %lld out of range", (long long)b, (long long)h);
+    interp_fail(I, op, "batch %lld / head %lld out of range", (long long)b, (long long)h);
     return;
   }
-  RtVal *out = val(I, op->results[0]);
-  if (!set_tile(I, out, rows, cols))
+  RtVal *out = interp_val(I, op->results[0]);
+  if (!interp_set_tile(I, out, rows, cols))
     return;
   bool rnd = I->o->round_casts;
   for (int r = 0; r < rows && !I->failed; r++) {
@@ -874,7 +816,7 @@ static void exec_load_paged(Interp *I, const Op *op) {
 
 /* reduce {kind = max|min|sum}: every element of a tile to one scalar. */
 static void exec_reduce(Interp *I, const Op *op) {
-  RtVal *a = val(I, op->operands[0]);
+  RtVal *a = interp_val(I, op->operands[0]);
   if (!need_tile(I, op, a, "operand"))
     return;
   int k = I->info[op->id].reduce;
@@ -883,215 +825,7 @@ static void exec_reduce(Interp *I, const Op *op) {
     double x = a->t[i];
     s = k == 0 ? (x > s ? x : s) : k == 1 ? (x < s ? x : s) : s + x;
   }
-  set_scalar(val(I, op->results[0]), s);
-}
-
-/* -------------------------------------------------------------------- grad */
-
-/* grad y, x at run time: forward-mode differentiation with dual numbers.
- * Each value on the way from x to y gets its derivative (a buffer shaped
- * like the value) from its operands' values, which the ops before the grad
- * have just computed, and from their derivatives. Values that do not depend
- * on x have derivative 0 and take no part (0 * inf never makes a NaN). The
- * rules are passes/differentiate.c's, written again per element and
- * independently of it, so that running a program before and after that pass
- * is a differential test of it. */
-
-enum { G_SEEN = 1, G_DEP = 2, G_DONE = 4, G_MAX_DEPTH = 4096 };
-
-static const double LN2 = 0.69314718055994530942;
-
-static bool g_region_depends(Interp *I, const Block *blk);
-
-/* Does v depend on I->gx? Block arguments other than x do not. */
-static bool g_depends(Interp *I, const Value *v) {
-  if (v == I->gx)
-    return true;
-  if (!v->def || I->failed)
-    return false;
-  unsigned char *fl = &I->gflags[v->id];
-  if (*fl & G_SEEN)
-    return *fl & G_DEP;
-  *fl |= G_SEEN;
-  if (++I->gdepth > G_MAX_DEPTH) {
-    fail(I, v->def, "grad: chain from x too deep");
-    return false;
-  }
-  const Op *op = v->def;
-  bool r = false;
-  for (int i = 0; i < op->noperands && !r; i++)
-    r = g_depends(I, op->operands[i]);
-  for (int i = 0; i < op->nregions && !r; i++)
-    r = g_region_depends(I, op->regions[i]);
-  I->gdepth--;
-  if (r)
-    *fl |= G_DEP;
-  return r;
-}
-
-static bool g_region_depends(Interp *I, const Block *blk) {
-  const Op *t = blk->last;
-  for (int i = 0; t && t->kind == OP_YIELD && i < t->noperands; i++)
-    if (g_depends(I, t->operands[i]))
-      return true;
-  return false;
-}
-
-/* Does operand i of op carry a derivative (a select's or a mask's condition
- * does not)? */
-static bool g_differentiated(const Op *op, int i) {
-  if (op->kind == OP_SELECT)
-    return i > 0;
-  if (op->kind == OP_MASK)
-    return i == 0;
-  return true;
-}
-
-/* The derivative of one element: a operand values, da their derivatives (0
- * where dep is false), r the op's result. */
-static double g_elem(const Interp *I, const Op *op, const double *a, const double *da,
-                     const bool *dep, double r) {
-  switch (op->kind) {
-  case OP_ADD: return da[0] + da[1];
-  case OP_SUB: return da[0] - da[1];
-  case OP_MUL:
-  case OP_RESCALE: return (dep[0] ? da[0] * a[1] : 0) + (dep[1] ? a[0] * da[1] : 0);
-  case OP_DIV: return (dep[0] ? da[0] / a[1] : 0) - (dep[1] ? a[0] * da[1] / (a[1] * a[1]) : 0);
-  case OP_REM: return da[0];
-  case OP_MIN: return a[0] <= a[1] ? da[0] : da[1]; /* a tie takes the first operand */
-  case OP_MAX: return a[0] >= a[1] ? da[0] : da[1];
-  case OP_NEG: return -da[0];
-  case OP_EXP: return da[0] * r;
-  case OP_EXP2: return da[0] * r * LN2;
-  case OP_LOG: return da[0] / a[0];
-  case OP_LOG2: return da[0] / (a[0] * LN2);
-  case OP_TANH: return da[0] * (1 - r * r);
-  case OP_SQRT: return da[0] * 0.5 / r;
-  case OP_RECIP: return a[0] == 0 ? 0 : -da[0] / (a[0] * a[0]);
-  case OP_ABS: return a[0] < 0 ? -da[0] : da[0];
-  case OP_FLOOR: return 0;
-  case OP_CAST: return cast_to(I, op->results[0]->type.elem, da[0]);
-  case OP_SELECT: return a[0] != 0 ? da[1] : da[2];
-  case OP_MASK: return a[1] != 0 ? da[0] : 0;
-  default: return 0;
-  }
-}
-
-/* Why op, on the way from x to y, has no derivative here; NULL when it has. */
-static const char *g_refusal(Interp *I, const Op *op) {
-  switch (op->kind) {
-  case OP_ADD: case OP_SUB: case OP_MUL: case OP_RESCALE: case OP_DIV: case OP_MIN:
-  case OP_MAX: case OP_NEG: case OP_EXP: case OP_EXP2: case OP_LOG: case OP_LOG2:
-  case OP_TANH: case OP_SQRT: case OP_RECIP: case OP_ABS: case OP_FLOOR: case OP_SELECT:
-  case OP_MASK:
-    break;
-  case OP_REM:
-    if (g_depends(I, op->operands[1]))
-      return "fmod by a divisor that depends on x";
-    break;
-  case OP_CAST:
-    if (!type_is_float(op->operands[0]->type))
-      return "an integer or boolean computed from x used as a number";
-    break;
-  default: return "no derivative rule (reduces, mixes or loads elements, or control flow)";
-  }
-  return type_is_float(op->results[0]->type) ? NULL : "an integer or boolean computed from x";
-}
-
-static const RtVal *g_deriv(Interp *I, const Value *v);
-
-/* Makes d shaped like v, every element `x`. */
-static void g_fill(Interp *I, RtVal *d, const RtVal *v, double x) {
-  if (!v->tile) {
-    set_scalar(d, x);
-    return;
-  }
-  if (!set_tile(I, d, v->rows, v->cols))
-    return;
-  for (size_t i = 0; i < (size_t)v->rows * (size_t)v->cols; i++)
-    d->t[i] = x;
-}
-
-/* d = the derivative of v (depends on x, is not x), element by element. */
-static void g_rule(Interp *I, const Value *v, RtVal *d) {
-  const Op *op = v->def;
-  const char *why = g_refusal(I, op);
-  if (why || op->noperands < 1 || op->noperands > 3) {
-    fail(I, op, "grad: cannot differentiate: %s", why ? why : "malformed");
-    return;
-  }
-  static const double zero = 0;
-  Acc av[3], ad[3];
-  bool dep[3];
-  for (int i = 0; i < op->noperands; i++) {
-    const RtVal *di = g_differentiated(op, i) ? g_deriv(I, op->operands[i]) : NULL;
-    if (I->failed)
-      return;
-    av[i] = acc_of(val(I, op->operands[i]));
-    dep[i] = di != NULL;
-    ad[i] = di ? acc_of(di) : (Acc){&zero, 0, 0};
-  }
-  const RtVal *res = val(I, v);
-  g_fill(I, d, res, 0); /* d shaped like v */
-  if (I->failed)
-    return;
-  int rows = res->tile ? res->rows : 1, cols = res->tile ? res->cols : 1;
-  double *out = res->tile ? d->t : &d->s;
-  Acc ar = acc_of(res);
-  for (int r = 0; r < rows; r++)
-    for (int c = 0; c < cols; c++) {
-      double a[3], da[3];
-      for (int i = 0; i < op->noperands; i++) {
-        a[i] = AT(av[i], r, c);
-        da[i] = AT(ad[i], r, c);
-      }
-      out[(size_t)r * cols + c] = g_elem(I, op, a, da, dep, AT(ar, r, c));
-    }
-}
-
-/* The derivative of v with respect to I->gx, or NULL when v does not
- * depend on it (0). */
-static const RtVal *g_deriv(Interp *I, const Value *v) {
-  if (I->failed || !g_depends(I, v))
-    return NULL;
-  RtVal *d = &I->gder[v->id];
-  if (I->gflags[v->id] & G_DONE)
-    return d;
-  if (++I->gdepth > G_MAX_DEPTH) {
-    fail(I, v->def, "grad: chain from x too deep");
-    return NULL;
-  }
-  if (v == I->gx)
-    g_fill(I, d, val(I, v), 1);
-  else
-    g_rule(I, v, d);
-  I->gdepth--;
-  I->gflags[v->id] |= G_DONE;
-  return I->failed ? NULL : d;
-}
-
-static void exec_grad(Interp *I, const Op *op) {
-  if (op->noperands != 2 || op->nresults != 1) {
-    fail(I, op, "needs y, x and one result");
-    return;
-  }
-  if (!I->gflags) {
-    I->gflags = malloc((size_t)I->nvals + 1);
-    I->gder = calloc((size_t)I->nvals + 1, sizeof(RtVal));
-    if (!I->gflags || !I->gder) {
-      fail(I, op, "out of memory");
-      return;
-    }
-  }
-  memset(I->gflags, 0, (size_t)I->nvals + 1);
-  I->gx = op->operands[1];
-  I->gdepth = 0;
-  const RtVal *y = val(I, op->operands[0]), *d = g_deriv(I, op->operands[0]);
-  RtVal *out = val(I, op->results[0]);
-  if (d)
-    copy_val(I, out, d);
-  else if (!I->failed)
-    g_fill(I, out, y, 0);
+  interp_set_scalar(interp_val(I, op->results[0]), s);
 }
 
 /* ------------------------------------------------------------ control flow */
@@ -1103,11 +837,11 @@ static bool check_yield(Interp *I, const Op *owner, const Op *term, int n) {
   if (!term || term->kind != OP_YIELD) {
     if (n == 0 && !term)
       return true; /* a region without results may end without a yield */
-    fail(I, owner, "region does not end with yield");
+    interp_fail(I, owner, "region does not end with yield");
     return false;
   }
   if (term->noperands != n) {
-    fail(I, owner, "yield has %d values, expected %d", term->noperands, n);
+    interp_fail(I, owner, "yield has %d values, expected %d", term->noperands, n);
     return false;
   }
   return true;
@@ -1115,39 +849,39 @@ static bool check_yield(Interp *I, const Op *owner, const Op *term, int n) {
 
 static void exec_for(Interp *I, const Op *op) {
   if (op->noperands < 2 || op->nregions != 1) {
-    fail(I, op, "malformed for");
+    interp_fail(I, op, "malformed for");
     return;
   }
   int n = op->noperands - 2;
   const Block *body = op->regions[0];
   if (body->nargs != n + 1 || op->nresults != n) {
-    fail(I, op, "iter_args, block arguments and results disagree");
+    interp_fail(I, op, "iter_args, block arguments and results disagree");
     return;
   }
-  int64_t lo = (int64_t)val(I, op->operands[0])->s, hi = (int64_t)val(I, op->operands[1])->s;
+  int64_t lo = (int64_t)interp_val(I, op->operands[0])->s, hi = (int64_t)interp_val(I, op->operands[1])->s;
   /* The results hold the carried state between iterations. */
   for (int i = 0; i < n; i++)
-    copy_val(I, val(I, op->results[i]), val(I, op->operands[2 + i]));
+    interp_copy_val(I, interp_val(I, op->results[i]), interp_val(I, op->operands[2 + i]));
   for (int64_t iv = lo; iv < hi && !I->failed; iv++) {
-    set_scalar(val(I, body->args[0]), (double)iv);
+    interp_set_scalar(interp_val(I, body->args[0]), (double)iv);
     for (int i = 0; i < n; i++)
-      copy_val(I, val(I, body->args[1 + i]), val(I, op->results[i]));
+      interp_copy_val(I, interp_val(I, body->args[1 + i]), interp_val(I, op->results[i]));
     const Op *term = exec_block(I, body);
     if (I->failed || !check_yield(I, op, term, n))
       return;
     for (int i = 0; i < n; i++)
-      copy_val(I, val(I, op->results[i]), val(I, term->operands[i]));
+      interp_copy_val(I, interp_val(I, op->results[i]), interp_val(I, term->operands[i]));
   }
 }
 
 static void exec_if(Interp *I, const Op *op) {
   if (op->noperands != 1 || op->nregions != 2) {
-    fail(I, op, "malformed if");
+    interp_fail(I, op, "malformed if");
     return;
   }
-  RtVal *c = val(I, op->operands[0]);
+  RtVal *c = interp_val(I, op->operands[0]);
   if (c->tile) {
-    fail(I, op, "condition must be a scalar");
+    interp_fail(I, op, "condition must be a scalar");
     return;
   }
   const Block *blk = op->regions[c->s != 0 ? 0 : 1];
@@ -1155,24 +889,24 @@ static void exec_if(Interp *I, const Op *op) {
   if (I->failed || !check_yield(I, op, term, op->nresults))
     return;
   for (int i = 0; i < op->nresults; i++)
-    copy_val(I, val(I, op->results[i]), val(I, term->operands[i]));
+    interp_copy_val(I, interp_val(I, op->results[i]), interp_val(I, term->operands[i]));
 }
 
 static void exec_op(Interp *I, const Op *op) {
   switch (op->kind) {
   case OP_CONST:
     if (op->nresults != 1 || op->results[0]->type.kind != TYPE_SCALAR)
-      fail(I, op, "const must give one scalar");
+      interp_fail(I, op, "const must give one scalar");
     else
-      set_scalar(val(I, op->results[0]), I->info[op->id].value);
+      interp_set_scalar(interp_val(I, op->results[0]), I->info[op->id].value);
     break;
   case OP_TILE_SIZE:
-    set_scalar(val(I, op->results[0]), I->info[op->id].dim_kv ? I->o->bc : I->o->br);
+    interp_set_scalar(interp_val(I, op->results[0]), I->info[op->id].dim_kv ? I->o->bc : I->o->br);
     break;
   case OP_FULL: exec_full(I, op); break;
   case OP_IOTA: exec_iota(I, op); break;
   case OP_MATMUL: exec_matmul(I, op); break;
-  case OP_GRAD: exec_grad(I, op); break;
+  case OP_GRAD: interp_exec_grad(I, op); break;
   case OP_ROWMAX:
   case OP_ROWSUM: exec_rowreduce(I, op); break;
   case OP_RESCALE: exec_rescale(I, op); break;
@@ -1189,7 +923,7 @@ static void exec_op(Interp *I, const Op *op) {
     if (op->kind < OP__COUNT)
       exec_elementwise(I, op);
     else
-      fail(I, op, "unknown op");
+      interp_fail(I, op, "unknown op");
   }
 }
 
@@ -1216,14 +950,14 @@ int interp_run_sizes(const Func *f, const InterpBinding *tensors, int ntensors,
   if (err && errlen)
     err[0] = 0;
   if (!f || !f->body || !sz) {
-    fail(&I, NULL, "no kernel");
+    interp_fail(&I, NULL, "no kernel");
     return -1;
   }
   I.sz = *sz;
   I.batch = sz->batch, I.sq = sz->seqlen_q, I.sk = sz->seqlen_k;
   if (o->br <= 0 || o->bc <= 0 || sz->batch < 0 || sz->seqlen_q < 0 || sz->seqlen_k < 0 ||
       sz->nsplit < 0 || sz->num_pages < 0 || sz->max_pages < 0) {
-    fail(&I, NULL, "bad options or sizes");
+    interp_fail(&I, NULL, "bad options or sizes");
     return -1;
   }
   /* Number the arguments first, then every op result and region argument. */
@@ -1237,7 +971,7 @@ int interp_run_sizes(const Func *f, const InterpBinding *tensors, int ntensors,
   I.info = calloc((size_t)I.nops + 1, sizeof(OpInfo));
   I.tens = calloc((size_t)f->nargs + 1, sizeof(Tensor));
   if (!I.vals || !I.info || !I.tens)
-    fail(&I, NULL, "out of memory");
+    interp_fail(&I, NULL, "out of memory");
   if (!I.failed)
     func_walk((Func *)f, decode_op, &I);
   if (!I.failed)

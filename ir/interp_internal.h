@@ -1,0 +1,85 @@
+/* interp_internal.h - the interpreter's state and the helpers its parts
+ * share: interp.c (ops, loops, entry points) and interp_grad.c (the grad
+ * op, evaluated by dual numbers independently of the differentiate pass). */
+#ifndef FLASHC_INTERP_INTERNAL_H
+#define FLASHC_INTERP_INTERNAL_H
+
+#include <stdbool.h>
+
+#include "ir/interp.h"
+
+
+typedef struct RtVal {
+  bool tile;
+  int rows, cols;
+  double s;  /* scalar */
+  double *t; /* tile, rows * cols, row-major */
+  size_t cap;
+} RtVal;
+
+typedef struct Tensor {
+  double *data;
+  int rank;
+  int64_t dims[4], strides[4];
+  ElemType elem;
+  bool owned;
+} Tensor;
+
+/* Decoded attributes. */
+enum { P_LT, P_LE, P_GT, P_GE, P_EQ, P_NE };
+
+typedef struct OpInfo {
+  int pred;        /* cmp */
+  int pack;        /* load/store {pack = G}: 0 when absent */
+  int page_size;   /* load_paged */
+  int reduce;      /* reduce: 0 max, 1 min, 2 sum */
+  int axis;        /* iota */
+  double value;    /* const, full */
+  bool transpose_a, transpose_b;
+  bool reduce_add; /* store {reduce = add} */
+  bool dim_kv;     /* tile_size */
+} OpInfo;
+
+typedef struct Interp {
+  const Func *f;
+  const InterpOptions *o;
+  int64_t batch, sq, sk;
+  InterpSizes sz;
+  RtVal *vals;
+  int nvals;
+  OpInfo *info;
+  int nops;
+  Tensor *tens; /* per kernel argument (index = arg index) */
+  /* grad: the x of the grad being evaluated, flags and derivatives per
+   * value id (allocated at the first grad) */
+  const Value *gx;
+  unsigned char *gflags;
+  RtVal *gder;
+  int gdepth;
+  char *err;
+  size_t errlen;
+  bool failed;
+} Interp;
+
+/* Element (r, c) of a broadcast operand is p[r*rs + c*cs]. */
+typedef struct Acc {
+  const double *p;
+  size_t rs, cs;
+} Acc;
+
+/* Element (r, c) of a broadcast operand. */
+#define AT(a, r, c) ((a).p[(size_t)(r) * (a).rs + (size_t)(c) * (a).cs])
+
+void interp_set_scalar(RtVal *r, double x);
+void interp_fail(Interp *I, const Op *op, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+RtVal *interp_val(Interp *I, const Value *v);
+/* Makes r a rows x cols tile (storage reused or grown); false after a failure. */
+bool interp_set_tile(Interp *I, RtVal *r, int rows, int cols);
+void interp_copy_val(Interp *I, RtVal *dst, const RtVal *src);
+Acc interp_acc_of(const RtVal *v);
+/* x converted to element type `to` (rounded when the options say so). */
+double interp_cast_to(const Interp *I, ElemType to, double x);
+/* The grad op (interp_grad.c). */
+void interp_exec_grad(Interp *I, const Op *op);
+
+#endif
