@@ -21,7 +21,8 @@ Per row, in one process on the same random q, k, v, dO:
            _bwd_q); `noskip` (causal rows) = the module compiled with
            -disable-pass=mask-skip (.device/bench_bwd/no-mask-skip), timed only
            where its backward kernels differ from the default's (else "=").
-           wgmma vs mma.sync: n/a, mma.sync is the only backward engine (the
+           `sync` / `sync-det` = both launches of the module compiled with
+           -mma=sync (.device/bench_bwd/mma-sync): wgmma vs mma.sync (the
            metadata's `mma` line is printed).
            Checked before timing: O on sampled rows (bench.py's check) and dQ, dK,
            dV of both launches on the last batch's last K/V head group against a
@@ -151,10 +152,13 @@ class Modules:
         same = self.nms_same[name]
         return None if same is None else not same
 
+    def has_variant(self, name, variant):
+        return os.path.exists(os.path.join(self.dir, variant, name + ".ptx"))
+
     def engines(self):
         out = {}
         for (name, variant), K in self.loaded.items():
-            if isinstance(K, Kernels):
+            if isinstance(K, Kernels) and not variant:
                 for kname, m in K.meta.items():
                     role = "forward" if kname == name else "backward"
                     out.setdefault(role, set()).add(m.get("mma", "?"))
@@ -223,6 +227,12 @@ def flashc_impls(mods, c, q, k, v, do, scale, row, modes):
                 launches["flashc_nms"] = K2.backward_launch(t, B, S, S, False)
             else:
                 row["flashc_nms_error"] = short(K2)
+    K3 = mods.get(name, "mma-sync") if mods.has_variant(name, "mma-sync") else None
+    if isinstance(K3, Kernels):
+        launches["flashc_sync"] = K3.backward_launch(t, B, S, S, False)
+        launches["flashc_sync_det"] = K3.backward_launch(t, B, S, S, True)
+    elif K3 is not None:
+        row["flashc_sync_error"] = short(K3)
     ref, bounds, sl = reference(c, q, k, v, do, scale)
     ok_all = ok_fwd
     for impl, go in launches.items():
@@ -375,7 +385,7 @@ def print_tables(rows, modes):
     for mode in modes:
         print(f"\n{mode}, TFLOP/s ({'2.5' if mode == 'bwd' else '3.5'}x forward FLOPs); ratios flashc / peer")
         ab = mode == "bwd"
-        print(HEAD + f" | {'flashc':>7}" + (f" {'det':>7} {'noskip':>7}" if ab else "") +
+        print(HEAD + f" | {'flashc':>7}" + (f" {'det':>7} {'noskip':>7} {'sync':>7} {'syncdet':>7}" if ab else "") +
               f" {'FA2':>7} {'cuDNN':>7} {'Flex':>7} | {'/FA2':>5} {'/cuDNN':>6} {'/Flex':>5}" +
               (f" {'det/at':>6}" if ab else "") + " | ok")
         for r in rows:
@@ -386,6 +396,7 @@ def print_tables(rows, modes):
                 if r.get("noskip") == "same backward PTX":
                     nms = f"{'=':>7}"
                 line += " " + cell(r, "bwd_flashc_det_tflops") + " " + nms
+                line += " " + cell(r, "bwd_flashc_sync_tflops") + " " + cell(r, "bwd_flashc_sync_det_tflops")
             line += " " + " ".join(cell(r, f"{mode}_{p}_tflops") for p in PEERS) + " | "
             line += " ".join(f"{x:{w}.2f}" if x else f"{'-':>{w}}" for x, w in
                              [(ratio(r, f, f"{mode}_{p}_tflops"), w) for p, w in zip(PEERS, (5, 6, 5))])
@@ -410,9 +421,9 @@ def notes(rows, mods, args):
     out = []
     eng = mods.engines() if mods else {}
     be = ",".join(sorted(eng.get("backward", []))) or "?"
-    out.append(f"engine: backward kernels on {be} (metadata `mma`), forward on "
-               f"{','.join(sorted(eng.get('forward', []))) or '?'}; wgmma vs mma.sync for the backward: "
-               + ("n/a (mma.sync is the only backward engine)" if be == "mma.sync" else "not measured here"))
+    out.append(f"engine: backward kernels on {be} (metadata `mma`; `none`: no matmul), forward on "
+               f"{','.join(sorted(eng.get('forward', []))) or '?'}; the sync/syncdet columns: "
+               "the same spec compiled with -mma=sync")
     same = sorted(n for n, s in (mods.nms_same.items() if mods else []) if s)
     if same:
         out.append("mask-skip ablation: the backward kernels compiled with -disable-pass=mask-skip are "

@@ -413,7 +413,7 @@ void cg_ptx(CgBuilder *b, const char *ptx, const MlirValue *args, const char *ar
 }
 
 void cg_wgmma(CgBuilder *b, CgMmaType t, int n, MlirValue *acc, const MlirValue *a_regs,
-              MlirValue a_desc, MlirValue b_desc, bool trans_b, bool accumulate) {
+              MlirValue a_desc, MlirValue b_desc, bool trans_a, bool trans_b, bool accumulate) {
   int nacc = n / 2;
   const char *ty = t == CG_MMA_BF16 ? "bf16" : "f16";
   /* $0..$(nacc-1): D; then A (4 regs or a descriptor), B's descriptor;
@@ -434,8 +434,8 @@ void cg_wgmma(CgBuilder *b, CgMmaType t, int n, MlirValue *acc, const MlirValue 
       args[nargs++] = a_regs[i];
     cons = "r,r,r,r,l";
   } else {
-    k += sprintf(s + k, "}, $%d, $%d, %d, 1, 1, 0, %d;", nacc, nacc + 1, accumulate ? 1 : 0,
-                 trans_b ? 1 : 0);
+    k += sprintf(s + k, "}, $%d, $%d, %d, 1, 1, %d, %d;", nacc, nacc + 1, accumulate ? 1 : 0,
+                 trans_a ? 1 : 0, trans_b ? 1 : 0);
     args[nargs++] = a_desc;
     cons = "l,l";
   }

@@ -134,12 +134,13 @@ void cg_ptx(CgBuilder *b, const char *ptx, const MlirValue *args, const char *ar
  * the warpgroup holds rows 16w..16w+15), updated in place. A comes from the
  * shared-memory descriptor a_desc (i64) when a_regs is NULL, else from four
  * packed registers (the m16n8k16 A fragment of the warp's 16 rows). B is the
- * descriptor b_desc; trans_b: B is stored N-major (k rows of n);
+ * descriptor b_desc; trans_b: B is stored N-major (k rows of n); trans_a:
+ * A (from a descriptor only) is stored M-major (k rows of m);
  * accumulate false: D = A B, acc's incoming values are not read. Issued
  * asynchronously: bracket a sequence with cg_wgmma_fence and
  * cg_wgmma_commit_wait, which order the registers. */
 void cg_wgmma(CgBuilder *b, CgMmaType t, int n, MlirValue *acc, const MlirValue *a_regs,
-              MlirValue a_desc, MlirValue b_desc, bool trans_b, bool accumulate);
+              MlirValue a_desc, MlirValue b_desc, bool trans_a, bool trans_b, bool accumulate);
 /* wgmma.fence, with the registers the next wgmmas read passed through it. */
 void cg_wgmma_fence(CgBuilder *b, MlirValue *regs, int nregs);
 /* commit_group + wait_group 0, with the accumulators passed through it. */

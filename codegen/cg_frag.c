@@ -155,6 +155,20 @@ MlirValue lw_elem_col(Lowerer *L, const TileGeom *g, int ni, int e) {
   return cg_addi_c(&L->b, c, ni * 8 + (e & 1));
 }
 
+void lw_lane_ids_opaque(Lowerer *L, MlirValue saved[2]) {
+  saved[0] = L->lg;
+  saved[1] = L->lq;
+  MlirValue ids[2] = {L->lg, L->lq};
+  cg_ptx(&L->b, "", NULL, "", 0, ids, 2);
+  L->lg = ids[0];
+  L->lq = ids[1];
+}
+
+void lw_lane_ids_restore(Lowerer *L, const MlirValue saved[2]) {
+  L->lg = saved[0];
+  L->lq = saved[1];
+}
+
 /* May an operand of geometry `o` be read at the positions of `r`? */
 bool lw_compatible(const TileGeom *o, const TileGeom *r) {
   bool rows = o->cls == TC_ROWV || o->cls == TC_FULL;

@@ -18,6 +18,12 @@ int lw_index_of(const TileGeom *g, int mi, int ni, int e);
 /* Row / column index (i32, within the tile) of element (mi, ni, e). */
 MlirValue lw_elem_row(Lowerer *L, const TileGeom *g, int mi, int e);
 MlirValue lw_elem_col(Lowerer *L, const TileGeom *g, int ni, int e);
+/* Makes L's lane ids (lg, lq) opaque copies until lw_lane_ids_restore: the
+ * addresses derived from them are then made where they are used, not
+ * hoisted out of the loops by LLVM into registers of their own (a spilled
+ * register each, in kernels that hold large accumulators). */
+void lw_lane_ids_opaque(Lowerer *L, MlirValue saved[2]);
+void lw_lane_ids_restore(Lowerer *L, const MlirValue saved[2]);
 /* May an operand of geometry `o` be read at the positions of `r`? */
 bool lw_compatible(const TileGeom *o, const TileGeom *r);
 /* The m16n8k16 A fragment (4 packed registers) of m16 tile mi at k step kk

@@ -22,6 +22,7 @@ typedef struct CgKernelInfo {
   int parallel_loops; /* 3: grid q_tiles,heads,batch; 2: 1,heads,batch */
   int workspace_floats_per_row;
   bool wgmma;         /* its matmuls run on warpgroup MMA (compute_wgmma.c) */
+  bool matmuls;       /* it has any (the backward's pre and post have none) */
 } CgKernelInfo;
 
 /* Appends gpu.func @<f->name> to the gpu.module body. Errors go to cc's

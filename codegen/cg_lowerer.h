@@ -111,6 +111,13 @@ struct Lowerer {
   int warps, threads;
   ElemType dtype;
   bool wgmma; /* matmuls on warpgroup MMA, staged tiles swizzled */
+  bool has_matmul;
+  /* The last register tile written to shared memory (lw_regs_to_smem) and
+   * its copy, reused by later matmuls in the same block (dQ's chunks). */
+  const CgVal *smem_copy_of;
+  CgVal *smem_copy;
+  MlirBlock smem_copy_block;
+  bool sm90; /* target sm_90a: Hopper-only instructions outside the tensor cores */
   bool failed;
   /* Per-thread ids (i32) made at kernel entry. */
   MlirValue tid, warp, lane, lg, lq; /* lg = lane / 4, lq = lane % 4 */
@@ -154,7 +161,6 @@ struct Lowerer {
   int epoch; /* barriers emitted on the current path (conservative across ifs) */
   CarryRing rings[MAX_CARRY_RINGS];
   int nrings;
-  bool store_add; /* the store being lowered adds (reduce = add: mem_global.c) */
   /* Parallel loops -> grid dims. */
   int nparallel, parallel_seen;
 };

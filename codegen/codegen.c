@@ -18,11 +18,10 @@ void cg_options_init(CgOptions *o) {
   o->opt_level = 3;
 }
 
-/* Hopper features need PTX 8.0; Ampere code is emitted at the same ISA
- * version so one toolchain covers both. */
+/* Hopper features need PTX 8.0, the vector reductions (red.global.add.v4.f32,
+ * the backward's dQ) 8.1; Ampere code stays at 8.0. */
 static const char *ptx_features(const char *target) {
-  (void)target;
-  return "+ptx80";
+  return strcmp(target, "sm_90a") == 0 ? "+ptx81" : "+ptx80";
 }
 
 /* ------------------------------------------------------------ emitting */
@@ -85,7 +84,8 @@ static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
   cg_strbuf_printf(sb, "// flashc.meta workspace_floats_per_row %d\n",
                    ki->workspace_floats_per_row);
   cg_strbuf_printf(sb, "// flashc.meta target %s\n", o->target);
-  cg_strbuf_printf(sb, "// flashc.meta mma %s\n", ki->wgmma ? "wgmma" : "mma.sync");
+  cg_strbuf_printf(sb, "// flashc.meta mma %s\n",
+                   !ki->matmuls ? "none" : ki->wgmma ? "wgmma" : "mma.sync");
   cg_strbuf_printf(sb, "// flashc.meta passes %s\n", o->passes && o->passes[0] ? o->passes : "none");
   if (!cg_meta_is_decode(f))
     return;

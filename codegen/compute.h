@@ -38,6 +38,7 @@ bool lw_scratch_can_alias(Lowerer *L);
 typedef struct MmaPlan {
   const CgVal *a, *bm;
   bool a_smem, trans_a, trans_b; /* trans_a: A^T is what shared memory holds */
+  int b_col0;                    /* B's first column (its window; B not transposed) */
   CgMmaType mt;
   int nm, nn, ksteps;
   LaneAddr a_lane; /* mma.sync, A (smem): this lane's ldmatrix row */
@@ -55,9 +56,9 @@ bool lw_mma_sync_matmul(Lowerer *L, const Op *op, const MmaPlan *p, CgVal *r);
  * kernel kind keeps its kernels on mma.sync. False only after an error
  * (wgmma forced on a kernel that cannot use it). */
 bool lw_wgmma_plan(Lowerer *L, CgTensorCore tc, const char *target, const char *kind_why);
-/* r (initialized with the accumulator) += a * b on warpgroup MMA. */
-void lw_wgmma_matmul(Lowerer *L, const Op *op, CgVal *r, const CgVal *a, const CgVal *bm,
-                     bool trans_b, CgMmaType mt, bool has_acc);
+/* r (initialized with the accumulator) += a * b on warpgroup MMA (the
+ * dispatcher's plan p: A^T in shared memory when trans_a, B^T when trans_b). */
+void lw_wgmma_matmul(Lowerer *L, const Op *op, CgVal *r, const MmaPlan *p, bool has_acc);
 
 /* ----------------------------------------------- split-kv partials */
 

@@ -15,12 +15,9 @@ static bool plan_matmul(Lowerer *L, const Op *op, const TileGeom *rg, MmaPlan *p
   p->bm = lw_get(L, op->operands[1]);
   p->trans_b = attr_int(&op->attrs, "transpose_b", 0) != 0;
   p->trans_a = attr_int(&op->attrs, "transpose_a", 0) != 0;
-  if (p->trans_a && L->wgmma) {
-    lw_error(L, op, "a matmul with transpose_a runs on mma.sync only");
-    return false;
-  }
+  p->b_col0 = (int)attr_int(&op->attrs, "b_col0", 0);
   /* A^T in registers (the backward's dS^T): through shared memory, where
-   * ldmatrix .trans reads it as A. */
+   * ldmatrix .trans or wgmma's M-major descriptor reads it as A. */
   if (p->trans_a && p->a->kind == CV_TILE && !(p->a = lw_regs_to_smem(L, op, p->a)))
     return false;
   if (p->bm->kind != CV_SMEM) {
@@ -35,6 +32,13 @@ static bool plan_matmul(Lowerer *L, const Op *op, const TileGeom *rg, MmaPlan *p
   p->mt = be == ELEM_BF16 ? CG_MMA_BF16 : CG_MMA_F16;
   int K = p->trans_b ? p->bm->type.cols : p->bm->type.rows;
   int N = p->trans_b ? p->bm->type.rows : p->bm->type.cols;
+  if (attr_get(&op->attrs, "b_col0")) { /* a window of B's columns (the verifier checked it) */
+    if (p->trans_b || p->b_col0 % 16 || p->b_col0 + rg->cols > N) {
+      lw_error(L, op, "a B column window must be whole 16-column steps of an untransposed B");
+      return false;
+    }
+    N = rg->cols;
+  }
   if (rg->cls != TC_FULL || rg->cols != N) {
     lw_error(L, op, "result shape does not match B");
     return false;
@@ -103,7 +107,7 @@ void lw_matmul(Lowerer *L, const Op *op) {
     r->e[k] = acc ? lw_elem(L, acc, TC_FULL, mi, ni, e) : zero;
   }
   if (L->wgmma)
-    lw_wgmma_matmul(L, op, r, p.a, p.bm, p.trans_b, p.mt, acc != NULL);
+    lw_wgmma_matmul(L, op, r, &p, acc != NULL);
   else if (!lw_mma_sync_matmul(L, op, &p, r))
     return;
   L->smem_read_since_barrier = true;

@@ -22,7 +22,7 @@ static void a_fragment(Lowerer *L, const MmaPlan *p, int mi, int kk, MlirValue *
 /* B fragments for n8 tiles ni (and ni+1 when pair) at k step kk. */
 static void b_fragments(Lowerer *L, const MmaPlan *p, int ni, int kk, bool pair, MlirValue *out) {
   MlirValue at = p->trans_b ? lw_lane_at(L, p->bm, &p->b_lane, ni * 8, kk * 16) /* B^T [n][k] */
-                            : lw_lane_at(L, p->bm, &p->b_lane, kk * 16, ni * 8); /* B [k][n] */
+                            : lw_lane_at(L, p->bm, &p->b_lane, kk * 16, p->b_col0 + ni * 8);
   cg_ldmatrix(&L->b, at, pair ? 4 : 2, !p->trans_b, out);
 }
 

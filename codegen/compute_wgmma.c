@@ -10,7 +10,9 @@
  * operands change, never the softmax code around them:
  *   - S = Q K^T: A (Q) and B (K) from shared memory (both K-major);
  *   - O += P V: A (P) from registers (the m16n8k16 A fragment), B (V) from
- *     shared memory, N-major.
+ *     shared memory, N-major;
+ *   - the backward's dQ = dS K with dS^T in registers (transpose_a): dS^T
+ *     goes to shared memory (mem_ldmatrix.c) and is read as an M-major A.
  *
  * Operands in shared memory are read in the 128-byte swizzled layout
  * (cg_smem.c) through matrix descriptors.
@@ -31,6 +33,7 @@
 typedef struct WgScan {
   const Lowerer *L;
   const char *why; /* first reason the kernel cannot use wgmma */
+  int matmuls;
 } WgScan;
 
 static bool staged_tile_ok(Type t) { return t.cols % 64 == 0 && t.rows % 8 == 0; }
@@ -46,9 +49,19 @@ static const char *matmul_problem(const Lowerer *L, const Op *op) {
   if (!lw_is_staged_type(bt) || !staged_tile_ok(bt))
     return "a matmul B operand is not a staged tile of whole 64-column blocks";
   int K = trans_b ? bt.cols : bt.rows, N = trans_b ? bt.rows : bt.cols;
+  int bc0 = (int)attr_int(&op->attrs, "b_col0", 0);
+  if (bc0 % 64)
+    return "a matmul B column window does not start at a 64-column block";
+  if (attr_get(&op->attrs, "b_col0"))
+    N = rt.cols;
   if (N != rt.cols || K % 16)
     return "a matmul B operand does not match its result";
-  if (lw_is_staged_type(at)) {
+  if (attr_int(&op->attrs, "transpose_a", 0)) {
+    /* A^T in registers (the backward's dS^T, K rows of M): written to
+     * shared memory swizzled and read M-major. */
+    if (at.kind != TYPE_TILE || at.rows != K || at.cols != rows || at.cols % 64)
+      return "a transposed matmul A operand is not K x the block's rows in 64-column blocks";
+  } else if (lw_is_staged_type(at)) {
     if (at.rows != rows || at.cols != K || !staged_tile_ok(at) || at.elem != bt.elem)
       return "a matmul A operand in shared memory is not the block's rows x K";
   } else if (at.kind != TYPE_TILE || at.dist != DIST_ROWS || at.rows != rows || at.cols != K) {
@@ -59,6 +72,7 @@ static const char *matmul_problem(const Lowerer *L, const Op *op) {
 
 static void wg_scan(Op *op, void *ctx) {
   WgScan *s = ctx;
+  s->matmuls += op->kind == OP_MATMUL;
   if (s->why)
     return;
   if (op->kind == OP_MATMUL)
@@ -69,8 +83,11 @@ static void wg_scan(Op *op, void *ctx) {
 }
 
 bool lw_wgmma_plan(Lowerer *L, CgTensorCore tc, const char *target, const char *kind_why) {
+  WgScan s = {L, NULL, 0};
+  func_walk((Func *)L->f, wg_scan, &s);
   L->wgmma = false;
-  if (tc == CG_TC_MMA_SYNC)
+  L->has_matmul = s.matmuls > 0;
+  if (tc == CG_TC_MMA_SYNC || !L->has_matmul) /* no tensor cores: either engine */
     return true;
   const char *why = NULL;
   if (strcmp(target, "sm_90a") != 0)
@@ -79,11 +96,8 @@ bool lw_wgmma_plan(Lowerer *L, CgTensorCore tc, const char *target, const char *
     why = kind_why;
   else if (L->warps % 4)
     why = "wgmma needs whole warpgroups (a multiple of 4 warps)";
-  if (!why) {
-    WgScan s = {L, NULL};
-    func_walk((Func *)L->f, wg_scan, &s);
+  if (!why)
     why = s.why;
-  }
   if (!why) {
     L->wgmma = true;
     return true;
@@ -117,9 +131,11 @@ static int kmajor_step_bytes(const CgVal *t, int kk) {
   return (kk / 4) * t->type.rows * 128 + (kk % 4) * 32;
 }
 
-void lw_wgmma_matmul(Lowerer *L, const Op *op, CgVal *r, const CgVal *a, const CgVal *bm,
-                     bool trans_b, CgMmaType mt, bool has_acc) {
+void lw_wgmma_matmul(Lowerer *L, const Op *op, CgVal *r, const MmaPlan *p, bool has_acc) {
   CgBuilder *b = &L->b;
+  const CgVal *a = p->a, *bm = p->bm;
+  bool trans_a = p->trans_a, trans_b = p->trans_b;
+  CgMmaType mt = p->mt;
   int N = r->g.cols, K = trans_b ? bm->type.cols : bm->type.rows, ksteps = K / 16;
   int nacc = N / 2;
   bool a_smem = a->kind == CV_SMEM;
@@ -145,24 +161,30 @@ void lw_wgmma_matmul(Lowerer *L, const Op *op, CgVal *r, const CgVal *a, const C
     cg_wgmma_fence(b, regs + nacc, nregs - nacc);
 
   /* B: transpose_b means B^T is stored (K's rows are the n index): the
-   * K-major form; else N-major with 64-column blocks lbo bytes apart. */
+   * K-major form; else N-major with 64-column blocks lbo bytes apart, the
+   * window from column block b_col0 / 64. */
   MlirValue zero = cg_const_i32(b, 0);
   MlirValue bdesc = trans_b ? descriptor(L, bm, zero, 16, 1024)
-                            : descriptor(L, bm, zero, bm->type.rows * 128, 1024);
+                            : descriptor(L, bm, cg_const_i32(b, p->b_col0 / 64 * bm->type.rows * 128),
+                                         bm->type.rows * 128, 1024);
   MlirValue adesc = {NULL};
   if (a_smem) {
-    /* This warpgroup's 64 rows. */
+    /* This warpgroup's 64 rows: 64 rows of a K-major A, the 64-column block
+     * of an M-major one. */
     MlirValue wg = cg_arith2(b, "arith.divui", L->warp, cg_const_i32(b, 4));
-    adesc = descriptor(L, a, cg_muli_c(b, wg, 64 * 128), 16, 1024);
+    adesc = trans_a ? descriptor(L, a, cg_muli_c(b, wg, a->type.rows * 128), a->type.rows * 128,
+                                 1024)
+                    : descriptor(L, a, cg_muli_c(b, wg, 64 * 128), 16, 1024);
   }
   for (int kk = 0; kk < ksteps; kk++) {
     int boff = trans_b ? kmajor_step_bytes(bm, kk) : kk * 16 * 128;
     MlirValue bd = cg_addi(b, bdesc, cg_const_i64(b, boff >> 4));
     if (a_smem) {
-      MlirValue ad = cg_addi(b, adesc, cg_const_i64(b, kmajor_step_bytes(a, kk) >> 4));
-      cg_wgmma(b, mt, N, regs, NULL, ad, bd, !trans_b, has_acc || kk > 0);
+      int aoff = trans_a ? kk * 16 * 128 : kmajor_step_bytes(a, kk);
+      MlirValue ad = cg_addi(b, adesc, cg_const_i64(b, aoff >> 4));
+      cg_wgmma(b, mt, N, regs, NULL, ad, bd, trans_a, !trans_b, has_acc || kk > 0);
     } else {
-      cg_wgmma(b, mt, N, regs, &regs[nacc + 4 * kk], (MlirValue){NULL}, bd, !trans_b,
+      cg_wgmma(b, mt, N, regs, &regs[nacc + 4 * kk], (MlirValue){NULL}, bd, false, !trans_b,
                has_acc || kk > 0);
     }
   }

@@ -10,8 +10,9 @@
  *     kind's own parameters, found by name (mem_rows.c), with their strides
  *     NAME.sb/ss/sh where the ABI passes them, contiguous otherwise;
  *   - rows: slice rows of one (batch, head), as the forward;
- *   - engines: mma.sync (a transposed A operand, dS^T, goes through shared
- *     memory; the wgmma engine does not take one yet).
+ *   - engines: wgmma on sm_90a where every matmul fits it (compute_wgmma.c),
+ *     else mma.sync; the main kernel's transposed A operand, dS^T, goes
+ *     through shared memory for either.
  */
 #include <string.h>
 
@@ -69,7 +70,6 @@ static void store(Lowerer *L, const Op *op) {
 #define BACKWARD_KIND(role, acc, table)                                                        \
   {                                                                                            \
     .name = "backward " role, .accepts = acc,                                                  \
-    .no_wgmma = "the backward runs on mma.sync (its transposed dS operand needs it)",        \
     .params = table, .nparams = sizeof table / sizeof table[0], .load = load, .store = store, \
   }
 

@@ -136,7 +136,8 @@ typedef struct LaneAddr {
 } LaneAddr;
 /* A register tile (bf16/f16, rows distribution) written to a shared-memory
  * buffer of its own (padded rows, so that warps may address any 8-column
- * block), with the barriers that make it safe: before the write when
+ * block; the swizzled layout in wgmma kernels, whose tensor cores read it
+ * through the async proxy), with the barriers that make it safe: before the write when
  * shared memory was read since the last barrier, after it for the readers.
  * Returns the staged value (CV_SMEM), or NULL after an error at op. */
 CgVal *lw_regs_to_smem(Lowerer *L, const Op *op, const CgVal *x);

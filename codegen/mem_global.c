@@ -50,7 +50,7 @@ void lw_load_rows(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt row_at, 
 
 /* One row (mi, h) of a thread's share added into f32 tensor t: one
  * red.global.add per element (the backward's dQ, which the blocks of every
- * K/V tile add into; the order of the adds is the hardware's). */
+ * K/V tile add into; the order of the adds is the hardware's). sm_80. */
 static void add_row(Lowerer *L, const TensorRef *t, const CgVal *x, MlirValue off, int mi, int h) {
   CgBuilder *b = &L->b;
   const TileGeom *g = &x->g;
@@ -63,15 +63,59 @@ static void add_row(Lowerer *L, const TensorRef *t, const CgVal *x, MlirValue of
     }
 }
 
+/* m16 tile mi of a thread's share added into f32 tensor t four columns at a
+ * time (sm_90's red.global.add.v4.f32: a quarter of the atomic operations,
+ * which bound the backward's dQ). In an n8 fragment lane pair (q, q^1)
+ * holds columns 2q..2q+3 of rows r and r+8; one exchange gives the even
+ * lane row r's four and the odd lane row r+8's. The shuffles run on every
+ * lane, before the per-row branch. */
+static void add_rows_v4(Lowerer *L, const TensorRef *t, const CgVal *x, int mi, int col0,
+                        LwRowAt row_at, void *ctx) {
+  CgBuilder *b = &L->b;
+  const TileGeom *g = &x->g;
+  MlirValue ids[2];
+  lw_lane_ids_opaque(L, ids);
+  MlirValue odd = cg_cmpi(b, "ne", cg_arith2(b, "arith.andi", L->lq, cg_const_i32(b, 1)),
+                          cg_const_i32(b, 0));
+  MlirValue (*v)[4] = lw_alloc(L, sizeof *v * (size_t)g->nn);
+  for (int ni = 0; ni < g->nn; ni++) {
+    MlirValue a[2], c[2];
+    for (int j = 0; j < 2; j++) {
+      a[j] = cg_float_cast(b, lw_elem(L, x, TC_FULL, mi, ni, j), b->f32);
+      c[j] = cg_float_cast(b, lw_elem(L, x, TC_FULL, mi, ni, 2 + j), b->f32);
+    }
+    for (int j = 0; j < 2; j++) {
+      /* even lanes send row r+8's pair, odd lanes row r's */
+      MlirValue got = cg_shuffle_xor(b, cg_select(b, odd, a[j], c[j]), 1);
+      v[ni][j] = cg_select(b, odd, got, a[j]);
+      v[ni][2 + j] = cg_select(b, odd, c[j], got);
+    }
+  }
+  MlirValue row = cg_select(b, odd, lw_elem_row(L, g, mi, 2), lw_elem_row(L, g, mi, 0));
+  MlirValue off, ok;
+  row_at(L, ctx, row, &off, &ok);
+  if (col0)
+    off = cg_addi(b, off, cg_const_i64(b, col0));
+  MlirBlock then_block, outer = b->block;
+  cg_if(b, ok, NULL, 0, false, &then_block, NULL);
+  cg_builder_set_block(b, then_block);
+  MlirValue back2 = cg_select(b, odd, cg_const_i32(b, 2), cg_const_i32(b, 0));
+  for (int ni = 0; ni < g->nn; ni++) {
+    MlirValue col = cg_int_cast(b, cg_subi(b, lw_elem_col(L, g, ni, 0), back2), b->i64);
+    MlirValue args[5] = {cg_gep(b, t->base, cg_addi(b, off, col), t->et), v[ni][0], v[ni][1],
+                         v[ni][2], v[ni][3]};
+    cg_ptx(b, "red.global.add.v4.f32 [$0], {$1, $2, $3, $4};", args, "l,f,f,f,f", 5, NULL, 0);
+  }
+  cg_yield(b, NULL, 0);
+  cg_builder_set_block(b, outer);
+  lw_lane_ids_restore(L, ids);
+}
+
 /* One row (mi, h) of a thread's share: the n8 fragments' two adjacent
  * elements are stored together. */
 static void store_row(Lowerer *L, const TensorRef *t, const CgVal *x, MlirValue off, int mi, int h) {
   CgBuilder *b = &L->b;
   const TileGeom *g = &x->g;
-  if (L->store_add) {
-    add_row(L, t, x, off, mi, h);
-    return;
-  }
   if (g->cls == TC_ROWV || g->cls == TC_ONE) {
     MlirValue v = cg_float_cast(b, lw_elem(L, x, g->cls, mi, 0, 2 * h), t->et);
     cg_store(b, v, cg_gep(b, t->base, off, t->et), t->elem == ELEM_F32 ? 4 : 2);
@@ -92,7 +136,7 @@ static void store_row(Lowerer *L, const TensorRef *t, const CgVal *x, MlirValue 
  * columns, and *only: the predicate that keeps one copy of replicated data
  * (lane q = 0 of a quad for row vectors, warp 0 when every warp holds the
  * whole tile). NULL after an error. */
-static const CgVal *store_begin(Lowerer *L, const Op *op, int cols, MlirValue *only) {
+static const CgVal *store_begin(Lowerer *L, const Op *op, int cols, MlirValue *only, int *col0) {
   CgBuilder *b = &L->b;
   CgVal *x = lw_get(L, op->operands[4]);
   if (x->kind != CV_TILE) {
@@ -100,6 +144,10 @@ static const CgVal *store_begin(Lowerer *L, const Op *op, int cols, MlirValue *o
     return NULL;
   }
   const TileGeom *g = &x->g;
+  *col0 = (int)attr_int(&op->attrs, "col0", 0);
+  if (attr_get(&op->attrs, "col0") && g->cls == TC_FULL && !g->col_split && *col0 >= 0 &&
+      *col0 + g->cols <= cols)
+    cols = g->cols; /* a window of the tensor's columns (verifier.c) */
   if ((g->cls == TC_FULL) != (cols > 1) || (g->cls == TC_FULL && g->cols != cols && !g->col_split)) {
     lw_error(L, op, "tile shape does not match the tensor");
     return NULL;
@@ -112,29 +160,50 @@ static const CgVal *store_begin(Lowerer *L, const Op *op, int cols, MlirValue *o
   return x;
 }
 
-/* Stores the tile of op (operand 4) into t row by row: row_at gives the
- * element offset of the thread's row r of the tile (an i32 from
- * lw_elem_row) and whether that row exists; replicated copies are skipped. */
-void lw_store_rows(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt row_at, void *ctx) {
+/* Stores (add: adds, f32) the tile of op (operand 4) into t row by row:
+ * row_at gives the element offset of the thread's row r of the tile (an
+ * i32 from lw_elem_row) and whether that row exists; replicated copies are
+ * skipped. */
+static void rows_loop(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt row_at, void *ctx,
+                      bool add) {
   CgBuilder *b = &L->b;
   MlirValue only;
-  const CgVal *x = store_begin(L, op, t->cols, &only);
+  int col0;
+  const CgVal *x = store_begin(L, op, t->cols, &only, &col0);
   if (!x)
     return;
   const TileGeom *g = &x->g;
+  if (add && !g->row_split && !g->col_split && L->warps > 1) {
+    lw_error(L, op, "a store with reduce = add needs a tile split over the warps");
+    return;
+  }
   int nm = g->cls == TC_ONE ? 1 : g->nm, nh = g->cls == TC_ONE ? 1 : 2;
-  for (int mi = 0; mi < nm; mi++)
+  for (int mi = 0; mi < nm; mi++) {
+    if (add && L->sm90) {
+      add_rows_v4(L, t, x, mi, col0, row_at, ctx);
+      continue;
+    }
     for (int h = 0; h < nh; h++) {
       MlirValue rr = g->cls == TC_ONE ? cg_const_i32(b, 0) : lw_elem_row(L, g, mi, 2 * h);
       MlirValue off, ok;
       row_at(L, ctx, rr, &off, &ok);
+      if (col0)
+        off = cg_addi(b, off, cg_const_i64(b, col0));
       MlirBlock then_block, outer = b->block;
       cg_if(b, cg_arith2(b, "arith.andi", only, ok), NULL, 0, false, &then_block, NULL);
       cg_builder_set_block(b, then_block);
-      store_row(L, t, x, off, mi, h);
+      if (add)
+        add_row(L, t, x, off, mi, h);
+      else
+        store_row(L, t, x, off, mi, h);
       cg_yield(b, NULL, 0);
       cg_builder_set_block(b, outer);
     }
+  }
+}
+
+void lw_store_rows(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt row_at, void *ctx) {
+  rows_loop(L, op, t, row_at, ctx, false);
 }
 
 /* ------------------------------------------------------------ entries */
@@ -185,9 +254,7 @@ void lw_store(Lowerer *L, const Op *op, Rows *m) {
     lw_error(L, op, "a store with reduce = add needs a full f32 register tile and tensor");
     return;
   }
-  L->store_add = add;
-  lw_store_rows(L, op, &m->t, rows_store_at, m);
-  L->store_add = false;
+  rows_loop(L, op, &m->t, rows_store_at, m, add);
 }
 
 void lw_load_scalar(Lowerer *L, const Op *op, MlirValue p) {

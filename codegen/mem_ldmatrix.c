@@ -44,6 +44,10 @@ MlirValue lw_lane_at(Lowerer *L, const CgVal *t, const LaneAddr *a, int drow, in
 CgVal *lw_regs_to_smem(Lowerer *L, const Op *op, const CgVal *x) {
   CgBuilder *b = &L->b;
   const TileGeom *g = &x->g;
+  /* Written before in this block (whose code dominates here): every copy
+   * has a buffer of its own, so it still holds x. */
+  if (L->smem_copy_of == x && mlirBlockEqual(L->smem_copy_block, b->block))
+    return L->smem_copy;
   if (x->kind != CV_TILE || x->splat || g->cls != TC_FULL || g->col_split ||
       (x->type.elem != ELEM_BF16 && x->type.elem != ELEM_F16) || x->type.cols % 8) {
     lw_error(L, op, "only a bf16/f16 register tile of whole rows per warp can go to shared memory");
@@ -55,25 +59,45 @@ CgVal *lw_regs_to_smem(Lowerer *L, const Op *op, const CgVal *x) {
   s->type.dist = DIST_NONE;
   s->ring = -1;
   s->async_seq = -1;
-  s->swizzled = false; /* warps address the columns at any 8-column block */
-  s->smem_stride = x->type.cols + SMEM_PAD_ELEMS;
+  /* mma.sync: padded, as warps address the columns at any 8-column block;
+   * wgmma reads the swizzled layout only. */
+  s->swizzled = L->wgmma;
+  if (s->swizzled && x->type.cols % 64) {
+    lw_error(L, op, "a register tile for wgmma must be whole 64-column blocks");
+    return NULL;
+  }
+  s->smem_stride = s->swizzled ? x->type.cols : x->type.cols + SMEM_PAD_ELEMS;
   s->smem_off = lw_alloc_smem(L, x->type.rows * s->smem_stride * 2);
   if (L->smem_read_since_barrier) /* other warps may still read the last step's copy */
     lw_barrier(L);
   MlirType et = lw_elem_type(L, x->type.elem);
   MlirType v2 = mlirVectorTypeGet(1, (int64_t[]){2}, et);
+  MlirValue ids[2];
+  lw_lane_ids_opaque(L, ids);
   for (int mi = 0; mi < g->nm; mi++)
     for (int h = 0; h < 2; h++) {
       MlirValue row = lw_elem_row(L, g, mi, 2 * h);
       for (int ni = 0; ni < g->nn; ni++) {
-        MlirValue col = lw_elem_col(L, g, ni, 0);
-        MlirValue el = cg_addi(b, cg_muli_c(b, row, s->smem_stride), col);
-        MlirValue at = cg_gep(b, L->smem, lw_smem_base(L, s, cg_muli_c(b, el, 2)), b->i8);
+        MlirValue col = lw_elem_col(L, g, ni, 0), byte;
+        if (s->swizzled) {
+          MlirValue chunk = cg_arith2(b, "arith.divui", col, cg_const_i32(b, 8));
+          MlirValue in_chunk = cg_arith2(b, "arith.remui", col, cg_const_i32(b, 8));
+          byte = cg_addi(b, lw_swizzled_byte(L, s, row, chunk), cg_muli_c(b, in_chunk, 2));
+        } else {
+          byte = cg_muli_c(b, cg_addi(b, cg_muli_c(b, row, s->smem_stride), col), 2);
+        }
+        MlirValue at = cg_gep(b, L->smem, lw_smem_base(L, s, byte), b->i8);
         MlirValue e2[2] = {lw_elem(L, x, TC_FULL, mi, ni, 2 * h),
                            lw_elem(L, x, TC_FULL, mi, ni, 2 * h + 1)};
         cg_store(b, cg_vector_from(b, e2, 2, v2), at, 4);
       }
     }
+  lw_lane_ids_restore(L, ids);
+  if (L->wgmma)
+    cg_fence_proxy_async(b);
   lw_barrier(L);
+  L->smem_copy_of = x;
+  L->smem_copy = s;
+  L->smem_copy_block = b->block;
   return s;
 }

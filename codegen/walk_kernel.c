@@ -123,6 +123,7 @@ int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwK
   L->warps = (int)attr_int(&f->attrs, "warps", 4);
   L->threads = 32 * L->warps;
   L->dtype = kernel_dtype(f);
+  L->sm90 = strcmp(target, "sm_90a") == 0;
   func_walk((Func *)f, count_parallel, &L->nparallel);
   /* The cross-warp scratch goes first: its size is known before the walk,
    * the staged tiles' offsets only during it. When it is only used after
@@ -150,6 +151,7 @@ int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwK
   info->threads = L->threads;
   info->parallel_loops = L->nparallel;
   info->wgmma = L->wgmma;
+  info->matmuls = L->has_matmul;
   int rc = L->failed ? -1 : 0;
   lw_free_all(L);
   return rc;

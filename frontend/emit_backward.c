@@ -162,27 +162,42 @@ static Value *matmul(Lower *L, Value *a, Value *b, Value *acc, Type t, bool ta, 
 
 static Type staged(Lower *L, int rows, int cols) { return type_tile(L->dt, rows, cols, DIST_NONE); }
 
+/* What P's computation leaves for dS's: the modified score, its argument
+ * and the mask condition (for score'). */
+typedef struct Probs {
+  Value *p, *sc, *ss, *cond;
+} Probs;
+
 /* The score tile of the current pair (S, or S^T when L->q_axis is 1) from
  * the raw product s: scale, score modifier, mask; then
- * P = exp(Z~ - LSE_safe) and dS = P o (dP - D) o score'. Returns dS (and
- * *p = P). */
-static Value *scores_and_ds(Bwd *B, Value *s, Value *lse_safe, Value *dp, Value *dl, Value **p) {
+ * P = exp(Z~ - LSE_safe). Emitted before dP's matmul, so that S and the LSE
+ * are dead while dP is made (registers: the K/V-outer kernels hold dK and
+ * dV too). */
+static Probs probs(Bwd *B, Value *s, Value *lse_safe) {
   Lower *L = &B->L;
   Type st = s->type;
+  Probs r;
   L->qi = L->ki = NULL;
-  L->ss = em_bin(L, OP_MUL, s, B->scale, "ss");
-  Value *sc = em_score(L);
-  Value *cond = em_cond(L);
-  Value *zm = em_name(L, build_op(&L->b, OP_MASK, (Value *[]){sc, cond}, 2, &st, 1, 0)->results[0],
-                      "zm");
-  *p = em_un(L, OP_EXP, em_bin(L, OP_SUB, zm, lse_safe, NULL), "p");
-  Value *dz = em_bin(L, OP_MUL, *p, em_bin(L, OP_SUB, dp, dl, NULL), "dz");
+  r.ss = L->ss = em_bin(L, OP_MUL, s, B->scale, "ss");
+  r.sc = em_score(L);
+  r.cond = em_cond(L);
+  Value *zm = em_name(
+      L, build_op(&L->b, OP_MASK, (Value *[]){r.sc, r.cond}, 2, &st, 1, 0)->results[0], "zm");
+  r.p = em_un(L, OP_EXP, em_bin(L, OP_SUB, zm, lse_safe, NULL), "p");
+  return r;
+}
+
+/* dS = P o (dP - D) o score'. */
+static Value *dscores(Bwd *B, const Probs *pr, Value *dp, Value *dl) {
+  Lower *L = &B->L;
+  Value *dz = em_bin(L, OP_MUL, pr->p, em_bin(L, OP_SUB, dp, dl, NULL), "dz");
   if (!L->k->score)
     return dz;
   /* dS = dZ o score'(S); where masked, 0 (score' may be anything there) */
-  Op *g = build_op(&L->b, OP_GRAD, (Value *[]){sc, L->ss}, 2, &st, 1, 0);
+  Type st = dz->type;
+  Op *g = build_op(&L->b, OP_GRAD, (Value *[]){pr->sc, pr->ss}, 2, &st, 1, 0);
   Value *dsm = em_bin(L, OP_MUL, dz, em_name(L, g->results[0], "dscore"), NULL);
-  return em_name(L, build_select(&L->b, cond, dsm, B->f0), "ds");
+  return em_name(L, build_select(&L->b, pr->cond, dsm, B->f0), "ds");
 }
 
 /* NAME_bwd_pre: delta = rowsum(dO o O) per query row, in f32. */
@@ -215,6 +230,11 @@ static void emit_post(Bwd *B) {
   close_kernel(B, loops, 3);
 }
 
+/* dQ's column chunk in the K/V-outer kernel (add_dq). */
+#define DQ_CHUNK 64
+
+static void add_dq(Bwd *B, Value *dsc, Value *kt, Value *hh, Value *q0);
+
 /* The body of a (K/V tile, Q tile) step of the K/V-outer kernels, for query
  * head hh: updates dk, dv and, with_dq, adds dS K into dq_acc. */
 static void kv_step(Bwd *B, Value *kt, Value *vt, Value *hh, Value *i, Value **dk, Value **dv,
@@ -226,24 +246,39 @@ static void kv_step(Bwd *B, Value *kt, Value *vt, Value *hh, Value *i, Value **d
   Value *dot = em_load(L, func_arg(L->f, "dout"), hh, q0, staged(L, DIM_BR, B->dv), "dot");
   Type row = em_ftile(1, DIM_BR, DIST_ROWS);
   Value *lse = em_load(L, func_arg(L->f, "lse"), hh, q0, row, "lse_t");
-  Value *dl = em_load(L, func_arg(L->f, "delta"), hh, q0, row, "dl");
   Type st = em_ftile(DIM_BC, DIM_BR, DIST_ROWS);
   Value *s = matmul(L, kt, qt, NULL, st, false, true, "st");
-  Value *dpt = matmul(L, vt, dot, NULL, st, false, true, "dpt");
-  Value *pt;
   Value *hk = L->hv;
   L->hv = hh; /* the spec's h is the query head */
-  Value *ds = scores_and_ds(B, s, safe_lse(B, lse), dpt, dl, &pt);
+  Probs pr = probs(B, s, safe_lse(B, lse));
+  Value *dl = em_load(L, func_arg(L->f, "delta"), hh, q0, row, "dl");
+  Value *dpt = matmul(L, vt, dot, NULL, st, false, true, "dpt");
+  Value *ds = dscores(B, &pr, dpt, dl);
   L->hv = hk;
-  Value *ptc = em_name(L, build_cast(&L->b, pt, L->dt), "ptc");
+  Value *ptc = em_name(L, build_cast(&L->b, pr.p, L->dt), "ptc");
   *dv = matmul(L, ptc, dot, *dv, (*dv)->type, false, false, "dv_n");
   Value *dsc = em_name(L, build_cast(&L->b, ds, L->dt), "dsc");
   *dk = matmul(L, dsc, qt, *dk, (*dk)->type, false, false, "dk_n");
-  if (with_dq) {
-    Value *dq = matmul(L, dsc, kt, NULL, em_ftile(DIM_BR, B->d, DIST_ROWS), true, false, "dqp");
+  if (with_dq)
+    add_dq(B, dsc, kt, hh, q0);
+}
+
+/* dq_acc[q0.., hh] += dS K, in column chunks of DQ_CHUNK (B's column
+ * windows, the stores' col0): each chunk's product is added and dead
+ * before the next is made, so the K/V-outer kernel holds DQ_CHUNK columns
+ * of dQ beside its dK and dV, not all d of them (registers, FA3's dQ). */
+static void add_dq(Bwd *B, Value *dsc, Value *kt, Value *hh, Value *q0) {
+  Lower *L = &B->L;
+  int chunk = B->d % DQ_CHUNK == 0 ? DQ_CHUNK : B->d;
+  for (int c0 = 0; c0 < B->d; c0 += chunk) {
+    Value *dq = matmul(L, dsc, kt, NULL, em_ftile(DIM_BR, chunk, DIST_ROWS), true, false, "dqp");
+    if (chunk < B->d)
+      attr_set_int(L->m, &dq->def->attrs, "b_col0", c0);
     Value *ops[5] = {func_arg(L->f, "dq_acc"), L->bv, hh, q0, dq};
     Op *st_op = build_op(&L->b, OP_STORE, ops, 5, NULL, 0, 0);
     attr_set_word(L->m, &st_op->attrs, "reduce", "add");
+    if (chunk < B->d)
+      attr_set_int(L->m, &st_op->attrs, "col0", c0);
   }
 }
 
@@ -310,9 +345,9 @@ static void emit_q_outer(Bwd *B) {
   Value *vt = em_load(L, func_arg(L->f, "v"), hk, k0, staged(L, DIM_BC, B->dv), "vt");
   Type st = em_ftile(DIM_BR, DIM_BC, DIST_ROWS);
   Value *s = matmul(L, qt, kt, NULL, st, false, true, "s");
+  Probs pr = probs(B, s, lse);
   Value *dp = matmul(L, dot, vt, NULL, st, false, true, "dp");
-  Value *p;
-  Value *ds = scores_and_ds(B, s, lse, dp, dl, &p);
+  Value *ds = dscores(B, &pr, dp, dl);
   Value *dsc = em_name(L, build_cast(&L->b, ds, L->dt), "dsc");
   Value *dq = matmul(L, dsc, kt, for_iter_arg(fj, 0), init->type, false, false, "dq_n");
   build_yield(&L->b, &dq, 1);

@@ -169,8 +169,10 @@ static void decode_op(Op *op, void *ctx) {
   case OP_MATMUL:
     in->transpose_a = attr_int(&op->attrs, "transpose_a", 0) != 0;
     in->transpose_b = attr_int(&op->attrs, "transpose_b", 0) != 0;
+    in->b_col0 = (int)attr_int(&op->attrs, "b_col0", 0);
     break;
   case OP_STORE:
+    in->col0 = (int)attr_int(&op->attrs, "col0", 0);
     in->reduce_add = attr_get(&op->attrs, "reduce") != NULL;
     if (in->reduce_add && strcmp(attr_str(&op->attrs, "reduce", ""), "add") != 0)
       interp_fail(I, op, "reduce must be add");
@@ -535,6 +537,7 @@ static void exec_matmul(Interp *I, const Op *op) {
   if (!need_tile(I, op, a, "a") || !need_tile(I, op, b, "b") || (c && !need_tile(I, op, c, "acc")))
     return;
   bool ta = I->info[op->id].transpose_a, tb = I->info[op->id].transpose_b;
+  int bc0 = I->info[op->id].b_col0;
   int R = ta ? a->cols : a->rows, K = ta ? a->rows : a->cols, C = tb ? b->rows : b->cols;
   int rows, cols;
   if ((tb ? b->cols : b->rows) != K) {
@@ -543,6 +546,14 @@ static void exec_matmul(Interp *I, const Op *op) {
   }
   if (!tile_type(I, op, &rows, &cols))
     return;
+  if (attr_get(&op->attrs, "b_col0")) { /* B's columns bc0 .. bc0 + cols - 1 */
+    if (tb || bc0 < 0 || bc0 + cols > C) {
+      interp_fail(I, op, "b_col0 %d: columns past B's %d", bc0, C);
+      return;
+    }
+    C = cols;
+  }
+  int bstride = tb ? K : b->cols;
   if (rows != R || cols != C || (c && (c->rows != R || c->cols != C))) {
     interp_fail(I, op, "result %d x %d does not match operands (%d x %d)", rows, cols, R, C);
     return;
@@ -569,7 +580,7 @@ static void exec_matmul(Interp *I, const Op *op) {
     } else {
       for (int k = 0; k < K; k++) {
         double x = ar[k];
-        const double *restrict br = b->t + (size_t)k * C;
+        const double *restrict br = b->t + (size_t)k * bstride + bc0;
         for (int j = 0; j < C; j++)
           o[j] += x * br[j];
       }
@@ -733,8 +744,12 @@ static void exec_store(Interp *I, const Op *op) {
   if (!need_tile(I, op, v, "stored value"))
     return;
   bool along_cols = row_vector(I, op, t, v->rows, v->cols);
-  if (v->cols != col_extent(t) && !along_cols) {
-    interp_fail(I, op, "tile has %d columns, the tensor %lld", v->cols, (long long)col_extent(t));
+  int col0 = I->info[op->id].col0;
+  bool window = attr_get(&op->attrs, "col0") != NULL;
+  if ((window ? col0 < 0 || col0 + v->cols > col_extent(t) : v->cols != col_extent(t)) &&
+      !along_cols) {
+    interp_fail(I, op, "tile has %d columns from %d, the tensor %lld", v->cols, col0,
+                (long long)col_extent(t));
     return;
   }
   bool rnd = I->o->round_casts, add = I->info[op->id].reduce_add;
@@ -745,7 +760,7 @@ static void exec_store(Interp *I, const Op *op) {
   }
   for (int r = 0; r < v->rows; r++)
     for (int c = 0; c < v->cols; c++) {
-      int64_t head = h, row = row0 + (along_cols ? c : r), col = along_cols ? 0 : c;
+      int64_t head = h, row = row0 + (along_cols ? c : r), col = along_cols ? 0 : col0 + c;
       if (along_cols ? row < 0 || row >= row_extent(t) : !map_row(t, pack, h, row0 + r, &head, &row))
         continue;
       double x = v->t[(size_t)r * v->cols + c], *e = elem_ptr(t, b, head, row, col);

@@ -36,6 +36,7 @@ typedef struct OpInfo {
   int axis;        /* iota */
   double value;    /* const, full */
   bool transpose_a, transpose_b;
+  int b_col0, col0; /* matmul's B column window, store's column offset */
   bool reduce_add; /* store {reduce = add} */
   bool dim_kv;     /* tile_size */
 } OpInfo;

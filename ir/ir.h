@@ -175,11 +175,11 @@ const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial", "warp" 
   X(OP_SELECT,      "select")       /* cond, a, b */                           \
   X(OP_CAST,        "cast")         /* to the result's element type */         \
   X(OP_LOAD,        "load")         /* tensor, b, h, row0 [, limit] {pack} -> tile (rows past the extent or limit read 0) */ \
-  X(OP_STORE,       "store")        /* tensor, b, h, row0, tile {pack, reduce = add} (rows past the extent skipped) */ \
+  X(OP_STORE,       "store")        /* tensor, b, h, row0, tile {pack, reduce = add, col0} (rows past the extent skipped; col0: the tile is columns col0.. of the tensor) */ \
   X(OP_LOAD_SCALAR, "load_scalar")  /* i32 tensor [n], i -> index: element i (cache_seqlens[b]) */ \
   X(OP_LOAD_PAGED,  "load_paged")   /* cache, block_table, b, h, row0, limit {page_size} -> tile */ \
   X(OP_REDUCE,      "reduce")       /* {kind = max|min|sum} tile -> scalar (i1: max = any, min = all) */ \
-  X(OP_MATMUL,      "matmul")       /* a, b [, acc] {transpose_a, transpose_b} -> f32 tile: acc + op(a)*op(b) */ \
+  X(OP_MATMUL,      "matmul")       /* a, b [, acc] {transpose_a, transpose_b, b_col0} -> f32 tile: acc + op(a)*op(b) (b_col0: b's columns b_col0.. only) */ \
   X(OP_ROWMAX,      "rowmax")       /* R x C -> R x 1 */                       \
   X(OP_ROWSUM,      "rowsum")       /* R x C -> R x 1 */                       \
   X(OP_MASK,        "mask")         /* s, cond -> s where cond, -inf elsewhere */ \

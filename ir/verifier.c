@@ -305,6 +305,15 @@ static bool check_tensor_access(Verifier *v, const Op *op, Type tile, int last_i
   /* A rank 3 tensor holds one value per (b, h, position): R x 1 tiles, or
    * 1 x C tiles with the positions along the columns. */
   bool row_vector = t.rank == 3 && tile.rows == 1 && tile.cols != 1 && !pack_of(op);
+  const Attr *c0 = op->kind == OP_STORE ? attr_get(&op->attrs, "col0") : NULL;
+  if (c0) {
+    /* a column window of a rank 4 tensor: columns col0 .. col0 + C - 1 */
+    if (c0->kind != ATTR_INT || c0->i < 0 || c0->i % 8 || t.rank != 4 ||
+        c0->i + tile.cols > tensor_cols(t) || tile.elem != t.elem)
+      report(v, op, "'col0' must be a multiple of 8 with the tile's %d columns inside tensor %s",
+             tile.cols, tstr(t, b));
+    return true;
+  }
   if (tile.elem != t.elem || (tile.cols != tensor_cols(t) && !row_vector))
     report(v, op, "tile %s does not match tensor %s (columns must be %d)", tstr(tile, a), tstr(t, b),
            tensor_cols(t));
@@ -319,7 +328,8 @@ static void check_load(Verifier *v, const Op *op) {
     check_tensor_access(v, op, res(op, 0), 3);
 }
 
-/* store tensor, b, h, row0, tile {reduce = add}: adds into an f32 tensor. */
+/* store tensor, b, h, row0, tile {reduce = add, col0}: adds into an f32
+ * tensor; writes columns col0.. of it. */
 static void check_store(Verifier *v, const Op *op) {
   if (!want_counts(v, op, 5, 0) || !check_tensor_access(v, op, opnd(op, 4), 3))
     return;
@@ -399,6 +409,17 @@ static void check_matmul(Verifier *v, const Op *op) {
   bool trans_a = ta && ta->i == 1, trans = tb && tb->i == 1;
   int m = trans_a ? x.cols : x.rows, ka = trans_a ? x.rows : x.cols;
   int k = trans ? y.cols : y.rows, n = trans ? y.rows : y.cols;
+  const Attr *bc = attr_get(&op->attrs, "b_col0");
+  if (bc) {
+    /* B's columns b_col0 .. b_col0 + N - 1, N the result's width */
+    int w = res(op, 0).kind == TYPE_TILE ? res(op, 0).cols : 0;
+    if (bc->kind != ATTR_INT || trans || bc->i < 0 || bc->i % 16 || w < 1 || bc->i + w > n) {
+      report(v, op, "'b_col0' must be a multiple of 16 with the result's columns inside B %s "
+             "(not transposed)", tstr(y, b));
+      return;
+    }
+    n = w;
+  }
   if (ka != k)
     report(v, op, "inner extents differ: %s%s times %s%s", tstr(x, a), trans_a ? " transposed" : "",
            tstr(y, b), trans ? " transposed" : "");

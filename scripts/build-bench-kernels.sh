@@ -4,8 +4,9 @@
 # -disable-pass=mask-skip) may be given; they go into every compile.
 # Also: the decode benchmark's kernels -> .device/decode-bench, and the
 # backward benchmark's (bench/bench_bwd.py: grad = true specs, one module per
-# kernel with the forward and its _bwd_* kernels) -> .device/bench_bwd, the
-# causal ones once more with -disable-pass=mask-skip -> .device/bench_bwd/no-mask-skip.
+# kernel with the forward and its _bwd_* kernels) -> .device/bench_bwd, once
+# more with -mma=sync -> .device/bench_bwd/mma-sync, the causal ones with
+# -disable-pass=mask-skip -> .device/bench_bwd/no-mask-skip.
 set -e
 FLASHC=${FLASHC:-build/tools/flashc}
 OUT=${OUT_DIR:-.device/bench}
@@ -35,7 +36,7 @@ done
 echo "decode bench: $(ls "$DOUT"/*.ptx | wc -l) PTX in $DOUT"
 # The backward benchmark's kernels (bench/bench_bwd.py) -> .device/bench_bwd.
 BOUT=${BWD_OUT_DIR:-.device/bench_bwd}
-mkdir -p "$BOUT/specs" "$BOUT/no-mask-skip"
+mkdir -p "$BOUT/specs" "$BOUT/no-mask-skip" "$BOUT/mma-sync"
 python3 bench/configs.py --write-bwd-specs "$BOUT/specs" >/dev/null
 echo "{" > "$BOUT/compile_times.json"
 first=1
@@ -49,10 +50,11 @@ for spec in "$BOUT"/specs/*.fa; do
   first=0
   printf '  "%s": %s' "$name" "$ms" >> "$BOUT/compile_times.json"
   echo "$name (forward + backward): $ms ms"
+  "$FLASHC" "$spec" -emit=ptx --target=sm_90a "$@" -mma=sync -o "$BOUT/mma-sync/$name.ptx"
   case "$name" in
     *_causal_*) "$FLASHC" "$spec" -emit=ptx --target=sm_90a "$@" -disable-pass=mask-skip \
                   -o "$BOUT/no-mask-skip/$name.ptx" ;;
   esac
 done
 echo "}" >> "$BOUT/compile_times.json"
-echo "backward bench: $(ls "$BOUT"/*.ptx | wc -l) PTX (+ $(ls "$BOUT"/no-mask-skip/*.ptx | wc -l) without mask-skip) in $BOUT, $(du -sh "$BOUT" | cut -f1)"
+echo "backward bench: $(ls "$BOUT"/*.ptx | wc -l) PTX (+ $(ls "$BOUT"/mma-sync/*.ptx | wc -l) on mma.sync, $(ls "$BOUT"/no-mask-skip/*.ptx | wc -l) without mask-skip) in $BOUT, $(du -sh "$BOUT" | cut -f1)"
