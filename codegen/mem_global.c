@@ -63,6 +63,15 @@ static void add_row(Lowerer *L, const TensorRef *t, const CgVal *x, MlirValue of
     }
 }
 
+/* row_at for the thread's row r, moved to the tile's first column col0
+ * (a store {col0}: the tile is a window of the tensor's columns). */
+static void window_row_at(Lowerer *L, LwRowAt row_at, void *ctx, MlirValue r, int col0,
+                          MlirValue *off, MlirValue *ok) {
+  row_at(L, ctx, r, off, ok);
+  if (col0)
+    *off = cg_addi(&L->b, *off, cg_const_i64(&L->b, col0));
+}
+
 /* m16 tile mi of a thread's share added into f32 tensor t four columns at a
  * time (sm_90's red.global.add.v4.f32: a quarter of the atomic operations,
  * which bound the backward's dQ). In an n8 fragment lane pair (q, q^1)
@@ -93,9 +102,7 @@ static void add_rows_v4(Lowerer *L, const TensorRef *t, const CgVal *x, int mi, 
   }
   MlirValue row = cg_select(b, odd, lw_elem_row(L, g, mi, 2), lw_elem_row(L, g, mi, 0));
   MlirValue off, ok;
-  row_at(L, ctx, row, &off, &ok);
-  if (col0)
-    off = cg_addi(b, off, cg_const_i64(b, col0));
+  window_row_at(L, row_at, ctx, row, col0, &off, &ok);
   MlirBlock then_block, outer = b->block;
   cg_if(b, ok, NULL, 0, false, &then_block, NULL);
   cg_builder_set_block(b, then_block);
@@ -186,9 +193,7 @@ static void rows_loop(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt row_
     for (int h = 0; h < nh; h++) {
       MlirValue rr = g->cls == TC_ONE ? cg_const_i32(b, 0) : lw_elem_row(L, g, mi, 2 * h);
       MlirValue off, ok;
-      row_at(L, ctx, rr, &off, &ok);
-      if (col0)
-        off = cg_addi(b, off, cg_const_i64(b, col0));
+      window_row_at(L, row_at, ctx, rr, col0, &off, &ok);
       MlirBlock then_block, outer = b->block;
       cg_if(b, cg_arith2(b, "arith.andi", only, ok), NULL, 0, false, &then_block, NULL);
       cg_builder_set_block(b, then_block);
