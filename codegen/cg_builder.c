@@ -384,8 +384,10 @@ void cg_ptx(CgBuilder *b, const char *ptx, const MlirValue *args, const char *ar
   cons[0] = 0;
   for (int i = 0; i < nregs; i++) {
     types[i] = mlirValueGetType(regs[i]);
-    n += (size_t)snprintf(cons + n, cap - n, "%s=%c", i ? "," : "",
-                          mlirTypeIsAF32(types[i]) ? 'f' : 'r');
+    char c = mlirTypeIsAF32(types[i]) ? 'f'
+             : mlirTypeIsAInteger(types[i]) && mlirIntegerTypeGetWidth(types[i]) == 64 ? 'l'
+                                                                                      : 'r';
+    n += (size_t)snprintf(cons + n, cap - n, "%s=%c", i ? "," : "", c);
   }
   if (nargs)
     n += (size_t)snprintf(cons + n, cap - n, "%s%s", nregs ? "," : "", arg_constraints);

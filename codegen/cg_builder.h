@@ -122,7 +122,7 @@ void cg_mma_16816(CgBuilder *b, CgMmaType t, const MlirValue *a, const MlirValue
 MlirValue cg_pack2(CgBuilder *b, CgMmaType t, MlirValue lo, MlirValue hi);
 
 /* Inline PTX with side effects (llvm.inline_asm): operands $0.. are the
- * outputs, then `args`. `regs` (nregs values, f32 or i32) are passed through
+ * outputs, then `args`. `regs` (nregs values, f32, i32 or i64) are passed through
  * it in place: each comes out as a new SSA value tied to the same register,
  * so that the code computing them stays before the asm and the code using
  * them after it (how wgmma's asynchronous accumulators are ordered). */

@@ -118,6 +118,7 @@ struct Lowerer {
   CgVal *smem_copy;
   MlirBlock smem_copy_block;
   bool sm90; /* target sm_90a: Hopper-only instructions outside the tensor cores */
+  bool remat_descriptors; /* the kind's (walk.h): wgmma descriptors made at each use */
   bool failed;
   /* Per-thread ids (i32) made at kernel entry. */
   MlirValue tid, warp, lane, lg, lq; /* lg = lane / 4, lq = lane % 4 */

@@ -5,6 +5,10 @@ MlirValue cg_exp2f(CgBuilder *b, MlirValue x) {
   return cg_intrinsic(b, "llvm.exp2.f32", &x, 1, b->f32);
 }
 
+MlirValue cg_exp2f_ftz(CgBuilder *b, MlirValue x) {
+  return cg_intrinsic(b, "llvm.nvvm.ex2.approx.ftz.f32", &x, 1, b->f32);
+}
+
 MlirValue cg_expf(CgBuilder *b, MlirValue x) {
   return cg_exp2f(b, cg_mulf(b, x, cg_const_f32(b, CG_LOG2E)));
 }

@@ -13,6 +13,11 @@
 
 /* 2^x on the MUFU unit (ex2.approx.f32: about 2 ulp). */
 MlirValue cg_exp2f(CgBuilder *b, MlirValue x);
+/* 2^x with results below 2^-126 flushed to 0 (ex2.approx.ftz.f32): one
+ * MUFU op, where the non-flushing form is five instructions (a range test, a
+ * halving, the MUFU op and a squaring to reach the denormals). For values
+ * that are probabilities (softmax), never for a user's expression. */
+MlirValue cg_exp2f_ftz(CgBuilder *b, MlirValue x);
 /* e^x = 2^(x log2e). */
 MlirValue cg_expf(CgBuilder *b, MlirValue x);
 /* log2 on the MUFU unit (lg2.approx: 2^-22 relative error); log2(0) = -inf. */

@@ -181,6 +181,19 @@ static bool exp_of_sub(const Op *op, const Op **sub) {
   return true;
 }
 
+/* Whether exp(sub) may flush its denormal results (EwArgs.ftz): the
+ * subtrahend a row or column vector and no log of the result. */
+static bool probability_exp(const Op *op, const Op *sub) {
+  Type bt = sub->operands[1]->type;
+  if (bt.kind != TYPE_TILE || (bt.rows == 1) == (bt.cols == 1))
+    return false;
+  const Value *r = op->results[0];
+  for (int i = 0; i < r->nuses; i++)
+    if (r->uses[i].user->kind == OP_LOG || r->uses[i].user->kind == OP_LOG2)
+      return false;
+  return true;
+}
+
 typedef struct EwArgs {
   const CgVal *v[3];
   ElemType et[3];
@@ -192,6 +205,14 @@ typedef struct EwArgs {
    * m = 120, and that factor compounds over every K/V step of a long split:
    * l drifts by 3e-4 after 60 steps (O/l does not: O has the same factor). */
   bool exact_sub;
+  /* exp(sub) whose subtrahend is a row or column vector: a tile minus its
+   * rows' max or LSE (the softmax and the backward's P), or one such vector
+   * minus another (the rescale factor), a value in [0, 1] whose denormals
+   * (below 2^-126) may flush to 0 (cg_exp2f_ftz). A user's exp takes this
+   * form only with a position in its exponent (exp(s - q)), where a flushed
+   * denormal is far below the accuracy rule's reach unless a log undoes the
+   * exp: then it keeps the denormals. */
+  bool ftz;
 } EwArgs;
 
 /* exp(sub(mul(x, c), m)) with c a scalar constant (passes/fold_scale.c):
@@ -223,11 +244,12 @@ static MlirValue ew_element(Lowerer *L, const Op *op, const EwArgs *a, ElemType 
     bool keep = (op->kind == OP_SELECT && i == 0) || (op->kind == OP_MASK && i == 1);
     x[i] = keep ? v : convert(L, v, a->et[i], to, tt);
   }
+  MlirValue (*ex2)(CgBuilder *, MlirValue) = a->ftz ? cg_exp2f_ftz : cg_exp2f;
   if (sub && a->exact_sub) /* (a - b) log2e: exactly 1 when a == b */
-    return cg_exp2f(b, cg_mulf(b, cg_subf(b, x[0], x[1]), cg_const_f32(b, a->k0)));
+    return ex2(b, cg_mulf(b, cg_subf(b, x[0], x[1]), cg_const_f32(b, a->k0)));
   if (sub) {
     MlirValue nb = cg_mulf(b, x[1], cg_const_f32(b, -CG_LOG2E));
-    return cg_exp2f(b, cg_fmaf(b, x[0], cg_const_f32(b, a->k0), nb));
+    return ex2(b, cg_fmaf(b, x[0], cg_const_f32(b, a->k0), nb));
   }
   if (op->kind == OP_SELECT)
     return cg_select(b, x[0], x[1], x[2]);
@@ -260,6 +282,8 @@ void lw_elementwise(Lowerer *L, const Op *op) {
       return;
     }
   }
+  if (sub)
+    a.ftz = probability_exp(op, sub);
   Type rt = op->results[0]->type;
   /* A cast converts to the result type; everything else computes in et. */
   ElemType et = op->kind == OP_CAST ? rt.elem : op_elem(op);

@@ -121,6 +121,8 @@ static MlirValue descriptor(Lowerer *L, const CgVal *t, MlirValue at, int lbo, i
   MlirValue off = cg_int_cast(b, lw_smem_base(L, t, at), b->i64);
   MlirValue addr = cg_addi(b, base, off);
   MlirValue lo = cg_arith2(b, "arith.shrui", addr, cg_const_i64(b, 4));
+  if (L->remat_descriptors) /* an opaque copy: not hoisted out of the loops */
+    cg_ptx(b, "", NULL, "", 0, &lo, 1);
   int64_t hi = ((int64_t)(lbo >> 4) << 16) | ((int64_t)(sbo >> 4) << 32) |
                ((int64_t)DESC_SWIZZLE_128B << 62);
   return cg_arith2(b, "arith.ori", lo, cg_const_i64(b, hi));

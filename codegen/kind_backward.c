@@ -71,6 +71,7 @@ static void store(Lowerer *L, const Op *op) {
   {                                                                                            \
     .name = "backward " role, .accepts = acc,                                                  \
     .params = table, .nparams = sizeof table / sizeof table[0], .load = load, .store = store, \
+    .remat_descriptors = true,                                                                 \
   }
 
 const LwKind lw_kind_backward_pre = BACKWARD_KIND("pre", accepts_pre, pre_params);

@@ -47,6 +47,11 @@ typedef struct LwKind {
   /* Why this kind's kernels stay on mma.sync; NULL: wgmma wherever the
    * kernel's matmuls and staged tiles allow it (compute_wgmma.c). */
   const char *no_wgmma;
+  /* Make each wgmma's shared-memory matrix descriptors where it is issued
+   * (compute_wgmma.c), not once before the loops: kernels that hold large
+   * accumulators across their loops (the backward's dK, dV) would keep the
+   * hoisted descriptors, 64-bit values, in registers and spill them. */
+  bool remat_descriptors;
   /* The ABI (docs/abi.md, docs/decode.md): nparams parameters. */
   const LwParam *params;
   int nparams;

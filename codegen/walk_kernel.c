@@ -124,6 +124,7 @@ int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwK
   L->threads = 32 * L->warps;
   L->dtype = kernel_dtype(f);
   L->sm90 = strcmp(target, "sm_90a") == 0;
+  L->remat_descriptors = K->remat_descriptors;
   func_walk((Func *)f, count_parallel, &L->nparallel);
   /* The cross-warp scratch goes first: its size is known before the walk,
    * the staged tiles' offsets only during it. When it is only used after
