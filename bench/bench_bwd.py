@@ -15,13 +15,14 @@ Per row, in one process on the same random q, k, v, dO:
   flashc   the module of the grad = true spec (scripts/build-bench-kernels.sh ->
            .device/bench_bwd/NAME.ptx), launched straight through the CUDA driver
            (test/gpu/ptx_launch.py, the launcher of test/gpu/backward.py); O and LSE
-           from the module's own forward kernel. bwd = the atomic launch (dq_acc
-           memset, _bwd_pre, _bwd, _bwd_post); fwdbwd = forward + that.
-           Ablation columns: `det` = the deterministic launch (_bwd_pre, _bwd_kv,
-           _bwd_q); `noskip` (causal rows) = the module compiled with
+           from the module's own forward kernel. bwd = the runtime's default
+           launch (FA_BACKWARD_AUTO: today the deterministic one, _bwd_pre,
+           _bwd_kv, _bwd_q); fwdbwd = forward + that.
+           Ablation columns: `atomic` = the atomic launch (dq_acc memset,
+           _bwd_pre, _bwd, _bwd_post); `noskip` (causal rows) = the module compiled with
            -disable-pass=mask-skip (.device/bench_bwd/no-mask-skip), timed only
            where its backward kernels differ from the default's (else "=").
-           `sync` / `sync-det` = both launches of the module compiled with
+           `sync` / `syncat` = both launches of the module compiled with
            -mma=sync (.device/bench_bwd/mma-sync): wgmma vs mma.sync (the
            metadata's `mma` line is printed).
            Checked before timing: O on sampled rows (bench.py's check) and dQ, dK,
@@ -216,21 +217,23 @@ def flashc_impls(mods, c, q, k, v, do, scale, row, modes):
     delta = torch.empty((B, H, S), device=dev, dtype=torch.float32)
     dq_acc = torch.empty((B, S, H, D), device=dev, dtype=torch.float32)
     t = (q, k, v, o, lse, do, dq, dk, dv, delta, dq_acc)
-    launches = {"flashc": K.backward_launch(t, B, S, S, False),
-                "flashc_det": K.backward_launch(t, B, S, S, True)}
+    # flashc = the runtime's default launch (FA_BACKWARD_AUTO: deterministic,
+    # measured faster); flashc_atomic = the atomic launch, an ablation column
+    launches = {"flashc": K.backward_launch(t, B, S, S, True),
+                "flashc_atomic": K.backward_launch(t, B, S, S, False)}
     if c["causal"]:
         diff = mods.nms_differs(name)
         row["noskip"] = {None: "no PTX", False: "same backward PTX", True: "timed"}[diff]
         if diff:
             K2 = mods.get(name, "no-mask-skip")
             if isinstance(K2, Kernels):
-                launches["flashc_nms"] = K2.backward_launch(t, B, S, S, False)
+                launches["flashc_nms"] = K2.backward_launch(t, B, S, S, True)
             else:
                 row["flashc_nms_error"] = short(K2)
     K3 = mods.get(name, "mma-sync") if mods.has_variant(name, "mma-sync") else None
     if isinstance(K3, Kernels):
-        launches["flashc_sync"] = K3.backward_launch(t, B, S, S, False)
-        launches["flashc_sync_det"] = K3.backward_launch(t, B, S, S, True)
+        launches["flashc_sync"] = K3.backward_launch(t, B, S, S, True)
+        launches["flashc_sync_atomic"] = K3.backward_launch(t, B, S, S, False)
     elif K3 is not None:
         row["flashc_sync_error"] = short(K3)
     ref, bounds, sl = reference(c, q, k, v, do, scale)
@@ -259,7 +262,7 @@ def flashc_impls(mods, c, q, k, v, do, scale, row, modes):
             K.backward((q, k, v, o, lse, do) + g + (dl, acc), B, S, S, det)
             return g
         return go
-    memfns = {"flashc": mem(False), "flashc_det": mem(True)}
+    memfns = {"flashc": mem(True), "flashc_atomic": mem(False)}
     row["_keep"] = (o, lse, dq, dk, dv, delta, dq_acc, launches)  # alive while timed
     return timed, memfns
 
@@ -385,9 +388,9 @@ def print_tables(rows, modes):
     for mode in modes:
         print(f"\n{mode}, TFLOP/s ({'2.5' if mode == 'bwd' else '3.5'}x forward FLOPs); ratios flashc / peer")
         ab = mode == "bwd"
-        print(HEAD + f" | {'flashc':>7}" + (f" {'det':>7} {'noskip':>7} {'sync':>7} {'syncdet':>7}" if ab else "") +
+        print(HEAD + f" | {'flashc':>7}" + (f" {'atomic':>7} {'noskip':>7} {'sync':>7} {'syncat':>7}" if ab else "") +
               f" {'FA2':>7} {'cuDNN':>7} {'Flex':>7} | {'/FA2':>5} {'/cuDNN':>6} {'/Flex':>5}" +
-              (f" {'det/at':>6}" if ab else "") + " | ok")
+              (f" {'def/at':>6}" if ab else "") + " | ok")
         for r in rows:
             f = f"{mode}_flashc_tflops"
             line = head(r) + " | " + cell(r, f)
@@ -395,13 +398,13 @@ def print_tables(rows, modes):
                 nms = cell(r, "bwd_flashc_nms_tflops")
                 if r.get("noskip") == "same backward PTX":
                     nms = f"{'=':>7}"
-                line += " " + cell(r, "bwd_flashc_det_tflops") + " " + nms
-                line += " " + cell(r, "bwd_flashc_sync_tflops") + " " + cell(r, "bwd_flashc_sync_det_tflops")
+                line += " " + cell(r, "bwd_flashc_atomic_tflops") + " " + nms
+                line += " " + cell(r, "bwd_flashc_sync_tflops") + " " + cell(r, "bwd_flashc_sync_atomic_tflops")
             line += " " + " ".join(cell(r, f"{mode}_{p}_tflops") for p in PEERS) + " | "
             line += " ".join(f"{x:{w}.2f}" if x else f"{'-':>{w}}" for x, w in
                              [(ratio(r, f, f"{mode}_{p}_tflops"), w) for p, w in zip(PEERS, (5, 6, 5))])
             if ab:
-                x = ratio(r, "bwd_flashc_det_tflops", f)
+                x = ratio(r, f, "bwd_flashc_atomic_tflops")
                 line += f" {x:6.2f}" if x else f" {'-':>6}"
             line += " | " + ("yes" if r.get("ok") else "NO")
             print(line)
@@ -409,10 +412,10 @@ def print_tables(rows, modes):
     if mem:
         print("\npeak memory of one backward (torch max_memory_allocated above what was allocated "
               "before; flashc: dQ/dK/dV, delta, dq_acc), MiB; ratio to FA2")
-        print(HEAD + f" | {'flashc':>7} {'det':>7} {'FA2':>7} {'cuDNN':>7} {'Flex':>7} | {'/FA2':>5} {'det/FA2':>7}")
+        print(HEAD + f" | {'flashc':>7} {'atomic':>7} {'FA2':>7} {'cuDNN':>7} {'Flex':>7} | {'/FA2':>5} {'at/FA2':>7}")
         for r in mem:
-            cells = " ".join(cell(r, f"mem_{i}_mib", 7, 0) for i in ("flashc", "flashc_det", "fa2", "cudnn", "flex"))
-            a, d = ratio(r, "mem_flashc_mib", "mem_fa2_mib"), ratio(r, "mem_flashc_det_mib", "mem_fa2_mib")
+            cells = " ".join(cell(r, f"mem_{i}_mib", 7, 0) for i in ("flashc", "flashc_atomic", "fa2", "cudnn", "flex"))
+            a, d = ratio(r, "mem_flashc_mib", "mem_fa2_mib"), ratio(r, "mem_flashc_atomic_mib", "mem_fa2_mib")
             print(head(r) + " | " + cells + " | " + (f"{a:5.2f}" if a else f"{'-':>5}") +
                   " " + (f"{d:7.2f}" if d else f"{'-':>7}"))
 
@@ -422,7 +425,7 @@ def notes(rows, mods, args):
     eng = mods.engines() if mods else {}
     be = ",".join(sorted(eng.get("backward", []))) or "?"
     out.append(f"engine: backward kernels on {be} (metadata `mma`; `none`: no matmul), forward on "
-               f"{','.join(sorted(eng.get('forward', []))) or '?'}; the sync/syncdet columns: "
+               f"{','.join(sorted(eng.get('forward', []))) or '?'}; the sync/syncat columns: "
                "the same spec compiled with -mma=sync")
     same = sorted(n for n, s in (mods.nms_same.items() if mods else []) if s)
     if same:
@@ -442,9 +445,9 @@ def notes(rows, mods, args):
 def plot_twins(rows, path, modes):
     root, ext = os.path.splitext(path)
     for mode in modes:
-        # the same colors in both plots: fwdbwd has no det / noskip keys, their slots stay empty
-        series = [(f"{mode}_flashc_tflops", f"flashc {mode} (atomic)"),
-                  (f"{mode}_flashc_det_tflops", f"flashc {mode} (deterministic)", "--"),
+        # the same colors in both plots: fwdbwd has no atomic / noskip keys, their slots stay empty
+        series = [(f"{mode}_flashc_tflops", f"flashc {mode} (default: deterministic)"),
+                  (f"{mode}_flashc_atomic_tflops", f"flashc {mode} (atomic)", "--"),
                   (f"{mode}_flashc_nms_tflops", f"flashc {mode} (no mask-skip)", ":")]
         series += [(f"{mode}_{p}_tflops", {"fa2": "FlashAttention-2 (SDPA)", "cudnn": "cuDNN (SDPA)",
                                            "flex": "FlexAttention"}[p] + f" {mode}") for p in PEERS]
@@ -514,14 +517,14 @@ def main():
         r["row_s"] = time.time() - t0
         rows.append(r)
         checks = " ".join(f"{i}:{'ok' if r[i + '_check']['ok'] else 'FAIL'}" for i in
-                          ("flashc", "flashc_det", "flashc_nms") if i + "_check" in r)
+                          ("flashc", "flashc_atomic", "flashc_nms") if i + "_check" in r)
         print(f"bench_bwd: {r['kernel']} S={c['seqlen']} B={c['batch']} ({r['row_s']:.1f} s): "
               f"fwd {'ok' if r.get('fwd_ok') else 'FAIL'} {checks} | "
               + " ".join(f"{m} " + " ".join(f"{i}={cell(r, f'{m}_{i}_tflops', 1)}"
-                                            for i in ("flashc", "flashc_det", "fa2", "cudnn", "flex")
+                                            for i in ("flashc", "flashc_atomic", "fa2", "cudnn", "flex")
                                             if f"{m}_{i}_tflops" in r) for m in modes)
               + (f" | flashc: {r['flashc_error']}" if "flashc_error" in r else ""), flush=True)
-        for i in ("flashc", "flashc_det", "flashc_nms"):
+        for i in ("flashc", "flashc_atomic", "flashc_nms"):
             ch = r.get(i + "_check")
             if ch and not ch["ok"]:
                 print(f"  {i}: dq {ch['dq']:.2e}/{ch['bound_dq']:.2e} dk {ch['dk']:.2e}/{ch['bound_dk']:.2e}"

@@ -57,12 +57,22 @@ static int layout(const fa_kernel_info *in, int64_t batch, int64_t sq, int det, 
   return fa_add_ok(l->delta_bytes, l->acc_bytes, &l->total) && l->total < MAX_BYTES;
 }
 
+static int mode_ok(int mode) {
+  return mode == FA_BACKWARD_AUTO || mode == FA_BACKWARD_DETERMINISTIC ||
+         mode == FA_BACKWARD_ATOMIC;
+}
+
+/* Whether a (valid) mode launches pre, kv, q: AUTO does, today (the
+ * deterministic launch measured faster on every bench row, docs/perf.md). */
+static int launches_deterministic(int mode) { return mode != FA_BACKWARD_ATOMIC; }
+
 fa_status fa_backward_workspace_size(const fa_kernel_info *info, int64_t batch,
-                                     int64_t seqlen_q, int64_t seqlen_k, int deterministic,
+                                     int64_t seqlen_q, int64_t seqlen_k, int mode,
                                      size_t *bytes) {
   if (bytes) *bytes = 0;
   if (!info || !bytes) return FA_ERR_NULL_POINTER;
-  if (deterministic != 0 && deterministic != 1) return FA_ERR_INVALID_ARGUMENT;
+  if (!mode_ok(mode)) return FA_ERR_INVALID_ARGUMENT;
+  int deterministic = launches_deterministic(mode);
   if (batch < 0 || seqlen_q < 0 || seqlen_k < 0) return FA_ERR_INVALID_ARGUMENT;
   if (fa_check_kernel_info(info, NULL, 0) != FA_OK) return FA_ERR_META;
   if (info->mode == FA_MODE_DECODE) return FA_ERR_UNSUPPORTED;
@@ -89,9 +99,9 @@ typedef struct BCtx {
 
 static fa_status check_flags(BCtx *c) {
   const fa_backward_args *a = c->a;
-  if (a->deterministic != 0 && a->deterministic != 1) {
-    fa_fmt(c->lt.msg, c->lt.len, "deterministic is %d: must be 0 (dQ by atomic adds) or 1 "
-           "(bitwise reproducible)", a->deterministic);
+  if (!mode_ok(a->mode)) {
+    fa_fmt(c->lt.msg, c->lt.len, "mode is %d: must be FA_BACKWARD_AUTO (0), "
+           "FA_BACKWARD_DETERMINISTIC (1) or FA_BACKWARD_ATOMIC (2)", a->mode);
     return FA_ERR_INVALID_ARGUMENT;
   }
   return FA_OK;
@@ -109,7 +119,7 @@ static fa_status check_sizes(BCtx *c) {
     return FA_ERR_TOO_LARGE;
   }
   c->rows = batch * in->heads * c->a->q.dim[1];
-  layout(in, batch, c->a->q.dim[1], c->a->deterministic, &c->ws); /* fits: rows <= 2^31 */
+  layout(in, batch, c->a->q.dim[1], launches_deterministic(c->a->mode), &c->ws); /* rows <= 2^31 */
   return FA_OK;
 }
 
@@ -256,7 +266,8 @@ static fa_status find_kernels(const fa_kernel_info *k, int n, int det, int idx[3
     idx[s] = by_role[r];
     if (idx[s] < 0) {
       fa_fmt(msg, len, "kernel %s has no backward kernel of role %s (%s%s) in this module, "
-             "which deterministic = %d launches", fwd, fa_role_name(r), fwd, suffix[r], det);
+             "which the %s launch needs", fwd, fa_role_name(r), fwd, suffix[r],
+             det ? "deterministic" : "atomic");
       return FA_ERR_UNSUPPORTED;
     }
   }
@@ -281,8 +292,8 @@ fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
   /* The first kernel's check refuses decode kernels and a bad mode flag. */
   fa_status st = fa_backward_check(&kernels[0], args, msg, msglen);
   int idx[3];
-  if (st != FA_OK || (st = find_kernels(kernels, nkernels, args->deterministic, idx, msg,
-                                        msglen)))
+  int det = launches_deterministic(args->mode);
+  if (st != FA_OK || (st = find_kernels(kernels, nkernels, det, idx, msg, msglen)))
     return st;
   for (int s = 0; s < 3; s++)
     if ((st = check_role(&kernels[idx[s]], msg, msglen)) ||
@@ -291,7 +302,7 @@ fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
   int64_t batch = args->q.dim[0], sq = args->q.dim[1], sk = args->k.dim[1];
   if (batch == 0) return FA_OK;
   Layout l;
-  layout(&kernels[idx[0]], batch, sq, args->deterministic, &l); /* checked */
+  layout(&kernels[idx[0]], batch, sq, det, &l); /* checked */
   plan->workspace_bytes = (size_t)l.total;
   plan->delta_offset = (size_t)l.delta_off, plan->delta_bytes = (size_t)l.delta_bytes;
   plan->dq_acc_offset = (size_t)l.acc_off, plan->dq_acc_bytes = (size_t)l.acc_bytes;

@@ -453,10 +453,23 @@ const char *fa_decode_last_kernel(const fa_module *mod);
  *     scratch (allocated on first use, grown when a launch needs more,
  *     freed by fa_module_destroy, shared by the module's launches).
  *   stream: a CUstream, NULL for the legacy default stream.
- *   deterministic: 0 = pre, bwd (dQ by float atomics into a zeroed f32
- *     accumulator), post: the fastest, but the last bits of dq vary from run
- *     to run; 1 = pre, bwd_kv, bwd_q: bitwise reproducible, two more matmuls
- *     per pair of tiles. dk and dv are reproducible in both. */
+ *   mode: how dQ is summed over the K/V tiles (fa_backward_mode). */
+typedef enum fa_backward_mode {
+  /* The runtime's choice, the fastest launch measured on the H100: today
+   * FA_BACKWARD_DETERMINISTIC on every row of the backward benchmark
+   * (docs/perf.md; 1.15-1.4x the atomic launch at 8k). A zeroed fa_backward_args
+   * asks for it. */
+  FA_BACKWARD_AUTO = 0,
+  /* pre, bwd_kv, bwd_q: every element of dQ summed by one thread block in
+   * a fixed order, so reruns are bitwise identical; S and dP recomputed
+   * (seven matmuls per pair of tiles instead of five); no dq_acc. */
+  FA_BACKWARD_DETERMINISTIC = 1,
+  /* zero dq_acc, pre, bwd, post: dQ by float atomics into an f32
+   * accumulator in the workspace; the last bits of dq vary from run to run.
+   * dk and dv are reproducible in every mode. */
+  FA_BACKWARD_ATOMIC = 2
+} fa_backward_mode;
+
 typedef struct fa_backward_args {
   fa_tensor q, k, v, o;
   const float *lse;
@@ -465,23 +478,24 @@ typedef struct fa_backward_args {
   void *workspace;
   size_t workspace_bytes;
   void *stream;
-  int deterministic;
+  int mode; /* fa_backward_mode */
 } fa_backward_args;
 
-/* The workspace a backward launch needs, in bytes, into *bytes: delta,
- * float32 [batch, heads, seqlen_q], then (deterministic == 0) dq_acc,
+/* The workspace a backward launch of `mode` (fa_backward_mode) needs, in
+ * bytes, into *bytes: delta, float32 [batch, heads, seqlen_q], then (the
+ * atomic launch) dq_acc,
  * float32 [batch, seqlen_q, heads, head_dim], each part starting 256-byte
  * aligned (fa_backward_plan gives the offsets). `info` is the forward
  * kernel's metadata or any of its backward kernels' (they agree on heads
  * and head_dim). seqlen_k does not change the size; it is checked as the
  * launch would be. 0 when batch or seqlen_q is 0. Returns
  * FA_ERR_NULL_POINTER, FA_ERR_INVALID_ARGUMENT (a negative size or
- * deterministic not 0 or 1), FA_ERR_META (an info fa_meta_parse would not
+ * a mode not in fa_backward_mode), FA_ERR_META (an info fa_meta_parse would not
  * give), FA_ERR_UNSUPPORTED (a decode kernel), FA_ERR_TOO_LARGE (the size,
  * or an int32 kernel parameter or the delta row index, overflows), else
  * FA_OK. */
 fa_status fa_backward_workspace_size(const fa_kernel_info *info, int64_t batch,
-                                     int64_t seqlen_q, int64_t seqlen_k, int deterministic,
+                                     int64_t seqlen_q, int64_t seqlen_k, int mode,
                                      size_t *bytes);
 
 /* Validates a backward launch against the metadata of the forward kernel
@@ -491,7 +505,7 @@ fa_status fa_backward_workspace_size(const fa_kernel_info *info, int64_t batch,
  * ratio, strides, 16-byte alignment, int32 sizes and the LSE row index,
  * extents below 2^62 bytes, grid limits), the same of dout (shaped like o),
  * dq (like q), dk (like k), dv (like v); lse not NULL (unless there are no
- * rows) and 4-byte aligned; deterministic 0 or 1; a caller's workspace
+ * rows) and 4-byte aligned; mode one of fa_backward_mode; a caller's workspace
  * 256-byte aligned and at least fa_backward_workspace_size bytes (NULL with
  * workspace_bytes 0 for the module's); the outputs dq, dk, dv not
  * overlapping themselves; and the outputs and the part of the workspace the
@@ -528,7 +542,7 @@ typedef struct fa_backward_schedule {
   size_t workspace_bytes;               /* fa_backward_workspace_size */
   size_t delta_offset, delta_bytes;     /* delta f32 [batch, heads, seqlen_q] */
   size_t dq_acc_offset, dq_acc_bytes;   /* dq_acc f32 [batch, seqlen_q, heads, head_dim];
-                                         * bytes 0 in deterministic mode */
+                                         * bytes 0 but in the atomic launch */
   int nsteps;
   fa_backward_step step[FA_BACKWARD_MAX_STEPS];
 } fa_backward_schedule;
@@ -539,8 +553,8 @@ typedef struct fa_backward_schedule {
  * `forward` then names it); its backward kernels are the mode backward
  * ones whose `forward` names it. Validates args (fa_backward_check against
  * each kernel it launches) and fills *plan:
- *   deterministic 0: ZERO dq_acc, pre, main, post
- *   deterministic 1: pre, kv, q
+ *   FA_BACKWARD_ATOMIC: ZERO dq_acc, pre, main, post
+ *   FA_BACKWARD_DETERMINISTIC (and AUTO, today): pre, kv, q
  * grids: pre, post, q: (ceil(seqlen_q / tile_q), heads, batch) with each
  * kernel's own tile_q; main, kv: (ceil(seqlen_k / tile_kv), kv_heads,
  * batch). A kernel whose grid is empty is left out, and writes nothing it
@@ -582,8 +596,8 @@ fa_status fa_backward_params(const fa_backward_schedule *plan, int step,
  * module's scratch when args->workspace is NULL) and runs the plan's steps
  * on args->stream in order. FA_ERR_UNSUPPORTED, with a message saying so,
  * when the module was compiled without `grad = true`; FA_ERR_CUDA when
- * the atomic mode's memset is missing from the driver (use deterministic =
- * 1). Asynchronous, like fa_forward: errors inside the kernels show at the
+ * the atomic launch's memset is missing from the driver (use
+ * FA_BACKWARD_DETERMINISTIC). Asynchronous, like fa_forward: errors inside the kernels show at the
  * next synchronization. */
 fa_status fa_backward(fa_module *mod, const fa_backward_args *args);
 

@@ -329,10 +329,9 @@ static void backward(FuzzIn *in) {
     make_tensor(in, t2[i], info.dtype, dims2[i]);
   a.lse = pickptr(in);
   uint8_t w = fuzz_u8(in);
-  a.deterministic = w & 0x80 ? pick32(in) : w & 1;
+  a.mode = w & 0x80 ? pick32(in) : w % 3;
   size_t need = 0;
-  fa_backward_workspace_size(&info, a.q.dim[0], a.q.dim[1], a.k.dim[1], a.deterministic & 1,
-                             &need);
+  fa_backward_workspace_size(&info, a.q.dim[0], a.q.dim[1], a.k.dim[1], w % 3, &need);
   if (w & 2) {
     a.workspace = pickptr(in);
     a.workspace_bytes = w & 4 ? (size_t)pick64(in) : need;
@@ -344,9 +343,10 @@ static void backward(FuzzIn *in) {
   FUZZ_CHECK(fa_backward_check(&info, &a, NULL, 0) == st);
   if (st != FA_OK || a.q.dim[0] == 0)
     return;
-  FUZZ_CHECK(a.deterministic == 0 || a.deterministic == 1);
-  FUZZ_CHECK(fa_backward_workspace_size(&info, a.q.dim[0], a.q.dim[1], a.k.dim[1],
-                                        a.deterministic, &need) == FA_OK);
+  FUZZ_CHECK(a.mode == FA_BACKWARD_AUTO || a.mode == FA_BACKWARD_DETERMINISTIC ||
+             a.mode == FA_BACKWARD_ATOMIC);
+  FUZZ_CHECK(fa_backward_workspace_size(&info, a.q.dim[0], a.q.dim[1], a.k.dim[1], a.mode,
+                                        &need) == FA_OK);
   __int128 rows = (__int128)a.q.dim[0] * info.heads * a.q.dim[1];
   FUZZ_CHECK(rows <= INT32_MAX && (rows == 0 || a.lse) && (uintptr_t)a.lse % 4 == 0);
   FUZZ_CHECK((uintptr_t)a.workspace % 256 == 0 && (!a.workspace || a.workspace_bytes >= need));

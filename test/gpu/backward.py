@@ -19,7 +19,8 @@ Fully masked rows (causal with seqlen_q > seqlen_k) must give zero dQ. The
 deterministic launch is rerun --reruns times (default 20): dQ, dK, dV must be
 bitwise identical. With --lib, the runtime's fa_backward runs each launch
 too (its own workspace, plan and checks): the same rule, and the
-deterministic launch bitwise equal to the direct one. Prints a line per case
+deterministic launch and the default one (FA_BACKWARD_AUTO) bitwise equal to
+the direct deterministic launch. Prints a line per case
 and `N passed, N failed`.
 """
 import argparse
@@ -121,13 +122,19 @@ def run_case(K, name, spec, case, gen, reruns, rt_mod=None):
         ok = ok and same
         if rt_mod is not None:  # the runtime's fa_backward: the same checks, det bitwise
             g = [torch.full_like(x, float("nan")) for x in (q, k, v)]
-            rt_mod.backward(q, k, v, o, lse, do, *g, deterministic=det)
+            rt_mod.backward(q, k, v, o, lse, do, *g, mode=rt_mod.BACKWARD_DETERMINISTIC if det
+                            else rt_mod.BACKWARD_ATOMIC)
             torch.cuda.synchronize()
             rnan = sum(int(torch.isnan(x).sum()) for x in g)
             rerrs = [err(x, r) for x, r in zip(g, ref)]
             rok = rnan == 0 and all(e <= bd for e, bd in zip(rerrs, bounds))
             if det:
                 rok = rok and all(torch.equal(a_, c) for a_, c in zip(g, outs[det][0]))
+                # FA_BACKWARD_AUTO (a zeroed args' mode) is the deterministic launch today
+                g2 = [torch.full_like(x, float("nan")) for x in (q, k, v)]
+                rt_mod.backward(q, k, v, o, lse, do, *g2, mode=rt_mod.BACKWARD_AUTO)
+                torch.cuda.synchronize()
+                rok = rok and all(torch.equal(a_, c) for a_, c in zip(g2, outs[det][0]))
             line += f" fa_backward {'ok' if rok else 'WRONG'}"
             ok = ok and rok
         ok_all &= ok

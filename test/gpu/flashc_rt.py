@@ -42,7 +42,7 @@ class BackwardArgs(ctypes.Structure):
     _fields_ = [("q", Tensor), ("k", Tensor), ("v", Tensor), ("o", Tensor),
                 ("lse", ctypes.c_void_p), ("dout", Tensor), ("dq", Tensor), ("dk", Tensor),
                 ("dv", Tensor), ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
-                ("stream", ctypes.c_void_p), ("deterministic", ctypes.c_int)]
+                ("stream", ctypes.c_void_p), ("mode", ctypes.c_int)]
 
 
 class KernelInfo(ctypes.Structure):
@@ -188,15 +188,19 @@ class Module:
             raise FlashcError(st, msg)
         return (STATUS[st] if 0 <= st < len(STATUS) else str(st)), msg
 
-    def backward(self, q, k, v, o, lse, dout, dq, dk, dv, deterministic=False, stream=None):
-        """fa_backward with the module's own workspace; raises FlashcError."""
+    # fa_backward_mode
+    BACKWARD_AUTO, BACKWARD_DETERMINISTIC, BACKWARD_ATOMIC = 0, 1, 2
+
+    def backward(self, q, k, v, o, lse, dout, dq, dk, dv, mode=0, stream=None):
+        """fa_backward with the module's own workspace (mode: fa_backward_mode,
+        0 = the runtime's choice); raises FlashcError."""
         import torch
         a = BackwardArgs()
         a.q, a.k, a.v, a.o = (tensor_desc(t) for t in (q, k, v, o))
         a.dout, a.dq, a.dk, a.dv = (tensor_desc(t) for t in (dout, dq, dk, dv))
         a.lse = lse.data_ptr()
         a.stream = stream or torch.cuda.current_stream().cuda_stream or None
-        a.deterministic = int(deterministic)
+        a.mode = int(mode)
         st = self.lib.fa_backward(self.handle, ctypes.byref(a))
         if st:
             raise FlashcError(st, self.lib.fa_module_errmsg(self.handle).decode())

@@ -17,9 +17,11 @@
  *       when ws=null). Options and MODs may come in any order. MOD is one of
  *         T.dimI=N  T.strideI=N  T.data=null|0xHEX|+N  T.dtype=f16|bf16|f32|N
  *             (T = q, k, v, o, dout, dq, dk, dv; I = 0..3)
- *         lse=null|0xHEX|+N  ws=null|0xHEX|+N  ws_bytes=N  det=N
+ *         lse=null|0xHEX|+N  ws=null|0xHEX|+N  ws_bytes=N  mode=N (the launch's
+ *             fa_backward_mode; FA_BACKWARD_ATOMIC (2) unless given: its plan has
+ *             the most steps)
  *         nkernels=N (plan with the first N kernels only)  args=null  info=null
- *   flashc-rt-backward size FILE BATCH SEQLEN_Q SEQLEN_K DET [INFO_INDEX]
+ *   flashc-rt-backward size FILE BATCH SEQLEN_Q SEQLEN_K MODE [INFO_INDEX]
  *       prints fa_backward_workspace_size
  *   flashc-rt-backward api
  *       every new entry point with NULL and out-of-range arguments
@@ -102,7 +104,8 @@ static void base_launch(const fa_kernel_info *in, int64_t b, int64_t sq, int64_t
                          kv[i] ? in->kv_heads : in->heads, vd[i] ? in->v_head_dim : in->head_dim);
   a->lse = (const float *)(base + 4 * gap);
   a->workspace = base + 9 * gap;
-  fa_backward_workspace_size(in, b, sq, sk, 0, &a->workspace_bytes);
+  a->mode = FA_BACKWARD_ATOMIC;
+  fa_backward_workspace_size(in, b, sq, sk, a->mode, &a->workspace_bytes);
 }
 
 static int apply_mod(Launch *l, const char *mod) {
@@ -121,7 +124,7 @@ static int apply_mod(Launch *l, const char *mod) {
     return 1;
   }
   if (IS("ws_bytes")) return a->workspace_bytes = (size_t)rt_num(val, mod), 1;
-  if (IS("det")) return a->deterministic = (int)rt_num(val, mod), 1;
+  if (IS("mode")) return a->mode = (int)rt_num(val, mod), 1;
   if (IS("nkernels")) return l->nkernels = (int)rt_num(val, mod), 1;
 #undef IS
   fa_tensor *t[NT];
@@ -215,7 +218,7 @@ static int cmd_size(int argc, char **argv) {
   fa_status st = fa_backward_workspace_size(&k[i], rt_num(argv[1], "batch"),
                                             rt_num(argv[2], "seqlen_q"),
                                             rt_num(argv[3], "seqlen_k"),
-                                            (int)rt_num(argv[4], "deterministic"), &bytes);
+                                            (int)rt_num(argv[4], "mode"), &bytes);
   rc = rt_report(st, NULL);
   printf("bytes %zu\n", bytes);
   return rc;
