@@ -43,6 +43,13 @@
  * (A tile issued in the step that uses it would wait for its whole copy
  * there, whatever the depth of the others, so at S > 2 none is hoisted.)
  *
+ * Register vectors (a load of a 1 x C or R x 1 register tile: the
+ * backward's per-query LSE and D in the K/V-outer kernels) are carried one
+ * step ahead whatever S is, as %lse_t_cur / %lse_t_next: read from global
+ * memory into registers, such a load's latency otherwise sits between the
+ * S^T matmul and the softmax of every step. H100, docs/perf-log.md P36:
+ * d128 bwd_kv 4.59 -> 4.25 ms at 8k, backward +1-6% on most bench rows.
+ *
  * The pass fires on a sequential loop with no loop inside whose staged loads
  * take their operands from values defined outside the loop, the induction
  * variable and pure scalar ops of those. It does nothing with stages < 2, on
@@ -125,9 +132,20 @@ static Value *clone_load(Builder *b, Op *ld, Op *loop, Value *iv) {
   return c->results[0];
 }
 
+/* A register load of a row or column vector (the backward's per-query LSE
+ * and D beside a K/V-outer kernel's S^T): a few words a thread, read from
+ * global memory at the point of use, so its latency sits in front of the
+ * softmax unless the load is issued a step earlier. */
+static bool is_vector_load(const Op *op) {
+  if (op->kind != OP_LOAD || op->nresults != 1)
+    return false;
+  Type t = op->results[0]->type;
+  return t.kind == TYPE_TILE && t.dist != DIST_NONE && (t.rows == 1 || t.cols == 1);
+}
+
 typedef struct Scan {
   Op *loop;
-  OpList loads;
+  OpList loads, vectors;
   bool nested_loop;
 } Scan;
 
@@ -139,6 +157,8 @@ static void scan_block(Scan *s, Block *blk) {
     }
     if (is_staged_load(o))
       oplist_push(&s->loads, o);
+    if (is_vector_load(o))
+      oplist_push(&s->vectors, o);
     for (int r = 0; r < o->nregions; r++)
       scan_block(s, o->regions[r]);
   }
@@ -224,6 +244,23 @@ static void carry_loads(Module *m, Op *loop, OpList *carried, int depth, Op *top
   }
 }
 
+/* The loads of `found` that may move to the top of the loop's body and a
+ * step ahead: of a tensor the kernel does not write, with operands rebuilt
+ * from the induction variable and values from outside. Frees `found`. */
+static OpList movable_loads(Op *loop, OpList *found, bool nested_loop) {
+  OpList ok = {0};
+  for (int i = 0; i < found->n && !nested_loop; i++) {
+    Op *ld = found->v[i];
+    bool good = !tensor_stored(op_func(ld), ld->operands[0]);
+    for (int k = 0; k < ld->noperands && good; k++)
+      good = rebuildable(ld->operands[k], loop, 0);
+    if (good)
+      oplist_push(&ok, ld);
+  }
+  oplist_free(found);
+  return ok;
+}
+
 /* Pipelines one loop; returns true when it changed it. */
 static bool pipeline_loop(Module *m, Op *loop, int stages, bool carry_all) {
   if (attr_get(&loop->attrs, "pipelined"))
@@ -234,18 +271,11 @@ static bool pipeline_loop(Module *m, Op *loop, int stages, bool carry_all) {
     return false;
   Scan s = {.loop = loop};
   scan_block(&s, body);
-  OpList ok = {0};
-  for (int i = 0; i < s.loads.n && !s.nested_loop; i++) {
-    Op *ld = s.loads.v[i];
-    bool good = !tensor_stored(op_func(ld), ld->operands[0]);
-    for (int k = 0; k < ld->noperands && good; k++)
-      good = rebuildable(ld->operands[k], loop, 0);
-    if (good)
-      oplist_push(&ok, ld);
-  }
-  oplist_free(&s.loads);
-  if (ok.n == 0 || ok.n > 16) {
+  OpList ok = movable_loads(loop, &s.loads, s.nested_loop);
+  OpList vec = movable_loads(loop, &s.vectors, s.nested_loop);
+  if (ok.n == 0 || ok.n > 16 || vec.n > 16) {
     oplist_free(&ok);
+    oplist_free(&vec);
     return false;
   }
   /* The carried tiles: the first staged load in program order (K), or
@@ -267,9 +297,15 @@ static bool pipeline_loop(Module *m, Op *loop, int stages, bool carry_all) {
   for (int i = 0; i < ncarry; i++)
     oplist_push(&carried, ok.v[i]);
   carry_loads(m, loop, &carried, depth, top, term);
+  /* Vector loads: one step ahead whatever the depth (each carried copy
+   * holds registers through the whole step), issued after the staged
+   * copies. */
+  if (vec.n)
+    carry_loads(m, loop, &vec, 1, top, term);
   op_set_attr_int(loop, "pipelined", stages);
   oplist_free(&carried);
   oplist_free(&ok);
+  oplist_free(&vec);
   return true;
 }
 
