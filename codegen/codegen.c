@@ -75,7 +75,8 @@ static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
   cg_strbuf_printf(sb, "// flashc.meta threads %d\n", ki->threads);
   cg_strbuf_printf(sb, "// flashc.meta smem_bytes %d\n", ki->smem_bytes);
   const char *role = attr_str(a, "role", "");
-  bool kv_outer = grad_of && (strcmp(role, "main") == 0 || strcmp(role, "kv") == 0);
+  bool kv_outer = grad_of && (strcmp(role, "main") == 0 || strcmp(role, "kv") == 0 ||
+                              strcmp(role, "dv") == 0);
   cg_strbuf_printf(sb, "// flashc.meta grid %s\n",
                    cg_meta_is_decode(f)     ? "splits,kv_heads,batch"
                    : kv_outer               ? "k_tiles,kv_heads,batch"

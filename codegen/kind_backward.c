@@ -2,8 +2,9 @@
  * one per role of a forward kernel's backward:
  *   - pre (D = rowsum(dO o O)), post (dQ = scale * dq_acc), q (dQ alone, Q
  *     tiles outer): grid Q tiles, heads, batch;
- *   - main (dK, dV and dQ added into dq_acc), kv (dK, dV): grid K/V tiles,
- *     K/V heads, batch;
+ *   - main (dK, dV and dQ added into dq_acc), kv (dK, dV), dv (dV alone,
+ *     where the split-dkdv pass took it out of the other two, which then
+ *     make dK only): grid K/V tiles, K/V heads, batch, one parameter list;
  *   the parallel loops on grid z, y, x (the walker's default);
  *   - ABI: the tables below, in docs/backward.md's order; the tensors the
  *     walker has no field for (dout, dq, dk, dv, delta, dq_acc) are the
@@ -24,7 +25,9 @@ static bool is_role(const Func *f, const char *role) {
 }
 
 static bool accepts_pre(const Func *f) { return is_role(f, "pre"); }
-static bool accepts_main(const Func *f) { return is_role(f, "main") || is_role(f, "kv"); }
+static bool accepts_main(const Func *f) {
+  return is_role(f, "main") || is_role(f, "kv") || is_role(f, "dv");
+}
 static bool accepts_post(const Func *f) { return is_role(f, "post"); }
 static bool accepts_q(const Func *f) { return is_role(f, "q"); }
 

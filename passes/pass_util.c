@@ -134,6 +134,146 @@ int dce_block(Block *b) {
   return total;
 }
 
+/* ------------------------------------ dead code through loop-carried values */
+
+/* Liveness marks: op->id for ops; value->id for op results and for-body
+ * arguments (a carry is live when its result or its body argument is). */
+typedef struct LiveWork {
+  Value **v;
+  int n, cap;
+} LiveWork;
+
+static void live_push(LiveWork *w, Value *v) {
+  if (!v || v->id)
+    return;
+  v->id = 1;
+  if (w->n == w->cap) {
+    w->cap = w->cap ? w->cap * 2 : 64;
+    Value **nv = realloc(w->v, sizeof(Value *) * (size_t)w->cap);
+    if (!nv) {
+      fprintf(stderr, "flashc: out of memory\n");
+      abort();
+    }
+    w->v = nv;
+  }
+  w->v[w->n++] = v;
+}
+
+/* An op that must run: its operands (a for's bounds, an if's condition;
+ * their results' operands come through the carries) and the region ops
+ * around it. */
+static void live_op(LiveWork *w, Op *op) {
+  if (op->id)
+    return;
+  op->id = 1;
+  int n = op->kind == OP_FOR ? 2 : op->kind == OP_IF ? 1 : op->kind == OP_YIELD ? 0 : op->noperands;
+  for (int i = 0; i < n; i++)
+    live_push(w, op->operands[i]);
+  if (op->parent && op->parent->parent_op)
+    live_op(w, op->parent->parent_op);
+}
+
+/* Carry i of loop: its initial value, what the body yields for it. */
+static void live_carry(LiveWork *w, Op *loop, int i) {
+  live_op(w, loop);
+  Block *body = for_body(loop);
+  live_push(w, loop->results[i]);
+  live_push(w, body->args[i + 1]);
+  live_push(w, loop->operands[2 + i]);
+  Op *y = block_terminator(body);
+  if (y && i < y->noperands)
+    live_push(w, y->operands[i]);
+}
+
+static void live_value(LiveWork *w, Value *v) {
+  Op *d = v->def;
+  if (d && d->kind == OP_FOR) {
+    live_carry(w, d, v->result_index);
+  } else if (d && d->kind == OP_IF) {
+    live_op(w, d);
+    for (int r = 0; r < d->nregions; r++) {
+      Op *y = block_terminator(d->regions[r]);
+      if (y && v->result_index < y->noperands)
+        live_push(w, y->operands[v->result_index]);
+    }
+  } else if (d) {
+    live_op(w, d);
+  } else if (v->block && v->block->parent_op && v->block->parent_op->kind == OP_FOR) {
+    if (v->arg_index == 0)
+      live_op(w, v->block->parent_op);
+    else
+      live_carry(w, v->block->parent_op, v->arg_index - 1);
+  }
+}
+
+static void clear_marks_fn(Op *op, void *ctx) {
+  (void)ctx;
+  op->id = 0;
+  for (int i = 0; i < op->nresults; i++)
+    op->results[i]->id = 0;
+  for (int r = 0; r < op->nregions; r++)
+    for (int a = 0; a < op->regions[r]->nargs; a++)
+      op->regions[r]->args[a]->id = 0;
+}
+
+static void root_fn(Op *op, void *ctx) {
+  if (!op_is_pure(op) && op->kind != OP_FOR && op->kind != OP_IF && op->kind != OP_YIELD)
+    live_op(ctx, op);
+}
+
+/* Erases op and everything in its regions, users first. */
+static int erase_deep(Op *op) {
+  int n = 1;
+  for (int r = 0; r < op->nregions; r++)
+    for (Op *o = op->regions[r]->last; o;) {
+      Op *prev = o->prev;
+      n += erase_deep(o);
+      o = prev;
+    }
+  op_erase(op);
+  return n;
+}
+
+static int sweep_block(Block *b) {
+  int n = 0;
+  for (Op *o = b->last; o;) {
+    Op *prev = o->prev;
+    Op *parent = b->parent_op;
+    if (o->kind == OP_YIELD) {
+      for (int i = o->noperands - 1; i >= 0; i--)
+        if (parent && i < parent->nresults && !parent->results[i]->id)
+          op_erase_operand(o, i);
+    } else if (!o->id) {
+      n += erase_deep(o);
+    } else if (o->nregions) {
+      for (int r = 0; r < o->nregions; r++)
+        n += sweep_block(o->regions[r]);
+      for (int i = o->nresults - 1; i >= 0; i--) {
+        if (o->results[i]->id)
+          continue;
+        if (o->kind == OP_FOR) {
+          block_erase_arg(for_body(o), i + 1);
+          op_erase_operand(o, 2 + i);
+        }
+        op_erase_result(o, i);
+        n++;
+      }
+    }
+    o = prev;
+  }
+  return n;
+}
+
+int dce_func(Func *f) {
+  func_walk(f, clear_marks_fn, NULL);
+  LiveWork w = {0};
+  func_walk(f, root_fn, &w);
+  while (w.n > 0)
+    live_value(&w, w.v[--w.n]);
+  free(w.v);
+  return sweep_block(f->body);
+}
+
 bool attrs_equal(const AttrList *a, const AttrList *b) {
   if (a->n != b->n)
     return false;

@@ -39,6 +39,13 @@ bool hoist_before(Value *v, Op *point);
 /* Erases pure ops without uses in b and in its nested regions, to a fixed
  * point. Returns how many were erased. */
 int dce_block(Block *b);
+/* Dead code removal that also sees through loops and ifs: keeps what a
+ * store or the return needs, transitively (a loop-carried value is needed
+ * when its result or the body's use of it is), and erases the rest:
+ * pure ops, for/if ops with nothing needed inside, and the unneeded
+ * results of the others (a loop's carry: its init operand, body argument,
+ * yield operand and result). Returns how many ops and results went. */
+int dce_func(Func *f);
 /* Merges identical pure ops (same kind, operands, attributes, result types)
  * within each block of b's tree, keeping the first. */
 int cse_block(Block *b);

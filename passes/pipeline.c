@@ -23,6 +23,10 @@ static const Pass pipeline[] = {
      pass_small_batch_variant},
     {"tiling", "choose tile sizes, warps and stages; make tile extents concrete", true,
      pass_tiling},
+    /* after tiling (its rule reads the tiles), before the passes that
+     * rewrite loops: the copy it adds is skipped and pipelined like any */
+    {"split-dkdv", "backward: dV in a kernel of its own where dK and dV overflow the registers",
+     false, pass_split_dkdv},
     {"reorder-q-outer",
      "Q tiles outer and parallel, K/V inner; O, l, m loop-carried instead of workspaces", false,
      pass_reorder_q_outer},

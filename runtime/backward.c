@@ -221,7 +221,9 @@ fa_status fa_backward_check(const fa_kernel_info *info, const fa_backward_args *
 
 /* ---- the plan -------------------------------------------------------------- */
 
-static int kv_outer(fa_role r) { return r == FA_ROLE_MAIN || r == FA_ROLE_KV; }
+static int kv_outer(fa_role r) {
+  return r == FA_ROLE_MAIN || r == FA_ROLE_KV || r == FA_ROLE_DV;
+}
 
 /* A kernel the plan launches must be what its role says (a hand-built info
  * may not be). */
@@ -240,9 +242,10 @@ static fa_status check_role(const fa_kernel_info *in, char *msg, size_t len) {
   return FA_OK;
 }
 
-/* The kernels the mode launches, in order: idx[0..2] into kernels. */
-static fa_status find_kernels(const fa_kernel_info *k, int n, int det, int idx[3], char *msg,
-                              size_t len) {
+/* The kernels the mode launches, in order: idx[0..*nidx) into kernels; a
+ * dV kernel (split-dkdv) after the K/V-outer one when the module has it. */
+static fa_status find_kernels(const fa_kernel_info *k, int n, int det, int idx[4], int *nidx,
+                              char *msg, size_t len) {
   const char *fwd = k[0].mode == FA_MODE_BACKWARD ? k[0].forward : k[0].kernel;
   int by_role[FA_ROLE_COUNT_], any = 0;
   for (int r = 0; r < FA_ROLE_COUNT_; r++) by_role[r] = -1;
@@ -260,7 +263,7 @@ static fa_status find_kernels(const fa_kernel_info *k, int n, int det, int idx[3
   static const fa_role roles[2][3] = {{FA_ROLE_PRE, FA_ROLE_MAIN, FA_ROLE_POST},
                                       {FA_ROLE_PRE, FA_ROLE_KV, FA_ROLE_Q}};
   static const char *const suffix[FA_ROLE_COUNT_] = {"", "_bwd_pre", "_bwd", "_bwd_kv",
-                                                     "_bwd_q", "_bwd_post"};
+                                                     "_bwd_q", "_bwd_post", "_bwd_dv"};
   for (int s = 0; s < 3; s++) {
     fa_role r = roles[det][s];
     idx[s] = by_role[r];
@@ -270,6 +273,12 @@ static fa_status find_kernels(const fa_kernel_info *k, int n, int det, int idx[3
              det ? "deterministic" : "atomic");
       return FA_ERR_UNSUPPORTED;
     }
+  }
+  *nidx = 3;
+  if (by_role[FA_ROLE_DV] >= 0) {
+    idx[3] = idx[2];
+    idx[2] = by_role[FA_ROLE_DV];
+    *nidx = 4;
   }
   return FA_OK;
 }
@@ -291,11 +300,11 @@ fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
   }
   /* The first kernel's check refuses decode kernels and a bad mode flag. */
   fa_status st = fa_backward_check(&kernels[0], args, msg, msglen);
-  int idx[3];
+  int idx[4], nidx = 0;
   int det = launches_deterministic(args->mode);
-  if (st != FA_OK || (st = find_kernels(kernels, nkernels, det, idx, msg, msglen)))
+  if (st != FA_OK || (st = find_kernels(kernels, nkernels, det, idx, &nidx, msg, msglen)))
     return st;
-  for (int s = 0; s < 3; s++)
+  for (int s = 0; s < nidx; s++)
     if ((st = check_role(&kernels[idx[s]], msg, msglen)) ||
         (st = fa_backward_check(&kernels[idx[s]], args, msg, msglen)))
       return st;
@@ -314,7 +323,7 @@ fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
     z->kernel = -1;
     z->offset = (size_t)l.acc_off, z->bytes = (size_t)l.acc_bytes;
   }
-  for (int s = 0; s < 3; s++) {
+  for (int s = 0; s < nidx; s++) {
     const fa_kernel_info *in = &kernels[idx[s]];
     int kv = kv_outer(in->role);
     int64_t tile = kv ? in->tile_kv : in->tile_q, len = kv ? sk : sq;
@@ -396,12 +405,14 @@ fa_status fa_backward_params(const fa_backward_schedule *plan, int step,
     break;
   }
   case FA_ROLE_MAIN:
-  case FA_ROLE_KV: {
+  case FA_ROLE_KV:
+  case FA_ROLE_DV: {
     static const int st[6] = {Q, K, V, DOUT, DK, DV};
     put_tensor_ptrs(&l, a, st, 4);
     put_ptr(&l, "lse", addr(a->lse));
     put_ptr(&l, "delta", delta);
-    /* bwd_kv takes dq_acc too, so that the two share one list; null. */
+    /* bwd_kv and bwd_dv take dq_acc too, so that the three share one list;
+     * null. */
     put_ptr(&l, "dq_acc", plan->step[step].role == FA_ROLE_MAIN ? acc : 0);
     put_tensor_ptrs(&l, a, st + 4, 2);
     put_sizes(&l, a);

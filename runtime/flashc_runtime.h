@@ -72,7 +72,7 @@ typedef enum fa_grid {
 } fa_grid;
 /* Which kernel of a backward pass a mode backward kernel is (metadata key
  * role; docs/backward.md): NAME_bwd_pre, NAME_bwd, NAME_bwd_kv, NAME_bwd_q,
- * NAME_bwd_post. FA_ROLE_NONE for forward and decode kernels. */
+ * NAME_bwd_post, NAME_bwd_dv. FA_ROLE_NONE for forward and decode kernels. */
 typedef enum fa_role {
   FA_ROLE_NONE = 0,
   FA_ROLE_PRE,  /* delta = rowsum(dO o O) */
@@ -80,6 +80,8 @@ typedef enum fa_role {
   FA_ROLE_KV,   /* dK, dV (deterministic mode) */
   FA_ROLE_Q,    /* dQ (deterministic mode) */
   FA_ROLE_POST, /* dQ = cast(scale * dq_acc) */
+  FA_ROLE_DV,   /* dV alone, in both launches, where the module has one (large head
+                 * dims: its main and kv kernels then make dK and dQ only) */
   FA_ROLE_COUNT_
 } fa_role;
 
@@ -87,7 +89,7 @@ typedef enum fa_role {
 const char *fa_dtype_name(fa_dtype dtype);
 
 /* Static name of a role as the metadata spells it ("pre", "main", "kv", "q",
- * "post"; "none" for FA_ROLE_NONE); "?" when out of range. */
+ * "post", "dv"; "none" for FA_ROLE_NONE); "?" when out of range. */
 const char *fa_role_name(fa_role role);
 
 #define FA_NAME_MAX 128
@@ -535,7 +537,7 @@ typedef struct fa_backward_step {
   size_t offset, bytes;   /* ZERO: the range of the workspace */
 } fa_backward_step;
 
-#define FA_BACKWARD_MAX_STEPS 4
+#define FA_BACKWARD_MAX_STEPS 5
 
 /* What fa_backward does for one launch: the workspace layout and the steps. */
 typedef struct fa_backward_schedule {
@@ -553,8 +555,9 @@ typedef struct fa_backward_schedule {
  * `forward` then names it); its backward kernels are the mode backward
  * ones whose `forward` names it. Validates args (fa_backward_check against
  * each kernel it launches) and fills *plan:
- *   FA_BACKWARD_ATOMIC: ZERO dq_acc, pre, main, post
- *   FA_BACKWARD_DETERMINISTIC (and AUTO, today): pre, kv, q
+ *   FA_BACKWARD_ATOMIC: ZERO dq_acc, pre, main, [dv,] post
+ *   FA_BACKWARD_DETERMINISTIC (and AUTO, today): pre, kv, [dv,] q
+ * (dv where the module has a kernel of role dv: split-dkdv)
  * grids: pre, post, q: (ceil(seqlen_q / tile_q), heads, batch) with each
  * kernel's own tile_q; main, kv: (ceil(seqlen_k / tile_kv), kv_heads,
  * batch). A kernel whose grid is empty is left out, and writes nothing it

@@ -30,7 +30,8 @@ size_t fa_dtype_size(fa_dtype dtype) {
 }
 
 const char *fa_role_name(fa_role role) {
-  static const char *const names[FA_ROLE_COUNT_] = {"none", "pre", "main", "kv", "q", "post"};
+  static const char *const names[FA_ROLE_COUNT_] = {"none", "pre", "main", "kv", "q", "post",
+                                                               "dv"};
   return (int)role >= 0 && role < FA_ROLE_COUNT_ ? names[role] : "?";
 }
 
@@ -256,9 +257,10 @@ static fa_status set_key(Parser *p, int k, const char *v) {
   case K_TARGET: return parse_name(p, key, v, in->target, sizeof in->target, 0);
   case K_PASSES: return parse_name(p, key, v, in->passes, sizeof in->passes, 0);
   case K_ROLE: {
-    static const char *const n[] = {"pre", "main", "kv", "q", "post", NULL};
-    static const int val[] = {FA_ROLE_PRE, FA_ROLE_MAIN, FA_ROLE_KV, FA_ROLE_Q, FA_ROLE_POST};
-    st = parse_enum(p, key, v, n, val, "pre, main, kv, q, post", &tmp);
+    static const char *const n[] = {"pre", "main", "kv", "q", "post", "dv", NULL};
+    static const int val[] = {FA_ROLE_PRE, FA_ROLE_MAIN, FA_ROLE_KV, FA_ROLE_Q, FA_ROLE_POST,
+                              FA_ROLE_DV};
+    st = parse_enum(p, key, v, n, val, "pre, main, kv, q, post, dv", &tmp);
     in->role = (fa_role)tmp;
     return st;
   }
@@ -368,7 +370,7 @@ static fa_status check_decode_keys(Parser *p) {
 }
 
 /* The backward keys (docs/backward.md): role and forward belong to mode
- * backward and it needs both; the K/V-outer roles (main, kv) run on grid
+ * backward and it needs both; the K/V-outer roles (main, kv, dv) run on grid
  * k_tiles,kv_heads,batch, which needs tile_kv, the others on
  * q_tiles,heads,batch; a backward kernel's workspace is the backward's
  * (fa_backward_workspace_size), not workspace_floats_per_row. */
@@ -379,12 +381,12 @@ static fa_status check_backward_keys(Parser *p) {
     if (seen(p, K_FORWARD)) return fail_key(p, K_FORWARD, "%sonly valid with mode backward", "");
     if (in->grid == FA_GRID_K_TILES)
       return fail_key(p, K_GRID, "k_tiles,kv_heads,batch is only valid with mode backward "
-                      "(roles main and kv), not with mode %s",
+                      "(roles main, kv and dv), not with mode %s",
                       in->mode == FA_MODE_DECODE ? "decode" : "forward");
     return FA_OK;
   }
   if (!seen(p, K_ROLE))
-    return fail_key(p, K_MODE, "%smode backward needs the key role (pre, main, kv, q or post)",
+    return fail_key(p, K_MODE, "%smode backward needs the key role (pre, main, kv, q, post or dv)",
                     "");
   if (!seen(p, K_FORWARD))
     return fail_key(p, K_MODE, "%smode backward needs the key forward (the forward kernel's "
@@ -392,7 +394,7 @@ static fa_status check_backward_keys(Parser *p) {
   if (strcmp(in->forward, in->kernel) == 0)
     return fail_key(p, K_FORWARD, "'%s' is this kernel itself, not its forward kernel",
                     in->forward);
-  int kv_outer = in->role == FA_ROLE_MAIN || in->role == FA_ROLE_KV;
+  int kv_outer = in->role == FA_ROLE_MAIN || in->role == FA_ROLE_KV || in->role == FA_ROLE_DV;
   char msg[160];
   if (in->grid != (kv_outer ? FA_GRID_K_TILES : FA_GRID_Q_TILES)) {
     fa_fmt(msg, sizeof msg, "a backward kernel of role %s runs on grid %s", fa_role_name(in->role),

@@ -153,8 +153,13 @@ class Kernels:
         main = [ptr(q), ptr(k), ptr(v), ptr(do), ptr(lse), ptr(delta),
                 ptr(None if deterministic else dq_acc), ptr(dk), ptr(dv)] + sizes(b, sq, sk) + \
             strides(q) + strides(k) + strides(v) + strides(do) + strides(dk) + strides(dv)
+        # bwd_dv (split-dkdv: dV in a kernel of its own) takes bwd_kv's list
+        dv_main = main[:6] + [ptr(None)] + main[7:]
+        has_dv = (self.name + "_bwd_dv") in self.meta
         if deterministic:
             steps.append(self.prepare("_bwd_kv", "k", b, sq, sk, main))
+            if has_dv:
+                steps.append(self.prepare("_bwd_dv", "k", b, sq, sk, dv_main))
             steps.append(self.prepare("_bwd_q", "q", b, sq, sk,
                                       [ptr(q), ptr(k), ptr(v), ptr(do), ptr(lse), ptr(delta), ptr(dq)] +
                                       sizes(b, sq, sk) + strides(q) + strides(k) + strides(v) +
@@ -162,6 +167,8 @@ class Kernels:
         else:
             steps.insert(0, dq_acc.zero_)  # the runtime's memset, before pre
             steps.append(self.prepare("_bwd", "k", b, sq, sk, main))
+            if has_dv:
+                steps.append(self.prepare("_bwd_dv", "k", b, sq, sk, dv_main))
             steps.append(self.prepare("_bwd_post", "q", b, sq, sk, [ptr(dq_acc), ptr(dq)] +
                                       sizes(b, sq, sk) + strides(dq)))
         go = sequence(steps)

@@ -365,7 +365,8 @@ static void free_bwd(BwdBufs *g) {
 }
 
 /* Runs one launch of the backward (the atomic one: pre, bwd, post; or the
- * deterministic one: pre, bwd_kv, bwd_q) on the reference O and LSE and
+ * deterministic one: pre, bwd_kv, bwd_q; bwd_dv before the last where the
+ * module has it) on the reference O and LSE and
  * compares dQ, dK, dV with the float64 reference (outputs poisoned first,
  * dq_acc zeroed as the runtime does). */
 static void run_backward(const KernelSpec *k, const Variant *v, const Shape *s, uint64_t seed,
@@ -376,7 +377,8 @@ static void run_backward(const KernelSpec *k, const Variant *v, const Shape *s, 
            (long long)s->sk, (unsigned long long)seed);
   static const char *const atomic[3] = {"_bwd_pre", "_bwd", "_bwd_post"};
   static const char *const det[3] = {"_bwd_pre", "_bwd_kv", "_bwd_q"};
-  Func *fs[3];
+  /* pre, K/V-outer, [dV (split-dkdv),] last: the runtime's order */
+  Func *fs[4];
   for (int i = 0; i < 3; i++) {
     fs[i] = v->f ? bwd_func(v, (deterministic ? det : atomic)[i]) : NULL;
     if (!fs[i]) {
@@ -396,9 +398,16 @@ static void run_backward(const KernelSpec *k, const Variant *v, const Shape *s, 
                          bind("o", &in->ro),       bind("lse", &in->rlse),  bind("dout", &g->dout),
                          bind("delta", &g->delta), bind("dq_acc", &g->dq_acc), bind("dq", &g->dq),
                          bind("dk", &g->dk),       bind("dv", &g->dv)};
+  int nf = 3;
+  Func *dvk = bwd_func(v, "_bwd_dv");
+  if (dvk) {
+    fs[3] = fs[2];
+    fs[2] = dvk;
+    nf = 4;
+  }
   InterpOptions io = variant_options(v, o);
   char err[512];
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < nf; i++)
     if (interp_run(fs[i], b, 11, s->batch, s->sq, s->sk, &io, err, sizeof err) != 0) {
       printf("FAIL %s: %s: %s\n", what, fs[i]->name, err);
       st->failed++;
