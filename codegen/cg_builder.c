@@ -330,35 +330,50 @@ void cg_ldmatrix(CgBuilder *b, MlirValue sptr, int num, bool trans, MlirValue *o
     out[i] = cg_extractvalue(b, r, i, b->i32);
 }
 
-void cg_mma_16816(CgBuilder *b, CgMmaType t, const MlirValue *a, const MlirValue *bb,
-                  const MlirValue *c, MlirValue *d) {
+/* m16n8k{k}: k / 4 A registers, k / 8 B registers. */
+static void mma_sync(CgBuilder *b, CgMmaType t, int k, const MlirValue *a, const MlirValue *bb,
+                     const MlirValue *c, MlirValue *d) {
+  int na = k / 4, nb = k / 8, n = 0;
   MlirValue ops[10];
+  for (int i = 0; i < na; i++)
+    ops[n++] = a[i];
+  for (int i = 0; i < nb; i++)
+    ops[n++] = bb[i];
   for (int i = 0; i < 4; i++)
-    ops[i] = a[i];
-  ops[4] = bb[0];
-  ops[5] = bb[1];
-  for (int i = 0; i < 4; i++)
-    ops[6 + i] = c[i];
+    ops[n++] = c[i];
   const char *ptx = t == CG_MMA_BF16 ? "#nvvm.mma_type<bf16>" : "#nvvm.mma_type<f16>";
+  char shape[64], seg[64];
+  snprintf(shape, sizeof shape, "#nvvm.shape<m = 16, n = 8, k = %d>", k);
+  snprintf(seg, sizeof seg, "array<i32: %d, %d, 4>", na, nb);
   CgNamedAttr at[6] = {
       {"layoutA", cg_attr(b, "#nvvm.mma_layout<row>")},
       {"layoutB", cg_attr(b, "#nvvm.mma_layout<col>")},
       {"multiplicandAPtxType", cg_attr(b, ptx)},
       {"multiplicandBPtxType", cg_attr(b, ptx)},
-      {"shape", cg_attr(b, "#nvvm.shape<m = 16, n = 8, k = 16>")},
-      {"operandSegmentSizes", cg_attr(b, "array<i32: 4, 2, 4>")},
+      {"shape", cg_attr(b, shape)},
+      {"operandSegmentSizes", cg_attr(b, seg)},
   };
   /* f16 operands travel as vector<2xf16>, bf16 ones as packed i32: that is
    * what the op's verifier accepts for each type. */
   if (t == CG_MMA_F16) {
     MlirType v2 = cg_type(b, "vector<2xf16>");
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < na + nb; i++)
       ops[i] = cg_bitcast(b, ops[i], v2);
   }
   MlirType res = cg_type(b, "!llvm.struct<(f32, f32, f32, f32)>");
-  MlirValue r = cg_op1(b, "nvvm.mma.sync", ops, 10, res, at, 6);
+  MlirValue r = cg_op1(b, "nvvm.mma.sync", ops, n, res, at, 6);
   for (int i = 0; i < 4; i++)
     d[i] = cg_extractvalue(b, r, i, b->f32);
+}
+
+void cg_mma_16816(CgBuilder *b, CgMmaType t, const MlirValue *a, const MlirValue *bb,
+                  const MlirValue *c, MlirValue *d) {
+  mma_sync(b, t, 16, a, bb, c, d);
+}
+
+void cg_mma_1688(CgBuilder *b, CgMmaType t, const MlirValue *a, const MlirValue *bb,
+                 const MlirValue *c, MlirValue *d) {
+  mma_sync(b, t, 8, a, bb, c, d);
 }
 
 MlirValue cg_pack2(CgBuilder *b, CgMmaType t, MlirValue lo, MlirValue hi) {

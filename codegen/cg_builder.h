@@ -118,6 +118,10 @@ void cg_ldmatrix(CgBuilder *b, MlirValue sptr, int num, bool trans, MlirValue *o
  * registers, c[4] f32; writes d[4]. */
 void cg_mma_16816(CgBuilder *b, CgMmaType t, const MlirValue *a, const MlirValue *bb,
                   const MlirValue *c, MlirValue *d);
+/* The same on m16n8k8 (a reduction's last 8 when it is 8 mod 16): a[2]
+ * (rows g and g + 8), b[1]. */
+void cg_mma_1688(CgBuilder *b, CgMmaType t, const MlirValue *a, const MlirValue *bb,
+                 const MlirValue *c, MlirValue *d);
 /* Packs two f32 into one i32 holding two f16/bf16 (lo = first). */
 MlirValue cg_pack2(CgBuilder *b, CgMmaType t, MlirValue lo, MlirValue hi);
 

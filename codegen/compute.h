@@ -41,6 +41,7 @@ typedef struct MmaPlan {
   int b_col0;                    /* B's first column (its window; B not transposed) */
   CgMmaType mt;
   int nm, nn, ksteps;
+  bool ktail; /* mma.sync: K is 8 mod 16, one m16n8k8 step after the k16 ones */
   LaneAddr a_lane; /* mma.sync, A (smem): this lane's ldmatrix row */
   LaneAddr b_lane; /* mma.sync, B: this lane's ldmatrix row */
 } MmaPlan;

@@ -72,8 +72,12 @@ static bool plan_matmul(Lowerer *L, const Op *op, const TileGeom *rg, MmaPlan *p
       return false;
     }
   }
-  if (K % 16) {
-    lw_error(L, op, "the reduction extent %d is not a multiple of 16", K);
+  /* K = 8 mod 16 (a head dim of an odd number of 8s): mma.sync ends with
+   * an m16n8k8 step, for operands in shared memory. */
+  p->ktail = K % 16 == 8 && !L->wgmma && p->a_smem && !p->trans_a && !k_split;
+  if (K % 16 && !p->ktail) {
+    lw_error(L, op, "the reduction extent %d is not a multiple of 16%s", K,
+             K % 8 ? "" : " (8 mod 16 needs mma.sync with both operands in shared memory)");
     return false;
   }
   if (L->wgmma)

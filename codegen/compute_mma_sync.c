@@ -26,6 +26,30 @@ static void b_fragments(Lowerer *L, const MmaPlan *p, int ni, int kk, bool pair,
   cg_ldmatrix(&L->b, at, pair ? 4 : 2, !p->trans_b, out);
 }
 
+/* The last 8 of a reduction of 8 mod 16 (plan_matmul: A and B in shared
+ * memory, A not transposed): one m16n8k8 per m16 x n8 tile. The lane
+ * addresses are the k16 ones at k = 16 * ksteps; the x2 / x1 forms read
+ * only the lanes whose x4 address has no +8 column part: A x2 takes lanes
+ * 0..15 (rows l % 16, column k0: a0 rows g, a1 rows g + 8); B x1 takes
+ * lanes 0..7 (B^T [n][k]: rows n0 + l % 8 at column k0; B [k][n], .trans:
+ * rows k0 + l % 8 at column n0). */
+static void k8_tail(Lowerer *L, const MmaPlan *p, CgVal *r) {
+  int k0 = p->ksteps * 16;
+  MlirValue afr[64][2];
+  for (int mi = 0; mi < p->nm; mi++)
+    cg_ldmatrix(&L->b, lw_lane_at(L, p->a, &p->a_lane, mi * 16, k0), 2, false, afr[mi]);
+  for (int ni = 0; ni < p->nn; ni++) {
+    MlirValue at = p->trans_b ? lw_lane_at(L, p->bm, &p->b_lane, ni * 8, k0)
+                              : lw_lane_at(L, p->bm, &p->b_lane, k0, p->b_col0 + ni * 8);
+    MlirValue bfr;
+    cg_ldmatrix(&L->b, at, 1, !p->trans_b, &bfr);
+    for (int mi = 0; mi < p->nm; mi++) {
+      MlirValue *d = &r->e[(mi * p->nn + ni) * 4];
+      cg_mma_1688(&L->b, p->mt, afr[mi], &bfr, d, d);
+    }
+  }
+}
+
 /* Lane address parts for ldmatrix (lane l, matrices 0..3 = lanes 8i..8i+7):
  *   A [m][k], x4:            row l%16,                 col 8*(l/16)
  *   A^T [k][m], x4 .trans:    row l%8 + 8*(l/16),      col 8*((l/8)%2)
@@ -109,5 +133,7 @@ bool lw_mma_sync_matmul(Lowerer *L, const Op *op, const MmaPlan *p, CgVal *r) {
         }
     }
   }
+  if (p->ktail)
+    k8_tail(L, p, r);
   return true;
 }

@@ -51,6 +51,13 @@ SPECS = {
     # a backward schedule of its own: 128 x 128 tiles, 8 warps, 1 stage
     "bwd_sched_d64_bf16_causal": spec("bf16", 64, 4, 2, mask=causal, cases=[
         (1, 1025, 1025), (2, 203, 113), (1, 17, 300)]),
+    # head dims of 8 mod 16: S^T / S (d = 40) and dP = dO V^T (dv = 40, 72)
+    # end with an m16n8k8 step
+    "bwd_gqa_d40_f16": spec("f16", 40, 4, 2, cases=[(1, 203, 203), (2, 113, 1025)]),
+    "bwd_d64_dv40_bf16_causal": spec("bf16", 64, 4, 2, v_head_dim=40, mask=causal, cases=[
+        (1, 1025, 1023), (2, 17, 203)]),
+    "bwd_mha_d72_bf16_window": spec("bf16", 72, 4, 4, mask=window(100), cases=[
+        (1, 1023, 1023), (2, 113, 17)]),
     "bwd_custom_d64_bf16": spec("bf16", 64, 4, 2, mask=every_third, cases=[
         (1, 203, 203), (2, 113, 113)]),
 }

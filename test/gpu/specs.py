@@ -65,6 +65,10 @@ SPECS = {
         (1, 1, 4096, "contig")]),
     "mha_d128_f16": spec("f16", 128, 16, 16, fixture=dict(ws=True), cases=[
         (2, 1025, 1023, "bhsd"), (1, 17, 113, "contig"), (1, 2048, 2048, "packed")]),
+    # head dim 8 mod 16: the reduction of S = Q K^T ends with an m16n8k8 step
+    "gqa_d40_bf16_causal": spec("bf16", 40, 8, 4, mask=causal, cases=[
+        (2, 203, 203, "contig"), (1, 1025, 113, "bhsd"), (1, 1023, 1023, "packed"),
+        (1, 17, 1023, "contig")]),
     "mha_d160_bf16_causal": spec("bf16", 160, 8, 8, mask=causal, fixture=dict(mask=1), cases=[
         (2, 203, 203, "packed"), (1, 1025, 4096, "contig"), (2, 17, 1, "contig")]),
     "gqa_d192_f16": spec("f16", 192, 16, 4, fixture=dict(ws=True), cases=[
