@@ -64,6 +64,9 @@ int pass_split_dkdv(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 /* tiling.c: does decode kernel f's automatic schedule give one 16-row Q tile
  * to warps that split each K/V tile's keys (warp-split-kv)? */
 bool tiling_decode_warp_split(const Func *f, const PassOptions *opts);
+/* The pipeline stages of split-dkdv's dV kernel copied from the tiled
+ * K/V-outer kernel f (tiling.c). */
+int tiling_dv_kernel_stages(const Func *f);
 int pass_reorder_q_outer(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_defer_rescale(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_partition_warps(Module *m, Func *f, const PassOptions *opts, FILE *diag);

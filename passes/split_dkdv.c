@@ -20,7 +20,9 @@
  *
  * The dead parts go with dce_func (pass_util.c), which sees through the
  * loops: the dV accumulator a loop carries, its init and the matmul feeding
- * it; in the copy dP^T, dS^T, D and the V tile. The copy is made from the
+ * it; in the copy dP^T, dS^T, D and the V tile. The copy takes one
+ * pipeline stage where that lets two of its blocks share an SM
+ * (tiling_dv_kernel_stages: d256, P39). The copy is made from the
  * first K/V-outer kernel the pass meets (the atomic launch's NAME_bwd takes
  * its dQ stores out; bwd_kv has none) and serves both launches.
  *
@@ -81,6 +83,8 @@ int pass_split_dkdv(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   if (!find_func(m, name)) {
     Func *dv = func_clone(m, f, name);
     attr_set_word(m, &dv->attrs, "role", "dv");
+    /* no V tile: its blocks may fit two to an SM with fewer stages */
+    attr_set_int(m, &dv->attrs, "stages", tiling_dv_kernel_stages(f));
     erase_stores_to(dv, "dk");
     erase_stores_to(dv, "dq_acc");
     dce_func(dv);
