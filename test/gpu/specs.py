@@ -69,6 +69,10 @@ SPECS = {
     "gqa_d40_bf16_causal": spec("bf16", 40, 8, 4, mask=causal, cases=[
         (2, 203, 203, "contig"), (1, 1025, 113, "bhsd"), (1, 1023, 1023, "packed"),
         (1, 17, 1023, "contig")]),
+    "mha_d24_f16": spec("f16", 24, 8, 8, cases=[
+        (2, 203, 113, "contig"), (1, 1025, 1025, "packed")]),
+    "gqa_d136_bf16_window": spec("bf16", 136, 8, 2, mask=window(256), cases=[
+        (1, 1023, 1023, "contig"), (2, 113, 300, "bhsd")]),
     "mha_d160_bf16_causal": spec("bf16", 160, 8, 8, mask=causal, fixture=dict(mask=1), cases=[
         (2, 203, 203, "packed"), (1, 1025, 4096, "contig"), (2, 17, 1, "contig")]),
     "gqa_d192_f16": spec("f16", 192, 16, 4, fixture=dict(ws=True), cases=[
