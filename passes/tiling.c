@@ -373,9 +373,9 @@ static void replace_tile_sizes(Module *m, Func *f, const Sched *s) {
 }
 
 /* The stages of split-dkdv's dV kernel, a copy of a tiled K/V-outer kernel
- * f: its K tile once, its Q and dO tiles per stage. One stage where only
- * one lets two of its blocks share an SM (each block also takes 1 KB the
- * hardware reserves), else f's. H100 d256 (docs/perf-log.md P39): 96 KB
+ * f: its K tile once, its Q and dO tiles per stage (f16/bf16, 2 bytes an
+ * element). One stage where only one lets two of its blocks share an SM
+ * (each block also takes 1 KB the hardware reserves), else f's. H100 d256 (docs/perf-log.md P39): 96 KB
  * blocks two to an SM, +7-10% (full) and +1-5% (causal) over one 128 KB
  * block with two stages. */
 int tiling_dv_kernel_stages(const Func *f) {
@@ -384,9 +384,8 @@ int tiling_dv_kernel_stages(const Func *f) {
   const TargetInfo *t = find_target(attr_str(a, "target", "sm_90a"));
   if (!t || stages <= 1)
     return stages;
-  long eb = strcmp(attr_str(a, "dtype", "bf16"), "f32") == 0 ? 4 : 2;
   long d = attr_int(a, "head_dim", 128), dv = attr_int(a, "v_head_dim", d);
-  long outer = attr_int(a, "tile_kv", 64) * d * eb, inner = attr_int(a, "tile_q", 64) * (d + dv) * eb;
+  long outer = attr_int(a, "tile_kv", 64) * d * 2, inner = attr_int(a, "tile_q", 64) * (d + dv) * 2;
   long per_sm = t->smem_per_block + 1024;
   bool two = 2 * (outer + stages * inner + 1024) <= per_sm;
   bool two_at_one = 2 * (outer + inner + 1024) <= per_sm;
