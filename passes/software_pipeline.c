@@ -47,8 +47,11 @@
  * backward's per-query LSE and D in the K/V-outer kernels) are carried one
  * step ahead whatever S is, as %lse_t_cur / %lse_t_next: read from global
  * memory into registers, such a load's latency otherwise sits between the
- * S^T matmul and the softmax of every step. H100, docs/perf-log.md P36:
- * d128 bwd_kv 4.59 -> 4.25 ms at 8k, backward +1-6% on most bench rows.
+ * S^T matmul and the softmax of every step (H100, docs/perf-log.md P36:
+ * backward +1-6%). Only where the loop's own register tiles leave room:
+ * below VECTOR_CARRY_MAX_BYTES a thread (d64's dK and dV); at d128 and up
+ * the carried copies made the K/V-outer kernels spill (GQA 150-180 B) and
+ * not carrying them measured +4-12% there, flat at d256 full (P42).
  *
  * The pass fires on a sequential loop with no loop inside whose staged loads
  * take their operands from values defined outside the loop, the induction
@@ -262,7 +265,21 @@ static OpList movable_loads(Op *loop, OpList *found, bool nested_loop) {
 }
 
 /* Pipelines one loop; returns true when it changed it. */
-static bool pipeline_loop(Module *m, Op *loop, int stages, bool carry_all) {
+/* Register tiles the loop carries, bytes a thread: above this, register
+ * vectors are not carried ahead (128 of the 255 registers a thread). */
+enum { VECTOR_CARRY_MAX_BYTES = 511 };
+
+static int carried_register_bytes(const Op *loop, int threads) {
+  int n = 0;
+  for (int i = 0; i < loop->nresults; i++) {
+    Type t = loop->results[i]->type;
+    if (t.kind == TYPE_TILE && t.dist != DIST_NONE && t.rows > 0 && t.cols > 0)
+      n += t.rows * t.cols * (t.elem == ELEM_F32 ? 4 : 2) / threads;
+  }
+  return n;
+}
+
+static bool pipeline_loop(Module *m, Op *loop, int stages, bool carry_all, int threads) {
   if (attr_get(&loop->attrs, "pipelined"))
     return false;
   Block *body = for_body(loop);
@@ -300,7 +317,7 @@ static bool pipeline_loop(Module *m, Op *loop, int stages, bool carry_all) {
   /* Vector loads: one step ahead whatever the depth (each carried copy
    * holds registers through the whole step), issued after the staged
    * copies. */
-  if (vec.n)
+  if (vec.n && carried_register_bytes(loop, threads) <= VECTOR_CARRY_MAX_BYTES)
     carry_loads(m, loop, &vec, 1, top, term);
   op_set_attr_int(loop, "pipelined", stages);
   oplist_free(&carried);
@@ -334,7 +351,8 @@ int pass_software_pipeline(Module *m, Func *f, const PassOptions *opts, FILE *di
   func_walk(f, loops_fn, &loops);
   bool changed = false;
   for (int i = 0; i < loops.n; i++)
-    changed |= pipeline_loop(m, loops.v[i], stages, carry_all);
+    changed |= pipeline_loop(m, loops.v[i], stages, carry_all,
+                             32 * (int)attr_int(&f->attrs, "warps", 4));
   oplist_free(&loops);
   if (changed) {
     dce_block(f->body);
