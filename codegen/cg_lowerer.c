@@ -106,6 +106,7 @@ MlirType lw_elem_type(Lowerer *L, ElemType e) {
   case ELEM_BF16: return L->b.bf16;
   case ELEM_F32: return L->b.f32;
   case ELEM_I32: return L->b.i32; /* tensors only (cache_seqlens, block_table) */
+  case ELEM_U32: return L->b.i32; /* values: random-number bits */
   case ELEM_NONE: break;
   }
   return L->b.f32;

@@ -19,6 +19,13 @@ static MlirValue convert(Lowerer *L, MlirValue v, ElemType from, ElemType to, Ml
   CgBuilder *b = &L->b;
   if (from == to)
     return from == ELEM_INDEX ? cg_int_cast(b, v, tt) : v;
+  /* u32 (i32 bits): index modulo 2^32 in, zero-extended out; unsigned to float */
+  if (to == ELEM_U32 && from == ELEM_INDEX)
+    return cg_int_cast(b, v, tt);
+  if (from == ELEM_U32 && to == ELEM_INDEX)
+    return mlirTypeEqual(mlirValueGetType(v), tt) ? v : cg_op1(b, "arith.extui", &v, 1, tt, NULL, 0);
+  if (from == ELEM_U32 && is_float(to))
+    return cg_op1(b, "arith.uitofp", &v, 1, tt, NULL, 0);
   if (is_float(from) && is_float(to))
     return cg_float_cast(b, v, tt);
   if (from == ELEM_INDEX && is_float(to))
@@ -99,9 +106,49 @@ static const char *cmp_pred(const char *p, bool fl) {
 /* One element of an elementwise op. x[] are the operands converted to `et`
  * (the operation type: f32, i64 or i1), except for select's condition and
  * the operands of cmp, which keep their own type `et`. */
+/* The high 32 bits of the 64-bit product of two u32 (mul.hi.u32). */
+static MlirValue mulhi_u32(CgBuilder *b, MlirValue x, MlirValue y) {
+  MlirValue wx = cg_op1(b, "arith.extui", &x, 1, b->i64, NULL, 0);
+  MlirValue wy = cg_op1(b, "arith.extui", &y, 1, b->i64, NULL, 0);
+  MlirValue hi = cg_arith2(b, "arith.shrui", cg_muli(b, wx, wy), cg_const_i64(b, 32));
+  return cg_op1(b, "arith.trunci", &hi, 1, b->i32, NULL, 0);
+}
+
+/* u32 ops: i32 arithmetic wraps modulo 2^32; compares and min/max unsigned. */
+static MlirValue u32_op(Lowerer *L, const Op *op, MlirValue *x) {
+  CgBuilder *b = &L->b;
+  switch (op->kind) {
+  case OP_ADD: return cg_addi(b, x[0], x[1]);
+  case OP_SUB: return cg_subi(b, x[0], x[1]);
+  case OP_MUL: return cg_muli(b, x[0], x[1]);
+  case OP_MULHI: return mulhi_u32(b, x[0], x[1]);
+  case OP_AND: return cg_arith2(b, "arith.andi", x[0], x[1]);
+  case OP_OR: return cg_arith2(b, "arith.ori", x[0], x[1]);
+  case OP_XOR: return cg_arith2(b, "arith.xori", x[0], x[1]);
+  case OP_SHR: return cg_arith2(b, "arith.shrui", x[0], x[1]);
+  case OP_MIN: return cg_arith2(b, "arith.minui", x[0], x[1]);
+  case OP_MAX: return cg_arith2(b, "arith.maxui", x[0], x[1]);
+  case OP_CMP: {
+    static const char *const names[][2] = {{"lt", "ult"}, {"le", "ule"}, {"gt", "ugt"},
+                                           {"ge", "uge"}, {"eq", "eq"},  {"ne", "ne"}};
+    const char *p = attr_str(&op->attrs, "pred", "eq");
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+      if (strcmp(p, names[i][0]) == 0)
+        return cg_cmpi(b, names[i][1], x[0], x[1]);
+    lw_error(L, op, "unknown predicate");
+    return x[0];
+  }
+  default:
+    lw_error(L, op, "no lowering of this op on u32");
+    return x[0];
+  }
+}
+
 static MlirValue scalar_op(Lowerer *L, const Op *op, MlirValue *x, ElemType et) {
   CgBuilder *b = &L->b;
   bool fl = is_float(et);
+  if (et == ELEM_U32)
+    return u32_op(L, op, x);
   switch (op->kind) {
   case OP_ADD: return fl ? cg_addf(b, x[0], x[1]) : et == ELEM_I1 ? cg_arith2(b, "arith.ori", x[0], x[1]) : cg_addi(b, x[0], x[1]);
   case OP_SUB: return fl ? cg_subf(b, x[0], x[1]) : cg_subi(b, x[0], x[1]);
@@ -160,6 +207,8 @@ static ElemType op_elem(const Op *op) {
     ElemType a = op->operands[0]->type.elem, c = op->operands[1]->type.elem;
     if (is_float(a) || is_float(c))
       return ELEM_F32;
+    if (a == ELEM_U32 || c == ELEM_U32)
+      return ELEM_U32;
     return a == ELEM_I1 && c == ELEM_I1 ? ELEM_I1 : ELEM_INDEX;
   }
   case OP_SELECT: return r.elem == ELEM_F16 || r.elem == ELEM_BF16 ? r.elem : r.elem;

@@ -387,6 +387,32 @@ static double binop(Interp *I, const Op *op, bool ints, double a, double b) {
   }
 }
 
+/* u32 arithmetic, exact: the operands are doubles holding integers in
+ * 0 .. 2^32 - 1; add, sub and mul wrap modulo 2^32. */
+static double u32op(Interp *I, const Op *op, double a, double b) {
+  uint32_t x = (uint32_t)(int64_t)a, y = (uint32_t)(int64_t)b;
+  switch (op->kind) {
+  case OP_ADD: return (double)(uint32_t)(x + y);
+  case OP_SUB: return (double)(uint32_t)(x - y);
+  case OP_MUL: return (double)(uint32_t)(x * y);
+  case OP_MULHI: return (double)(uint32_t)(((uint64_t)x * y) >> 32);
+  case OP_AND: return (double)(x & y);
+  case OP_OR: return (double)(x | y);
+  case OP_XOR: return (double)(x ^ y);
+  case OP_SHR:
+    if (y > 31) {
+      interp_fail(I, op, "u32 shift by %u (0..31)", y);
+      return 0;
+    }
+    return (double)(x >> y);
+  case OP_MIN: return x < y ? x : y;
+  case OP_MAX: return x > y ? x : y;
+  default:
+    interp_fail(I, op, "not a u32 op");
+    return 0;
+  }
+}
+
 static double cmpop(int pred, double a, double b) {
   switch (pred) {
   case P_LT: return a < b;
@@ -402,6 +428,7 @@ double interp_cast_to(const Interp *I, ElemType to, double x) {
   switch (to) {
   case ELEM_INDEX: return trunc(x);
   case ELEM_I1: return x != 0;
+  case ELEM_U32: return (double)(uint32_t)(int64_t)trunc(x); /* modulo 2^32 */
   default: return I->o->round_casts ? interp_round(x, to) : x;
   }
 }
@@ -444,6 +471,8 @@ static void exec_elementwise(Interp *I, const Op *op) {
   double *dst = out->tile ? out->t : &out->s;
   Acc a = interp_acc_of(in[0]), b = n > 1 ? interp_acc_of(in[1]) : a, c = n > 2 ? interp_acc_of(in[2]) : a;
   bool ints = is_int_elem(op->results[0]->type.elem);
+  bool u32 = op->kind != OP_CMP && op->kind != OP_SELECT && op->kind != OP_CAST &&
+             op->results[0]->type.elem == ELEM_U32;
   if ((op->kind == OP_SELECT) != (n == 3) ||
       (n == 1 && op->kind != OP_CAST && op->kind != OP_XWARP_REDUCE && op->kind != OP_NEG &&
        op->kind != OP_NOT && !(op->kind >= OP_EXP && op->kind <= OP_RECIP))) {
@@ -457,7 +486,8 @@ static void exec_elementwise(Interp *I, const Op *op) {
       switch (op->kind) {
       case OP_SELECT: y = AT(a, r, col) != 0 ? AT(b, r, col) : AT(c, r, col); break;
       case OP_CMP: y = cmpop(pred, x, AT(b, r, col)); break;
-      default: y = n == 1 ? unop(I, op, x) : binop(I, op, ints, x, AT(b, r, col));
+      default:
+        y = n == 1 ? unop(I, op, x) : u32 ? u32op(I, op, x, AT(b, r, col)) : binop(I, op, ints, x, AT(b, r, col));
       }
       dst[(size_t)r * (size_t)cols + (size_t)col] = y;
     }

@@ -101,6 +101,7 @@ const char *elem_name(ElemType e) {
   case ELEM_BF16: return "bf16";
   case ELEM_F32: return "f32";
   case ELEM_I32: return "i32";
+  case ELEM_U32: return "u32";
   default: return "none";
   }
 }
@@ -494,7 +495,7 @@ Op *build_op(Builder *b, OpKind kind, Value *const *operands, int noperands,
  * and i1 elements, a float otherwise). */
 static Value *build_valued(Builder *b, OpKind kind, Type t, double v) {
   Op *op = build_op(b, kind, NULL, 0, &t, 1, 0);
-  if (t.elem == ELEM_INDEX || t.elem == ELEM_I1)
+  if (t.elem == ELEM_INDEX || t.elem == ELEM_I1 || t.elem == ELEM_U32)
     attr_set_int(b->m, &op->attrs, "value", (int64_t)v);
   else
     attr_set_float(b->m, &op->attrs, "value", v);

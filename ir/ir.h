@@ -66,6 +66,8 @@ typedef enum ElemType {
   ELEM_BF16,
   ELEM_F32,
   ELEM_I32,   /* 32-bit integer tensors only (cache_seqlens, block_table); loads give index */
+  ELEM_U32,   /* 32-bit unsigned values (scalars, tiles; not tensors): counter-based random
+                 numbers (Philox). add, sub, mul wrap modulo 2^32; and, or, xor bitwise */
 } ElemType;
 
 typedef enum TypeKind {
@@ -169,8 +171,11 @@ const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial", "warp" 
   X(OP_FLOOR,       "floor")                                                   \
   X(OP_RECIP,       "recip")        /* 1/x, and 0 where x == 0 (fully masked rows) */ \
   X(OP_CMP,         "cmp")          /* {pred = lt|le|gt|ge|eq|ne} -> i1 */     \
-  X(OP_AND,         "and")          /* i1 */                                   \
-  X(OP_OR,          "or")           /* i1 */                                   \
+  X(OP_AND,         "and")          /* i1; u32: bitwise */                     \
+  X(OP_OR,          "or")           /* i1; u32: bitwise */                     \
+  X(OP_XOR,         "xor")          /* u32: bitwise */                         \
+  X(OP_MULHI,       "mulhi")        /* u32: the high 32 bits of the 64-bit product */ \
+  X(OP_SHR,         "shr")          /* u32: logical shift right (by 0..31) */  \
   X(OP_NOT,         "not")          /* i1 */                                   \
   X(OP_SELECT,      "select")       /* cond, a, b */                           \
   X(OP_CAST,        "cast")         /* to the result's element type */         \

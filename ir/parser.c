@@ -475,7 +475,7 @@ static ElemType elem_by_name(const char *s, int len) {
     const char *name;
     ElemType e;
   } elems[] = {{"i1", ELEM_I1}, {"index", ELEM_INDEX}, {"f16", ELEM_F16}, {"bf16", ELEM_BF16}, {"f32", ELEM_F32},
-                {"i32", ELEM_I32}};
+                {"i32", ELEM_I32}, {"u32", ELEM_U32}};
   for (size_t i = 0; i < sizeof elems / sizeof elems[0]; i++)
     if ((int)strlen(elems[i].name) == len && memcmp(elems[i].name, s, (size_t)len) == 0)
       return elems[i].e;
@@ -528,7 +528,7 @@ static bool parse_tile_type(Parser *p, Type *t) {
     p->pos++;
   ElemType e = elem_by_name(p->text + s, (int)(p->pos - s));
   if (e == ELEM_NONE || e == ELEM_I32) { /* i32: tensors only */
-    error_at(p, p->line, col, "expected an element type (i1, index, f16, bf16, f32)");
+    error_at(p, p->line, col, "expected an element type (i1, index, u32, f16, bf16, f32)");
     return false;
   }
   advance(p);
@@ -582,7 +582,7 @@ static bool parse_tensor_type(Parser *p, Type *t) {
   if (!expect_punct(p, '<'))
     return false;
   ElemType e = p->cur.kind == T_IDENT ? elem_by_name(p->cur.start, p->cur.len) : ELEM_NONE;
-  if (e == ELEM_NONE) {
+  if (e == ELEM_NONE || e == ELEM_U32) { /* u32: values only */
     ERROR_TOK(p, "expected an element type (i1, index, f16, bf16, f32, i32)");
     return false;
   }

@@ -87,6 +87,10 @@ static void check_type(Verifier *v, const Op *op, Type t, const char *what) {
     }
     return;
   case TYPE_TENSOR:
+    if (t.elem == ELEM_U32) {
+      report(v, op, "%s is a tensor of u32 (u32 is for values only)", what);
+      return;
+    }
     if (t.elem == ELEM_I32 ? (t.rank != 1 && t.rank != 2) : (t.rank != 3 && t.rank != 4)) {
       report(v, op, "%s is a tensor of rank %d (3 or 4 expected; 1 or 2 for i32)", what, t.rank);
       return;
@@ -164,6 +168,9 @@ static void check_const(Verifier *v, const Op *op) {
   if (!want_counts(v, op, 0, 1))
     return;
   check_value_attr(v, op);
+  const Attr *a = attr_get(&op->attrs, "value");
+  if (a && res(op, 0).elem == ELEM_U32 && (a->kind != ATTR_INT || a->i < 0 || a->i > 0xffffffffLL))
+    report(v, op, "a u32 'value' must be an integer in 0 .. 4294967295");
   bool tile = op->kind == OP_FULL;
   if (tile ? !is_tile(res(op, 0)) : res(op, 0).kind != TYPE_SCALAR)
     report(v, op, "result must be a %s", tile ? "tile" : "scalar");
@@ -204,9 +211,15 @@ static void check_binary(Verifier *v, const Op *op) {
     report(v, op, "operand types %s and %s differ in element type", tstr(x, a), tstr(y, b));
     return;
   }
-  bool logic = op->kind == OP_AND || op->kind == OP_OR;
-  if (logic && x.elem != ELEM_I1)
-    report(v, op, "operands must be i1");
+  bool bits = x.elem == ELEM_U32;
+  bool logic = (op->kind == OP_AND || op->kind == OP_OR) && !bits;
+  bool u32_only = op->kind == OP_XOR || op->kind == OP_MULHI || op->kind == OP_SHR;
+  if ((op->kind == OP_AND || op->kind == OP_OR) && x.elem != ELEM_I1 && !bits)
+    report(v, op, "operands must be i1 or u32");
+  else if (u32_only && !bits)
+    report(v, op, "operands must be u32");
+  else if (bits && (op->kind == OP_DIV || op->kind == OP_REM || op->kind == OP_CEILDIV))
+    report(v, op, "no division on u32");
   if (!logic && x.elem == ELEM_I1 && op->kind != OP_CMP)
     report(v, op, "arithmetic on i1");
   if (op->kind == OP_CEILDIV && x.elem != ELEM_INDEX)
@@ -216,7 +229,7 @@ static void check_binary(Verifier *v, const Op *op) {
     if (!word_in(op, "pred", preds))
       report(v, op, "needs 'pred' = lt, le, gt, ge, eq or ne");
   }
-  ElemType e = (op->kind == OP_CMP || logic) ? ELEM_I1 : x.elem;
+  ElemType e = (op->kind == OP_CMP || logic) ? ELEM_I1 : x.elem; /* u32 and/or: u32 */
   Type t = broadcast_type(x, y, e);
   if (t.kind == TYPE_NONE)
     report(v, op, "operand shapes %s and %s do not broadcast", tstr(x, a), tstr(y, b));
@@ -234,8 +247,8 @@ static void check_unary(Verifier *v, const Op *op) {
   }
   if (op->kind == OP_NOT && x.elem != ELEM_I1)
     report(v, op, "operand must be i1");
-  else if ((op->kind == OP_NEG || op->kind == OP_ABS) && x.elem == ELEM_I1)
-    report(v, op, "arithmetic on i1");
+  else if ((op->kind == OP_NEG || op->kind == OP_ABS) && (x.elem == ELEM_I1 || x.elem == ELEM_U32))
+    report(v, op, "%s on %s", op->kind == OP_NEG ? "negation" : "abs", elem_name(x.elem));
   else if (op->kind != OP_NOT && op->kind != OP_NEG && op->kind != OP_ABS && !is_float_elem(x.elem))
     report(v, op, "operand must be a float");
   want_result(v, op, x);
@@ -264,6 +277,11 @@ static void check_cast(Verifier *v, const Op *op) {
     return;
   if (!is_value_type(opnd(op, 0)) || !same_shape(opnd(op, 0), res(op, 0)))
     report(v, op, "cast must keep the shape");
+  /* u32 <-> index (modulo 2^32), u32 -> float; nothing else touches u32 */
+  ElemType from = opnd(op, 0).elem, to = res(op, 0).elem;
+  if ((from == ELEM_U32 && to != ELEM_U32 && to != ELEM_INDEX && !is_float_elem(to)) ||
+      (to == ELEM_U32 && from != ELEM_U32 && from != ELEM_INDEX))
+    report(v, op, "a cast touching u32 goes to or from index, or from u32 to a float");
 }
 
 /* The tile columns a load/store of tensor t moves: the head dim, or 1. */
@@ -588,6 +606,7 @@ static void check_kind_rules(Verifier *v, const Op *op) {
   case OP_IOTA: check_iota(v, op); break;
   case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_REM: case OP_CEILDIV:
   case OP_MIN: case OP_MAX: case OP_CMP: case OP_AND: case OP_OR:
+  case OP_XOR: case OP_MULHI: case OP_SHR:
     check_binary(v, op);
     break;
   case OP_NEG: case OP_EXP: case OP_EXP2: case OP_LOG: case OP_LOG2: case OP_TANH:

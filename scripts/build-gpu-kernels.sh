@@ -33,4 +33,11 @@ compile test/gpu/specs $OUT_DIR forward || status=1
 compile test/gpu/decode_specs .device/decode decode || status=1
 # The backward suite's specs (test/gpu/backward.py) -> .device/backward.
 compile test/gpu/backward_specs .device/backward backward || status=1
+# Philox bits (test/gpu/philox_bits.py): the u32 ops' codegen, 7 and 10 rounds.
+mkdir -p .device/philox
+for r in 7 10; do
+  python3 test/codegen/Inputs/philox_tile.py $r > .device/philox/philox_bits_$r.tile &&
+    "$FLASHC" .device/philox/philox_bits_$r.tile -emit=ptx --target=sm_90a -o .device/philox/philox_bits_$r.ptx ||
+    { echo "build-gpu-kernels: philox_bits_$r FAILED"; status=1; }
+done
 exit $status

@@ -6,7 +6,8 @@
 #      test/gpu/specs.py into .device/fixture-ptx and uses that directory
 #   3. runs examples/host_forward on one kernel (C host program, CPU check, TFLOP/s)
 #   4. runs test/gpu/correctness.py over the PTX directory
-#   5. runs test/gpu/backward.py over $BACKWARD_DIR (default .device/backward)
+#   5. runs test/gpu/backward.py over $BACKWARD_DIR (default .device/backward),
+#      and test/gpu/philox_bits.py on .device/philox (u32 codegen vs the host)
 #   6. runs bench/bench.py over $BENCH_DIR (default .device/bench) when both exist
 #      (and, with BENCH_BWD=1, bench/bench_bwd.py over .device/bench_bwd)
 # and prints a short summary last. Logs and JSON go to $OUT when it is set.
@@ -144,6 +145,19 @@ if ls $BACKWARD_DIR/*.ptx >/dev/null 2>&1; then
   fi
 else
   note "backward: skipped (no PTX in $BACKWARD_DIR)"
+fi
+
+# Philox bits (u32 codegen) against the host, 7 and 10 rounds.
+if ls .device/philox/*.ptx >/dev/null 2>&1; then
+  step "philox bits"
+  for r in 7 10; do
+    if python3 test/gpu/philox_bits.py .device/philox/philox_bits_$r.ptx --rounds $r 2>&1 |
+         tee $OUT/philox_$r.log; then
+      note "philox $r rounds: $(tail -1 $OUT/philox_$r.log)"
+    else
+      note "philox $r rounds: $(tail -1 $OUT/philox_$r.log) (FAILED)"; status=1
+    fi
+  done
 fi
 
 BENCH_DIR=${BENCH_DIR:-.device/bench}
