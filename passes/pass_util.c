@@ -7,16 +7,22 @@
 #include <string.h>
 #include <sys/stat.h>
 
-void oplist_push(OpList *l, Op *op) {
-  if (l->n == l->cap) {
-    l->cap = l->cap ? l->cap * 2 : 16;
-    Op **v = realloc(l->v, sizeof(Op *) * (size_t)l->cap);
-    if (!v) {
-      fprintf(stderr, "flashc: out of memory\n");
-      abort();
-    }
-    l->v = v;
+/* Room for one more element in the growable array *v of n used, *cap
+ * allocated elements of size elem (first capacity first_cap). */
+static void grow_for_one(void **v, int n, int *cap, int first_cap, size_t elem) {
+  if (n < *cap)
+    return;
+  *cap = *cap ? *cap * 2 : first_cap;
+  void *nv = realloc(*v, elem * (size_t)*cap);
+  if (!nv) {
+    fprintf(stderr, "flashc: out of memory\n");
+    abort();
   }
+  *v = nv;
+}
+
+void oplist_push(OpList *l, Op *op) {
+  grow_for_one((void **)&l->v, l->n, &l->cap, 16, sizeof(Op *));
   l->v[l->n++] = op;
 }
 
@@ -147,15 +153,7 @@ static void live_push(LiveWork *w, Value *v) {
   if (!v || v->id)
     return;
   v->id = 1;
-  if (w->n == w->cap) {
-    w->cap = w->cap ? w->cap * 2 : 64;
-    Value **nv = realloc(w->v, sizeof(Value *) * (size_t)w->cap);
-    if (!nv) {
-      fprintf(stderr, "flashc: out of memory\n");
-      abort();
-    }
-    w->v = nv;
-  }
+  grow_for_one((void **)&w->v, w->n, &w->cap, 64, sizeof(Value *));
   w->v[w->n++] = v;
 }
 
