@@ -1,0 +1,175 @@
+/* dropout_mask.c - dropout's keep decision (ir/dropout.h), issue 18:
+ *   1. the tile-IR form (build_dropout_keep, run by the interpreter) equals
+ *      the host form on score tiles at odd positions, for several p;
+ *   2. statistics of the host form over 1.2e7 elements for p = 0.1, 0.17,
+ *      0.5: the keep fraction within 4 sigma of the rate threshold / 65536,
+ *      which is within 2^-17 of 1 - p; neighbours along k, q and heads kept
+ *      together as often as independence says (within 4 sigma of rate^2);
+ *   3. another seed, another offset (its low and its high word) give
+ *      another mask (about 2 rate (1 - rate) of the elements differ); the
+ *      same seed and offset give the same one.
+ * Prints a line per check; exits 1 on a failure.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/dropout.h"
+#include "ir/interp.h"
+
+static int failures;
+
+static void report(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report(bool ok, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  printf("%s ", ok ? "PASS" : "FAIL");
+  vprintf(fmt, ap);
+  printf("\n");
+  va_end(ap);
+  failures += !ok;
+}
+
+enum { R = 16, C = 24 };
+
+static Value *u32(Builder *b, uint32_t v) { return build_const(b, type_scalar(ELEM_U32), v); }
+
+/* The interpreter's mask of the R x C tile at (q0, k0) of head bh. */
+static int ir_mask(uint64_t seed, uint64_t offset, uint32_t bh, int q0, int k0, uint32_t thr,
+                   double *out) {
+  Module *m = module_create();
+  int dims[4] = {DIM_BATCH, DIM_SEQLEN_Q, 1, C};
+  Type args[4] = {type_tensor(ELEM_F32, 4, dims), type_index(), type_index(), type_index()};
+  const char *names[4] = {"out", "batch", "seqlen_q", "seqlen_k"};
+  Func *f = func_create(m, "mask", args, names, 4, (SrcLoc){0});
+  Builder b = builder_at_end(m, f->body);
+  Value *zero = build_index(&b, 0);
+  Type rt = type_tile(ELEM_INDEX, R, 1, DIST_NONE), ct = type_tile(ELEM_INDEX, 1, C, DIST_NONE);
+  Op *ri = build_op(&b, OP_IOTA, NULL, 0, &rt, 1, 0), *ci = build_op(&b, OP_IOTA, NULL, 0, &ct, 1, 0);
+  attr_set_int(m, &ri->attrs, "axis", 0);
+  attr_set_int(m, &ci->attrs, "axis", 1);
+  Value *qi = build_binary(&b, OP_ADD, ri->results[0], build_index(&b, q0));
+  Value *ki = build_binary(&b, OP_ADD, ci->results[0], build_index(&b, k0));
+  DropoutArgs a = {u32(&b, (uint32_t)seed), u32(&b, (uint32_t)(seed >> 32)), u32(&b, (uint32_t)offset),
+                   u32(&b, (uint32_t)(offset >> 32)), u32(&b, thr)};
+  Value *keep = build_dropout_keep(&b, &a, build_index(&b, bh), qi, ki);
+  Value *ops[5] = {f->args[0], zero, zero, zero, build_cast(&b, keep, ELEM_F32)};
+  build_op(&b, OP_STORE, ops, 5, NULL, 0, 0);
+  build_op(&b, OP_RETURN, NULL, 0, NULL, 0, 0);
+  int rc = module_verify(m, "dropout_mask", stderr);
+  if (rc == 0) {
+    InterpBinding bind = {"out", out, {1, R, 1, C}, {R * C, C, C, 1}};
+    InterpOptions o;
+    interp_options_init(&o);
+    char err[256];
+    rc = interp_run(f, &bind, 1, 1, R, 1, &o, err, sizeof err);
+    if (rc)
+      fprintf(stderr, "dropout_mask: %s\n", err);
+  }
+  module_destroy(m);
+  return rc;
+}
+
+static void check_ir(void) {
+  static const struct {
+    uint64_t seed, offset;
+    uint32_t bh;
+    int q0, k0;
+    double p;
+  } cases[] = {{0, 0, 0, 0, 0, 0.1},
+               {0x123456789abcdefull, 4096, 3, 17, 40, 0.17},
+               {42, 0xffffffff00000010ull, 31, 1023, 8191, 0.5},
+               {7, 1ull << 40, 12, 5, 3, 0.0},
+               {0xdeadbeefcafef00dull, 77, 1, 64, 128, 0.9}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    double got[R * C];
+    uint32_t thr = dropout_threshold(cases[i].p);
+    if (ir_mask(cases[i].seed, cases[i].offset, cases[i].bh, cases[i].q0, cases[i].k0, thr, got)) {
+      report(false, "tile IR mask %zu: the kernel did not run", i);
+      continue;
+    }
+    int differ = 0, kept = 0;
+    for (int r = 0; r < R; r++)
+      for (int c = 0; c < C; c++) {
+        bool want = dropout_keep(cases[i].seed, cases[i].offset, cases[i].bh,
+                                 (uint32_t)(cases[i].q0 + r), (uint32_t)(cases[i].k0 + c), thr);
+        differ += (got[r * C + c] != 0) != want;
+        kept += want;
+      }
+    report(differ == 0, "tile IR mask == host mask, p = %g: %d of %d kept", cases[i].p, kept, R * C);
+  }
+}
+
+/* Elements: bh 0..11, q 0..999, k 0..999 (1.2e7). */
+enum { NBH = 12, NQ = 1000, NK = 1000 };
+
+static void check_stats(double p) {
+  uint32_t thr = dropout_threshold(p);
+  double rate = thr / 65536.0;
+  report(fabs(rate - (1 - p)) <= 0x1p-17, "p = %g: rate %.7f, |rate - (1 - p)| = %.2e <= 2^-17", p,
+         rate, fabs(rate - (1 - p)));
+  const uint64_t seed = 0x5eed5eed12345678ull, offset = 0x10000;
+  static unsigned char keep[NBH][NQ][NK];
+  double n = 0, kept = 0, pk = 0, pq = 0, ph = 0, nk = 0, nq = 0, nh = 0;
+  for (uint32_t h = 0; h < NBH; h++)
+    for (uint32_t q = 0; q < NQ; q++)
+      for (uint32_t k = 0; k < NK; k++)
+        keep[h][q][k] = dropout_keep(seed, offset, h, q, k, thr);
+  for (int h = 0; h < NBH; h++)
+    for (int q = 0; q < NQ; q++)
+      for (int k = 0; k < NK; k++) {
+        n++;
+        kept += keep[h][q][k];
+        if (k + 1 < NK)
+          nk++, pk += keep[h][q][k] && keep[h][q][k + 1];
+        if (q + 1 < NQ)
+          nq++, pq += keep[h][q][k] && keep[h][q + 1][k];
+        if (h + 1 < NBH)
+          nh++, ph += keep[h][q][k] && keep[h + 1][q][k];
+      }
+  double sd = sqrt(rate * (1 - rate) / n);
+  report(fabs(kept / n - rate) <= 4 * sd, "p = %g: kept %.7f of 1.2e7, 4 sigma = %.1e", p, kept / n,
+         4 * sd);
+  double r2 = rate * rate;
+  const char *what[3] = {"k, k+1", "q, q+1", "head, head+1"};
+  double pairs[3] = {pk, pq, ph}, counts[3] = {nk, nq, nh};
+  for (int i = 0; i < 3; i++) {
+    double f = pairs[i] / counts[i], s = sqrt(r2 * (1 - r2) / counts[i]);
+    report(fabs(f - r2) <= 4 * s, "p = %g: neighbours %s both kept %.7f, rate^2 %.7f", p, what[i], f,
+           r2);
+  }
+}
+
+/* The fraction of a 200 x 200 x 4 block whose decision differs between two
+ * launches' (seed, offset). */
+static double differ(uint64_t s1, uint64_t o1, uint64_t s2, uint64_t o2, uint32_t thr) {
+  double d = 0, n = 0;
+  for (uint32_t h = 0; h < 4; h++)
+    for (uint32_t q = 0; q < 200; q++)
+      for (uint32_t k = 0; k < 200; k++, n++)
+        d += dropout_keep(s1, o1, h, q, k, thr) != dropout_keep(s2, o2, h, q, k, thr);
+  return d / n;
+}
+
+static void check_streams(void) {
+  uint32_t thr = dropout_threshold(0.5);
+  double want = 0.5, tol = 4 * sqrt(want * (1 - want) / 160000.0);
+  double same = differ(1, 2, 1, 2, thr), seed = differ(1, 2, 3, 2, thr);
+  double off_lo = differ(1, 2, 1, 3, thr), off_hi = differ(1, 2, 1, 2 + (1ull << 32), thr);
+  report(same == 0, "same seed and offset: %.4f of the elements differ", same);
+  report(fabs(seed - want) <= tol, "another seed: %.4f differ (%.2f expected, 4 sigma %.4f)", seed, want, tol);
+  report(fabs(off_lo - want) <= tol, "offset + 1: %.4f differ (%.2f expected, 4 sigma %.4f)", off_lo, want, tol);
+  report(fabs(off_hi - want) <= tol, "offset + 2^32: %.4f differ (%.2f expected, 4 sigma %.4f)", off_hi, want,
+         tol);
+}
+
+int main(void) {
+  check_ir();
+  check_stats(0.1);
+  check_stats(0.17);
+  check_stats(0.5);
+  check_streams();
+  printf("%d failures\n", failures);
+  return failures != 0;
+}
