@@ -93,19 +93,19 @@ static MlirValue floordiv(Lowerer *L, MlirValue a, MlirValue d, bool want_rem) {
   return cg_select(b, adj, cg_subi(b, q, cg_const_int(b, it, 1)), q);
 }
 
-static const char *cmp_pred(const char *p, bool fl) {
-  static const char *const names[][3] = {{"lt", "olt", "slt"}, {"le", "ole", "sle"},
-                                         {"gt", "ogt", "sgt"}, {"ge", "oge", "sge"},
-                                         {"eq", "oeq", "eq"},  {"ne", "une", "ne"}};
+/* The MLIR predicate of cmp's `p` on floats, signed (index) or unsigned
+ * (u32) integers. */
+static const char *cmp_pred(const char *p, ElemType et) {
+  static const char *const names[][4] = {{"lt", "olt", "slt", "ult"}, {"le", "ole", "sle", "ule"},
+                                         {"gt", "ogt", "sgt", "ugt"}, {"ge", "oge", "sge", "uge"},
+                                         {"eq", "oeq", "eq", "eq"},   {"ne", "une", "ne", "ne"}};
+  int col = is_float(et) ? 1 : et == ELEM_U32 ? 3 : 2;
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (strcmp(p, names[i][0]) == 0)
-      return names[i][fl ? 1 : 2];
+      return names[i][col];
   return NULL;
 }
 
-/* One element of an elementwise op. x[] are the operands converted to `et`
- * (the operation type: f32, i64 or i1), except for select's condition and
- * the operands of cmp, which keep their own type `et`. */
 /* The high 32 bits of the 64-bit product of two u32 (mul.hi.u32). */
 static MlirValue mulhi_u32(CgBuilder *b, MlirValue x, MlirValue y) {
   MlirValue wx = cg_op1(b, "arith.extui", &x, 1, b->i64, NULL, 0);
@@ -114,41 +114,12 @@ static MlirValue mulhi_u32(CgBuilder *b, MlirValue x, MlirValue y) {
   return cg_op1(b, "arith.trunci", &hi, 1, b->i32, NULL, 0);
 }
 
-/* u32 ops: i32 arithmetic wraps modulo 2^32; compares and min/max unsigned. */
-static MlirValue u32_op(Lowerer *L, const Op *op, MlirValue *x) {
-  CgBuilder *b = &L->b;
-  switch (op->kind) {
-  case OP_ADD: return cg_addi(b, x[0], x[1]);
-  case OP_SUB: return cg_subi(b, x[0], x[1]);
-  case OP_MUL: return cg_muli(b, x[0], x[1]);
-  case OP_MULHI: return mulhi_u32(b, x[0], x[1]);
-  case OP_AND: return cg_arith2(b, "arith.andi", x[0], x[1]);
-  case OP_OR: return cg_arith2(b, "arith.ori", x[0], x[1]);
-  case OP_XOR: return cg_arith2(b, "arith.xori", x[0], x[1]);
-  case OP_SHR: return cg_arith2(b, "arith.shrui", x[0], x[1]);
-  case OP_MIN: return cg_arith2(b, "arith.minui", x[0], x[1]);
-  case OP_MAX: return cg_arith2(b, "arith.maxui", x[0], x[1]);
-  case OP_CMP: {
-    static const char *const names[][2] = {{"lt", "ult"}, {"le", "ule"}, {"gt", "ugt"},
-                                           {"ge", "uge"}, {"eq", "eq"},  {"ne", "ne"}};
-    const char *p = attr_str(&op->attrs, "pred", "eq");
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-      if (strcmp(p, names[i][0]) == 0)
-        return cg_cmpi(b, names[i][1], x[0], x[1]);
-    lw_error(L, op, "unknown predicate");
-    return x[0];
-  }
-  default:
-    lw_error(L, op, "no lowering of this op on u32");
-    return x[0];
-  }
-}
-
+/* One element of an elementwise op. x[] are the operands converted to `et`
+ * (the operation type: f32, i64, i1 or u32), except for select's condition and
+ * the operands of cmp, which keep their own type `et`. */
 static MlirValue scalar_op(Lowerer *L, const Op *op, MlirValue *x, ElemType et) {
   CgBuilder *b = &L->b;
   bool fl = is_float(et);
-  if (et == ELEM_U32)
-    return u32_op(L, op, x);
   switch (op->kind) {
   case OP_ADD: return fl ? cg_addf(b, x[0], x[1]) : et == ELEM_I1 ? cg_arith2(b, "arith.ori", x[0], x[1]) : cg_addi(b, x[0], x[1]);
   case OP_SUB: return fl ? cg_subf(b, x[0], x[1]) : cg_subi(b, x[0], x[1]);
@@ -160,8 +131,13 @@ static MlirValue scalar_op(Lowerer *L, const Op *op, MlirValue *x, ElemType et) 
     MlirValue q = floordiv(L, cg_subi(b, zero, x[0]), x[1], false);
     return cg_subi(b, zero, q);
   }
-  case OP_MIN: return fl ? cg_minnumf(b, x[0], x[1]) : cg_arith2(b, "arith.minsi", x[0], x[1]);
-  case OP_MAX: return fl ? cg_maxnumf(b, x[0], x[1]) : cg_arith2(b, "arith.maxsi", x[0], x[1]);
+  case OP_MIN: return fl ? cg_minnumf(b, x[0], x[1]) : cg_arith2(b, et == ELEM_U32 ? "arith.minui" : "arith.minsi", x[0], x[1]);
+  case OP_MAX: return fl ? cg_maxnumf(b, x[0], x[1]) : cg_arith2(b, et == ELEM_U32 ? "arith.maxui" : "arith.maxsi", x[0], x[1]);
+  /* u32 only (the verifier's rule); add, sub, mul, and, or above and below
+   * are i32 arithmetic, which wraps modulo 2^32 */
+  case OP_MULHI: return mulhi_u32(b, x[0], x[1]);
+  case OP_XOR: return cg_arith2(b, "arith.xori", x[0], x[1]);
+  case OP_SHR: return cg_arith2(b, "arith.shrui", x[0], x[1]);
   case OP_NEG: return fl ? math1(L, "arith.negf", x[0]) : cg_subi(b, cg_const_int(b, mlirValueGetType(x[0]), 0), x[0]);
   case OP_EXP: return cg_expf(b, x[0]);
   case OP_EXP2: return cg_exp2f(b, x[0]);
@@ -181,7 +157,7 @@ static MlirValue scalar_op(Lowerer *L, const Op *op, MlirValue *x, ElemType et) 
     return cg_select(b, cg_cmpf(b, "oeq", x[0], zero), zero, r);
   }
   case OP_CMP: {
-    const char *p = cmp_pred(attr_str(&op->attrs, "pred", "eq"), fl);
+    const char *p = cmp_pred(attr_str(&op->attrs, "pred", "eq"), et);
     if (!p) {
       lw_error(L, op, "unknown predicate");
       return x[0];

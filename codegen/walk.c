@@ -84,9 +84,7 @@ static void lower_const(Lowerer *L, const Op *op) {
   double v = attr_float(&op->attrs, "value", 0.0);
   MlirType mt = lw_elem_type(L, t.elem);
   MlirValue r;
-  if (t.elem == ELEM_U32) /* the bits, as an unsigned i32 value */
-    r = cg_const_int(&L->b, mt, (int64_t)(uint32_t)(int64_t)v);
-  else if (t.elem == ELEM_INDEX || t.elem == ELEM_I1)
+  if (t.elem == ELEM_INDEX || t.elem == ELEM_I1 || t.elem == ELEM_U32)
     r = cg_const_int(&L->b, mt, (int64_t)v);
   else
     r = cg_const_float(&L->b, mt, v);
