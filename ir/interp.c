@@ -4,7 +4,10 @@
  * decodes each op's attributes once into a side table, so that executing an
  * op never searches lists. Every value owns a buffer that is reused each time
  * its op runs again; values flowing through yields are copied, so no two
- * values ever share storage.
+ * values ever share storage. Elementwise ops are in interp_elementwise.c,
+ * memory ops in interp_mem.c, grad in interp_grad.c; here: values,
+ * preparation, tile-level ops (full, iota, matmul, row reductions, rescale,
+ * reduce), control flow and the entry points.
  */
 #include "ir/interp_internal.h"
 
@@ -68,7 +71,7 @@ void interp_fail(Interp *I, const Op *op, const char *fmt, ...) {
   va_end(ap);
 }
 
-static int64_t resolve_dim(const Interp *I, int d) {
+int64_t interp_resolve_dim(const Interp *I, int d) {
   switch (d) {
   case DIM_BR: return I->o->br;
   case DIM_BC: return I->o->bc;
@@ -235,7 +238,7 @@ static void bind_tensor(Interp *I, const Value *a, const InterpBinding *bs, int 
   t->elem = a->type.elem;
   int64_t want[4] = {0};
   for (int d = 0; d < t->rank; d++)
-    want[d] = resolve_dim(I, a->type.dims[d]);
+    want[d] = interp_resolve_dim(I, a->type.dims[d]);
   int at;
   if (find_binding(bs, nb, name, &at)) {
     for (int d = 0; d < t->rank; d++) {
@@ -301,208 +304,16 @@ static void bind_args(Interp *I, const InterpBinding *bs, int nb) {
   }
 }
 
-/* --------------------------------------------------------- elementwise ops */
-
-
-Acc interp_acc_of(const RtVal *v) {
-  if (!v->tile)
-    return (Acc){&v->s, 0, 0};
-  return (Acc){v->t, v->rows == 1 ? 0 : (size_t)v->cols, v->cols == 1 ? 0 : 1};
-}
-
-
-/* Shapes the result of an elementwise op from its operands (broadcasting) and
- * checks it against the result type. Returns false after failing. */
-static bool shape_result(Interp *I, const Op *op, RtVal **in, int n, RtVal *out) {
-  int rows = 1, cols = 1;
-  bool tile = false;
-  for (int i = 0; i < n; i++) {
-    if (!in[i]->tile)
-      continue;
-    tile = true;
-    if (in[i]->rows != 1) {
-      if (rows != 1 && rows != in[i]->rows)
-        goto bad;
-      rows = in[i]->rows;
-    }
-    if (in[i]->cols != 1) {
-      if (cols != 1 && cols != in[i]->cols)
-        goto bad;
-      cols = in[i]->cols;
-    }
-  }
-  Type t = op->results[0]->type;
-  if (t.kind == TYPE_TILE) {
-    int64_t tr = resolve_dim(I, t.rows), tc = resolve_dim(I, t.cols);
-    if ((rows != 1 && rows != tr) || (cols != 1 && cols != tc))
-      goto bad;
-    return interp_set_tile(I, out, (int)tr, (int)tc);
-  }
-  if (tile) {
-    interp_fail(I, op, "tile operand but scalar result type");
-    return false;
-  }
-  out->tile = false;
-  return true;
-bad:
-  interp_fail(I, op, "operand shapes do not broadcast to the result type");
-  return false;
-}
-
-static bool is_int_elem(ElemType e) { return e == ELEM_INDEX || e == ELEM_I1; }
-
-static double floordiv(Interp *I, const Op *op, double a, double b) {
-  int64_t x = (int64_t)a, y = (int64_t)b;
-  if (y == 0) {
-    interp_fail(I, op, "index division by zero");
-    return 0;
-  }
-  int64_t q = x / y;
-  if ((x % y != 0) && ((x < 0) != (y < 0)))
-    q--;
-  return (double)q;
-}
-
-static double binop(Interp *I, const Op *op, bool ints, double a, double b) {
-  switch (op->kind) {
-  case OP_ADD: return a + b;
-  case OP_SUB: return a - b;
-  case OP_MUL: return a * b;
-  case OP_DIV: return ints ? floordiv(I, op, a, b) : a / b;
-  case OP_REM:
-    if (ints && (int64_t)b == 0) {
-      interp_fail(I, op, "index remainder by zero");
-      return 0;
-    }
-    return ints ? (double)((int64_t)a % (int64_t)b) : fmod(a, b);
-  case OP_CEILDIV: return -floordiv(I, op, -a, b);
-  case OP_MIN: return a < b ? a : b;
-  case OP_MAX: return a > b ? a : b;
-  case OP_AND: return (a != 0) && (b != 0);
-  case OP_OR: return (a != 0) || (b != 0);
-  case OP_MASK: return b != 0 ? a : -INFINITY;
-  default:
-    interp_fail(I, op, "not a binary elementwise op");
-    return 0;
-  }
-}
-
-/* u32 arithmetic, exact: the operands are doubles holding integers in
- * 0 .. 2^32 - 1; add, sub and mul wrap modulo 2^32. */
-static double u32op(Interp *I, const Op *op, double a, double b) {
-  uint32_t x = (uint32_t)(int64_t)a, y = (uint32_t)(int64_t)b;
-  switch (op->kind) {
-  case OP_ADD: return (double)(uint32_t)(x + y);
-  case OP_SUB: return (double)(uint32_t)(x - y);
-  case OP_MUL: return (double)(uint32_t)(x * y);
-  case OP_MULHI: return (double)(uint32_t)(((uint64_t)x * y) >> 32);
-  case OP_AND: return (double)(x & y);
-  case OP_OR: return (double)(x | y);
-  case OP_XOR: return (double)(x ^ y);
-  case OP_SHR:
-    if (y > 31) {
-      interp_fail(I, op, "u32 shift by %u (0..31)", y);
-      return 0;
-    }
-    return (double)(x >> y);
-  case OP_MIN: return x < y ? x : y;
-  case OP_MAX: return x > y ? x : y;
-  default:
-    interp_fail(I, op, "not a u32 op");
-    return 0;
-  }
-}
-
-static double cmpop(int pred, double a, double b) {
-  switch (pred) {
-  case P_LT: return a < b;
-  case P_LE: return a <= b;
-  case P_GT: return a > b;
-  case P_GE: return a >= b;
-  case P_EQ: return a == b;
-  default: return a != b;
-  }
-}
-
-double interp_cast_to(const Interp *I, ElemType to, double x) {
-  switch (to) {
-  case ELEM_INDEX: return trunc(x);
-  case ELEM_I1: return x != 0;
-  case ELEM_U32: return (double)(uint32_t)(int64_t)trunc(x); /* modulo 2^32 */
-  default: return I->o->round_casts ? interp_round(x, to) : x;
-  }
-}
-
-static double unop(Interp *I, const Op *op, double x) {
-  switch (op->kind) {
-  case OP_NEG: return -x;
-  case OP_EXP: return exp(x);
-  case OP_EXP2: return exp2(x);
-  case OP_LOG: return log(x);
-  case OP_LOG2: return log2(x);
-  case OP_TANH: return tanh(x);
-  case OP_SQRT: return sqrt(x);
-  case OP_ABS: return fabs(x);
-  case OP_FLOOR: return floor(x);
-  case OP_RECIP: return x == 0 ? 0 : 1 / x;
-  case OP_NOT: return x == 0;
-  case OP_CAST: return interp_cast_to(I, op->results[0]->type.elem, x);
-  case OP_XWARP_REDUCE: return x;
-  default:
-    interp_fail(I, op, "not a unary elementwise op");
-    return 0;
-  }
-}
-
-/* Runs an elementwise op of 1..3 operands over the broadcast shape. */
-static void exec_elementwise(Interp *I, const Op *op) {
-  int n = op->noperands;
-  RtVal *in[3];
-  if (n < 1 || n > 3 || op->nresults != 1) {
-    interp_fail(I, op, "wrong number of operands or results");
-    return;
-  }
-  for (int i = 0; i < n; i++)
-    in[i] = interp_val(I, op->operands[i]);
-  RtVal *out = interp_val(I, op->results[0]);
-  if (!shape_result(I, op, in, n, out))
-    return;
-  int rows = out->tile ? out->rows : 1, cols = out->tile ? out->cols : 1;
-  double *dst = out->tile ? out->t : &out->s;
-  Acc a = interp_acc_of(in[0]), b = n > 1 ? interp_acc_of(in[1]) : a, c = n > 2 ? interp_acc_of(in[2]) : a;
-  bool ints = is_int_elem(op->results[0]->type.elem);
-  bool u32 = op->kind != OP_CMP && op->kind != OP_SELECT && op->kind != OP_CAST &&
-             op->results[0]->type.elem == ELEM_U32;
-  if ((op->kind == OP_SELECT) != (n == 3) ||
-      (n == 1 && op->kind != OP_CAST && op->kind != OP_XWARP_REDUCE && op->kind != OP_NEG &&
-       op->kind != OP_NOT && !(op->kind >= OP_EXP && op->kind <= OP_RECIP))) {
-    interp_fail(I, op, "wrong number of operands");
-    return;
-  }
-  int pred = I->info[op->id].pred;
-  for (int r = 0; r < rows; r++)
-    for (int col = 0; col < cols; col++) {
-      double x = AT(a, r, col), y;
-      switch (op->kind) {
-      case OP_SELECT: y = AT(a, r, col) != 0 ? AT(b, r, col) : AT(c, r, col); break;
-      case OP_CMP: y = cmpop(pred, x, AT(b, r, col)); break;
-      default:
-        y = n == 1 ? unop(I, op, x) : u32 ? u32op(I, op, x, AT(b, r, col)) : binop(I, op, ints, x, AT(b, r, col));
-      }
-      dst[(size_t)r * (size_t)cols + (size_t)col] = y;
-    }
-}
-
 /* ---------------------------------------------------------- tile-level ops */
 
-static bool tile_type(Interp *I, const Op *op, int *rows, int *cols) {
+bool interp_tile_type(Interp *I, const Op *op, int *rows, int *cols) {
   Type t = op->results[0]->type;
   if (t.kind != TYPE_TILE) {
     interp_fail(I, op, "result must be a tile");
     return false;
   }
-  *rows = (int)resolve_dim(I, t.rows);
-  *cols = (int)resolve_dim(I, t.cols);
+  *rows = (int)interp_resolve_dim(I, t.rows);
+  *cols = (int)interp_resolve_dim(I, t.cols);
   if (*rows <= 0 || *cols <= 0) {
     interp_fail(I, op, "tile extent is not positive (%d x %d)", *rows, *cols);
     return false;
@@ -510,7 +321,7 @@ static bool tile_type(Interp *I, const Op *op, int *rows, int *cols) {
   return true;
 }
 
-static bool need_tile(Interp *I, const Op *op, const RtVal *v, const char *what) {
+bool interp_need_tile(Interp *I, const Op *op, const RtVal *v, const char *what) {
   if (!v->tile)
     interp_fail(I, op, "%s must be a tile", what);
   return v->tile;
@@ -519,7 +330,7 @@ static bool need_tile(Interp *I, const Op *op, const RtVal *v, const char *what)
 static void exec_full(Interp *I, const Op *op) {
   int rows, cols;
   RtVal *out = interp_val(I, op->results[0]);
-  if (!tile_type(I, op, &rows, &cols) || !interp_set_tile(I, out, rows, cols))
+  if (!interp_tile_type(I, op, &rows, &cols) || !interp_set_tile(I, out, rows, cols))
     return;
   double x = I->info[op->id].value;
   for (size_t i = 0; i < (size_t)rows * (size_t)cols; i++)
@@ -529,7 +340,7 @@ static void exec_full(Interp *I, const Op *op) {
 static void exec_iota(Interp *I, const Op *op) {
   int rows, cols;
   RtVal *out = interp_val(I, op->results[0]);
-  if (!tile_type(I, op, &rows, &cols) || !interp_set_tile(I, out, rows, cols))
+  if (!interp_tile_type(I, op, &rows, &cols) || !interp_set_tile(I, out, rows, cols))
     return;
   int axis = I->info[op->id].axis;
   if ((axis == 0 && cols != 1) || (axis == 1 && rows != 1)) {
@@ -564,7 +375,7 @@ static void exec_matmul(Interp *I, const Op *op) {
   RtVal *a = interp_val(I, op->operands[0]), *b = interp_val(I, op->operands[1]);
   RtVal *c = op->noperands == 3 ? interp_val(I, op->operands[2]) : NULL;
   RtVal *out = interp_val(I, op->results[0]);
-  if (!need_tile(I, op, a, "a") || !need_tile(I, op, b, "b") || (c && !need_tile(I, op, c, "acc")))
+  if (!interp_need_tile(I, op, a, "a") || !interp_need_tile(I, op, b, "b") || (c && !interp_need_tile(I, op, c, "acc")))
     return;
   bool ta = I->info[op->id].transpose_a, tb = I->info[op->id].transpose_b;
   int bc0 = I->info[op->id].b_col0;
@@ -574,7 +385,7 @@ static void exec_matmul(Interp *I, const Op *op) {
     interp_fail(I, op, "inner extents differ (%d and %d)", K, tb ? b->cols : b->rows);
     return;
   }
-  if (!tile_type(I, op, &rows, &cols))
+  if (!interp_tile_type(I, op, &rows, &cols))
     return;
   if (attr_get(&op->attrs, "b_col0")) { /* B's columns bc0 .. bc0 + cols - 1 */
     if (tb || bc0 < 0 || bc0 + cols > C) {
@@ -621,7 +432,7 @@ static void exec_matmul(Interp *I, const Op *op) {
 
 static void exec_rowreduce(Interp *I, const Op *op) {
   RtVal *a = interp_val(I, op->operands[0]), *out = interp_val(I, op->results[0]);
-  if (!need_tile(I, op, a, "operand") || !interp_set_tile(I, out, a->rows, 1))
+  if (!interp_need_tile(I, op, a, "operand") || !interp_set_tile(I, out, a->rows, 1))
     return;
   bool mx = op->kind == OP_ROWMAX;
   for (int r = 0; r < a->rows; r++) {
@@ -636,7 +447,7 @@ static void exec_rowreduce(Interp *I, const Op *op) {
 static void exec_rescale(Interp *I, const Op *op) {
   RtVal *a = interp_val(I, op->operands[0]), *v = interp_val(I, op->operands[1]);
   RtVal *out = interp_val(I, op->results[0]);
-  if (!need_tile(I, op, a, "operand"))
+  if (!interp_need_tile(I, op, a, "operand"))
     return;
   if (v->tile && (v->cols != 1 || (v->rows != 1 && v->rows != a->rows))) {
     interp_fail(I, op, "scale must be R x 1");
@@ -652,217 +463,10 @@ static void exec_rescale(Interp *I, const Op *op) {
   }
 }
 
-/* ------------------------------------------------------------ load, store */
-
-static int64_t row_extent(const Tensor *t) { return t->rank == 4 ? t->dims[1] : t->dims[2]; }
-static int64_t col_extent(const Tensor *t) { return t->rank == 4 ? t->dims[3] : 1; }
-static int64_t head_extent(const Tensor *t) { return t->rank == 4 ? t->dims[2] : t->dims[1]; }
-
-/* The tensor argument behind operand i (a kernel argument of this kernel). */
-static Tensor *tensor_operand(Interp *I, const Op *op, int i) {
-  const Value *tv = op->operands[i];
-  if (tv->type.kind != TYPE_TENSOR || !tv->block || tv->block != I->f->body) {
-    interp_fail(I, op, "operand %d must be a tensor argument of the kernel", i);
-    return NULL;
-  }
-  return &I->tens[tv->arg_index];
-}
-
-/* The tensor of operand 0 and the checked (b, h, row0) of operands 1..3.
- * With {pack = G}, h is a K/V head: query heads h*G .. h*G+G-1 must exist. */
-static Tensor *mem_args(Interp *I, const Op *op, int64_t *b, int64_t *h, int64_t *row0) {
-  if (op->noperands < 4) {
-    interp_fail(I, op, "needs tensor, b, h, row0");
-    return NULL;
-  }
-  Tensor *t = tensor_operand(I, op, 0);
-  if (!t)
-    return NULL;
-  const Value *tv = op->operands[0];
-  *b = (int64_t)interp_val(I, op->operands[1])->s;
-  *h = (int64_t)interp_val(I, op->operands[2])->s;
-  *row0 = (int64_t)interp_val(I, op->operands[3])->s;
-  int pack = I->info[op->id].pack;
-  int64_t nh = head_extent(t);
-  if (*b < 0 || *b >= t->dims[0] || *h < 0 || (pack ? (*h + 1) * pack > nh : *h >= nh)) {
-    interp_fail(I, op, "%%%s: batch %lld / head %lld out of range", tv->name ? tv->name : "?",
-         (long long)*b, (long long)*h);
-    return NULL;
-  }
-  return t;
-}
-
-/* Where row R (= row0 + r) of an access lands: the tensor's head and row.
- * False when it is past the extent (or, packed, past the G * n rows of the
- * group: row R is query head h*G + R / n, token R % n). */
-static bool map_row(const Tensor *t, int pack, int64_t h, int64_t R, int64_t *head, int64_t *row) {
-  int64_t n = row_extent(t);
-  if (R < 0)
-    return false;
-  if (!pack) {
-    *head = h;
-    *row = R;
-    return R < n;
-  }
-  if (n <= 0 || R >= pack * n)
-    return false;
-  *head = h * pack + R / n;
-  *row = R % n;
-  return true;
-}
-
-/* Is a tile of rows x cols on rank 3 tensor t a 1 x C row of positions
- * row0 .. row0 + C - 1 (not R x 1)? */
-static bool row_vector(const Interp *I, const Op *op, const Tensor *t, int rows, int cols) {
-  return t->rank == 3 && rows == 1 && cols != 1 && !I->info[op->id].pack;
-}
-
-/* Address of (b, h, row, col), by rank. */
-static double *elem_ptr(Tensor *t, int64_t b, int64_t h, int64_t row, int64_t col) {
-  if (t->rank == 4)
-    return t->data + b * t->strides[0] + row * t->strides[1] + h * t->strides[2] +
-           col * t->strides[3];
-  return t->data + b * t->strides[0] + h * t->strides[1] + row * t->strides[2];
-}
-
-static void exec_load(Interp *I, const Op *op) {
-  int64_t b, h, row0;
-  Tensor *t = mem_args(I, op, &b, &h, &row0);
-  int rows, cols;
-  if (!t || !tile_type(I, op, &rows, &cols))
-    return;
-  bool along_cols = row_vector(I, op, t, rows, cols);
-  if (cols != col_extent(t) && !along_cols) {
-    interp_fail(I, op, "tile has %d columns, the tensor %lld", cols, (long long)col_extent(t));
-    return;
-  }
-  /* the optional 5th operand: rows at or past it read 0 (a cache length) */
-  int64_t limit = op->noperands == 5 ? (int64_t)interp_val(I, op->operands[4])->s : INT64_MAX;
-  RtVal *out = interp_val(I, op->results[0]);
-  if (!interp_set_tile(I, out, rows, cols))
-    return;
-  bool rnd = I->o->round_casts;
-  int pack = I->info[op->id].pack;
-  if (along_cols) {
-    for (int c = 0; c < cols; c++) {
-      int64_t R = row0 + c;
-      double x = R >= 0 && R < row_extent(t) && R < limit ? *elem_ptr(t, b, h, R, 0) : 0;
-      out->t[c] = rnd ? interp_round(x, t->elem) : x;
-    }
-    return;
-  }
-  for (int r = 0; r < rows; r++) {
-    int64_t head = 0, row = 0;
-    bool in = map_row(t, pack, h, row0 + r, &head, &row) && row < limit;
-    for (int c = 0; c < cols; c++) {
-      double x = in ? *elem_ptr(t, b, head, row, c) : 0;
-      out->t[(size_t)r * cols + c] = rnd ? interp_round(x, t->elem) : x;
-    }
-  }
-}
-
-static void exec_store(Interp *I, const Op *op) {
-  int64_t b, h, row0;
-  Tensor *t = mem_args(I, op, &b, &h, &row0);
-  if (!t)
-    return;
-  if (op->noperands != 5) {
-    interp_fail(I, op, "needs tensor, b, h, row0, tile");
-    return;
-  }
-  RtVal *v = interp_val(I, op->operands[4]);
-  if (!need_tile(I, op, v, "stored value"))
-    return;
-  bool along_cols = row_vector(I, op, t, v->rows, v->cols);
-  int col0 = I->info[op->id].col0;
-  bool window = attr_get(&op->attrs, "col0") != NULL;
-  if ((window ? col0 < 0 || col0 + v->cols > col_extent(t) : v->cols != col_extent(t)) &&
-      !along_cols) {
-    interp_fail(I, op, "tile has %d columns from %d, the tensor %lld", v->cols, col0,
-                (long long)col_extent(t));
-    return;
-  }
-  bool rnd = I->o->round_casts, add = I->info[op->id].reduce_add;
-  int pack = I->info[op->id].pack;
-  if (add && t->elem != ELEM_F32) {
-    interp_fail(I, op, "reduce = add needs an f32 tensor");
-    return;
-  }
-  for (int r = 0; r < v->rows; r++)
-    for (int c = 0; c < v->cols; c++) {
-      int64_t head = h, row = row0 + (along_cols ? c : r), col = along_cols ? 0 : col0 + c;
-      if (along_cols ? row < 0 || row >= row_extent(t) : !map_row(t, pack, h, row0 + r, &head, &row))
-        continue;
-      double x = v->t[(size_t)r * v->cols + c], *e = elem_ptr(t, b, head, row, col);
-      if (add)
-        x += *e;
-      *e = rnd ? interp_round(x, t->elem) : x;
-    }
-}
-
-/* Element i of a rank 1 i32 tensor (cache_seqlens[b]). */
-static void exec_load_scalar(Interp *I, const Op *op) {
-  Tensor *t = op->noperands == 2 ? tensor_operand(I, op, 0) : NULL;
-  if (!t)
-    return;
-  int64_t i = (int64_t)interp_val(I, op->operands[1])->s;
-  if (t->rank != 1 || i < 0 || i >= t->dims[0]) {
-    interp_fail(I, op, "index %lld out of range", (long long)i);
-    return;
-  }
-  interp_set_scalar(interp_val(I, op->results[0]), t->data[i * t->strides[0]]);
-}
-
-/* The physical page of logical page `lp` of sequence b, or -1 when it is past
- * the block table row. A table entry outside the pool is an error. */
-static int64_t page_of(Interp *I, const Op *op, Tensor *bt, Tensor *cache, int64_t b, int64_t lp) {
-  if (lp >= bt->dims[1])
-    return -1;
-  double e = bt->data[b * bt->strides[0] + lp * bt->strides[1]];
-  if (!(e >= 0 && e < (double)cache->dims[0])) {
-    interp_fail(I, op, "block_table[%lld, %lld] = %g is not a page of the pool", (long long)b,
-         (long long)lp, e);
-    return -1;
-  }
-  return (int64_t)e;
-}
-
-/* load_paged cache, block_table, b, h, row0, limit {page_size = P}. */
-static void exec_load_paged(Interp *I, const Op *op) {
-  Tensor *t = op->noperands == 6 ? tensor_operand(I, op, 0) : NULL;
-  Tensor *bt = t ? tensor_operand(I, op, 1) : NULL;
-  int rows, cols;
-  if (!bt || !tile_type(I, op, &rows, &cols))
-    return;
-  int64_t b = (int64_t)interp_val(I, op->operands[2])->s, h = (int64_t)interp_val(I, op->operands[3])->s;
-  int64_t row0 = (int64_t)interp_val(I, op->operands[4])->s, limit = (int64_t)interp_val(I, op->operands[5])->s;
-  int64_t P = I->info[op->id].page_size;
-  if (t->rank != 4 || t->dims[1] != P || bt->rank != 2 || cols != t->dims[3]) {
-    interp_fail(I, op, "cache must be [num_pages, %lld, heads, %d]", (long long)P, cols);
-    return;
-  }
-  if (b < 0 || b >= bt->dims[0] || h < 0 || h >= t->dims[2]) {
-    interp_fail(I, op, "batch %lld / head %lld out of range", (long long)b, (long long)h);
-    return;
-  }
-  RtVal *out = interp_val(I, op->results[0]);
-  if (!interp_set_tile(I, out, rows, cols))
-    return;
-  bool rnd = I->o->round_casts;
-  for (int r = 0; r < rows && !I->failed; r++) {
-    int64_t R = row0 + r;
-    int64_t page = R >= 0 && R < limit ? page_of(I, op, bt, t, b, R / P) : -1;
-    for (int c = 0; c < cols; c++) {
-      double x = page >= 0 ? *elem_ptr(t, page, h, R % P, c) : 0;
-      out->t[(size_t)r * cols + c] = rnd ? interp_round(x, t->elem) : x;
-    }
-  }
-}
-
 /* reduce {kind = max|min|sum}: every element of a tile to one scalar. */
 static void exec_reduce(Interp *I, const Op *op) {
   RtVal *a = interp_val(I, op->operands[0]);
-  if (!need_tile(I, op, a, "operand"))
+  if (!interp_need_tile(I, op, a, "operand"))
     return;
   int k = I->info[op->id].reduce;
   double s = k == 0 ? -INFINITY : k == 1 ? INFINITY : 0;
@@ -955,10 +559,10 @@ static void exec_op(Interp *I, const Op *op) {
   case OP_ROWMAX:
   case OP_ROWSUM: exec_rowreduce(I, op); break;
   case OP_RESCALE: exec_rescale(I, op); break;
-  case OP_LOAD: exec_load(I, op); break;
-  case OP_STORE: exec_store(I, op); break;
-  case OP_LOAD_SCALAR: exec_load_scalar(I, op); break;
-  case OP_LOAD_PAGED: exec_load_paged(I, op); break;
+  case OP_LOAD: interp_exec_load(I, op); break;
+  case OP_STORE: interp_exec_store(I, op); break;
+  case OP_LOAD_SCALAR: interp_exec_load_scalar(I, op); break;
+  case OP_LOAD_PAGED: interp_exec_load_paged(I, op); break;
   case OP_REDUCE: exec_reduce(I, op); break;
   case OP_FOR: exec_for(I, op); break;
   case OP_IF: exec_if(I, op); break;
@@ -966,7 +570,7 @@ static void exec_op(Interp *I, const Op *op) {
   case OP_RETURN: break;
   default:
     if (op->kind < OP__COUNT)
-      exec_elementwise(I, op);
+      interp_exec_elementwise(I, op);
     else
       interp_fail(I, op, "unknown op");
   }
@@ -1059,7 +663,7 @@ static bool alloc_shared(const Value *a, const InterpSizes *sz, InterpBinding *o
   memset(out, 0, sizeof *out);
   out->name = a->name;
   for (int d = a->type.rank - 1; d >= 0; d--) {
-    int64_t e = resolve_dim(&I, a->type.dims[d]);
+    int64_t e = interp_resolve_dim(&I, a->type.dims[d]);
     out->dims[d] = e;
     out->strides[d] = (int64_t)n;
     n *= (size_t)(e > 0 ? e : 1);

@@ -80,6 +80,19 @@ void interp_copy_val(Interp *I, RtVal *dst, const RtVal *src);
 Acc interp_acc_of(const RtVal *v);
 /* x converted to element type `to` (rounded when the options say so). */
 double interp_cast_to(const Interp *I, ElemType to, double x);
+/* A tile extent of a type: a number, Br / Bc, or a tensor extent symbol. */
+int64_t interp_resolve_dim(const Interp *I, int d);
+/* op's result type is a tile: its extents; false (failed) otherwise. */
+bool interp_tile_type(Interp *I, const Op *op, int *rows, int *cols);
+/* v must be a tile (`what` names it in the failure). */
+bool interp_need_tile(Interp *I, const Op *op, const RtVal *v, const char *what);
+/* Elementwise ops (interp_elementwise.c). */
+void interp_exec_elementwise(Interp *I, const Op *op);
+/* Memory ops (interp_mem.c). */
+void interp_exec_load(Interp *I, const Op *op);
+void interp_exec_store(Interp *I, const Op *op);
+void interp_exec_load_scalar(Interp *I, const Op *op);
+void interp_exec_load_paged(Interp *I, const Op *op);
 /* The grad op (interp_grad.c). */
 void interp_exec_grad(Interp *I, const Op *op);
 

@@ -1,0 +1,217 @@
+/* interp_mem.c - the interpreter's memory ops (interp.h): load, store,
+ * load_scalar and load_paged on the bound tensors (rows past an extent or
+ * limit read 0 and are not written; packed GQA rows; paged caches). */
+#include "ir/interp_internal.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ load, store */
+
+static int64_t row_extent(const Tensor *t) { return t->rank == 4 ? t->dims[1] : t->dims[2]; }
+static int64_t col_extent(const Tensor *t) { return t->rank == 4 ? t->dims[3] : 1; }
+static int64_t head_extent(const Tensor *t) { return t->rank == 4 ? t->dims[2] : t->dims[1]; }
+
+/* The tensor argument behind operand i (a kernel argument of this kernel). */
+static Tensor *tensor_operand(Interp *I, const Op *op, int i) {
+  const Value *tv = op->operands[i];
+  if (tv->type.kind != TYPE_TENSOR || !tv->block || tv->block != I->f->body) {
+    interp_fail(I, op, "operand %d must be a tensor argument of the kernel", i);
+    return NULL;
+  }
+  return &I->tens[tv->arg_index];
+}
+
+/* The tensor of operand 0 and the checked (b, h, row0) of operands 1..3.
+ * With {pack = G}, h is a K/V head: query heads h*G .. h*G+G-1 must exist. */
+static Tensor *mem_args(Interp *I, const Op *op, int64_t *b, int64_t *h, int64_t *row0) {
+  if (op->noperands < 4) {
+    interp_fail(I, op, "needs tensor, b, h, row0");
+    return NULL;
+  }
+  Tensor *t = tensor_operand(I, op, 0);
+  if (!t)
+    return NULL;
+  const Value *tv = op->operands[0];
+  *b = (int64_t)interp_val(I, op->operands[1])->s;
+  *h = (int64_t)interp_val(I, op->operands[2])->s;
+  *row0 = (int64_t)interp_val(I, op->operands[3])->s;
+  int pack = I->info[op->id].pack;
+  int64_t nh = head_extent(t);
+  if (*b < 0 || *b >= t->dims[0] || *h < 0 || (pack ? (*h + 1) * pack > nh : *h >= nh)) {
+    interp_fail(I, op, "%%%s: batch %lld / head %lld out of range", tv->name ? tv->name : "?",
+         (long long)*b, (long long)*h);
+    return NULL;
+  }
+  return t;
+}
+
+/* Where row R (= row0 + r) of an access lands: the tensor's head and row.
+ * False when it is past the extent (or, packed, past the G * n rows of the
+ * group: row R is query head h*G + R / n, token R % n). */
+static bool map_row(const Tensor *t, int pack, int64_t h, int64_t R, int64_t *head, int64_t *row) {
+  int64_t n = row_extent(t);
+  if (R < 0)
+    return false;
+  if (!pack) {
+    *head = h;
+    *row = R;
+    return R < n;
+  }
+  if (n <= 0 || R >= pack * n)
+    return false;
+  *head = h * pack + R / n;
+  *row = R % n;
+  return true;
+}
+
+/* Is a tile of rows x cols on rank 3 tensor t a 1 x C row of positions
+ * row0 .. row0 + C - 1 (not R x 1)? */
+static bool row_vector(const Interp *I, const Op *op, const Tensor *t, int rows, int cols) {
+  return t->rank == 3 && rows == 1 && cols != 1 && !I->info[op->id].pack;
+}
+
+/* Address of (b, h, row, col), by rank. */
+static double *elem_ptr(Tensor *t, int64_t b, int64_t h, int64_t row, int64_t col) {
+  if (t->rank == 4)
+    return t->data + b * t->strides[0] + row * t->strides[1] + h * t->strides[2] +
+           col * t->strides[3];
+  return t->data + b * t->strides[0] + h * t->strides[1] + row * t->strides[2];
+}
+
+void interp_exec_load(Interp *I, const Op *op) {
+  int64_t b, h, row0;
+  Tensor *t = mem_args(I, op, &b, &h, &row0);
+  int rows, cols;
+  if (!t || !interp_tile_type(I, op, &rows, &cols))
+    return;
+  bool along_cols = row_vector(I, op, t, rows, cols);
+  if (cols != col_extent(t) && !along_cols) {
+    interp_fail(I, op, "tile has %d columns, the tensor %lld", cols, (long long)col_extent(t));
+    return;
+  }
+  /* the optional 5th operand: rows at or past it read 0 (a cache length) */
+  int64_t limit = op->noperands == 5 ? (int64_t)interp_val(I, op->operands[4])->s : INT64_MAX;
+  RtVal *out = interp_val(I, op->results[0]);
+  if (!interp_set_tile(I, out, rows, cols))
+    return;
+  bool rnd = I->o->round_casts;
+  int pack = I->info[op->id].pack;
+  if (along_cols) {
+    for (int c = 0; c < cols; c++) {
+      int64_t R = row0 + c;
+      double x = R >= 0 && R < row_extent(t) && R < limit ? *elem_ptr(t, b, h, R, 0) : 0;
+      out->t[c] = rnd ? interp_round(x, t->elem) : x;
+    }
+    return;
+  }
+  for (int r = 0; r < rows; r++) {
+    int64_t head = 0, row = 0;
+    bool in = map_row(t, pack, h, row0 + r, &head, &row) && row < limit;
+    for (int c = 0; c < cols; c++) {
+      double x = in ? *elem_ptr(t, b, head, row, c) : 0;
+      out->t[(size_t)r * cols + c] = rnd ? interp_round(x, t->elem) : x;
+    }
+  }
+}
+
+void interp_exec_store(Interp *I, const Op *op) {
+  int64_t b, h, row0;
+  Tensor *t = mem_args(I, op, &b, &h, &row0);
+  if (!t)
+    return;
+  if (op->noperands != 5) {
+    interp_fail(I, op, "needs tensor, b, h, row0, tile");
+    return;
+  }
+  RtVal *v = interp_val(I, op->operands[4]);
+  if (!interp_need_tile(I, op, v, "stored value"))
+    return;
+  bool along_cols = row_vector(I, op, t, v->rows, v->cols);
+  int col0 = I->info[op->id].col0;
+  bool window = attr_get(&op->attrs, "col0") != NULL;
+  if ((window ? col0 < 0 || col0 + v->cols > col_extent(t) : v->cols != col_extent(t)) &&
+      !along_cols) {
+    interp_fail(I, op, "tile has %d columns from %d, the tensor %lld", v->cols, col0,
+                (long long)col_extent(t));
+    return;
+  }
+  bool rnd = I->o->round_casts, add = I->info[op->id].reduce_add;
+  int pack = I->info[op->id].pack;
+  if (add && t->elem != ELEM_F32) {
+    interp_fail(I, op, "reduce = add needs an f32 tensor");
+    return;
+  }
+  for (int r = 0; r < v->rows; r++)
+    for (int c = 0; c < v->cols; c++) {
+      int64_t head = h, row = row0 + (along_cols ? c : r), col = along_cols ? 0 : col0 + c;
+      if (along_cols ? row < 0 || row >= row_extent(t) : !map_row(t, pack, h, row0 + r, &head, &row))
+        continue;
+      double x = v->t[(size_t)r * v->cols + c], *e = elem_ptr(t, b, head, row, col);
+      if (add)
+        x += *e;
+      *e = rnd ? interp_round(x, t->elem) : x;
+    }
+}
+
+/* Element i of a rank 1 i32 tensor (cache_seqlens[b]). */
+void interp_exec_load_scalar(Interp *I, const Op *op) {
+  Tensor *t = op->noperands == 2 ? tensor_operand(I, op, 0) : NULL;
+  if (!t)
+    return;
+  int64_t i = (int64_t)interp_val(I, op->operands[1])->s;
+  if (t->rank != 1 || i < 0 || i >= t->dims[0]) {
+    interp_fail(I, op, "index %lld out of range", (long long)i);
+    return;
+  }
+  interp_set_scalar(interp_val(I, op->results[0]), t->data[i * t->strides[0]]);
+}
+
+/* The physical page of logical page `lp` of sequence b, or -1 when it is past
+ * the block table row. A table entry outside the pool is an error. */
+static int64_t page_of(Interp *I, const Op *op, Tensor *bt, Tensor *cache, int64_t b, int64_t lp) {
+  if (lp >= bt->dims[1])
+    return -1;
+  double e = bt->data[b * bt->strides[0] + lp * bt->strides[1]];
+  if (!(e >= 0 && e < (double)cache->dims[0])) {
+    interp_fail(I, op, "block_table[%lld, %lld] = %g is not a page of the pool", (long long)b,
+         (long long)lp, e);
+    return -1;
+  }
+  return (int64_t)e;
+}
+
+/* load_paged cache, block_table, b, h, row0, limit {page_size = P}. */
+void interp_exec_load_paged(Interp *I, const Op *op) {
+  Tensor *t = op->noperands == 6 ? tensor_operand(I, op, 0) : NULL;
+  Tensor *bt = t ? tensor_operand(I, op, 1) : NULL;
+  int rows, cols;
+  if (!bt || !interp_tile_type(I, op, &rows, &cols))
+    return;
+  int64_t b = (int64_t)interp_val(I, op->operands[2])->s, h = (int64_t)interp_val(I, op->operands[3])->s;
+  int64_t row0 = (int64_t)interp_val(I, op->operands[4])->s, limit = (int64_t)interp_val(I, op->operands[5])->s;
+  int64_t P = I->info[op->id].page_size;
+  if (t->rank != 4 || t->dims[1] != P || bt->rank != 2 || cols != t->dims[3]) {
+    interp_fail(I, op, "cache must be [num_pages, %lld, heads, %d]", (long long)P, cols);
+    return;
+  }
+  if (b < 0 || b >= bt->dims[0] || h < 0 || h >= t->dims[2]) {
+    interp_fail(I, op, "batch %lld / head %lld out of range", (long long)b, (long long)h);
+    return;
+  }
+  RtVal *out = interp_val(I, op->results[0]);
+  if (!interp_set_tile(I, out, rows, cols))
+    return;
+  bool rnd = I->o->round_casts;
+  for (int r = 0; r < rows && !I->failed; r++) {
+    int64_t R = row0 + r;
+    int64_t page = R >= 0 && R < limit ? page_of(I, op, bt, t, b, R / P) : -1;
+    for (int c = 0; c < cols; c++) {
+      double x = page >= 0 ? *elem_ptr(t, page, h, R % P, c) : 0;
+      out->t[(size_t)r * cols + c] = rnd ? interp_round(x, t->elem) : x;
+    }
+  }
+}
