@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "ir/dropout.h"
-#include "ir/interp.h"
+#include "out_kernel.h"
 
 static int failures;
 
@@ -39,10 +39,7 @@ static Value *u32(Builder *b, uint32_t v) { return build_const(b, type_scalar(EL
 static int ir_mask(uint64_t seed, uint64_t offset, uint32_t bh, int q0, int k0, uint32_t thr,
                    double *out) {
   Module *m = module_create();
-  int dims[4] = {DIM_BATCH, DIM_SEQLEN_Q, 1, C};
-  Type args[4] = {type_tensor(ELEM_F32, 4, dims), type_index(), type_index(), type_index()};
-  const char *names[4] = {"out", "batch", "seqlen_q", "seqlen_k"};
-  Func *f = func_create(m, "mask", args, names, 4, (SrcLoc){0});
+  Func *f = out_kernel(m, "mask", C);
   Builder b = builder_at_end(m, f->body);
   Value *zero = build_index(&b, 0);
   Type rt = type_tile(ELEM_INDEX, R, 1, DIST_NONE), ct = type_tile(ELEM_INDEX, 1, C, DIST_NONE);
@@ -57,16 +54,7 @@ static int ir_mask(uint64_t seed, uint64_t offset, uint32_t bh, int q0, int k0, 
   Value *ops[5] = {f->args[0], zero, zero, zero, build_cast(&b, keep, ELEM_F32)};
   build_op(&b, OP_STORE, ops, 5, NULL, 0, 0);
   build_op(&b, OP_RETURN, NULL, 0, NULL, 0, 0);
-  int rc = module_verify(m, "dropout_mask", stderr);
-  if (rc == 0) {
-    InterpBinding bind = {"out", out, {1, R, 1, C}, {R * C, C, C, 1}};
-    InterpOptions o;
-    interp_options_init(&o);
-    char err[256];
-    rc = interp_run(f, &bind, 1, 1, R, 1, &o, err, sizeof err);
-    if (rc)
-      fprintf(stderr, "dropout_mask: %s\n", err);
-  }
+  int rc = run_out_kernel("dropout_mask", m, f, out, R, C);
   module_destroy(m);
   return rc;
 }

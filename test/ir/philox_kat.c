@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ir/interp.h"
 #include "ir/philox.h"
+#include "out_kernel.h"
 
 typedef struct Kat {
   int rounds;
@@ -52,10 +52,7 @@ static Value *u32(Builder *b, uint32_t v) { return build_const(b, type_scalar(EL
  * per-element numbering dropout uses; got[c] = column c's four words. */
 static int run_tile(const Kat *k, int C, uint32_t got[][4]) {
   Module *m = module_create();
-  int dims[4] = {DIM_BATCH, DIM_SEQLEN_Q, 1, COLS};
-  Type args[4] = {type_tensor(ELEM_F32, 4, dims), type_index(), type_index(), type_index()};
-  const char *names[4] = {"out", "batch", "seqlen_q", "seqlen_k"};
-  Func *f = func_create(m, "tile", args, names, 4, (SrcLoc){0});
+  Func *f = out_kernel(m, "tile", COLS);
   Builder b = builder_at_end(m, f->body);
   Value *zero = build_index(&b, 0);
   Type it = type_tile(ELEM_INDEX, 1, C, DIST_NONE);
@@ -77,20 +74,10 @@ static int run_tile(const Kat *k, int C, uint32_t got[][4]) {
     }
   }
   build_op(&b, OP_RETURN, NULL, 0, NULL, 0, 0);
-  if (module_verify(m, "philox_kat", stderr) != 0) {
-    module_destroy(m);
-    return -1;
-  }
   double buf[8 * COLS];
   for (int i = 0; i < 8 * COLS; i++)
     buf[i] = -1;
-  InterpBinding bind = {"out", buf, {1, 8, 1, COLS}, {8 * COLS, COLS, COLS, 1}};
-  InterpOptions o;
-  interp_options_init(&o);
-  char err[256];
-  int rc = interp_run(f, &bind, 1, 1, 8, 1, &o, err, sizeof err);
-  if (rc != 0)
-    fprintf(stderr, "philox_kat: %s\n", err);
+  int rc = run_out_kernel("philox_kat", m, f, buf, 8, COLS);
   for (int c = 0; c < C; c++)
     for (int i = 0; i < 4; i++)
       got[c][i] = ((uint32_t)buf[(2 * i) * COLS + c] << 16) | (uint32_t)buf[(2 * i + 1) * COLS + c];
