@@ -154,7 +154,7 @@ InterpOptions variant_options(const Variant *v, const Opts *o) {
 /* ------------------------------------------------------------ comparison */
 
 
-Cmp compare(const KernelSpec *k, const Shape *s, const Buf *o, const Buf *lse,
+static Cmp compare(const KernelSpec *k, const Shape *s, const Buf *o, const Buf *lse,
                    const Buf *ro, const Buf *rlse) {
   Cmp c = {0};
   for (int64_t b = 0; b < s->batch; b++)
@@ -211,13 +211,8 @@ static void run_variant(const KernelSpec *k, const Variant *v, const Shape *s, u
   char what[256];
   snprintf(what, sizeof what, "%.80s %.90s B=%lld Sq=%lld Sk=%lld seed=%llu", k->name, v->name,
            (long long)s->batch, (long long)s->sq, (long long)s->sk, (unsigned long long)seed);
-  if (!v->f) {
-    printf("FAIL %s: lowering or pipeline failed\n", what);
-    st->failed++;
+  if (!variant_ready(what, v, &in->o, &in->lse, st))
     return;
-  }
-  buf_poison(&in->o);
-  buf_poison(&in->lse);
   InterpBinding b[5] = {bind("q", &in->q), bind("k", &in->k), bind("v", &in->v),
                         bind("o", &in->o), bind("lse", &in->lse)};
   InterpOptions io = variant_options(v, o);
@@ -227,8 +222,24 @@ static void run_variant(const KernelSpec *k, const Variant *v, const Shape *s, u
     st->failed++;
     return;
   }
-  Cmp c = compare(k, s, &in->o, &in->lse, &in->ro, &in->rlse);
-  double tol = o->round ? 5e-2 : TOL;
+  report_output(k, s, &in->o, &in->lse, &in->ro, &in->rlse, what, o, st);
+}
+
+bool variant_ready(const char *what, const Variant *v, Buf *o, Buf *lse, Stats *st) {
+  if (!v->f) {
+    printf("FAIL %s: lowering or pipeline failed\n", what);
+    st->failed++;
+    return false;
+  }
+  buf_poison(o);
+  buf_poison(lse);
+  return true;
+}
+
+void report_output(const KernelSpec *k, const Shape *s, const Buf *o, const Buf *lse, const Buf *ro,
+                   const Buf *rlse, const char *what, const Opts *opts, Stats *st) {
+  Cmp c = compare(k, s, o, lse, ro, rlse);
+  double tol = opts->round ? 5e-2 : TOL;
   bool ok = c.nan == 0 && c.lse_inf_mismatch == 0 && c.o_err < tol && c.lse_err < tol;
   printf("%s %s: max|dO|=%.3g max|dLSE|=%.3g nan=%ld lse-inf-mismatch=%ld\n", ok ? "PASS" : "FAIL",
          what, c.o_err, c.lse_err, c.nan, c.lse_inf_mismatch);

@@ -77,11 +77,15 @@ typedef struct Cmp {
   long nan, lse_inf_mismatch;
 } Cmp;
 
+/* difftest.c: the start of a run of variant v: FAIL (counted in st) when its
+ * lowering or pipeline failed, else poisons the outputs o and lse; false
+ * when the run cannot go on. */
+bool variant_ready(const char *what, const Variant *v, Buf *o, Buf *lse, Stats *st);
 /* difftest.c: O and LSE of a run against the reference (max abs error of O,
  * max relative error of LSE, NaNs, -inf LSE where the reference has none or
- * the reverse). */
-Cmp compare(const KernelSpec *k, const Shape *s, const Buf *o, const Buf *lse, const Buf *ro,
-            const Buf *rlse);
+ * the reverse), printed as PASS / FAIL `what` and counted in st. */
+void report_output(const KernelSpec *k, const Shape *s, const Buf *o, const Buf *lse, const Buf *ro,
+                   const Buf *rlse, const char *what, const Opts *opts, Stats *st);
 
 /* difftest.c: host buffers (rows padded so that layouts are strided). */
 Buf buf_make(int rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3, int pad);

@@ -153,13 +153,8 @@ static void run_dvariant(const KernelSpec *k, const Variant *v, const DShape *s,
            k->name, v->name, (long long)s->batch, s->hot ? " hot" : "", (long long)s->q_len, (long long)s->lens[0],
            (long long)(s->batch > 1 ? s->lens[1] : -1), (long long)(s->batch > 2 ? s->lens[2] : -1),
            (long long)nsplit, (unsigned long long)seed);
-  if (!v->f) {
-    printf("FAIL %s: lowering or pipeline failed\n", what);
-    st->failed++;
+  if (!variant_ready(what, v, &in->o, &in->lse, st))
     return;
-  }
-  buf_poison(&in->o);
-  buf_poison(&in->lse);
   InterpBinding b[7] = {bind("q", &in->q), bind("k", &in->k), bind("v", &in->v),
                         bind("o", &in->o), bind("lse", &in->lse),
                         bind("cache_seqlens", &in->seqlens), bind("block_table", &in->table)};
@@ -173,15 +168,7 @@ static void run_dvariant(const KernelSpec *k, const Variant *v, const DShape *s,
     return;
   }
   Shape cs = {s->batch, s->q_len, 0};
-  Cmp c = compare(k, &cs, &in->o, &in->lse, &in->ro, &in->rlse);
-  double tol = o->round ? 5e-2 : TOL;
-  bool ok = c.nan == 0 && c.lse_inf_mismatch == 0 && c.o_err < tol && c.lse_err < tol;
-  printf("%s %s: max|dO|=%.3g max|dLSE|=%.3g nan=%ld lse-inf-mismatch=%ld\n", ok ? "PASS" : "FAIL",
-         what, c.o_err, c.lse_err, c.nan, c.lse_inf_mismatch);
-  if (ok)
-    st->passed++;
-  else
-    st->failed++;
+  report_output(k, &cs, &in->o, &in->lse, &in->ro, &in->rlse, what, o, st);
 }
 
 /* Every variant on every decode shape; kernels that split (an %nsplit
