@@ -145,6 +145,20 @@ static MlirValue col_base(Lowerer *L, const TileGeom *g) {
   return cg_muli_c(&L->b, L->warp, 8 * g->nn);
 }
 
+MlirValue lw_elem_split(Lowerer *L, const TileGeom *g, int axis, int idx, int e,
+                        MlirValue *lane, int *c, bool *aligned16) {
+  if (axis == 0) {
+    *lane = L->lg;
+    *c = idx * 16 + 8 * (e >> 1);
+    *aligned16 = true; /* 16 nm rows a warp */
+    return row_base(L, g);
+  }
+  *lane = cg_muli_c(&L->b, L->lq, 2);
+  *c = idx * 8 + (e & 1);
+  *aligned16 = !g->col_split || g->nn % 2 == 0; /* 8 nn columns a warp */
+  return col_base(L, g);
+}
+
 MlirValue lw_elem_row(Lowerer *L, const TileGeom *g, int mi, int e) {
   MlirValue r = cg_addi(&L->b, row_base(L, g), L->lg);
   return cg_addi_c(&L->b, r, mi * 16 + 8 * (e >> 1));

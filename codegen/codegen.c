@@ -52,7 +52,8 @@ static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
   const AttrList *a = &f->attrs;
   int hd = (int)attr_int(a, "head_dim", 0);
   const char *grad_of = attr_str(a, "grad_of", NULL);
-  if (func_companion_of(f) && !grad_of)
+  const char *dropout_of = attr_str(a, "dropout_of", NULL);
+  if (func_companion_of(f) && !grad_of && !dropout_of)
     return;
   cg_strbuf_puts(sb, "// flashc.meta version 1\n");
   cg_strbuf_printf(sb, "// flashc.meta kernel %s\n", f->name);
@@ -61,6 +62,10 @@ static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
     cg_strbuf_printf(sb, "// flashc.meta role %s\n", attr_str(a, "role", ""));
     cg_strbuf_printf(sb, "// flashc.meta forward %s\n", grad_of);
   }
+  if (dropout_of) /* the forward with dropout: its own block (docs/dropout.md) */
+    cg_strbuf_printf(sb, "// flashc.meta dropout_of %s\n", dropout_of);
+  if (attr_get(a, "dropout")) /* takes dropout's launch arguments; the spec's p */
+    cg_strbuf_printf(sb, "// flashc.meta dropout %.9g\n", attr_float(a, "dropout", 0));
   cg_strbuf_printf(sb, "// flashc.meta dtype %s\n", attr_str(a, "dtype", "bf16"));
   cg_strbuf_printf(sb, "// flashc.meta head_dim %d\n", hd);
   cg_strbuf_printf(sb, "// flashc.meta v_head_dim %d\n", (int)attr_int(a, "v_head_dim", hd));

@@ -106,12 +106,17 @@ static const char *cmp_pred(const char *p, ElemType et) {
   return NULL;
 }
 
-/* The high 32 bits of the 64-bit product of two u32 (mul.hi.u32). */
-static MlirValue mulhi_u32(CgBuilder *b, MlirValue x, MlirValue y) {
+/* The 64-bit product of two u32, or its high or low half. Both halves are
+ * taken from the same i64 multiply (CSE merges the two a Philox round
+ * makes), which LLVM keeps wide because it has two uses: one mul.wide.u32
+ * (one IMAD.WIDE.U32) instead of mul.hi.u32 + mul.lo.u32 (IMAD.HI + IMAD). */
+static MlirValue mul_u32_half(CgBuilder *b, MlirValue x, MlirValue y, bool high) {
   MlirValue wx = cg_op1(b, "arith.extui", &x, 1, b->i64, NULL, 0);
   MlirValue wy = cg_op1(b, "arith.extui", &y, 1, b->i64, NULL, 0);
-  MlirValue hi = cg_arith2(b, "arith.shrui", cg_muli(b, wx, wy), cg_const_i64(b, 32));
-  return cg_op1(b, "arith.trunci", &hi, 1, b->i32, NULL, 0);
+  MlirValue w = cg_muli(b, wx, wy);
+  if (high)
+    w = cg_arith2(b, "arith.shrui", w, cg_const_i64(b, 32));
+  return cg_op1(b, "arith.trunci", &w, 1, b->i32, NULL, 0);
 }
 
 /* One element of an elementwise op. x[] are the operands converted to `et`
@@ -123,7 +128,10 @@ static MlirValue scalar_op(Lowerer *L, const Op *op, MlirValue *x, ElemType et) 
   switch (op->kind) {
   case OP_ADD: return fl ? cg_addf(b, x[0], x[1]) : et == ELEM_I1 ? cg_arith2(b, "arith.ori", x[0], x[1]) : cg_addi(b, x[0], x[1]);
   case OP_SUB: return fl ? cg_subf(b, x[0], x[1]) : cg_subi(b, x[0], x[1]);
-  case OP_MUL: return fl ? cg_mulf(b, x[0], x[1]) : et == ELEM_I1 ? cg_arith2(b, "arith.andi", x[0], x[1]) : cg_muli(b, x[0], x[1]);
+  case OP_MUL:
+    if (et == ELEM_U32)
+      return mul_u32_half(b, x[0], x[1], false);
+    return fl ? cg_mulf(b, x[0], x[1]) : et == ELEM_I1 ? cg_arith2(b, "arith.andi", x[0], x[1]) : cg_muli(b, x[0], x[1]);
   case OP_DIV: return fl ? cg_arith2(b, "arith.divf", x[0], x[1]) : floordiv(L, x[0], x[1], false);
   case OP_REM: return fl ? fmodf_(L, x[0], x[1]) : floordiv(L, x[0], x[1], true);
   case OP_CEILDIV: {
@@ -135,7 +143,7 @@ static MlirValue scalar_op(Lowerer *L, const Op *op, MlirValue *x, ElemType et) 
   case OP_MAX: return fl ? cg_maxnumf(b, x[0], x[1]) : cg_arith2(b, et == ELEM_U32 ? "arith.maxui" : "arith.maxsi", x[0], x[1]);
   /* u32 only (the verifier's rule); add, sub, mul, and, or above and below
    * are i32 arithmetic, which wraps modulo 2^32 */
-  case OP_MULHI: return mulhi_u32(b, x[0], x[1]);
+  case OP_MULHI: return mul_u32_half(b, x[0], x[1], true);
   case OP_XOR: return cg_arith2(b, "arith.xori", x[0], x[1]);
   case OP_SHR: return cg_arith2(b, "arith.shrui", x[0], x[1]);
   case OP_NEG: return fl ? math1(L, "arith.negf", x[0]) : cg_subi(b, cg_const_int(b, mlirValueGetType(x[0]), 0), x[0]);
@@ -346,6 +354,60 @@ void lw_elementwise(Lowerer *L, const Op *op) {
 
 /* ------------------------------------------------------ index tiles */
 
+/* Is the index scalar v a multiple of 16 by its definition (a constant,
+ * or sums and products of such: the tile bases q0 = i * Br, k0 = j * Bc)? */
+static bool multiple_of_16(const Value *v, int depth) {
+  double c;
+  if (value_const((Value *)v, &c))
+    return fmod(c, 16) == 0;
+  const Op *d = v->def;
+  if (!d || depth > 8 || d->noperands != 2)
+    return false;
+  if (d->kind == OP_MUL)
+    return multiple_of_16(d->operands[0], depth + 1) || multiple_of_16(d->operands[1], depth + 1);
+  if (d->kind == OP_ADD || d->kind == OP_SUB)
+    return multiple_of_16(d->operands[0], depth + 1) && multiple_of_16(d->operands[1], depth + 1);
+  return false;
+}
+
+/* iota's dropout form (ir/dropout.c), (base + pos) & M, where the
+ * elements of one Philox group must get one SSA value. pos is warp base +
+ * lane + c (lw_elem_split); with base and the warp base multiples of 16
+ * and M below 16 (the slot bits) or clearing only bits below 16 (the
+ * counters), (B16 + (lane | c)) & M is (lane & M) | (c & M), resp.
+ * B16 + (lane & M) + (c & M): one shared value plus a constant. Anything
+ * else takes the per-element form. */
+static void iota_masked(Lowerer *L, const Op *op, const TileGeom *g, int axis, CgVal *r,
+                        const int *mi, const int *ni, const int *e) {
+  CgBuilder *b = &L->b;
+  int64_t m = attr_int(&op->attrs, "and", -1);
+  MlirValue base = op->noperands ? cg_int_cast(b, lw_scalar_operand(L, op, 0), b->i32)
+                                 : cg_const_i32(b, 0);
+  MlirValue lane, wbase;
+  int c0;
+  bool aligned;
+  wbase = lw_elem_split(L, g, axis, 0, 0, &lane, &c0, &aligned);
+  bool low = (m & ~(int64_t)15) == 0, clear = (~m & ~(int64_t)15) == 0;
+  bool fast = aligned && (op->noperands == 0 || multiple_of_16(op->operands[0], 0)) && (low || clear);
+  MlirValue mask = cg_const_i32(b, (int32_t)m);
+  MlirValue shared = fast ? cg_arith2(b, "arith.andi", lane, mask) : (MlirValue){NULL};
+  if (fast && clear)
+    shared = cg_addi(b, cg_addi(b, base, wbase), shared);
+  for (int k = 0; k < r->ne; k++) {
+    int c;
+    lw_elem_split(L, g, axis, axis == 0 ? mi[k] : ni[k], e[k], &lane, &c, &aligned);
+    if (!fast) {
+      MlirValue pos = cg_addi_c(b, cg_addi(b, base, cg_addi(b, wbase, lane)), c);
+      r->e[k] = cg_arith2(b, "arith.andi", pos, mask);
+    } else if (low) {
+      r->e[k] = (c & m) ? cg_arith2(b, "arith.ori", shared, cg_const_i32(b, (int32_t)(c & m)))
+                        : shared;
+    } else {
+      r->e[k] = (c & m) ? cg_addi_c(b, shared, (int)(c & m)) : shared;
+    }
+  }
+}
+
 void lw_iota(Lowerer *L, const Op *op) {
   Type rt = op->results[0]->type;
   int axis = (int)attr_int(&op->attrs, "axis", 0);
@@ -359,9 +421,11 @@ void lw_iota(Lowerer *L, const Op *op) {
   CgVal *r = lw_tile(L, rt, &g);
   int mi[4096], ni[4096], e[4096];
   lw_positions(&g, mi, ni, e);
-  for (int k = 0; k < r->ne; k++) {
-    MlirValue v = axis == 0 ? lw_elem_row(L, &g, mi[k], e[k]) : lw_elem_col(L, &g, ni[k], e[k]);
-    r->e[k] = v; /* i32: see ew_element */
+  if (op->noperands || attr_get(&op->attrs, "and")) {
+    iota_masked(L, op, &g, axis, r, mi, ni, e);
+  } else {
+    for (int k = 0; k < r->ne; k++) /* i32: see ew_element */
+      r->e[k] = axis == 0 ? lw_elem_row(L, &g, mi[k], e[k]) : lw_elem_col(L, &g, ni[k], e[k]);
   }
   lw_set(L, op->results[0], r);
 }

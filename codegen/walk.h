@@ -13,14 +13,17 @@
 #include "codegen/cg_lower.h"
 #include "codegen/compute.h"
 
-enum { LW_MAX_PARAMS = 32 };
+enum { LW_MAX_PARAMS = 48 };
 
 /* One kernel parameter of a kind's ABI, in order. Names the walker binds to
  * Lowerer fields: q k v o lse workspace (pointers), batch seqlen_q
  * seqlen_k (i32 sizes, widened to i64), T.sb T.ss T.sh for T in q k v o
  * (i64 element strides: LW_STRIDES); every other name is a parameter of
- * the kind's own (lw_param): a pointer, an i32 size (widened) or an i64. */
-typedef enum LwParamType { LW_PTR, LW_I32, LW_I64 } LwParamType;
+ * the kind's own (lw_param): a pointer, an i32 size (widened) or an i64.
+ * A kernel with dropout (attribute `dropout`) takes lw_dropout_params after
+ * its kind's: u32 words and an f32, bound by name to the IR's scalar
+ * arguments of those names. */
+typedef enum LwParamType { LW_PTR, LW_I32, LW_I64, LW_U32, LW_F32 } LwParamType;
 typedef struct LwParam {
   LwParamType type;
   const char *name;

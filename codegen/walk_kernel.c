@@ -44,27 +44,46 @@ static void bind_param(Lowerer *L, const LwParam *p, MlirValue v) {
   lw_bind_param(L, p->name, v, p->type == LW_PTR);
 }
 
-/* The kind's parameter types, in ABI order. */
-static int param_types(Lowerer *L, const LwKind *K, MlirType *params) {
+/* Dropout's launch arguments (docs/abi.md), after the kind's parameters. */
+static const LwParam dropout_params[] = {
+    {LW_U32, "seed_lo"},   {LW_U32, "seed_hi"},        {LW_U32, "offset_lo"},
+    {LW_U32, "offset_hi"}, {LW_U32, "keep_threshold"}, {LW_F32, "keep_scale"},
+};
+
+/* The kernel's parameters in ABI order: its kind's, then dropout's where
+ * the kernel has dropout. Returns the count, -1 when over LW_MAX_PARAMS. */
+static int kernel_params(const Lowerer *L, const LwKind *K, LwParam *out) {
+  int n = 0, nd = attr_get(&L->f->attrs, "dropout") ? 6 : 0;
+  if (K->nparams + nd > LW_MAX_PARAMS)
+    return -1;
   for (int i = 0; i < K->nparams; i++)
-    params[i] = K->params[i].type == LW_PTR ? L->b.ptr
-                : K->params[i].type == LW_I32 ? L->b.i32
-                                              : L->b.i64;
-  return K->nparams;
+    out[n++] = K->params[i];
+  for (int i = 0; i < nd; i++)
+    out[n++] = dropout_params[i];
+  return n;
+}
+
+static MlirType param_type(const Lowerer *L, LwParamType t) {
+  switch (t) {
+  case LW_PTR: return L->b.ptr;
+  case LW_I32: case LW_U32: return L->b.i32;
+  case LW_F32: return L->b.f32;
+  default: return L->b.i64;
+  }
 }
 
 /* Binds the parameters, the i32 sizes widened to i64 in order, then lets
  * the kind bind what is its own. */
-static void bind_params(Lowerer *L, const LwKind *K, MlirBlock entry) {
+static void bind_params(Lowerer *L, const LwKind *K, const LwParam *ps, int n, MlirBlock entry) {
   CgBuilder *b = &L->b;
-  MlirValue a[LW_MAX_PARAMS];
-  for (int i = 0; i < K->nparams; i++) {
+  MlirValue a[LW_MAX_PARAMS] = {{NULL}};
+  for (int i = 0; i < n; i++) {
     a[i] = mlirBlockGetArgument(entry, i);
-    if (K->params[i].type == LW_I32)
+    if (ps[i].type == LW_I32)
       a[i] = cg_int_cast(b, a[i], b->i64);
   }
-  for (int i = 0; i < K->nparams; i++)
-    bind_param(L, &K->params[i], a[i]);
+  for (int i = 0; i < n; i++)
+    bind_param(L, &ps[i], a[i]);
   if (K->bind)
     K->bind(L);
 }
@@ -137,11 +156,20 @@ int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwK
   if (f->loc.file)
     cg_builder_set_loc(&L->b, f->loc.file, f->loc.line, f->loc.col);
   cg_builder_set_block(&L->b, gpu_module);
+  LwParam ps[LW_MAX_PARAMS];
   MlirType params[LW_MAX_PARAMS];
-  int nparams = param_types(L, K, params);
+  int nparams = kernel_params(L, K, ps);
+  if (nparams < 0) {
+    cg_context_error(cc, mlirLocationUnknownGet(cg_context_mlir(cc)), "kernel %s: more than %d parameters",
+                     f->name, LW_MAX_PARAMS);
+    lw_free_all(L);
+    return -1;
+  }
+  for (int i = 0; i < nparams; i++)
+    params[i] = param_type(L, ps[i].type);
   MlirBlock entry = cg_gpu_kernel(&L->b, f->name, params, nparams, L->threads);
   cg_builder_set_block(&L->b, entry);
-  bind_params(L, K, entry);
+  bind_params(L, K, ps, nparams, entry);
   make_thread_ids(L);
   if (lw_wgmma_plan(L, tc, target, K->no_wgmma) && bind_args(L))
     lw_walk_block(L, f->body);

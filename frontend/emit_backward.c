@@ -38,15 +38,23 @@ static Type tensor3(int heads) {
   return type_tensor(ELEM_F32, 3, (int[]){DIM_BATCH, heads, DIM_SEQLEN_Q});
 }
 
-/* The kernel's arguments (docs/backward.md, ABI), the sizes last. */
+/* The kernels that recompute P take dropout's launch arguments when the
+ * spec has dropout (pre and post do not: D = rowsum(dO o O) holds with the
+ * dropped O). */
+static bool takes_dropout(const KernelSpec *k, Role role) {
+  return k->dropout > 0 && role != ROLE_PRE && role != ROLE_POST;
+}
+
+/* The kernel's arguments (docs/backward.md, ABI): the sizes, then dropout's
+ * (emit_internal.h). */
 static Func *make_bwd_func(Module *m, const KernelSpec *k, Role role) {
   int d = k->head_dim, dv = k->v_head_dim, h = k->heads, hk = k->kv_heads;
   ElemType dt = k->dtype == DTYPE_F16 ? ELEM_F16 : ELEM_BF16;
   Type q = tensor4(dt, DIM_SEQLEN_Q, h, d), kk = tensor4(dt, DIM_SEQLEN_K, hk, d);
   Type v = tensor4(dt, DIM_SEQLEN_K, hk, dv), o = tensor4(dt, DIM_SEQLEN_Q, h, dv);
   Type acc = tensor4(ELEM_F32, DIM_SEQLEN_Q, h, d), idx = type_index();
-  Type t[12];
-  const char *names[12];
+  Type t[18];
+  const char *names[18];
   int n = 0;
 #define ARG(ty, nmv) (t[n] = (ty), names[n++] = (nmv))
   switch (role) {
@@ -68,6 +76,8 @@ static Func *make_bwd_func(Module *m, const KernelSpec *k, Role role) {
   }
   ARG(idx, "batch"), ARG(idx, "seqlen_q"), ARG(idx, "seqlen_k");
 #undef ARG
+  if (takes_dropout(k, role))
+    em_dropout_arg_types(t, names, &n);
   char name[SPEC_MAX_KERNEL_NAME + 16];
   snprintf(name, sizeof name, "%s%s", k->name ? k->name : "attn", role_suffix[role]);
   return func_create(m, name, t, names, n, k->loc);
@@ -87,6 +97,8 @@ static void open_kernel(Bwd *B, Module *m, const KernelSpec *k, Role role, const
   attr_set_word(m, a, "role", role_words[role]);
   attr_set_str(m, a, "grad_of", k->name ? k->name : "attn");
   attr_set_word(m, a, "schedule", "bwd");
+  if (takes_dropout(k, role))
+    em_dropout_args(L);
   /* `schedule NAME` is the forward's; `schedule NAME_bwd` the backward's
    * (else the tiling pass chooses). */
   const Schedule *bs = &k->bwd_schedule;
@@ -177,7 +189,7 @@ static Probs probs(Bwd *B, Value *s, Value *lse_safe) {
   Lower *L = &B->L;
   Type st = s->type;
   Probs r;
-  L->qi = L->ki = NULL;
+  L->qi = L->ki = L->keep = NULL;
   r.ss = L->ss = em_bin(L, OP_MUL, s, B->scale, "ss");
   r.sc = em_score(L);
   r.cond = em_cond(L);
@@ -187,9 +199,12 @@ static Probs probs(Bwd *B, Value *s, Value *lse_safe) {
   return r;
 }
 
-/* dS = P o (dP - D) o score'. */
+/* dS = P o (dP - D) o score'; with dropout dP is the kept entries' dZ
+ * scaled by 1 / (1 - p) (D is rowsum(dO o O) all the same). */
 static Value *dscores(Bwd *B, const Probs *pr, Value *dp, Value *dl) {
   Lower *L = &B->L;
+  if (L->dropout)
+    dp = em_dropout(L, dp, true, "dpd");
   Value *dz = em_bin(L, OP_MUL, pr->p, em_bin(L, OP_SUB, dp, dl, NULL), "dz");
   if (!L->k->score)
     return dz;
@@ -254,8 +269,10 @@ static void kv_step(Bwd *B, Value *kt, Value *vt, Value *hh, Value *i, Value **d
   Value *dl = em_load(L, func_arg(L->f, "delta"), hh, q0, row, "dl");
   Value *dpt = matmul(L, vt, dot, NULL, st, false, true, "dpt");
   Value *ds = dscores(B, &pr, dpt, dl);
+  /* dV from the dropped P^T, as the forward's O (scaled once, at its store) */
+  Value *pt = L->dropout ? em_dropout(L, pr.p, false, "ptd") : pr.p;
   L->hv = hk;
-  Value *ptc = em_name(L, build_cast(&L->b, pr.p, L->dt), "ptc");
+  Value *ptc = em_name(L, build_cast(&L->b, pt, L->dt), "ptc");
   *dv = matmul(L, ptc, dot, *dv, (*dv)->type, false, false, "dv_n");
   Value *dsc = em_name(L, build_cast(&L->b, ds, L->dt), "dsc");
   *dk = matmul(L, dsc, qt, *dk, (*dk)->type, false, false, "dk_n");
@@ -315,8 +332,10 @@ static void emit_kv_outer(Bwd *B, bool with_dq) {
   L->b.loc = L->k->loc;
   Value *dks = em_bin(L, OP_MUL, fg->results[0], B->scale, "dks");
   em_store(L, func_arg(L->f, "dk"), hk, k0, em_name(L, build_cast(&L->b, dks, L->dt), "dkc"));
-  em_store(L, func_arg(L->f, "dv"), hk, k0,
-           em_name(L, build_cast(&L->b, fg->results[1], L->dt), "dvc"));
+  Value *dvs = fg->results[1];
+  if (L->dropout) /* dV = sum of dropped P^T dO, times 1 / (1 - p) */
+    dvs = em_bin(L, OP_MUL, dvs, L->keep_scale, "dvs");
+  em_store(L, func_arg(L->f, "dv"), hk, k0, em_name(L, build_cast(&L->b, dvs, L->dt), "dvc"));
   close_kernel(B, loops, 3);
 }
 

@@ -369,6 +369,45 @@ Value *em_cond(Lower *L) {
   return em_bin(L, OP_AND, user, inb, "cond");
 }
 
+/* ---------------------------------------------------------------- dropout */
+
+static const char *const dropout_arg_names[6] = {"seed_lo",   "seed_hi",        "offset_lo",
+                                                 "offset_hi", "keep_threshold", "keep_scale"};
+
+void em_dropout_arg_types(Type *t, const char **names, int *n) {
+  for (int i = 0; i < 6; i++) {
+    t[*n] = type_scalar(i < 5 ? ELEM_U32 : ELEM_F32);
+    names[(*n)++] = dropout_arg_names[i];
+  }
+}
+
+void em_dropout_args(Lower *L) {
+  Value **at[5] = {&L->drop.seed_lo, &L->drop.seed_hi, &L->drop.offset_lo, &L->drop.offset_hi,
+                   &L->drop.threshold};
+  for (int i = 0; i < 5; i++)
+    *at[i] = func_arg(L->f, dropout_arg_names[i]);
+  L->keep_scale = func_arg(L->f, "keep_scale");
+  L->dropout = true;
+  attr_set_float(L->m, &L->f->attrs, "dropout", L->k->dropout);
+}
+
+Value *em_dropout(Lower *L, Value *x, bool scaled, const char *name) {
+  if (!L->keep) {
+    SrcLoc saved = L->b.loc;
+    L->b.loc = L->k->loc;
+    Value *heads = build_index(&L->b, L->k->heads);
+    Value *bh = em_bin(L, OP_ADD, em_bin(L, OP_MUL, L->bv, heads, NULL), L->hv, "bh");
+    L->keep = em_name(L, build_dropout_keep(&L->b, &L->drop, bh, x->type, L->q_axis, L->q0, L->k0),
+                      "keep");
+    L->b.loc = saved;
+  }
+  Value *zero = build_const(&L->b, type_scalar(ELEM_F32), 0.0);
+  Value *kept = scaled ? em_bin(L, OP_MUL, x, L->keep_scale, NULL) : x;
+  Value *sel = build_select(&L->b, L->keep, kept, zero);
+  attr_set_int(L->m, &sel->def->attrs, "dropout", 1);
+  return em_name(L, sel, name);
+}
+
 int em_refuse(FILE *diag, const KernelSpec *k, SrcLoc loc, const char *msg) {
   if (loc.line <= 0)
     loc = k->loc;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "frontend/spec.h"
+#include "ir/dropout.h"
 #include "ir/ir.h"
 
 typedef struct Lower {
@@ -27,6 +28,12 @@ typedef struct Lower {
   bool bound_q;        /* em_cond also masks query rows past seqlen_q */
   bool decode;         /* mode = decode: per-sequence cache lengths, cache loads */
   int bad;             /* an expression could not be lowered */
+  /* A kernel that takes dropout's launch arguments (em_dropout_args): they,
+   * %keep_scale = 1 / (1 - p), and the keep mask of the current tile pair
+   * (made on first use, like qi and ki; reset with them). */
+  bool dropout;
+  DropoutArgs drop;
+  Value *keep_scale, *keep;
 } Lower;
 
 /* Shorthands that build at L->b and name the result (name may be NULL). */
@@ -49,6 +56,19 @@ bool em_expr_uses(const Expr *e, ExprVar v);
  * mask condition (user mask AND bounds), on the score tile L->q_axis says. */
 Value *em_score(Lower *L);
 Value *em_cond(Lower *L);
+
+/* Dropout (docs/dropout.md). A kernel with dropout takes six scalar
+ * arguments after the sizes: %seed_lo, %seed_hi, %offset_lo, %offset_hi,
+ * %keep_threshold (u32) and %keep_scale (f32). em_dropout_arg_types appends
+ * their types and names at t[*n], names[*n]; em_dropout_args binds them
+ * in L (L->dropout set). em_dropout(L, x, scaled, name) is
+ * `select keep, x', 0 {dropout}` on the current score tile (L->q_axis,
+ * L->q0, L->k0), x' = `mul x, %keep_scale` when scaled, else x (the
+ * caller scales a sum of such terms once: O, dV); keep is ir/dropout.h's
+ * decision for query head L->hv of batch L->bv. */
+void em_dropout_arg_types(Type *t, const char **names, int *n);
+void em_dropout_args(Lower *L);
+Value *em_dropout(Lower *L, Value *x, bool scaled, const char *name);
 
 /* The kernel's attributes (dtype, heads, scale, mask, mode, target, the
  * schedule block's fields) from L->k. */

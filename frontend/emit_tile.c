@@ -81,12 +81,14 @@ static Func *make_decode_func(Module *m, const KernelSpec *k) {
   return func_create(m, k->name ? k->name : "attn", t, names, paged ? 13 : 12, k->loc);
 }
 
-static Func *make_func(Module *m, const KernelSpec *k) {
+/* The forward kernel's arguments; with dropout (NAME_dropout) its six
+ * launch arguments after the sizes. */
+static Func *make_func(Module *m, const KernelSpec *k, bool dropout) {
   if (k->mode == MODE_DECODE)
     return make_decode_func(m, k);
   int d = k->head_dim, dv = k->v_head_dim, h = k->heads, hk = k->kv_heads;
   ElemType dt = k->dtype == DTYPE_F16 ? ELEM_F16 : ELEM_BF16;
-  Type t[11] = {
+  Type t[17] = {
       type_tensor(dt, 4, (int[]){DIM_BATCH, DIM_SEQLEN_Q, h, d}),
       type_tensor(dt, 4, (int[]){DIM_BATCH, DIM_SEQLEN_K, hk, d}),
       type_tensor(dt, 4, (int[]){DIM_BATCH, DIM_SEQLEN_K, hk, dv}),
@@ -97,9 +99,14 @@ static Func *make_func(Module *m, const KernelSpec *k) {
       type_tensor(ELEM_F32, 3, (int[]){DIM_BATCH, h, DIM_SEQLEN_Q}),
       type_index(), type_index(), type_index(),
   };
-  static const char *const names[11] = {"q", "k", "v", "o", "lse", "o_acc", "m_buf",
-                                        "l_buf", "batch", "seqlen_q", "seqlen_k"};
-  return func_create(m, k->name ? k->name : "attn", t, names, 11, k->loc);
+  const char *names[17] = {"q",     "k",     "v",     "o",     "lse",      "o_acc",
+                           "m_buf", "l_buf", "batch", "seqlen_q", "seqlen_k"};
+  int n = 11;
+  char name[SPEC_MAX_KERNEL_NAME + 16];
+  snprintf(name, sizeof name, "%s%s", k->name ? k->name : "attn", dropout ? "_dropout" : "");
+  if (dropout)
+    em_dropout_arg_types(t, names, &n);
+  return func_create(m, name, t, names, n, k->loc);
 }
 
 typedef struct Outer {
@@ -132,6 +139,7 @@ static void emit_inner_body(Lower *L, Outer *X, Value *kt, Value *vt, Value *i) 
   L->q0 = q0;
   L->qi = NULL;
   L->ki = NULL;
+  L->keep = NULL;
   Value *qt = em_load(L, X->q, L->hv, q0, type_tile(L->dt, DIM_BR, d, DIST_NONE), "qt");
   Value *ot = em_load(L, X->oacc, L->hv, q0, em_ftile(DIM_BR, dv, DIST_COLS), "ot");
   Value *lt = em_load(L, X->lbuf, L->hv, q0, em_ftile(DIM_BR, 1, DIST_COLS), "lt");
@@ -160,7 +168,10 @@ static void emit_inner_body(Lower *L, Outer *X, Value *kt, Value *vt, Value *i) 
   Value *al = em_bin(L, OP_MUL, alpha, lt, NULL); /* C leaves argument order open: sequence */
   Value *bl = em_bin(L, OP_MUL, beta, ltil, NULL);
   Value *lnew = em_bin(L, OP_ADD, al, bl, "lnew");
-  Value *pc = em_name(L, build_cast(&L->b, p, L->dt), "pc");
+  /* dropout: P V from the kept entries (O scaled by 1 / (1 - p) once, in
+   * the epilogue); l (and so the LSE) from all of them */
+  Value *pd = L->dropout ? em_dropout(L, p, false, "pd") : p;
+  Value *pc = em_name(L, build_cast(&L->b, pd, L->dt), "pc");
   Type pvt = em_ftile(DIM_BR, dv, DIST_PARTIAL);
   Value *pv = em_name(L, build_op(&L->b, OP_MATMUL, (Value *[]){pc, vt}, 2, &pvt, 1, 0)->results[0], "pv");
   Value *pvr = em_op1(L, OP_XWARP_REDUCE, pv, em_ftile(DIM_BR, dv, DIST_COLS), "pvr");
@@ -210,6 +221,8 @@ static void emit_epilogue(Lower *L, Outer *X) {
   Op *fi = em_open_for(L, X->c0, X->nq, false, "i");
   Value *q0 = em_bin(L, OP_MUL, for_iv(fi), X->br, "q0");
   Value *ot = em_load(L, X->oacc, L->hv, q0, em_ftile(DIM_BR, dv, DIST_COLS), "ot");
+  if (L->dropout)
+    ot = em_bin(L, OP_MUL, ot, L->keep_scale, "ots");
   em_store(L, X->o, L->hv, q0, em_name(L, build_cast(&L->b, ot, L->dt), "oc"));
   Value *lt = em_load(L, X->lbuf, L->hv, q0, em_ftile(DIM_BR, 1, DIST_COLS), "lt");
   Value *mt = em_load(L, X->mbuf, L->hv, q0, em_ftile(DIM_BR, 1, DIST_COLS), "mt");
@@ -217,19 +230,18 @@ static void emit_epilogue(Lower *L, Outer *X) {
   em_close_for(L, fi);
 }
 
-Func *emit_tile_kernel(Module *m, const KernelSpec *k, const char *target, FILE *diag) {
-  if (k->dropout > 0) {
-    em_refuse(diag, k, k->loc, "dropout > 0 cannot be compiled yet (not implemented)");
-    return NULL;
-  }
-  if (k->kv_heads <= 0 || k->heads % k->kv_heads != 0 || k->head_dim <= 0 || k->v_head_dim <= 0) {
-    em_refuse(diag, k, k->loc, "invalid head counts or head dims (sema should have refused this)");
-    return NULL;
-  }
+/* One forward (or decode) kernel of k; with dropout, NAME_dropout. NULL
+ * (the half-built kernel dropped) when an expression cannot be lowered. */
+static Func *emit_forward(Module *m, const KernelSpec *k, const char *target, bool dropout,
+                          FILE *diag) {
   Lower L = {.m = m, .k = k, .dt = k->dtype == DTYPE_F16 ? ELEM_F16 : ELEM_BF16,
              .decode = k->mode == MODE_DECODE, .dist = DIST_COLS};
-  L.f = make_func(m, k);
+  L.f = make_func(m, k, dropout);
   em_set_attrs(&L, target);
+  if (dropout) {
+    em_dropout_args(&L);
+    attr_set_str(m, &L.f->attrs, "dropout_of", k->name ? k->name : "attn");
+  }
   L.b = builder_at_end(m, L.f->body);
   L.b.loc = k->loc;
   L.seqq = func_arg(L.f, L.decode ? "q_len" : "seqlen_q");
@@ -279,10 +291,25 @@ Func *emit_tile_kernel(Module *m, const KernelSpec *k, const char *target, FILE 
     m->nfuncs--; /* drop the half-built kernel (it is the last one added) */
     return NULL;
   }
-  int nfuncs = m->nfuncs;
-  if (k->grad && emit_backward_kernels(m, k, target, diag)) {
-    m->nfuncs = nfuncs - 1; /* drop the forward and what was added after it */
+  return L.f;
+}
+
+Func *emit_tile_kernel(Module *m, const KernelSpec *k, const char *target, FILE *diag) {
+  if (k->dropout > 0 && k->mode == MODE_DECODE) {
+    em_refuse(diag, k, k->loc, "dropout applies to training kernels; a decode kernel cannot have it");
     return NULL;
   }
-  return L.f;
+  if (k->kv_heads <= 0 || k->heads % k->kv_heads != 0 || k->head_dim <= 0 || k->v_head_dim <= 0) {
+    em_refuse(diag, k, k->loc, "invalid head counts or head dims (sema should have refused this)");
+    return NULL;
+  }
+  int nfuncs = m->nfuncs;
+  Func *f = emit_forward(m, k, target, false, diag);
+  if (f && k->dropout > 0 && !emit_forward(m, k, target, true, diag))
+    f = NULL;
+  if (f && k->grad && emit_backward_kernels(m, k, target, diag))
+    f = NULL;
+  if (!f)
+    m->nfuncs = nfuncs; /* drop the forward and what was added after it */
+  return f;
 }

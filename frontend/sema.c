@@ -1120,6 +1120,9 @@ static void dropout_field(Sema *S, Scope *sc, const AstStmt *s, KernelSpec *k) {
     if (!(v >= 0 && v < 1))
       diag_error(&S->diag, start(s->value),
                  "dropout must be a probability in [0, 1); got %g", v);
+    else if (v > 0 && k->mode == MODE_DECODE)
+      diag_error(&S->diag, start(s->value),
+                 "dropout is for training; a decode kernel (mode = decode) cannot have it");
     else
       k->dropout = v;
   }

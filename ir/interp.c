@@ -10,6 +10,7 @@
  * reduce), control flow and the entry points.
  */
 #include "ir/interp_internal.h"
+#include "ir/dropout.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -275,8 +276,29 @@ static void bind_tensor(Interp *I, const Value *a, const InterpBinding *bs, int 
     t->data[i] = NAN; /* poison: the program must write before it reads */
 }
 
+/* Dropout's launch arguments (InterpSizes) by name. */
+static bool dropout_arg(const InterpSizes *sz, const char *name, double *x) {
+  static const char *const words[4] = {"seed_lo", "seed_hi", "offset_lo", "offset_hi"};
+  uint64_t v[4] = {sz->seed, sz->seed >> 32, sz->offset, sz->offset >> 32};
+  for (int i = 0; i < 4; i++)
+    if (strcmp(name, words[i]) == 0) {
+      *x = (double)(uint32_t)v[i];
+      return true;
+    }
+  if (strcmp(name, "keep_threshold") == 0) {
+    *x = dropout_threshold(sz->dropout_p);
+    return true;
+  }
+  if (strcmp(name, "keep_scale") == 0) {
+    *x = (float)(1.0 / (1.0 - sz->dropout_p));
+    return true;
+  }
+  return false;
+}
+
 static void bind_args(Interp *I, const InterpBinding *bs, int nb) {
   const Func *f = I->f;
+  double x;
   for (int i = 0; i < f->nargs && !I->failed; i++) {
     const Value *a = f->args[i];
     const char *name = a->name ? a->name : "";
@@ -293,10 +315,12 @@ static void bind_args(Interp *I, const InterpBinding *bs, int nb) {
         interp_set_scalar(interp_val(I, a), (double)I->sz.nsplit);
       else if (strcmp(name, "max_pages") == 0)
         interp_set_scalar(interp_val(I, a), (double)I->sz.max_pages);
+      else if (dropout_arg(&I->sz, name, &x))
+        interp_set_scalar(interp_val(I, a), x);
       else
         interp_fail(I, NULL,
              "scalar argument %%%s has no value (only batch, seqlen_q/q_len, seqlen_k/capacity, "
-             "nsplit, max_pages)",
+             "nsplit, max_pages, dropout's seed_lo .. keep_scale)",
              name);
     } else {
       interp_fail(I, NULL, "argument %%%s has an unsupported type", name);
@@ -347,8 +371,11 @@ static void exec_iota(Interp *I, const Op *op) {
     interp_fail(I, op, "iota axis %d needs a %s tile", axis, axis == 0 ? "R x 1" : "1 x C");
     return;
   }
+  /* dropout's form (ir/dropout.c): (base + i) & mask */
+  int64_t base = op->noperands ? (int64_t)interp_val(I, op->operands[0])->s : 0;
+  int64_t mask = attr_int(&op->attrs, "and", -1);
   for (int i = 0; i < rows * cols; i++)
-    out->t[i] = i;
+    out->t[i] = (double)((base + i) & mask);
 }
 
 /* Four partial sums: the interpreter's hot loop (the order of summation

@@ -54,6 +54,13 @@ typedef struct InterpBinding {
 typedef struct InterpSizes {
   int64_t batch, seqlen_q, seqlen_k;
   int64_t nsplit, num_pages, max_pages;
+  /* dropout's launch (a kernel with its arguments, emit_internal.h): the
+   * probability and the generator's seed and offset; the u32 / f32
+   * arguments seed_lo .. keep_scale are made from them as the runtime
+   * makes them (keep_threshold = dropout_threshold(p), keep_scale the f32
+   * nearest 1 / (1 - p)). */
+  double dropout_p;
+  uint64_t seed, offset;
 } InterpSizes;
 
 /* Runs kernel f. batch, seqlen_q, seqlen_k bind the index arguments of those

@@ -375,6 +375,8 @@ const char *func_companion_of(const Func *f) {
   const char *of = attr_str(&f->attrs, "combine_of", NULL);
   if (!of)
     of = attr_str(&f->attrs, "grad_of", NULL);
+  if (!of)
+    of = attr_str(&f->attrs, "dropout_of", NULL);
   return of ? of : attr_str(&f->attrs, "variant_of", NULL);
 }
 

@@ -305,7 +305,8 @@ Func *func_create(Module *m, const char *name, const Type *arg_types,
                   const char *const *arg_names, int nargs, SrcLoc loc);
 /* The kernel that f travels with (a decode kernel's combine kernel or its
  * small-batch variant: attribute combine_of / variant_of; a backward kernel
- * of a forward with grad = true: grad_of), or NULL. */
+ * of a forward with grad = true: grad_of; its forward with dropout:
+ * dropout_of), or NULL. */
 const char *func_companion_of(const Func *f);
 /* The index in m of the small-batch variant of kernel `name` (the kernel
  * whose attribute variant_of names it), or -1. */

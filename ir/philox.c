@@ -1,4 +1,4 @@
-/* philox.c - Philox4x32 as tile-IR ops and on the host (philox.h). */
+/* philox.c - Philox4x32 as tile-IR ops (philox.h). */
 #include "ir/philox.h"
 
 static Value *u32_const(Builder *b, uint32_t v) {
@@ -28,24 +28,6 @@ void build_philox4x32(Builder *b, Value *const ctr[4], Value *const key[2], int 
       k[1] = build_binary(b, OP_ADD, k[1], u32_const(b, PHILOX_W1));
     }
     round_ir(b, c, k);
-  }
-  for (int i = 0; i < 4; i++)
-    out[i] = c[i];
-}
-
-void philox4x32(const uint32_t ctr[4], const uint32_t key[2], int rounds, uint32_t out[4]) {
-  uint32_t c[4] = {ctr[0], ctr[1], ctr[2], ctr[3]}, k[2] = {key[0], key[1]};
-  for (int r = 0; r < rounds; r++) {
-    if (r > 0) {
-      k[0] += PHILOX_W0;
-      k[1] += PHILOX_W1;
-    }
-    uint64_t p0 = (uint64_t)PHILOX_M0 * c[0], p1 = (uint64_t)PHILOX_M1 * c[2];
-    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c[1] ^ k[0], n2 = (uint32_t)(p0 >> 32) ^ c[3] ^ k[1];
-    c[0] = n0;
-    c[1] = (uint32_t)p1;
-    c[2] = n2;
-    c[3] = (uint32_t)p0;
   }
   for (int i = 0; i < 4; i++)
     out[i] = c[i];

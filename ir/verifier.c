@@ -186,10 +186,16 @@ static void check_tile_size(Verifier *v, const Op *op) {
     report(v, op, "needs 'dim' = q or kv");
 }
 
+/* iota {axis} [%base] [{and = M}]: (base + i) & M along axis. */
 static void check_iota(Verifier *v, const Op *op) {
-  if (!want_counts(v, op, 0, 1))
+  if (!want_counts(v, op, op->noperands > 0 ? 1 : 0, 1))
     return;
   Type t = res(op, 0);
+  if (op->noperands == 1 && !is_index(opnd(op, 0)))
+    report(v, op, "base must be an index scalar");
+  const Attr *m = attr_get(&op->attrs, "and");
+  if (m && m->kind != ATTR_INT)
+    report(v, op, "'and' must be an integer");
   const Attr *a = attr_get(&op->attrs, "axis");
   if (!a || a->kind != ATTR_INT || (a->i != 0 && a->i != 1)) {
     report(v, op, "needs 'axis' = 0 or 1");
@@ -745,8 +751,11 @@ static int verify_func(const Func *f, const char *after, FILE *diag) {
   } else {
     for (int i = 0; i < f->nargs; i++) {
       Type t = f->args[i]->type;
-      if (t.kind != TYPE_TENSOR && !is_index(t))
-        report(&v, NULL, "kernel argument %s must be a tensor or an index", names_get(&v.names, f->args[i]));
+      bool scalar = t.kind == TYPE_SCALAR &&
+                    (t.elem == ELEM_INDEX || t.elem == ELEM_U32 || t.elem == ELEM_F32);
+      if (t.kind != TYPE_TENSOR && !scalar)
+        report(&v, NULL, "kernel argument %s must be a tensor or an index, u32 or f32 scalar",
+               names_get(&v.names, f->args[i]));
     }
     verify_block(&v, f->body, 0);
     const Op *t = f->body->last;

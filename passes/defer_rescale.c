@@ -91,10 +91,10 @@ static bool match_stats(Step *st) {
   return false;
 }
 
-/* P = [cast] exp(sub(S, mtil_safe)) feeding the P V matmul. */
+/* P = [cast] [dropout] exp(sub(S, mtil_safe)) feeding the P V matmul. */
 static bool match_p(Step *st) {
   Value *pc = st->mm->operands[0];
-  Value *p = def_of(pc, OP_CAST) ? pc->def->operands[0] : pc;
+  Value *p = strip_dropout(def_of(pc, OP_CAST) ? pc->def->operands[0] : pc);
   Op *pe = def_of(p, OP_EXP);
   st->psub = pe ? def_of(pe->operands[0], OP_SUB) : NULL;
   return st->psub && st->psub->operands[1] != st->mnew_safe &&

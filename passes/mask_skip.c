@@ -253,6 +253,8 @@ static Value *tile_size_value(Op *from, const char *dim) {
 }
 
 static Ival iv_iota(Ana *a, Op *d, Type t) {
+  if (d->noperands > 0 || attr_get(&d->attrs, "and")) /* dropout's (ir/dropout.c) */
+    return UNKNOWN_IV;
   int ext = attr_int(&d->attrs, "axis", 0) == 0 ? t.rows : t.cols;
   Value *zero = konst(a, t.elem, 0);
   if (ext > 0)

@@ -338,6 +338,17 @@ Value *strip_xwarp(Value *v) {
   return v;
 }
 
+Value *strip_dropout(Value *v) {
+  Op *sel = v->def;
+  if (!sel || sel->kind != OP_SELECT || !attr_int(&sel->attrs, "dropout", 0))
+    return v;
+  Value *x = sel->operands[1];
+  Op *mul = x->def;
+  bool scaled = mul && mul->kind == OP_MUL && mul->operands[1]->name &&
+                strcmp(mul->operands[1]->name, "keep_scale") == 0;
+  return scaled ? mul->operands[0] : x;
+}
+
 static void map_block_types(Block *b, TypeMapFn fn, void *ctx) {
   for (int i = 0; i < b->nargs; i++)
     b->args[i]->type = fn(b->args[i]->type, ctx);

@@ -68,6 +68,10 @@ bool kv_loop_state(const Op *loop, int *io, int *il, int *im);
 
 /* The operand of an xwarp_reduce, or v itself. */
 Value *strip_xwarp(Value *v);
+/* x for dropout's `select keep, x, 0 {dropout}` or `select keep, (mul x,
+ * %keep_scale), 0 {dropout}` (frontend/emit_common.c, em_dropout), v
+ * otherwise: what passes that match P see through. */
+Value *strip_dropout(Value *v);
 /* The tensor a load/store reads or writes (operand 0). */
 static inline Value *mem_tensor(const Op *op) { return op->operands[0]; }
 

@@ -206,7 +206,7 @@ fa_status fa_backward_check(const fa_kernel_info *info, const fa_backward_args *
   if ((st = fa_check_kernel_info(info, msg, msglen)) || (st = fa_check_nulls(&c.lt)) ||
       (st = fa_check_dtypes(&c.lt)) || (st = fa_check_nonnegative(&c.lt)) ||
       (st = fa_check_meta_dims(&c.lt, info, sides)) || (st = fa_check_cross_dims(&c.lt, sides)) ||
-      (st = check_flags(&c)))
+      (st = check_flags(&c)) || (st = fa_check_dropout_(a->dropout_p, msg, msglen)))
     return st;
   /* Nothing is launched without a batch; its pointers and strides are never used. */
   if (a->q.dim[0] == 0) return FA_OK;
@@ -308,6 +308,13 @@ fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
     if ((st = check_role(&kernels[idx[s]], msg, msglen)) ||
         (st = fa_backward_check(&kernels[idx[s]], args, msg, msglen)))
       return st;
+  /* The kernel that recomputes P (main or kv) decides: the module's
+   * backward regenerates a dropout mask or has none to regenerate. */
+  if (args->dropout_p > 0 && kernels[idx[1]].dropout == 0) {
+    fa_fmt(msg, msglen, "dropout_p is %g but the backward of %s was compiled without dropout "
+           "(add `dropout = P;` to its spec)", args->dropout_p, kernels[idx[1]].forward);
+    return FA_ERR_UNSUPPORTED;
+  }
   int64_t batch = args->q.dim[0], sq = args->q.dim[1], sk = args->k.dim[1];
   if (batch == 0) return FA_OK;
   Layout l;
@@ -338,6 +345,7 @@ fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
     p->grid[2] = (unsigned)batch;
     p->block = (unsigned)in->threads;
     p->smem = (unsigned)in->smem_bytes;
+    p->dropout = in->dropout > 0;
   }
   return FA_OK;
 }
@@ -439,6 +447,16 @@ fa_status fa_backward_params(const fa_backward_schedule *plan, int step,
   }
   default: return FA_ERR_INVALID_ARGUMENT;
   }
+  if (plan->step[step].dropout) {
+    static const char *const dn[5] = {"seed_lo", "seed_hi", "offset_lo", "offset_hi",
+                                      "keep_threshold"};
+    fa_dropout_words w;
+    fa_dropout_words_(a->dropout_p, a->seed, a->offset, &w);
+    for (int i = 0; i < 5; i++) put(&l, FA_PARAM_U32, dn[i], w.u[i]);
+    uint32_t bits;
+    memcpy(&bits, &w.keep_scale, sizeof bits);
+    put(&l, FA_PARAM_F32, "keep_scale", bits);
+  }
   *count = l.n;
   return FA_OK;
 }
@@ -452,6 +470,7 @@ static fa_status launch_step(fa_module *m, const fa_backward_schedule *plan, int
   fa_param p[FA_BACKWARD_MAX_PARAMS];
   uint64_t u64[FA_BACKWARD_MAX_PARAMS];
   int32_t i32[FA_BACKWARD_MAX_PARAMS];
+  uint32_t u32[FA_BACKWARD_MAX_PARAMS];
   int64_t i64[FA_BACKWARD_MAX_PARAMS];
   void *v[FA_BACKWARD_MAX_PARAMS];
   int n = 0;
@@ -462,6 +481,8 @@ static fa_status launch_step(fa_module *m, const fa_backward_schedule *plan, int
     case FA_PARAM_PTR: u64[j] = (uint64_t)p[j].value, v[j] = &u64[j]; break;
     case FA_PARAM_I32: i32[j] = (int32_t)p[j].value, v[j] = &i32[j]; break;
     case FA_PARAM_I64: i64[j] = p[j].value, v[j] = &i64[j]; break;
+    /* F32: the float's bits, passed as the 4 bytes they are */
+    case FA_PARAM_U32: case FA_PARAM_F32: u32[j] = (uint32_t)p[j].value, v[j] = &u32[j]; break;
     }
   }
   const fa_backward_step *s = &plan->step[i];

@@ -107,7 +107,8 @@ fa_status fa_forward_check(const fa_kernel_info *info, const fa_forward_args *ar
   Ctx c = {info, args, {&args->q, &args->k, &args->v, &args->o}, {"q", "k", "v", "o"},
            msg, msglen, lt};
   int64_t ext[FA_MAX_LAUNCH_TENSORS];
-  if ((st = fa_check_kernel_info(info, msg, msglen)) || (st = fa_check_nulls(&c.lt)) ||
+  if ((st = fa_check_kernel_info(info, msg, msglen)) ||
+      (st = fa_check_dropout_(args->dropout_p, msg, msglen)) || (st = fa_check_nulls(&c.lt)) ||
       (st = fa_check_dtypes(&c.lt)) || (st = fa_check_nonnegative(&c.lt)) ||
       (st = fa_check_meta_dims(&c.lt, info, sides)) || (st = fa_check_cross_dims(&c.lt, sides)))
     return st;

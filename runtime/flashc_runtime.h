@@ -153,6 +153,11 @@ typedef struct fa_kernel_info {
   /* Mode backward only (docs/backward.md); FA_ROLE_NONE and "" otherwise. */
   fa_role role;                /* key role */
   char forward[FA_NAME_MAX];   /* key forward: the forward kernel this one differentiates */
+  /* Dropout (docs/dropout.md): key dropout, the spec's p, on the kernels that take
+   * dropout's launch parameters (0 on the others); key dropout_of on the forward kernel
+   * with dropout: its plain forward kernel ("" otherwise). */
+  double dropout;
+  char dropout_of[FA_NAME_MAX];
 } fa_kernel_info;
 
 /* Parses metadata lines from `len` bytes of `text` (a whole PTX file or the
@@ -204,11 +209,21 @@ typedef struct fa_tensor {
  *   lse: NULL when not wanted, else float32 [batch, heads, seqlen_q],
  *        contiguous, 4-byte aligned (written; natural log; -inf for fully
  *        masked rows).
- *   stream: a CUstream, NULL for the legacy default stream. */
+ *   stream: a CUstream, NULL for the legacy default stream.
+ *   dropout_p, seed, offset: dropout (docs/dropout.md). dropout_p in [0, 1);
+ *     0 (a zeroed struct) launches the plain kernel: no dropout, no cost.
+ *     p > 0 needs a module whose spec has `dropout` (its NAME_dropout
+ *     kernel): O = (P o M / (1 - p)) V, the LSE that of the undropped
+ *     scores, where M keeps element (b, h, q, k) as a pure function of
+ *     (seed, offset, b, h, q, k) (fa_dropout_mask); fa_backward given the
+ *     same three values regenerates M. Like PyTorch's CUDA generator,
+ *     advance the offset (or change the seed) between training steps. */
 typedef struct fa_forward_args {
   fa_tensor q, k, v, o;
   float *lse;
   void *stream;
+  double dropout_p;
+  uint64_t seed, offset;
 } fa_forward_args;
 
 /* Fills `t` as a contiguous [d0, d1, d2, d3] tensor of `dtype` at `data`
@@ -225,7 +240,8 @@ fa_tensor *fa_tensor_contiguous(fa_tensor *t, void *data, fa_dtype dtype, int64_
  * overlapping itself, O/LSE not overlapping an input), alignment (data 16
  * bytes, strides multiples of 8 elements, lse 4 bytes) and sizes (batch,
  * seqlens <= INT32_MAX; batch*heads*seqlen_q <= INT32_MAX; every byte offset
- * < 2^62; grid y/z <= 65535, grid x <= 2^31-1). Returns FA_OK or the first
+ * < 2^62; grid y/z <= 65535, grid x <= 2^31-1) and dropout_p in [0, 1)
+ * (whether the module has a dropout kernel is fa_forward's check). Returns FA_OK or the first
  * failure's status and writes a message such as
  * "k: head_dim is 64 but the kernel was compiled for 128" into msg (when not
  * NULL). A launch with batch == 0 or seqlen_q == 0 is valid (FA_OK) and
@@ -316,7 +332,8 @@ int fa_module_kernel_count(const fa_module *mod);
 const fa_kernel_info *fa_module_kernel_info(const fa_module *mod, int i);
 
 /* Validates `args` with fa_forward_check (the status and message of a
- * failure are returned / kept in mod), makes sure the device scratch the
+ * failure are returned / kept in mod; FA_ERR_UNSUPPORTED for dropout_p > 0
+ * on a module without a dropout kernel), makes sure the device scratch the
  * ABI needs exists (LSE scratch when args->lse is NULL, the workspace when
  * the metadata asks for one: allocated on first use, grown when a launch
  * needs more, freed by fa_module_destroy) and launches the kernel on
@@ -325,6 +342,17 @@ const fa_kernel_info *fa_module_kernel_info(const fa_module *mod, int i);
  * The scratch is shared by all launches of mod: launches that use it on
  * different streams must be ordered by the caller. */
 fa_status fa_forward(fa_module *mod, const fa_forward_args *args);
+
+/* Dropout's keep decisions (docs/dropout.md) for a launch of `info`'s
+ * attention (its heads) with dropout_p p, seed and offset, on the host:
+ * mask[((b * heads + h) * seqlen_q + q) * seqlen_k + k] = 1 where element
+ * (b, h, q, k) is kept, 0 where dropped (batch*heads*seqlen_q*seqlen_k
+ * bytes). The definition the kernels evaluate, bit for bit: for tests,
+ * debugging, and seeing which entries a launch kept (the attention mask is
+ * not applied). FA_ERR_NULL_POINTER, FA_ERR_INVALID_ARGUMENT (p outside
+ * [0, 1), a negative size), FA_ERR_TOO_LARGE (an index beyond 32 bits). */
+fa_status fa_dropout_mask(const fa_kernel_info *info, double p, uint64_t seed, uint64_t offset,
+                          int64_t batch, int64_t seqlen_q, int64_t seqlen_k, uint8_t *mask);
 
 /* ---- decode (docs/decode.md) ------------------------------------------- */
 
@@ -481,6 +509,12 @@ typedef struct fa_backward_args {
   size_t workspace_bytes;
   void *stream;
   int mode; /* fa_backward_mode */
+  /* The forward launch's dropout (fa_forward_args): the same p, seed and
+   * offset regenerate its mask. A module whose spec has `dropout` runs its
+   * backward kernels with them (p = 0: every element kept); p > 0 on a
+   * module without is FA_ERR_UNSUPPORTED. */
+  double dropout_p;
+  uint64_t seed, offset;
 } fa_backward_args;
 
 /* The workspace a backward launch of `mode` (fa_backward_mode) needs, in
@@ -534,6 +568,7 @@ typedef struct fa_backward_step {
   unsigned grid[3];       /* LAUNCH: x, y, z */
   unsigned block;         /* LAUNCH: threads (metadata threads) */
   unsigned smem;          /* LAUNCH: dynamic shared memory (metadata smem_bytes) */
+  int dropout;            /* LAUNCH: the kernel takes dropout's parameters (metadata dropout) */
   size_t offset, bytes;   /* ZERO: the range of the workspace */
 } fa_backward_step;
 
@@ -572,19 +607,24 @@ fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
                            const fa_backward_args *args, fa_backward_schedule *plan, char *msg,
                            size_t msglen);
 
-/* One kernel parameter as the ABI passes it (docs/backward.md). */
-typedef enum fa_param_kind { FA_PARAM_PTR = 0, FA_PARAM_I32, FA_PARAM_I64 } fa_param_kind;
+/* One kernel parameter as the ABI passes it (docs/backward.md; U32 and F32:
+ * dropout's, docs/dropout.md). */
+typedef enum fa_param_kind {
+  FA_PARAM_PTR = 0, FA_PARAM_I32, FA_PARAM_I64, FA_PARAM_U32, FA_PARAM_F32
+} fa_param_kind;
 typedef struct fa_param {
   fa_param_kind kind;
   const char *name;       /* static: "q", "delta", "batch", "q.sb", ... */
-  int64_t value;          /* the address for PTR (0 for null) */
+  int64_t value;          /* the address for PTR (0 for null); F32: the float's IEEE bits */
 } fa_param;
 
-#define FA_BACKWARD_MAX_PARAMS 32
+#define FA_BACKWARD_MAX_PARAMS 40
 
 /* The parameter list of step `step` of `plan` (a LAUNCH step) in the ABI
  * order of docs/backward.md: pointers, then batch, seqlen_q, seqlen_k
- * (i32), then each tensor's batch/seq/head strides in elements (i64).
+ * (i32), then each tensor's batch/seq/head strides in elements (i64), then,
+ * for a kernel with dropout (step.dropout), seed_lo, seed_hi, offset_lo,
+ * offset_hi, keep_threshold (u32) and keep_scale (f32).
  * `workspace` is the device address of the workspace the plan's offsets
  * are from (args->workspace, or the module's scratch). Fills params and
  * *count (at most FA_BACKWARD_MAX_PARAMS). FA_ERR_INVALID_ARGUMENT for a

@@ -53,7 +53,9 @@ enum {
   K_CACHE, K_PAGE_SIZE, K_SPLIT, K_Q_LEN_MAX, K_COMBINE, K_COMBINE_THREADS, K_UNIFIED_MAX,
   K_COMBINE_PDL, K_COMBINE_FUSED, K_WIDE, K_WIDE_TILE_KV, K_WIDE_THREADS, K_WIDE_SMEM,
   /* backward keys (docs/backward.md); refused for other modes */
-  K_ROLE, K_FORWARD, K_COUNT
+  K_ROLE, K_FORWARD,
+  /* dropout keys (docs/dropout.md) */
+  K_DROPOUT, K_DROPOUT_OF, K_COUNT
 };
 #define FIRST_DECODE_KEY K_CACHE
 #define LAST_DECODE_KEY K_WIDE_SMEM
@@ -64,7 +66,7 @@ static const char *const key_names[K_COUNT] = {
   "workspace_floats_per_row", "target", "passes",
   "cache", "page_size", "split", "q_len_max", "combine_kernel", "combine_threads", "unified_max",
   "combine_pdl", "combine_fused", "wide_kernel", "wide_tile_kv", "wide_threads",
-  "wide_smem_bytes", "role", "forward",
+  "wide_smem_bytes", "role", "forward", "dropout", "dropout_of",
 };
 
 static const int required_keys[] = {K_VERSION, K_KERNEL, K_DTYPE, K_HEAD_DIM, K_HEADS,
@@ -265,6 +267,16 @@ static fa_status set_key(Parser *p, int k, const char *v) {
     return st;
   }
   case K_FORWARD: return parse_name(p, key, v, in->forward, sizeof in->forward, 1);
+  case K_DROPOUT: {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || *end != '\0' || errno == ERANGE || !(x > 0 && x < 1))
+      return fail(p, key, "'%s' is not a probability in (0, 1)", v);
+    in->dropout = x;
+    return FA_OK;
+  }
+  case K_DROPOUT_OF: return parse_name(p, key, v, in->dropout_of, sizeof in->dropout_of, 1);
   default: return set_decode_key(p, k, v);
   }
 }
@@ -410,6 +422,32 @@ static fa_status check_backward_keys(Parser *p) {
   return FA_OK;
 }
 
+/* The dropout keys (docs/dropout.md): `dropout` marks a kernel that takes
+ * dropout's six launch parameters: the forward with dropout, which names
+ * its plain forward kernel (dropout_of), and the backward kernels that
+ * recompute P (not pre and post); decode kernels have none. */
+static fa_status check_dropout_keys(Parser *p) {
+  fa_kernel_info *in = p->info;
+  if (seen(p, K_DROPOUT_OF)) {
+    if (in->mode != FA_MODE_FORWARD)
+      return fail_key(p, K_DROPOUT_OF, "%sonly valid with mode forward", "");
+    if (!seen(p, K_DROPOUT))
+      return fail_key(p, K_DROPOUT_OF, "%sneeds the key dropout (the kernel's default p)", "");
+    if (strcmp(in->dropout_of, in->kernel) == 0)
+      return fail_key(p, K_DROPOUT_OF, "'%s' is this kernel itself, not its plain forward",
+                      in->dropout_of);
+  }
+  if (!seen(p, K_DROPOUT)) return FA_OK;
+  if (in->mode == FA_MODE_DECODE)
+    return fail_key(p, K_DROPOUT, "%sis not valid with mode decode", "");
+  if (in->mode == FA_MODE_FORWARD && !seen(p, K_DROPOUT_OF))
+    return fail_key(p, K_DROPOUT, "%sa forward kernel with dropout needs the key dropout_of "
+                    "(its plain forward kernel)", "");
+  if (in->mode == FA_MODE_BACKWARD && (in->role == FA_ROLE_PRE || in->role == FA_ROLE_POST))
+    return fail_key(p, K_DROPOUT, "%snot valid for the backward roles pre and post", "");
+  return FA_OK;
+}
+
 /* Cross-key rules, checked once every line of the block is read. */
 static fa_status check_complete(Parser *p) {
   fa_kernel_info *in = p->info;
@@ -434,7 +472,8 @@ static fa_status check_complete(Parser *p) {
     return FA_ERR_META;
   }
   fa_status st = check_decode_keys(p);
-  return st ? st : check_backward_keys(p);
+  if (!st) st = check_backward_keys(p);
+  return st ? st : check_dropout_keys(p);
 }
 
 /* ---- a module's blocks together ------------------------------------------- */
@@ -463,6 +502,8 @@ static int find_kernel(const Module *m, const char *name) {
  * backward kernel of the same forward): the same attention. */
 static fa_status same_attention(Module *m, int b, int ref) {
   const fa_kernel_info *x = &m->k[b], *y = &m->k[ref];
+  const char *of = x->forward[0] ? "the backward of" : "the dropout kernel of";
+  const char *base = x->forward[0] ? x->forward : x->dropout_of;
   struct { int key; int differs; char have[40], want[40]; } f[6] = {
     {K_DTYPE, x->dtype != y->dtype, "", ""},
     {K_HEAD_DIM, x->head_dim != y->head_dim, "", ""},
@@ -490,16 +531,16 @@ static fa_status same_attention(Module *m, int b, int ref) {
       fa_fmt(f[i].want, sizeof f[i].want, "%d", *vy);
     }
     char what[400];
-    fa_fmt(what, sizeof what, "%s but kernel %s (line %d) says %s: the backward of %s must be "
+    fa_fmt(what, sizeof what, "%s but kernel %s (line %d) says %s: %s %s must be "
            "compiled from the same attention", f[i].have, y->kernel, m->line[ref][K_KERNEL],
-           f[i].want, x->forward);
+           f[i].want, of, base);
     return module_fail(m, b, key, what);
   }
   if (x->scale > 0 && y->scale > 0 && x->scale != y->scale) {
     char what[400];
-    fa_fmt(what, sizeof what, "%.9g but kernel %s (line %d) says %.9g: the backward of %s must "
+    fa_fmt(what, sizeof what, "%.9g but kernel %s (line %d) says %.9g: %s %s must "
            "be compiled from the same attention", x->scale, y->kernel, m->line[ref][K_KERNEL],
-           y->scale, x->forward);
+           y->scale, of, base);
     return module_fail(m, b, K_SCALE, what);
   }
   return FA_OK;
@@ -517,6 +558,16 @@ static fa_status check_module(Module *m) {
       fa_fmt(what, sizeof what, "'%s' is already the kernel of line %d", x->kernel,
              m->line[other][K_KERNEL]);
       return module_fail(m, b, K_KERNEL, what);
+    }
+    if (x->dropout_of[0]) {
+      int plain = find_kernel(m, x->dropout_of);
+      if (plain >= 0 && (m->k[plain].mode != FA_MODE_FORWARD || m->k[plain].dropout_of[0])) {
+        fa_fmt(what, sizeof what, "'%s' (line %d) is not a plain forward kernel", x->dropout_of,
+               m->line[plain][K_KERNEL]);
+        return module_fail(m, b, K_DROPOUT_OF, what);
+      }
+      fa_status st;
+      if (plain >= 0 && (st = same_attention(m, b, plain))) return st;
     }
     if (x->mode != FA_MODE_BACKWARD) continue;
     int fwd = find_kernel(m, x->forward), ref = fwd;

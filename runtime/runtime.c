@@ -503,10 +503,23 @@ static fa_status ensure_scratch(fa_module *m, size_t bytes) {
 
 static CUdeviceptr devptr(const void *p) { return (CUdeviceptr)(uintptr_t)p; }
 
-/* Parameters in docs/abi.md order, launched on the current context. */
-static fa_status launch(fa_module *m, const fa_forward_args *a, CUdeviceptr lse,
+/* The module's kernel that fa_forward launches for args: the first, or
+ * with dropout_p > 0 the one whose dropout_of names it; -1 (message in m)
+ * when the module has none. */
+static int forward_kernel(fa_module *m, const fa_forward_args *a) {
+  if (a->dropout_p == 0) return 0;
+  for (int i = 0; i < m->nkernels; i++)
+    if (strcmp(m->kernels[i].dropout_of, m->info.kernel) == 0) return i;
+  fa_fmt(m->errmsg, sizeof m->errmsg, "dropout_p is %g but kernel %s has no dropout kernel "
+         "(compile its spec with `dropout = P;`)", a->dropout_p, m->info.kernel);
+  return -1;
+}
+
+/* Parameters in docs/abi.md order (dropout's last, for a dropout kernel),
+ * kernel i of the module launched on the current context. */
+static fa_status launch(fa_module *m, int i, const fa_forward_args *a, CUdeviceptr lse,
                         CUdeviceptr ws) {
-  const fa_kernel_info *in = &m->info;
+  const fa_kernel_info *in = &m->kernels[i];
   unsigned grid[3];
   fa_forward_grid(in, a->q.dim[0], a->q.dim[1], grid); /* checked by fa_forward_check */
   CUdeviceptr q = devptr(a->q.data), k = devptr(a->k.data), v = devptr(a->v.data),
@@ -514,13 +527,17 @@ static fa_status launch(fa_module *m, const fa_forward_args *a, CUdeviceptr lse,
   int batch = (int)a->q.dim[0], sq = (int)a->q.dim[1], sk = (int)a->k.dim[1];
   long long st[12];
   const fa_tensor *t[4] = {&a->q, &a->k, &a->v, &a->o};
-  for (int i = 0; i < 4; i++)
-    for (int d = 0; d < 3; d++) st[i * 3 + d] = (long long)t[i]->stride[d];
-  void *params[21] = {&q, &k, &v, &o, &lse, &ws, &batch, &sq, &sk};
-  for (int i = 0; i < 12; i++) params[9 + i] = &st[i];
-  CUresult r = m->ctx->cu.LaunchKernel(m->fn, grid[0], grid[1], grid[2], (unsigned)in->threads,
-                                       1, 1, (unsigned)in->smem_bytes, (CUstream)a->stream,
-                                       params, NULL);
+  for (int j = 0; j < 4; j++)
+    for (int d = 0; d < 3; d++) st[j * 3 + d] = (long long)t[j]->stride[d];
+  void *params[27] = {&q, &k, &v, &o, &lse, &ws, &batch, &sq, &sk};
+  for (int j = 0; j < 12; j++) params[9 + j] = &st[j];
+  fa_dropout_words dw;
+  fa_dropout_words_(a->dropout_p, a->seed, a->offset, &dw);
+  for (int j = 0; j < 5; j++) params[21 + j] = &dw.u[j];
+  params[26] = &dw.keep_scale;
+  CUresult r = m->ctx->cu.LaunchKernel(m->fns[i], grid[0], grid[1], grid[2],
+                                       (unsigned)in->threads, 1, 1, (unsigned)in->smem_bytes,
+                                       (CUstream)a->stream, params, NULL);
   if (r != CUDA_SUCCESS) {
     char head[256];
     cuda_msg(&m->ctx->cu, head, sizeof head, "cuLaunchKernel", r);
@@ -535,19 +552,24 @@ fa_status fa_forward(fa_module *mod, const fa_forward_args *args) {
   if (!mod) return FA_ERR_NULL_POINTER;
   fa_status st = fa_forward_check(&mod->info, args, mod->errmsg, sizeof mod->errmsg);
   if (st != FA_OK) return st;
+  int ki = forward_kernel(mod, args);
+  if (ki < 0) return FA_ERR_UNSUPPORTED;
+  const fa_kernel_info *in = &mod->kernels[ki];
+  /* The dropout kernel has tiles (and so a grid) of its own: check it too. */
+  if (ki > 0 && (st = fa_forward_check(in, args, mod->errmsg, sizeof mod->errmsg))) return st;
   if (args->q.dim[0] == 0 || args->q.dim[1] == 0) return FA_OK; /* nothing to compute */
   /* Scratch layout: [LSE rows when the caller wants none][workspace]. */
-  size_t rows = (size_t)args->q.dim[0] * (size_t)mod->info.heads * (size_t)args->q.dim[1];
+  size_t rows = (size_t)args->q.dim[0] * (size_t)in->heads * (size_t)args->q.dim[1];
   /* The workspace starts 256-byte aligned so kernels may use vector accesses. */
   size_t lse_bytes = args->lse ? 0 : (rows * sizeof(float) + 255) & ~(size_t)255;
-  size_t ws_bytes = rows * (size_t)mod->info.workspace_floats_per_row * sizeof(float);
+  size_t ws_bytes = rows * (size_t)in->workspace_floats_per_row * sizeof(float);
   fa_context *c = mod->ctx;
   if ((st = push(c, mod->errmsg, sizeof mod->errmsg)) != FA_OK) return st;
   st = ensure_scratch(mod, lse_bytes + ws_bytes);
   if (st == FA_OK) {
     CUdeviceptr lse = args->lse ? devptr(args->lse) : mod->scratch;
     CUdeviceptr ws = ws_bytes ? mod->scratch + lse_bytes : 0;
-    st = launch(mod, args, lse, ws);
+    st = launch(mod, ki, args, lse, ws);
   }
   pop(c);
   return st;

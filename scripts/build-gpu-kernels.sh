@@ -33,6 +33,8 @@ compile test/gpu/specs $OUT_DIR forward || status=1
 compile test/gpu/decode_specs .device/decode decode || status=1
 # The backward suite's specs (test/gpu/backward.py) -> .device/backward.
 compile test/gpu/backward_specs .device/backward backward || status=1
+# The dropout suite's specs (test/gpu/dropout.py) -> .device/dropout.
+compile test/gpu/dropout_specs .device/dropout dropout || status=1
 # Philox bits (test/gpu/philox_bits.py): the u32 ops' codegen, 7 and 10 rounds.
 mkdir -p .device/philox
 for r in 7 10; do

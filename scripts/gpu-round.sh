@@ -7,9 +7,11 @@
 #   3. runs examples/host_forward on one kernel (C host program, CPU check, TFLOP/s)
 #   4. runs test/gpu/correctness.py over the PTX directory
 #   5. runs test/gpu/backward.py over $BACKWARD_DIR (default .device/backward),
-#      and test/gpu/philox_bits.py on .device/philox (u32 codegen vs the host)
+#      and test/gpu/philox_bits.py on .device/philox (u32 codegen vs the host),
+#      and test/gpu/dropout.py over .device/dropout (through the runtime)
 #   6. runs bench/bench.py over $BENCH_DIR (default .device/bench) when both exist
-#      (and, with BENCH_BWD=1, bench/bench_bwd.py over .device/bench_bwd)
+#      (and, with BENCH_BWD=1, bench/bench_bwd.py over .device/bench_bwd;
+#      with BENCH_DROPOUT=1, bench/bench_dropout.py over .device/bench_dropout)
 # and prints a short summary last. Logs and JSON go to $OUT when it is set.
 #
 #   bash scripts/gpu-round.sh [--fixture] [PTX_DIR]     (default .device/ptx)
@@ -133,19 +135,27 @@ if ls $DECODE_BENCH_DIR/*.ptx >/dev/null 2>&1; then
   fi
 fi
 
-# Backward: the suite over $BACKWARD_DIR (scripts/build-gpu-kernels.sh).
-BACKWARD_DIR=${BACKWARD_DIR:-.device/backward}
-if ls $BACKWARD_DIR/*.ptx >/dev/null 2>&1; then
-  step "backward correctness suite"
-  if python3 test/gpu/backward.py $BACKWARD_DIR --lib $BUILD/libflashc_runtime.so ${BACKWARD_ARGS:-} \
-       2>&1 | tee $OUT/backward.log; then
-    note "backward: $(tail -1 $OUT/backward.log)"
+# suite NAME SCRIPT DIR [ARGS...]: a correctness suite (a test/gpu script run
+# through the runtime) over the PTX of DIR, its log in $OUT/NAME.log and its
+# last line in the summary; skipped when DIR has no PTX.
+suite() {
+  local name=$1 script=$2 dir=$3
+  shift 3
+  if ls $dir/*.ptx >/dev/null 2>&1; then
+    step "$name correctness suite"
+    if python3 $script $dir --lib $BUILD/libflashc_runtime.so "$@" 2>&1 | tee $OUT/$name.log; then
+      note "$name: $(tail -1 $OUT/$name.log)"
+    else
+      note "$name: $(tail -1 $OUT/$name.log) (FAILED)"; status=1
+    fi
   else
-    note "backward: $(tail -1 $OUT/backward.log) (FAILED)"; status=1
+    note "$name: skipped (no PTX in $dir)"
   fi
-else
-  note "backward: skipped (no PTX in $BACKWARD_DIR)"
-fi
+}
+# Backward and dropout: the suites over $BACKWARD_DIR and $DROPOUT_DIR
+# (scripts/build-gpu-kernels.sh).
+suite backward test/gpu/backward.py ${BACKWARD_DIR:-.device/backward} ${BACKWARD_ARGS:-}
+suite dropout test/gpu/dropout.py ${DROPOUT_DIR:-.device/dropout} ${DROPOUT_ARGS:-}
 
 # Philox bits (u32 codegen) against the host, 7 and 10 rounds.
 if ls .device/philox/*.ptx >/dev/null 2>&1; then
@@ -184,6 +194,18 @@ if [ "${BENCH_BWD:-0}" = 1 ] && ls $BENCH_BWD_DIR/*.ptx >/dev/null 2>&1; then
     note "bench bwd: $(tail -1 $OUT/bench_bwd.log)"
   else
     note "bench bwd: $(tail -1 $OUT/bench_bwd.log) (FAILED)"; status=1
+  fi
+fi
+
+# BENCH_DROPOUT=1: the dropout benchmark (bench/bench_dropout.py) over
+# .device/bench_dropout (its --write-specs, compiled on the build machine).
+if [ "${BENCH_DROPOUT:-0}" = 1 ] && ls .device/bench_dropout/*.ptx >/dev/null 2>&1; then
+  step "dropout benchmark"
+  if PYTHONUNBUFFERED=1 python3 bench/bench_dropout.py --ptx-dir .device/bench_dropout \
+       --lib $BUILD/libflashc_runtime.so --json $OUT/bench_dropout.json 2>&1 | tee $OUT/bench_dropout.log; then
+    note "bench dropout: $(tail -1 $OUT/bench_dropout.log)"
+  else
+    note "bench dropout: $(tail -1 $OUT/bench_dropout.log) (FAILED)"; status=1
   fi
 fi
 

@@ -40,8 +40,10 @@ CPU_REFERENCE = False
 
 # ---- references ---------------------------------------------------------------
 
-def attention(spec, q, k, v, sq, sk):
-    """O of the spec's attention in q's dtype (float64 for the reference)."""
+def attention(spec, q, k, v, sq, sk, drop=None):
+    """O of the spec's attention in q's dtype (float64 for the reference);
+    drop = (keep [b, heads, sq, sk] bool, p): dropout (docs/dropout.md), the
+    kept entries of P scaled by 1 / (1 - p) before the cast, as the kernels."""
     H, KH = spec["heads"], spec["kv_heads"]
     g = H // KH
     qh = q.transpose(1, 2)                                   # b h sq d
@@ -63,12 +65,14 @@ def attention(spec, q, k, v, sq, sk):
     p = torch.exp(s - m)
     l = p.sum(-1, keepdim=True)
     p = p / torch.where(l == 0, torch.ones_like(l), l)
+    if drop is not None:
+        p = p * drop[0].to(p.device, p.dtype) / (1 - drop[1])
     return (p.to(q.dtype) @ vh).transpose(1, 2)
 
 
-def grads(spec, q, k, v, do, sq, sk, dtype):
+def grads(spec, q, k, v, do, sq, sk, dtype, drop=None):
     qq, kk, vv = (x.detach().to(dtype).requires_grad_() for x in (q, k, v))
-    o = attention(spec, qq, kk, vv, sq, sk)
+    o = attention(spec, qq, kk, vv, sq, sk, drop)
     o.backward(do.to(dtype))
     return qq.grad.double(), kk.grad.double(), vv.grad.double()
 

@@ -6,6 +6,8 @@
     mod.info["head_dim"]
     mod.forward(q, k, v, o, lse=None)      # raises FlashcError on a refused launch
     status, msg = mod.forward(q, k, v, o, check=False)
+    mod.forward(q, k, v, o, lse, dropout=(0.1, seed, offset))   # docs/dropout.md
+    mask = mod.dropout_mask(0.1, seed, offset, b, sq, sk)     # uint8 [b, heads, sq, sk]
 
 Tensors are torch tensors on the GPU in [batch, seqlen, heads, head_dim] order
 (any strides: the runtime validates them); lse is float32 [batch, heads,
@@ -33,16 +35,20 @@ class Tensor(ctypes.Structure):
                 ("dim", ctypes.c_int64 * 4), ("stride", ctypes.c_int64 * 4)]
 
 
+DROPOUT_FIELDS = [("dropout_p", ctypes.c_double), ("seed", ctypes.c_uint64),
+                  ("offset", ctypes.c_uint64)]
+
+
 class ForwardArgs(ctypes.Structure):
     _fields_ = [("q", Tensor), ("k", Tensor), ("v", Tensor), ("o", Tensor),
-                ("lse", ctypes.c_void_p), ("stream", ctypes.c_void_p)]
+                ("lse", ctypes.c_void_p), ("stream", ctypes.c_void_p)] + DROPOUT_FIELDS
 
 
 class BackwardArgs(ctypes.Structure):
     _fields_ = [("q", Tensor), ("k", Tensor), ("v", Tensor), ("o", Tensor),
                 ("lse", ctypes.c_void_p), ("dout", Tensor), ("dq", Tensor), ("dk", Tensor),
                 ("dv", Tensor), ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
-                ("stream", ctypes.c_void_p), ("mode", ctypes.c_int)]
+                ("stream", ctypes.c_void_p), ("mode", ctypes.c_int)] + DROPOUT_FIELDS
 
 
 class KernelInfo(ctypes.Structure):
@@ -118,6 +124,9 @@ class Runtime:
                                      ctypes.c_char_p, S]),
             "fa_meta_parse": (I, [ctypes.c_char_p, S, ctypes.POINTER(KernelInfo),
                                   ctypes.c_char_p, S]),
+            "fa_dropout_mask": (I, [ctypes.POINTER(KernelInfo), ctypes.c_double, ctypes.c_uint64,
+                                    ctypes.c_uint64, ctypes.c_int64, ctypes.c_int64,
+                                    ctypes.c_int64, P]),
         }
         for name, (res, args) in sig.items():
             fn = getattr(lib, name)
@@ -170,9 +179,10 @@ class Module:
             raise FlashcError(st, self.lib.fa_context_errmsg(ctx.handle).decode())
         self.info = self.lib.fa_module_info(self.handle).contents.as_dict()
 
-    def args(self, q, k, v, o, lse=None, stream=None):
+    def args(self, q, k, v, o, lse=None, stream=None, dropout=(0.0, 0, 0)):
         import torch
         a = ForwardArgs()
+        a.dropout_p, a.seed, a.offset = dropout
         a.q, a.k, a.v, a.o = (tensor_desc(t) for t in (q, k, v, o))
         a.lse = lse.data_ptr() if lse is not None else None
         if stream is None:
@@ -180,8 +190,9 @@ class Module:
         a.stream = stream or None
         return a
 
-    def forward(self, q, k, v, o, lse=None, stream=None, check=True):
-        a = self.args(q, k, v, o, lse, stream)
+    def forward(self, q, k, v, o, lse=None, stream=None, check=True, dropout=(0.0, 0, 0)):
+        """fa_forward; dropout = (p, seed, offset) (docs/dropout.md)."""
+        a = self.args(q, k, v, o, lse, stream, dropout)
         st = self.lib.fa_forward(self.handle, ctypes.byref(a))
         msg = self.lib.fa_module_errmsg(self.handle).decode()
         if check and st:
@@ -191,11 +202,14 @@ class Module:
     # fa_backward_mode
     BACKWARD_AUTO, BACKWARD_DETERMINISTIC, BACKWARD_ATOMIC = 0, 1, 2
 
-    def backward(self, q, k, v, o, lse, dout, dq, dk, dv, mode=0, stream=None):
+    def backward(self, q, k, v, o, lse, dout, dq, dk, dv, mode=0, stream=None,
+                 dropout=(0.0, 0, 0)):
         """fa_backward with the module's own workspace (mode: fa_backward_mode,
-        0 = the runtime's choice); raises FlashcError."""
+        0 = the runtime's choice; dropout: the forward's (p, seed, offset));
+        raises FlashcError."""
         import torch
         a = BackwardArgs()
+        a.dropout_p, a.seed, a.offset = dropout
         a.q, a.k, a.v, a.o = (tensor_desc(t) for t in (q, k, v, o))
         a.dout, a.dq, a.dk, a.dv = (tensor_desc(t) for t in (dout, dq, dk, dv))
         a.lse = lse.data_ptr()
@@ -204,6 +218,16 @@ class Module:
         st = self.lib.fa_backward(self.handle, ctypes.byref(a))
         if st:
             raise FlashcError(st, self.lib.fa_module_errmsg(self.handle).decode())
+
+    def dropout_mask(self, p, seed, offset, b, sq, sk):
+        """fa_dropout_mask: the keep decisions as a uint8 CPU tensor [b, heads, sq, sk]."""
+        import torch
+        m = torch.empty((b, self.info["heads"], sq, sk), dtype=torch.uint8)
+        st = self.lib.fa_dropout_mask(self.lib.fa_module_info(self.handle), p, seed, offset,
+                                      b, sq, sk, m.data_ptr())
+        if st:
+            raise FlashcError(st, "fa_dropout_mask")
+        return m
 
     def close(self):
         if self.handle:

@@ -8,7 +8,9 @@
  * list, random inputs (seed printed) go through ref_attention and through the
  * interpreter running: the FA1 program (two symbolic tile shapes), the
  * program after each prefix of the pass pipeline, and the full pipeline with
- * each optional pass disabled. O and LSE must match the reference (max abs
+ * each optional pass disabled; a kernel with dropout also runs NAME_dropout
+ * (and its backward) with the spec's p against the reference with the same
+ * mask (ir/dropout.h's host form). O and LSE must match the reference (max abs
  * error < 1e-5, -inf LSE exactly where the reference has it, no NaN; outputs
  * are poisoned with NaN first, so unwritten rows fail). One line per
  * comparison, then `N passed, N failed`; exit status 1 on any failure.
@@ -142,6 +144,20 @@ double *b_at(const Buf *b, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
          i3 * b->strides[3];
 }
 
+InterpSizes run_sizes(const Shape *s, const Inputs *in) {
+  return (InterpSizes){.batch = s->batch, .seqlen_q = s->sq, .seqlen_k = s->sk, .nsplit = 1,
+                       .dropout_p = in->drop.p, .seed = in->drop.seed, .offset = in->drop.offset};
+}
+
+Func *variant_func(const Variant *v, const char *suffix) {
+  char want[256];
+  snprintf(want, sizeof want, "%s%s", v->f ? v->f->name : "", suffix);
+  for (int i = 0; v->f && i < v->m->nfuncs; i++)
+    if (strcmp(v->m->funcs[i]->name, want) == 0)
+      return v->m->funcs[i];
+  return NULL;
+}
+
 InterpOptions variant_options(const Variant *v, const Opts *o) {
   InterpOptions io;
   interp_options_init(&io);
@@ -182,8 +198,8 @@ static Cmp compare(const KernelSpec *k, const Shape *s, const Buf *o, const Buf 
 /* ----------------------------------------------------------------- runs */
 
 
-static Inputs make_inputs(const KernelSpec *k, const Shape *s, uint64_t seed) {
-  Inputs in;
+static Inputs make_inputs(const KernelSpec *k, const Shape *s, uint64_t seed, RefDropout drop) {
+  Inputs in = {.drop = drop};
   in.q = buf_make(4, s->batch, s->sq, k->heads, k->head_dim, 3);
   in.k = buf_make(4, s->batch, s->sk, k->kv_heads, k->head_dim, 5);
   in.v = buf_make(4, s->batch, s->sk, k->kv_heads, k->v_head_dim, 0);
@@ -196,7 +212,7 @@ static Inputs make_inputs(const KernelSpec *k, const Shape *s, uint64_t seed) {
   buf_fill(&in.v, &seed, 1.0);
   RefTensor q = ref_t(&in.q), kt = ref_t(&in.k), v = ref_t(&in.v), o = ref_t(&in.ro),
             l = ref_t(&in.rlse);
-  ref_attention(k, s->batch, s->sq, s->sk, &q, &kt, &v, &o, &l);
+  ref_attention(k, s->batch, s->sq, s->sk, &q, &kt, &v, &o, &l, &in.drop);
   return in;
 }
 
@@ -209,15 +225,23 @@ static void free_inputs(Inputs *in) {
 static void run_variant(const KernelSpec *k, const Variant *v, const Shape *s, uint64_t seed,
                         Inputs *in, const Opts *o, Stats *st) {
   char what[256];
-  snprintf(what, sizeof what, "%.80s %.90s B=%lld Sq=%lld Sk=%lld seed=%llu", k->name, v->name,
-           (long long)s->batch, (long long)s->sq, (long long)s->sk, (unsigned long long)seed);
+  snprintf(what, sizeof what, "%.80s %.90s%s B=%lld Sq=%lld Sk=%lld seed=%llu", k->name, v->name,
+           in->drop.p > 0 ? " dropout" : "", (long long)s->batch, (long long)s->sq,
+           (long long)s->sk, (unsigned long long)seed);
   if (!variant_ready(what, v, &in->o, &in->lse, st))
     return;
+  Func *f = in->drop.p > 0 ? variant_func(v, "_dropout") : v->f;
+  if (!f) {
+    printf("FAIL %s: no kernel %s_dropout\n", what, v->f->name);
+    st->failed++;
+    return;
+  }
   InterpBinding b[5] = {bind("q", &in->q), bind("k", &in->k), bind("v", &in->v),
                         bind("o", &in->o), bind("lse", &in->lse)};
   InterpOptions io = variant_options(v, o);
+  InterpSizes sz = run_sizes(s, in);
   char err[512];
-  if (interp_run(v->f, b, 5, s->batch, s->sq, s->sk, &io, err, sizeof err) != 0) {
+  if (interp_run_sizes(f, b, 5, &sz, &io, err, sizeof err) != 0) {
     printf("FAIL %s: %s\n", what, err);
     st->failed++;
     return;
@@ -261,12 +285,17 @@ static void test_kernel(const KernelSpec *k, int kindex, const Opts *o, Stats *s
   for (int si = 0; si < o->nshapes && si < NSHAPES; si++) {
     const Shape *s = &kShapes[si];
     uint64_t seed = 1000003ull * (uint64_t)(kindex + 1) + (uint64_t)si;
-    Inputs in = make_inputs(k, s, seed);
-    for (int i = 0; i < nv; i++)
-      run_variant(k, &vs[i], s, seed, &in, o, st);
-    if (k->grad)
-      test_backward(k, vs, nv, s, seed, &in, o, st);
-    free_inputs(&in);
+    /* without dropout; with the spec's p, a seed and an offset whose high
+     * words matter */
+    RefDropout drops[2] = {{0, 0, 0}, {k->dropout, 0x9e3779b97f4a7c15ull ^ seed, (seed << 33) | 12}};
+    for (int di = 0; di < (k->dropout > 0 ? 2 : 1); di++) {
+      Inputs in = make_inputs(k, s, seed, drops[di]);
+      for (int i = 0; i < nv; i++)
+        run_variant(k, &vs[i], s, seed, &in, o, st);
+      if (k->grad)
+        test_backward(k, vs, nv, s, seed, &in, o, st);
+      free_inputs(&in);
+    }
   }
   for (int i = 0; i < nv; i++)
     module_destroy(vs[i].m);
@@ -322,11 +351,6 @@ static void emit_fa1(const KernelSpec *k) {
   module_destroy(m);
 }
 
-/* Kernels the compiler refuses on purpose (dropout) are skipped. */
-static bool lowerable(const KernelSpec *k) {
-  return !(k->dropout > 0);
-}
-
 static int test_file(const char *path, const Opts *o, int *kindex, Stats *st) {
   size_t len = 0;
   char *text = read_file(path, &len);
@@ -345,10 +369,6 @@ static int test_file(const char *path, const Opts *o, int *kindex, Stats *st) {
   }
   for (int i = 0; i < sf->nkernels; i++) {
     KernelSpec k = *sf->kernels[i];
-    if (!lowerable(&k) && !o->emit) {
-      printf("SKIP %s: mode/dropout not compiled yet\n", k.name);
-      continue;
-    }
     if (o->quick)
       shrink(&k);
     if (o->emit)

@@ -68,8 +68,13 @@ typedef struct Buf {
   size_t n;
 } Buf;
 
+/* A run's inputs, the reference O and LSE, the outputs; drop: the dropout
+ * launch (p = 0: the plain kernels; else NAME_dropout and the backward
+ * kernels with these p, seed, offset; the reference O is then the dropped
+ * one). */
 typedef struct Inputs {
   Buf q, k, v, ro, rlse, o, lse;
+  RefDropout drop;
 } Inputs;
 
 typedef struct Cmp {
@@ -96,6 +101,10 @@ RefTensor ref_t(const Buf *b);
 double *b_at(const Buf *b, int64_t i0, int64_t i1, int64_t i2, int64_t i3);
 /* The interpreter's options for variant v (its symbolic tile sizes). */
 InterpOptions variant_options(const Variant *v, const Opts *o);
+/* The launch extents of shape s with in's dropout arguments. */
+InterpSizes run_sizes(const Shape *s, const Inputs *in);
+/* The kernel of v's module named v->f's name + suffix, NULL when none. */
+Func *variant_func(const Variant *v, const char *suffix);
 
 /* difftest_bwd.c: both backward launches of every variant on shape s, the
  * forward's inputs and reference in `in`. */

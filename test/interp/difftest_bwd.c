@@ -6,16 +6,6 @@
 #include "test/interp/difftest.h"
 
 
-/* The backward kernel of v's module with suffix `role` (NAME_bwd_pre, ...). */
-static Func *bwd_func(const Variant *v, const char *suffix) {
-  char want[256];
-  snprintf(want, sizeof want, "%s%s", v->f ? v->f->name : "", suffix);
-  for (int i = 0; i < v->m->nfuncs; i++)
-    if (strcmp(v->m->funcs[i]->name, want) == 0)
-      return v->m->funcs[i];
-  return NULL;
-}
-
 /* Max |x - r| over a tensor's logical elements, NaNs counted. */
 static double max_err(const Buf *x, const Buf *r, long *nan) {
   double e = 0;
@@ -52,7 +42,8 @@ static BwdBufs make_bwd(const KernelSpec *k, const Shape *s, Inputs *in, uint64_
   RefTensor q = ref_t(&in->q), kt = ref_t(&in->k), v = ref_t(&in->v), o = ref_t(&in->ro),
             l = ref_t(&in->rlse), dout = ref_t(&g.dout), dq = ref_t(&g.rdq), dk = ref_t(&g.rdk),
             dv = ref_t(&g.rdv);
-  ref_attention_backward(k, s->batch, s->sq, s->sk, &q, &kt, &v, &o, &l, &dout, &dq, &dk, &dv);
+  ref_attention_backward(k, s->batch, s->sq, s->sk, &q, &kt, &v, &o, &l, &dout, &in->drop, &dq,
+                         &dk, &dv);
   return g;
 }
 
@@ -70,15 +61,16 @@ static void free_bwd(BwdBufs *g) {
 static void run_backward(const KernelSpec *k, const Variant *v, const Shape *s, uint64_t seed,
                          Inputs *in, BwdBufs *g, bool deterministic, const Opts *o, Stats *st) {
   char what[256];
-  snprintf(what, sizeof what, "%.80s %.70s %s B=%lld Sq=%lld Sk=%lld seed=%llu", k->name, v->name,
-           deterministic ? "bwd-det" : "bwd", (long long)s->batch, (long long)s->sq,
+  snprintf(what, sizeof what, "%.80s %.70s %s%s B=%lld Sq=%lld Sk=%lld seed=%llu", k->name,
+           v->name, deterministic ? "bwd-det" : "bwd", in->drop.p > 0 ? " dropout" : "",
+           (long long)s->batch, (long long)s->sq,
            (long long)s->sk, (unsigned long long)seed);
   static const char *const atomic[3] = {"_bwd_pre", "_bwd", "_bwd_post"};
   static const char *const det[3] = {"_bwd_pre", "_bwd_kv", "_bwd_q"};
   /* pre, K/V-outer, [dV (split-dkdv),] last: the runtime's order */
   Func *fs[4];
   for (int i = 0; i < 3; i++) {
-    fs[i] = v->f ? bwd_func(v, (deterministic ? det : atomic)[i]) : NULL;
+    fs[i] = v->f ? variant_func(v, (deterministic ? det : atomic)[i]) : NULL;
     if (!fs[i]) {
       printf("FAIL %s: no kernel %s (lowering or pipeline failed)\n", what,
              (deterministic ? det : atomic)[i]);
@@ -97,16 +89,17 @@ static void run_backward(const KernelSpec *k, const Variant *v, const Shape *s, 
                          bind("delta", &g->delta), bind("dq_acc", &g->dq_acc), bind("dq", &g->dq),
                          bind("dk", &g->dk),       bind("dv", &g->dv)};
   int nf = 3;
-  Func *dvk = bwd_func(v, "_bwd_dv");
+  Func *dvk = variant_func(v, "_bwd_dv");
   if (dvk) {
     fs[3] = fs[2];
     fs[2] = dvk;
     nf = 4;
   }
   InterpOptions io = variant_options(v, o);
+  InterpSizes sz = run_sizes(s, in);
   char err[512];
   for (int i = 0; i < nf; i++)
-    if (interp_run(fs[i], b, 11, s->batch, s->sq, s->sk, &io, err, sizeof err) != 0) {
+    if (interp_run_sizes(fs[i], b, 11, &sz, &io, err, sizeof err) != 0) {
       printf("FAIL %s: %s: %s\n", what, fs[i]->name, err);
       st->failed++;
       return;

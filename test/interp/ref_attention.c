@@ -5,6 +5,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "base/dropout_mask.h"
+
 double ref_eval(const Expr *e, const RefVars *v) {
   switch (e->kind) {
   case EXPR_NUM: return e->num;
@@ -63,10 +65,22 @@ static double kv_at(const RefTensor *t, const RefPaging *pg, int64_t b, int64_t 
   return *at(t, page, kj % pg->page_size, hk, d);
 }
 
+/* The factor dropout applies to P[b, h, qi, kj]: 0 when dropped, else
+ * 1 / (1 - p); 1 without dropout. */
+static double drop_factor(const KernelSpec *ks, const RefDropout *dr, int64_t b, int64_t h,
+                          int64_t qi, int64_t kj) {
+  if (!dr || dr->p == 0)
+    return 1;
+  bool kept = dropout_keep(dr->seed, dr->offset, (uint32_t)(b * ks->heads + h), (uint32_t)qi,
+                           (uint32_t)kj, dropout_threshold(dr->p));
+  return kept ? 1 / (1 - dr->p) : 0;
+}
+
 /* One query row: scores (masked ones excluded), softmax, O row and LSE. */
 static void ref_row(const KernelSpec *ks, int64_t b, int64_t h, int64_t qi, int64_t sq,
                     int64_t sk, const RefTensor *q, const RefTensor *kt, const RefTensor *v,
-                    const RefPaging *pg, RefTensor *o, RefTensor *lse, double *score, char *keep) {
+                    const RefPaging *pg, const RefDropout *dr, RefTensor *o, RefTensor *lse,
+                    double *score, char *keep) {
   int64_t hk = h / (ks->heads / ks->kv_heads);
   RefVars vars = {0, (double)b, (double)h, (double)qi, 0, (double)sq, (double)sk};
   double m = -INFINITY;
@@ -93,10 +107,10 @@ static void ref_row(const KernelSpec *ks, int64_t b, int64_t h, int64_t qi, int6
   for (int64_t kj = 0; kj < sk; kj++) {
     if (!keep[kj])
       continue;
-    double p = exp(score[kj] - m);
+    double p = exp(score[kj] - m), z = p * drop_factor(ks, dr, b, h, qi, kj);
     l += p;
     for (int d = 0; d < ks->v_head_dim; d++)
-      *at(o, b, qi, h, d) += p * kv_at(v, pg, b, kj, hk, d);
+      *at(o, b, qi, h, d) += z * kv_at(v, pg, b, kj, hk, d);
   }
   for (int d = 0; d < ks->v_head_dim; d++)
     *at(o, b, qi, h, d) /= l;
@@ -105,7 +119,7 @@ static void ref_row(const KernelSpec *ks, int64_t b, int64_t h, int64_t qi, int6
 
 void ref_attention(const KernelSpec *k, int64_t batch, int64_t seqlen_q, int64_t seqlen_k,
                    const RefTensor *q, const RefTensor *kt, const RefTensor *v, RefTensor *o,
-                   RefTensor *lse) {
+                   RefTensor *lse, const RefDropout *drop) {
   double *score = malloc(sizeof(double) * (size_t)(seqlen_k + 1));
   char *keep = malloc((size_t)seqlen_k + 1);
   if (!score || !keep)
@@ -113,7 +127,7 @@ void ref_attention(const KernelSpec *k, int64_t batch, int64_t seqlen_q, int64_t
   for (int64_t b = 0; b < batch; b++)
     for (int64_t h = 0; h < k->heads; h++)
       for (int64_t qi = 0; qi < seqlen_q; qi++)
-        ref_row(k, b, h, qi, seqlen_q, seqlen_k, q, kt, v, NULL, o, lse, score, keep);
+        ref_row(k, b, h, qi, seqlen_q, seqlen_k, q, kt, v, NULL, drop, o, lse, score, keep);
   free(score);
   free(keep);
 }
@@ -132,7 +146,7 @@ void ref_attention_decode(const KernelSpec *k, int64_t batch, int64_t q_len,
   for (int64_t b = 0; b < batch; b++)
     for (int64_t h = 0; h < k->heads; h++)
       for (int64_t qi = 0; qi < q_len; qi++)
-        ref_row(k, b, h, qi, q_len, seqlen_k[b], q, kt, v, paging, o, lse, score, keep);
+        ref_row(k, b, h, qi, q_len, seqlen_k[b], q, kt, v, paging, NULL, o, lse, score, keep);
   free(score);
   free(keep);
 }
@@ -153,7 +167,8 @@ static double score_slope(const KernelSpec *ks, RefVars vars) {
 void ref_attention_backward(const KernelSpec *ks, int64_t batch, int64_t seqlen_q,
                             int64_t seqlen_k, const RefTensor *q, const RefTensor *kt,
                             const RefTensor *v, const RefTensor *o, const RefTensor *lse,
-                            const RefTensor *dout, RefTensor *dq, RefTensor *dk, RefTensor *dv) {
+                            const RefTensor *dout, const RefDropout *drop, RefTensor *dq,
+                            RefTensor *dk, RefTensor *dv) {
   int64_t group = ks->heads / ks->kv_heads;
   for (int64_t b = 0; b < batch; b++) {
     for (int64_t qi = 0; qi < seqlen_q; qi++)
@@ -186,11 +201,13 @@ void ref_attention_backward(const KernelSpec *ks, int64_t batch, int64_t seqlen_
             dot += *at(q, b, qi, h, d) * *at(kt, b, kj, hk, d);
           vars.s = ks->scale * dot;
           double z = ks->score ? ref_eval(ks->score, &vars) : vars.s;
-          double p = exp(z - l), dp = 0;
+          /* dropout: Z = P o factor feeds O; dZ = dO V^T, dP = dZ o factor */
+          double p = exp(z - l), dp = 0, f = drop_factor(ks, drop, b, h, qi, kj);
           for (int d = 0; d < ks->v_head_dim; d++) {
             dp += *at(dout, b, qi, h, d) * *at(v, b, kj, hk, d);
-            *at(dv, b, kj, hk, d) += p * *at(dout, b, qi, h, d);
+            *at(dv, b, kj, hk, d) += p * f * *at(dout, b, qi, h, d);
           }
+          dp *= f;
           double ds = p * (dp - D) * score_slope(ks, vars) * ks->scale;
           for (int d = 0; d < ks->head_dim; d++) {
             *at(dq, b, qi, h, d) += ds * *at(kt, b, kj, hk, d);

@@ -39,10 +39,18 @@ typedef struct RefPaging {
   int64_t table_stride;
 } RefPaging;
 
-/* Computes O and LSE for the whole batch. */
+/* A dropout launch: element (b, h, q, k) is kept as ir/dropout.h's
+ * dropout_keep says (the definition, host form) and kept entries of P are
+ * scaled by 1 / (1 - p); the LSE is the undropped one. p = 0: no dropout. */
+typedef struct RefDropout {
+  double p;
+  uint64_t seed, offset;
+} RefDropout;
+
+/* Computes O and LSE for the whole batch; drop NULL or p = 0 for none. */
 void ref_attention(const KernelSpec *k, int64_t batch, int64_t seqlen_q, int64_t seqlen_k,
                    const RefTensor *q, const RefTensor *kt, const RefTensor *v, RefTensor *o,
-                   RefTensor *lse);
+                   RefTensor *lse, const RefDropout *drop);
 
 /* Decode: seqlen_q = q_len query tokens per sequence against seqlen_k[b]
  * cached keys (masks see seqlen_k = seqlen_k[b]); k and v are contiguous
@@ -52,14 +60,15 @@ void ref_attention_decode(const KernelSpec *k, int64_t batch, int64_t q_len,
                           const RefTensor *v, const RefPaging *paging, RefTensor *o,
                           RefTensor *lse);
 
-/* The backward of ref_attention: dQ, dK, dV (overwritten) from dO and the
- * forward's O and LSE (docs/backward.md's math, one score at a time; the
+/* The backward of ref_attention (with the same dropout, o the dropped O):
+ * dQ, dK, dV (overwritten) from dO and the forward's O and LSE (docs/backward.md's math, one score at a time; the
  * score modifier's derivative by central differences, so that nothing is
  * shared with the compiler's differentiate pass). GQA: dK, dV of a K/V head
  * sum over its query heads. */
 void ref_attention_backward(const KernelSpec *k, int64_t batch, int64_t seqlen_q,
                             int64_t seqlen_k, const RefTensor *q, const RefTensor *kt,
                             const RefTensor *v, const RefTensor *o, const RefTensor *lse,
-                            const RefTensor *dout, RefTensor *dq, RefTensor *dk, RefTensor *dv);
+                            const RefTensor *dout, const RefDropout *drop, RefTensor *dq,
+                            RefTensor *dk, RefTensor *dv);
 
 #endif

@@ -1,10 +1,12 @@
 /* dropout_mask.c - dropout's keep decision (ir/dropout.h), issue 18:
  *   1. the tile-IR form (build_dropout_keep, run by the interpreter) equals
- *      the host form on score tiles at odd positions, for several p;
+ *      the host form on score tiles at odd positions, queries on the rows and
+ *      on the columns, for several p;
  *   2. statistics of the host form over 1.2e7 elements for p = 0.1, 0.17,
  *      0.5: the keep fraction within 4 sigma of the rate threshold / 65536,
- *      which is within 2^-17 of 1 - p; neighbours along k, q and heads kept
- *      together as often as independence says (within 4 sigma of rate^2);
+ *      which is within 2^-17 of 1 - p; neighbours along k, q and heads (and k, k+8
+ *      and q, q+8, which share a Philox call) kept together as often as
+ *      independence says (within 4 sigma of rate^2);
  *   3. another seed, another offset (its low and its high word) give
  *      another mask (about 2 rate (1 - rate) of the elements differ); the
  *      same seed and offset give the same one.
@@ -35,22 +37,19 @@ enum { R = 16, C = 24 };
 
 static Value *u32(Builder *b, uint32_t v) { return build_const(b, type_scalar(ELEM_U32), v); }
 
-/* The interpreter's mask of the R x C tile at (q0, k0) of head bh. */
+/* The interpreter's mask of the R x C tile at (q0, k0) of head bh: queries
+ * on the rows, or (transposed) keys on the rows and queries on the columns,
+ * as the K/V-outer backward kernels have it; out[r * C + c]. */
 static int ir_mask(uint64_t seed, uint64_t offset, uint32_t bh, int q0, int k0, uint32_t thr,
-                   double *out) {
+                   bool transposed, double *out) {
   Module *m = module_create();
   Func *f = out_kernel(m, "mask", C);
   Builder b = builder_at_end(m, f->body);
   Value *zero = build_index(&b, 0);
-  Type rt = type_tile(ELEM_INDEX, R, 1, DIST_NONE), ct = type_tile(ELEM_INDEX, 1, C, DIST_NONE);
-  Op *ri = build_op(&b, OP_IOTA, NULL, 0, &rt, 1, 0), *ci = build_op(&b, OP_IOTA, NULL, 0, &ct, 1, 0);
-  attr_set_int(m, &ri->attrs, "axis", 0);
-  attr_set_int(m, &ci->attrs, "axis", 1);
-  Value *qi = build_binary(&b, OP_ADD, ri->results[0], build_index(&b, q0));
-  Value *ki = build_binary(&b, OP_ADD, ci->results[0], build_index(&b, k0));
   DropoutArgs a = {u32(&b, (uint32_t)seed), u32(&b, (uint32_t)(seed >> 32)), u32(&b, (uint32_t)offset),
                    u32(&b, (uint32_t)(offset >> 32)), u32(&b, thr)};
-  Value *keep = build_dropout_keep(&b, &a, build_index(&b, bh), qi, ki);
+  Value *keep = build_dropout_keep(&b, &a, build_index(&b, bh), type_tile(ELEM_F32, R, C, DIST_NONE),
+                                   transposed, build_index(&b, q0), build_index(&b, k0));
   Value *ops[5] = {f->args[0], zero, zero, zero, build_cast(&b, keep, ELEM_F32)};
   build_op(&b, OP_STORE, ops, 5, NULL, 0, 0);
   build_op(&b, OP_RETURN, NULL, 0, NULL, 0, 0);
@@ -70,22 +69,26 @@ static void check_ir(void) {
                {42, 0xffffffff00000010ull, 31, 1023, 8191, 0.5},
                {7, 1ull << 40, 12, 5, 3, 0.0},
                {0xdeadbeefcafef00dull, 77, 1, 64, 128, 0.9}};
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+  for (size_t i = 0; i < 2 * sizeof cases / sizeof cases[0]; i++) {
+    size_t ci = i / 2;
+    bool tr = i % 2;
     double got[R * C];
-    uint32_t thr = dropout_threshold(cases[i].p);
-    if (ir_mask(cases[i].seed, cases[i].offset, cases[i].bh, cases[i].q0, cases[i].k0, thr, got)) {
+    uint32_t thr = dropout_threshold(cases[ci].p);
+    if (ir_mask(cases[ci].seed, cases[ci].offset, cases[ci].bh, cases[ci].q0, cases[ci].k0, thr,
+                tr, got)) {
       report(false, "tile IR mask %zu: the kernel did not run", i);
       continue;
     }
     int differ = 0, kept = 0;
     for (int r = 0; r < R; r++)
       for (int c = 0; c < C; c++) {
-        bool want = dropout_keep(cases[i].seed, cases[i].offset, cases[i].bh,
-                                 (uint32_t)(cases[i].q0 + r), (uint32_t)(cases[i].k0 + c), thr);
+        uint32_t q = (uint32_t)(cases[ci].q0 + (tr ? c : r)), k = (uint32_t)(cases[ci].k0 + (tr ? r : c));
+        bool want = dropout_keep(cases[ci].seed, cases[ci].offset, cases[ci].bh, q, k, thr);
         differ += (got[r * C + c] != 0) != want;
         kept += want;
       }
-    report(differ == 0, "tile IR mask == host mask, p = %g: %d of %d kept", cases[i].p, kept, R * C);
+    report(differ == 0, "tile IR mask == host mask, p = %g%s: %d of %d kept", cases[ci].p,
+           tr ? " (keys on rows)" : "", kept, R * C);
   }
 }
 
@@ -99,7 +102,9 @@ static void check_stats(double p) {
          rate, fabs(rate - (1 - p)));
   const uint64_t seed = 0x5eed5eed12345678ull, offset = 0x10000;
   static unsigned char keep[NBH][NQ][NK];
-  double n = 0, kept = 0, pk = 0, pq = 0, ph = 0, nk = 0, nq = 0, nh = 0;
+  /* pairs: (k, k+1), (q, q+1), (head, head+1), and (k, k+8), (q, q+8), which
+   * share a Philox call (ir/dropout.h's groups) */
+  double n = 0, kept = 0, pairs[5] = {0}, counts[5] = {0};
   for (uint32_t h = 0; h < NBH; h++)
     for (uint32_t q = 0; q < NQ; q++)
       for (uint32_t k = 0; k < NK; k++)
@@ -110,19 +115,22 @@ static void check_stats(double p) {
         n++;
         kept += keep[h][q][k];
         if (k + 1 < NK)
-          nk++, pk += keep[h][q][k] && keep[h][q][k + 1];
+          counts[0]++, pairs[0] += keep[h][q][k] && keep[h][q][k + 1];
         if (q + 1 < NQ)
-          nq++, pq += keep[h][q][k] && keep[h][q + 1][k];
+          counts[1]++, pairs[1] += keep[h][q][k] && keep[h][q + 1][k];
         if (h + 1 < NBH)
-          nh++, ph += keep[h][q][k] && keep[h + 1][q][k];
+          counts[2]++, pairs[2] += keep[h][q][k] && keep[h + 1][q][k];
+        if (k + 8 < NK)
+          counts[3]++, pairs[3] += keep[h][q][k] && keep[h][q][k + 8];
+        if (q + 8 < NQ)
+          counts[4]++, pairs[4] += keep[h][q][k] && keep[h][q + 8][k];
       }
   double sd = sqrt(rate * (1 - rate) / n);
   report(fabs(kept / n - rate) <= 4 * sd, "p = %g: kept %.7f of 1.2e7, 4 sigma = %.1e", p, kept / n,
          4 * sd);
   double r2 = rate * rate;
-  const char *what[3] = {"k, k+1", "q, q+1", "head, head+1"};
-  double pairs[3] = {pk, pq, ph}, counts[3] = {nk, nq, nh};
-  for (int i = 0; i < 3; i++) {
+  const char *what[5] = {"k, k+1", "q, q+1", "head, head+1", "k, k+8", "q, q+8"};
+  for (int i = 0; i < 5; i++) {
     double f = pairs[i] / counts[i], s = sqrt(r2 * (1 - r2) / counts[i]);
     report(fabs(f - r2) <= 4 * s, "p = %g: neighbours %s both kept %.7f, rate^2 %.7f", p, what[i], f,
            r2);

@@ -4,7 +4,7 @@
  *   flashc-rt-backward meta FILE [--drop=KEY] [--set=KEY=VALUE] [--add=LINE]
  *       parses every kernel's block (fa_meta_parse_module) and prints one
  *       line a kernel: index, name, mode, role, forward, grid, tile_q,
- *       tile_kv, threads, smem_bytes
+ *       tile_kv, threads, smem_bytes (and dropout P, dropout_of NAME where given)
  *   flashc-rt-backward check FILE [--batch=N] [--sq=N] [--sk=N] [--info=I] [--params] [MOD...]
  *       builds a valid backward launch for FILE's kernels (contiguous
  *       tensors at fake aligned device addresses 2^36 apart: q, k, v, o,
@@ -21,10 +21,14 @@
  *             fa_backward_mode; FA_BACKWARD_ATOMIC (2) unless given: its plan has
  *             the most steps)
  *         nkernels=N (plan with the first N kernels only)  args=null  info=null
+ *         p=X seed=N offset=N (dropout, docs/dropout.md)
  *   flashc-rt-backward size FILE BATCH SEQLEN_Q SEQLEN_K MODE [INFO_INDEX]
  *       prints fa_backward_workspace_size
  *   flashc-rt-backward api
  *       every new entry point with NULL and out-of-range arguments
+ *   flashc-rt-backward mask FILE P SEED OFFSET BATCH SEQLEN_Q SEQLEN_K
+ *       fa_dropout_mask with the first kernel's heads: the status, how many
+ *       of the elements are kept, and the first row's first 64 decisions
  *
  * Prints `status: NAME` and `message: ...`; exits 0 for FA_OK, 1 for any
  * other status, 2 on bad usage. Nothing is dereferenced on the device side.
@@ -40,7 +44,7 @@
 #define SCRATCH 0x7700000000ull /* where the plan shows the module's scratch */
 
 static int usage(void) {
-  fprintf(stderr, "usage: flashc-rt-backward meta|check|size|api FILE ...\n");
+  fprintf(stderr, "usage: flashc-rt-backward meta|check|size|api|mask FILE ...\n");
   return 2;
 }
 
@@ -65,11 +69,15 @@ static int cmd_meta(int argc, char **argv) {
   if (rc) return rc;
   rt_report(FA_OK, NULL);
   printf("kernels %d\n", n);
-  for (int i = 0; i < n; i++)
-    printf("%d %s mode %s role %s forward %s grid %s tile_q %d tile_kv %d threads %d smem %d\n",
-           i, k[i].kernel, modes[k[i].mode % 3], fa_role_name(k[i].role),
+  for (int i = 0; i < n; i++) {
+    printf("%d %s mode %s role %s forward %s grid %s tile_q %d tile_kv %d threads %d smem %d", i,
+           k[i].kernel, modes[k[i].mode % 3], fa_role_name(k[i].role),
            k[i].forward[0] ? k[i].forward : "-", grids[k[i].grid & 3], k[i].tile_q, k[i].tile_kv,
            k[i].threads, k[i].smem_bytes);
+    if (k[i].dropout > 0) printf(" dropout %g", k[i].dropout);
+    if (k[i].dropout_of[0]) printf(" dropout_of %s", k[i].dropout_of);
+    printf("\n");
+  }
   return 0;
 }
 
@@ -126,6 +134,9 @@ static int apply_mod(Launch *l, const char *mod) {
   if (IS("ws_bytes")) return a->workspace_bytes = (size_t)rt_num(val, mod), 1;
   if (IS("mode")) return a->mode = (int)rt_num(val, mod), 1;
   if (IS("nkernels")) return l->nkernels = (int)rt_num(val, mod), 1;
+  if (IS("p")) return a->dropout_p = strtod(val, NULL), 1;
+  if (IS("seed")) return a->seed = strtoull(val, NULL, 0), 1;
+  if (IS("offset")) return a->offset = strtoull(val, NULL, 0), 1;
 #undef IS
   fa_tensor *t[NT];
   tensors(a, t);
@@ -139,12 +150,17 @@ static void print_params(const fa_backward_schedule *p, int step, const fa_backw
   fa_status st = fa_backward_params(p, step, a, ws, params, &n);
   printf("params %d:", step);
   if (st != FA_OK) printf(" %s", rt_status_name(st));
-  static const char *const kinds[] = {"ptr", "i32", "i64"};
+  static const char *const kinds[] = {"ptr", "i32", "i64", "u32", "f32"};
   for (int i = 0; i < n; i++) {
-    if (params[i].kind == FA_PARAM_PTR)
+    if (params[i].kind == FA_PARAM_PTR) {
       printf(" %s:%s=0x%" PRIx64, kinds[params[i].kind], params[i].name,
              (uint64_t)params[i].value);
-    else
+    } else if (params[i].kind == FA_PARAM_F32) {
+      uint32_t bits = (uint32_t)params[i].value;
+      float f;
+      memcpy(&f, &bits, sizeof f);
+      printf(" f32:%s=%.9g", params[i].name, f);
+    } else
       printf(" %s:%s=%" PRId64, kinds[params[i].kind], params[i].name, params[i].value);
   }
   printf(" (%d)\n", n);
@@ -285,6 +301,31 @@ static int cmd_api(void) {
   return 0;
 }
 
+/* fa_dropout_mask: FILE P SEED OFFSET BATCH SEQLEN_Q SEQLEN_K. */
+static int cmd_mask(int argc, char **argv) {
+  if (argc < 7) return usage();
+  fa_kernel_info k[FA_MODULE_MAX_KERNELS];
+  int n = 0, rc = load(argv[0], 0, NULL, k, &n);
+  if (rc) return rc;
+  double p = strtod(argv[1], NULL);
+  uint64_t seed = strtoull(argv[2], NULL, 0), offset = strtoull(argv[3], NULL, 0);
+  int64_t b = rt_num(argv[4], "batch"), sq = rt_num(argv[5], "seqlen_q"),
+          sk = rt_num(argv[6], "seqlen_k");
+  size_t total = b > 0 && sq > 0 && sk > 0 ? (size_t)(b * k[0].heads * sq * sk) : 0;
+  uint8_t *m = total && total < ((size_t)1 << 31) ? malloc(total) : NULL;
+  fa_status st = fa_dropout_mask(&k[0], p, seed, offset, b, sq, sk, m);
+  rc = rt_report(st, NULL);
+  if (st == FA_OK && m) {
+    size_t kept = 0;
+    for (size_t i = 0; i < total; i++) kept += m[i];
+    printf("kept %zu of %zu (%.5f)\nrow 0:", kept, total, (double)kept / (double)total);
+    for (int64_t i = 0; i < sk && i < 64; i++) printf("%s%d", i % 8 ? "" : " ", m[i]);
+    printf("\n");
+  }
+  free(m);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) return usage();
   const char *cmd = argv[1];
@@ -292,5 +333,6 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "check") == 0) return cmd_check(argc - 2, argv + 2);
   if (strcmp(cmd, "size") == 0) return cmd_size(argc - 2, argv + 2);
   if (strcmp(cmd, "api") == 0) return cmd_api();
+  if (strcmp(cmd, "mask") == 0) return cmd_mask(argc - 2, argv + 2);
   return usage();
 }

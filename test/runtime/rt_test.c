@@ -7,7 +7,8 @@
  *       tensors at fake aligned addresses; layout contig, packed or bhsd),
  *       applies MODs and prints what fa_forward_check says. MOD is one of
  *       T.dimI=N  T.strideI=N  T.data=null|0xHEX|+N  T.dtype=f16|bf16|f32|N
- *       (T = q, k, v, o; I = 0..3), lse=null|0xHEX|+N, args=null, info=null
+ *       (T = q, k, v, o; I = 0..3), lse=null|0xHEX|+N, args=null, info=null,
+ *       p=X (dropout_p)
  *   flashc-rt-test context [DEVICE]     fa_context_create on a device
  *   flashc-rt-test load FILE [DEVICE]   context + fa_module_load_ptx_file
  *   flashc-rt-test load-cubin CUBIN META [DEVICE]   context + fa_module_load_cubin
@@ -118,6 +119,8 @@ static int apply_mod(fa_forward_args *a, const char *mod, int *null_args, int *n
     a->lse = rt_ptr_value(val, a->lse);
     return 1;
   }
+  if (strncmp(mod, "p=", 2) == 0) /* dropout_p (docs/dropout.md) */
+    return a->dropout_p = strtod(val, NULL), 1;
   fa_tensor *ts[4] = {&a->q, &a->k, &a->v, &a->o};
   static const char *const names[4] = {"q", "k", "v", "o"};
   return rt_tensor_mod(ts, names, 4, mod);

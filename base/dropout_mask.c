@@ -1,0 +1,39 @@
+/* dropout_mask.c - Philox4x32 and dropout's keep decision on the host
+ * (dropout_mask.h). */
+#include "base/dropout_mask.h"
+
+#include <math.h>
+
+void philox4x32(const uint32_t ctr[4], const uint32_t key[2], int rounds, uint32_t out[4]) {
+  uint32_t c[4] = {ctr[0], ctr[1], ctr[2], ctr[3]}, k[2] = {key[0], key[1]};
+  for (int r = 0; r < rounds; r++) {
+    if (r > 0) {
+      k[0] += PHILOX_W0;
+      k[1] += PHILOX_W1;
+    }
+    uint64_t p0 = (uint64_t)PHILOX_M0 * c[0], p1 = (uint64_t)PHILOX_M1 * c[2];
+    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c[1] ^ k[0], n2 = (uint32_t)(p0 >> 32) ^ c[3] ^ k[1];
+    c[0] = n0;
+    c[1] = (uint32_t)p1;
+    c[2] = n2;
+    c[3] = (uint32_t)p0;
+  }
+  for (int i = 0; i < 4; i++)
+    out[i] = c[i];
+}
+
+uint32_t dropout_threshold(double p) {
+  double t = nearbyint(65536.0 * (1.0 - p));
+  return t < 0 ? 0 : t > 65536 ? 65536 : (uint32_t)t;
+}
+
+bool dropout_keep(uint64_t seed, uint64_t offset, uint32_t bh, uint32_t q, uint32_t k,
+                  uint32_t threshold) {
+  uint32_t ctr[4] = {k & ~9u, q & ~8u, bh, (uint32_t)offset};
+  uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32) + (uint32_t)(offset >> 32)};
+  uint32_t w[4];
+  philox4x32(ctr, key, DROPOUT_ROUNDS, w);
+  uint32_t slot = (k & 1) | (k >> 3 & 1) << 1 | (q >> 3 & 1) << 2;
+  uint32_t u = (w[slot / 2] >> (16 * (slot % 2))) & 0xffff;
+  return u < threshold;
+}

@@ -1,0 +1,59 @@
+/* dropout_mask.h - which elements dropout keeps (issue 18): the definition
+ * that kernels, the interpreter, host references and the runtime share, on
+ * the host; ir/dropout.h builds the same decision as tile-IR ops.
+ *
+ * Philox4x32 (Salmon, Moraes, Dror, Shaw, "Parallel random numbers: as easy
+ * as 1, 2, 3", SC 2011; Random123) is counter-based: its output is a pure
+ * function of a 128-bit counter and a 64-bit key. A round is two 32 x 32 ->
+ * 64-bit multiplications (their halves) and xors; between rounds the key is
+ * bumped by the Weyl constants. PyTorch's CUDA generator runs 10 rounds,
+ * FlashAttention-2's kernels 7.
+ *
+ * Element (bh = b * heads + h, q, k) of a launch with seed and offset (both
+ * 64-bit, as PyTorch's CUDA generator hands them out) belongs to the group
+ * of eight elements that differ only in bits 0 and 3 of k and bit 3 of q,
+ * and takes the 16-bit slot (k & 1) | (k >> 3 & 1) << 1 | (q >> 3 & 1) << 2
+ * of that group's
+ *   philox4x32_7(counter = (k & ~9, q & ~8, bh, offset_lo),
+ *                key = (seed_lo, seed_hi + offset_hi))
+ * (word slot / 2, low half for even slots). It is kept when that value is
+ * below threshold = round(65536 (1 - p)): a keep rate within 2^-17 of
+ * 1 - p (FlashAttention-2 compares bytes: rate (floor(255 (1 - p)) + 1) /
+ * 256). A pure function of (seed, offset, b, h, q, k): tiles, warps and
+ * schedules cannot change it, so the backward regenerates the forward's mask
+ * and a host reference recomputes it.
+ *
+ * Why these groups: a thread's accumulator fragment of a tensor-core matmul
+ * (mma.sync m16n8 and wgmma alike) holds rows r and r + 8 and columns c,
+ * c + 1 of each 8-column block; over two blocks that is exactly one group of
+ * a query-rows score tile, so the forward and the Q-outer backward kernel
+ * spend one Philox call on eight elements (the unrolled per-element IR
+ * becomes one call once LLVM sees equal counters). The K/V-outer kernels'
+ * transposed tile needs two calls per eight. Seven rounds as
+ * FlashAttention-2's kernels (Philox4x32-7 passes BigCrush, Salmon et al.
+ * 2011).
+ */
+#ifndef FLASHC_BASE_DROPOUT_MASK_H
+#define FLASHC_BASE_DROPOUT_MASK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define PHILOX_M0 0xD2511F53u /* round multipliers */
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u /* key bumps (golden ratio, sqrt(3) - 1) */
+#define PHILOX_W1 0xBB67AE85u
+
+enum { DROPOUT_ROUNDS = 7 };
+
+/* Random123's philox4x32_R: `rounds` rounds of ctr[4] under key[2]. */
+void philox4x32(const uint32_t ctr[4], const uint32_t key[2], int rounds, uint32_t out[4]);
+
+/* round(65536 (1 - p)) for p in [0, 1]: 65536 keeps everything. */
+uint32_t dropout_threshold(double p);
+
+/* The keep decision of element (bh, q, k) (the definition above). */
+bool dropout_keep(uint64_t seed, uint64_t offset, uint32_t bh, uint32_t q, uint32_t k,
+                  uint32_t threshold);
+
+#endif
