@@ -461,6 +461,14 @@ void cg_wgmma(CgBuilder *b, CgMmaType t, int n, MlirValue *acc, const MlirValue 
   free(s);
 }
 
+MlirValue cg_opaque_f32(CgBuilder *b, MlirValue x) {
+  /* no side effects: LLVM may still move, merge or drop it */
+  CgNamedAttr a[2] = {{"asm_string", cg_attr_str(b, "mov.b32 $0, $1;")},
+                      {"constraints", cg_attr_str(b, "=f,f")}};
+  MlirType t = mlirValueGetType(x);
+  return cg_result(cg_op(b, "llvm.inline_asm", &x, 1, &t, 1, a, 2), 0);
+}
+
 void cg_wgmma_fence(CgBuilder *b, MlirValue *regs, int nregs) {
   cg_ptx(b, "wgmma.fence.sync.aligned;", NULL, "", 0, regs, nregs);
 }

@@ -130,6 +130,11 @@ MlirValue cg_pack2(CgBuilder *b, CgMmaType t, MlirValue lo, MlirValue hi);
  * it in place: each comes out as a new SSA value tied to the same register,
  * so that the code computing them stays before the asm and the code using
  * them after it (how wgmma's asynchronous accumulators are ordered). */
+/* x through an empty asm: LLVM cannot see through it. Dropout's select of
+ * P stays an f32 select (one FSEL before the pair is packed to bf16)
+ * instead of being sunk past the cast (a select of 16-bit halves: two
+ * PRMT and a SEL an element). */
+MlirValue cg_opaque_f32(CgBuilder *b, MlirValue x);
 void cg_ptx(CgBuilder *b, const char *ptx, const MlirValue *args, const char *arg_constraints,
             int nargs, MlirValue *regs, int nregs);
 

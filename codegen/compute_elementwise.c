@@ -284,6 +284,8 @@ static MlirValue ew_element(Lowerer *L, const Op *op, const EwArgs *a, ElemType 
     MlirValue nb = cg_mulf(b, x[1], cg_const_f32(b, -CG_LOG2E));
     return ex2(b, cg_fmaf(b, x[0], cg_const_f32(b, a->k0), nb));
   }
+  if (op->kind == OP_SELECT && attr_int(&op->attrs, "dropout", 0) && to == ELEM_F32)
+    return cg_opaque_f32(b, cg_select(b, x[0], x[1], x[2]));
   if (op->kind == OP_SELECT)
     return cg_select(b, x[0], x[1], x[2]);
   if (op->kind == OP_CAST)
