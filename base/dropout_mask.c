@@ -37,3 +37,18 @@ bool dropout_keep(uint64_t seed, uint64_t offset, uint32_t bh, uint32_t q, uint3
   uint32_t u = (w[slot / 2] >> (16 * (slot % 2))) & 0xffff;
   return u < threshold;
 }
+
+uint32_t dropout_threshold_torch(double p) {
+  return (uint32_t)floor((double)(1.0f - (float)p) * 255.0) + 1;
+}
+
+bool dropout_keep_torch(uint64_t seed, uint64_t offset, uint32_t bh, uint32_t q, uint32_t k,
+                        uint32_t threshold) {
+  uint64_t off = offset + 32 * (uint64_t)bh + 4 * (q % 8) + (k % 8) / 2;
+  uint32_t ctr[4] = {(uint32_t)off, (uint32_t)(off >> 32), q / 16, k / 32};
+  uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+  uint32_t w[4];
+  philox4x32(ctr, key, DROPOUT_ROUNDS, w);
+  uint32_t byte = (w[(k % 32) / 8] >> (8 * (2 * ((q % 16) / 8) + k % 2))) & 0xff;
+  return byte < threshold;
+}

@@ -56,4 +56,18 @@ uint32_t dropout_threshold(double p);
 bool dropout_keep(uint64_t seed, uint64_t offset, uint32_t bh, uint32_t q, uint32_t k,
                   uint32_t threshold);
 
+/* PyTorch's flash backend (FlashAttention-2's kernels, `dropout_mask =
+ * torch`, docs/dropout.md): element (bh, q, k) takes byte
+ * 2 ((q % 16) / 8) + k % 2 of word (k % 32) / 8 of
+ *   philox4x32_7(counter = (lo, hi of offset + 32 bh + 4 (q % 8) + (k % 8) / 2,
+ *                           q / 16, k / 32),
+ *                key = (seed_lo, seed_hi))
+ * and is kept when that byte is <= floor(255 (1 - p)) (1 - p in float, as
+ * FlashAttention computes it): a keep rate of (floor + 1) / 256.
+ * dropout_threshold_torch gives floor + 1, so that both definitions keep an
+ * element when its value is below the threshold. */
+uint32_t dropout_threshold_torch(double p);
+bool dropout_keep_torch(uint64_t seed, uint64_t offset, uint32_t bh, uint32_t q, uint32_t k,
+                        uint32_t threshold);
+
 #endif

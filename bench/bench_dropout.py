@@ -6,8 +6,10 @@
                                    [--p 0.1] [--json F]
 
 The grid is PEERS.md's dropout table: B = 2, S = 8192, bf16; (d 128, 16 heads,
-full and causal), (d 64, 32 heads, causal), (d 256, 8 heads, full). Each spec
-has `dropout = 0.1; grad = true;`. Per row, in one process on the same random
+full and causal), (d 64, 32 heads, causal), (d 256, 8 heads, full); and the
+d128 full and d64 rows again with `dropout_mask = torch` (PyTorch's mask: 8-bit
+compares, one Philox call per 16 elements). Each spec has `dropout = 0.1;
+grad = true;`. Per row, in one process on the same random
 q, k, v, dO:
 
   flashc  through the runtime (test/gpu/flashc_rt.py): fwd = fa_forward, fwdbwd =
@@ -40,12 +42,17 @@ sys.path.insert(0, os.path.join(HERE, "..", "test", "gpu"))
 sys.path.insert(0, HERE)
 
 GRID = [dict(head_dim=128, heads=16, causal=False), dict(head_dim=128, heads=16, causal=True),
-        dict(head_dim=64, heads=32, causal=True), dict(head_dim=256, heads=8, causal=False)]
+        dict(head_dim=64, heads=32, causal=True), dict(head_dim=256, heads=8, causal=False),
+        # dropout_mask = torch (FlashAttention-2's bytes: one Philox call per 16
+        # elements, 8-bit compare) beside the exact mask: what 16-bit exactness costs
+        dict(head_dim=128, heads=16, causal=False, torch=True),
+        dict(head_dim=64, heads=32, causal=True, torch=True)]
 B, S = 2, 8192
 
 
 def name(c):
-    return f"drop_d{c['head_dim']}_h{c['heads']}_{'causal' if c['causal'] else 'full'}"
+    return (f"drop_d{c['head_dim']}_h{c['heads']}_{'causal' if c['causal'] else 'full'}"
+            f"{'_torch' if c.get('torch') else ''}")
 
 
 def write_specs(out):
@@ -54,7 +61,8 @@ def write_specs(out):
         with open(os.path.join(out, name(c) + ".fa"), "w") as f:
             f.write(f"attention {name(c)} {{ dtype = bf16; head_dim = {c['head_dim']}; "
                     f"heads = {c['heads']}; mask = {'causal' if c['causal'] else 'none'}; "
-                    f"dropout = 0.1; grad = true; }}\n")
+                    f"dropout = 0.1; {'dropout_mask = torch; ' if c.get('torch') else ''}"
+                    f"grad = true; }}\n")
         print(name(c))
 
 
@@ -120,7 +128,7 @@ def run(c, ctx, args, median_ms):
 
     impls = {"flashc": ours, "FA2": lambda p, b: peer(SDPBackend.FLASH_ATTENTION, p, b),
              "cuDNN": lambda p, b: peer(SDPBackend.CUDNN_ATTENTION, p, b)}
-    if args.no_peers:
+    if args.no_peers or c.get("torch"):  # the torch rows compare with their exact twin
         del impls["FA2"], impls["cuDNN"]
     for who, make in impls.items():
         for bwd in (False, True):

@@ -146,16 +146,17 @@ static MlirValue col_base(Lowerer *L, const TileGeom *g) {
 }
 
 MlirValue lw_elem_split(Lowerer *L, const TileGeom *g, int axis, int idx, int e,
-                        MlirValue *lane, int *c, bool *aligned16) {
+                        MlirValue *lane, int *c, int *align) {
+  /* the warp base is warp x (16 nm rows | 8 nn columns), 0 when not split */
+  int step = axis == 0 ? (g->row_split ? 16 * g->nm : 0) : (g->col_split ? 8 * g->nn : 0);
+  *align = step ? step & -step : 1 << 30;
   if (axis == 0) {
     *lane = L->lg;
     *c = idx * 16 + 8 * (e >> 1);
-    *aligned16 = true; /* 16 nm rows a warp */
     return row_base(L, g);
   }
   *lane = cg_muli_c(&L->b, L->lq, 2);
   *c = idx * 8 + (e & 1);
-  *aligned16 = !g->col_split || g->nn % 2 == 0; /* 8 nn columns a warp */
   return col_base(L, g);
 }
 

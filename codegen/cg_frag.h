@@ -21,10 +21,10 @@ MlirValue lw_elem_col(Lowerer *L, const TileGeom *g, int ni, int e);
 /* The same position along `axis` (0: row of mi = idx, 1: column of ni =
  * idx) in parts: the returned warp base (i32) + *lane (i32: lg, or 2 lq) +
  * the constant *c, lane and c bit-disjoint (lane below 8, c a multiple of 8
- * plus the element's column bit); *aligned16: the warp base is a multiple
- * of 16. */
+ * plus the element's column bit); *align: a power of 2 the warp base is a
+ * multiple of. */
 MlirValue lw_elem_split(Lowerer *L, const TileGeom *g, int axis, int idx, int e,
-                        MlirValue *lane, int *c, bool *aligned16);
+                        MlirValue *lane, int *c, int *align);
 /* Makes L's lane ids (lg, lq) opaque copies until lw_lane_ids_restore: the
  * addresses derived from them are then made where they are used, not
  * hoisted out of the loops by LLVM into registers of their own (a spilled

@@ -356,28 +356,28 @@ void lw_elementwise(Lowerer *L, const Op *op) {
 
 /* ------------------------------------------------------ index tiles */
 
-/* Is the index scalar v a multiple of 16 by its definition (a constant,
- * or sums and products of such: the tile bases q0 = i * Br, k0 = j * Bc)? */
-static bool multiple_of_16(const Value *v, int depth) {
+/* Is the index scalar v a multiple of m by its definition (a constant, or
+ * sums and products of such: the tile bases q0 = i * Br, k0 = j * Bc)? */
+static bool multiple_of(const Value *v, int m, int depth) {
   double c;
   if (value_const((Value *)v, &c))
-    return fmod(c, 16) == 0;
+    return fmod(c, m) == 0;
   const Op *d = v->def;
   if (!d || depth > 8 || d->noperands != 2)
     return false;
   if (d->kind == OP_MUL)
-    return multiple_of_16(d->operands[0], depth + 1) || multiple_of_16(d->operands[1], depth + 1);
+    return multiple_of(d->operands[0], m, depth + 1) || multiple_of(d->operands[1], m, depth + 1);
   if (d->kind == OP_ADD || d->kind == OP_SUB)
-    return multiple_of_16(d->operands[0], depth + 1) && multiple_of_16(d->operands[1], depth + 1);
+    return multiple_of(d->operands[0], m, depth + 1) && multiple_of(d->operands[1], m, depth + 1);
   return false;
 }
 
 /* iota's dropout form (ir/dropout.c), (base + pos) & M, where the
  * elements of one Philox group must get one SSA value. pos is warp base +
- * lane + c (lw_elem_split); with base and the warp base multiples of 16
- * and M below 16 (the slot bits) or clearing only bits below 16 (the
- * counters), (B16 + (lane | c)) & M is (lane & M) | (c & M), resp.
- * B16 + (lane & M) + (c & M): one shared value plus a constant. Anything
+ * lane + c (lw_elem_split); with base and the warp base multiples of A (16
+ * or 32) and M below A (the slot bits) or clearing only bits below A (the
+ * counters), (B + (lane | c)) & M is (lane & M) | (c & M), resp.
+ * B + (lane & M) + (c & M): one shared value plus a constant. Anything
  * else takes the per-element form. */
 static void iota_masked(Lowerer *L, const Op *op, const TileGeom *g, int axis, CgVal *r,
                         const int *mi, const int *ni, const int *e) {
@@ -386,18 +386,23 @@ static void iota_masked(Lowerer *L, const Op *op, const TileGeom *g, int axis, C
   MlirValue base = op->noperands ? cg_int_cast(b, lw_scalar_operand(L, op, 0), b->i32)
                                  : cg_const_i32(b, 0);
   MlirValue lane, wbase;
-  int c0;
-  bool aligned;
-  wbase = lw_elem_split(L, g, axis, 0, 0, &lane, &c0, &aligned);
+  int c0, align;
+  wbase = lw_elem_split(L, g, axis, 0, 0, &lane, &c0, &align);
+  int a = 16;
   bool low = (m & ~(int64_t)15) == 0, clear = (~m & ~(int64_t)15) == 0;
-  bool fast = aligned && (op->noperands == 0 || multiple_of_16(op->operands[0], 0)) && (low || clear);
+  if (!low && !clear) {
+    a = 32;
+    low = (m & ~(int64_t)31) == 0, clear = (~m & ~(int64_t)31) == 0;
+  }
+  bool fast = (low || clear) && align % a == 0 &&
+              (op->noperands == 0 || multiple_of(op->operands[0], a, 0));
   MlirValue mask = cg_const_i32(b, (int32_t)m);
   MlirValue shared = fast ? cg_arith2(b, "arith.andi", lane, mask) : (MlirValue){NULL};
   if (fast && clear)
     shared = cg_addi(b, cg_addi(b, base, wbase), shared);
   for (int k = 0; k < r->ne; k++) {
     int c;
-    lw_elem_split(L, g, axis, axis == 0 ? mi[k] : ni[k], e[k], &lane, &c, &aligned);
+    lw_elem_split(L, g, axis, axis == 0 ? mi[k] : ni[k], e[k], &lane, &c, &align);
     if (!fast) {
       MlirValue pos = cg_addi_c(b, cg_addi(b, base, cg_addi(b, wbase, lane)), c);
       r->e[k] = cg_arith2(b, "arith.andi", pos, mask);

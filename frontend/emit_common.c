@@ -291,6 +291,8 @@ void em_set_attrs(Lower *L, const char *target) {
   attr_set_word(L->m, a, "mask", em_mask_word(k->mask_kind));
   attr_set_word(L->m, a, "mode", em_mode_word(k->mode));
   attr_set_word(L->m, a, "target", target ? target : "sm_90a");
+  if (k->dropout_torch) /* every kernel of the spec: fa_dropout_mask reads any one's */
+    attr_set_word(L->m, a, "dropout_mask", "torch");
   if (k->mode == MODE_DECODE) {
     attr_set_word(L->m, a, "cache", k->cache == CACHE_PAGED ? "paged" : "contiguous");
     if (k->cache == CACHE_PAGED)
@@ -397,8 +399,9 @@ Value *em_dropout(Lower *L, Value *x, bool scaled, const char *name) {
     L->b.loc = L->k->loc;
     Value *heads = build_index(&L->b, L->k->heads);
     Value *bh = em_bin(L, OP_ADD, em_bin(L, OP_MUL, L->bv, heads, NULL), L->hv, "bh");
-    L->keep = em_name(L, build_dropout_keep(&L->b, &L->drop, bh, x->type, L->q_axis, L->q0, L->k0),
-                      "keep");
+    Value *(*keep)(Builder *, const DropoutArgs *, Value *, Type, int, Value *, Value *) =
+        L->k->dropout_torch ? build_dropout_keep_torch : build_dropout_keep;
+    L->keep = em_name(L, keep(&L->b, &L->drop, bh, x->type, L->q_axis, L->q0, L->k0), "keep");
     L->b.loc = saved;
   }
   Value *zero = build_const(&L->b, type_scalar(ELEM_F32), 0.0);

@@ -593,12 +593,14 @@ static Expr *resolve(Sema *S, Scope *sc, const AstExpr *e, int depth) {
 
 typedef enum Field {
   F_DTYPE, F_HEAD_DIM, F_V_HEAD_DIM, F_HEADS, F_KV_HEADS, F_MASK, F_SCALE,
-  F_DROPOUT, F_MODE, F_GRAD, F_SPLIT, F_CACHE, F_UNIFIED_MAX, F_Q_LEN_MAX, NFIELDS
+  F_DROPOUT, F_MODE, F_GRAD, F_SPLIT, F_CACHE, F_UNIFIED_MAX, F_Q_LEN_MAX, F_DROPOUT_MASK,
+  NFIELDS
 } Field;
 
 static const char *const field_names[] = {
     "dtype", "head_dim", "v_head_dim", "heads", "kv_heads", "mask",
-    "scale", "dropout", "mode", "grad", "split", "cache", "unified_max", "q_len_max", NULL};
+    "scale", "dropout", "mode", "grad", "split", "cache", "unified_max", "q_len_max",
+    "dropout_mask", NULL};
 
 /* An integer literal field, optionally negated (so `heads = -1` gets a range
  * error rather than a syntax one). */
@@ -1128,6 +1130,22 @@ static void dropout_field(Sema *S, Scope *sc, const AstStmt *s, KernelSpec *k) {
   }
 }
 
+/* dropout_mask = exact | torch: which keep decision (docs/dropout.md);
+ * only beside a dropout > 0. */
+static void dropout_mask_field(Sema *S, const AstStmt *s, KernelSpec *k) {
+  static const char *const words[] = {"exact", "torch", NULL};
+  if (!s)
+    return;
+  int w = word_field(S, s, words, "exact or torch");
+  if (w < 0)
+    return;
+  if (!(k->dropout > 0)) {
+    diag_error(&S->diag, s->loc, "dropout_mask needs dropout > 0");
+    return;
+  }
+  k->dropout_torch = w == 1;
+}
+
 /* Phase 3: the expressions, in source order, so that a let is visible after
  * its definition: lets, the mask and score definitions, the mask field and
  * the constant fields scale, unified_max (decode only) and dropout. Checks
@@ -1151,6 +1169,7 @@ static void resolve_statements(Sema *S, const AstItem *it, const Stmts *st, Kern
     else if (s == field[F_DROPOUT])
       dropout_field(S, &sc, s, k);
   }
+  dropout_mask_field(S, field[F_DROPOUT_MASK], k);
   free_lets(sc.lets);
 }
 

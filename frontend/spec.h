@@ -81,6 +81,7 @@ typedef struct KernelSpec {
   int kv_heads;      /* divides heads; == heads is MHA, 1 is MQA */
   double scale;      /* multiplies Q K^T before the score modifier; default 1/sqrt(head_dim) */
   double dropout;    /* probability in [0, 1); 0 = off */
+  bool dropout_torch; /* dropout_mask = torch: PyTorch's flash-backend mask (docs/dropout.md) */
   Mode mode;
   bool grad;         /* also compile the backward (docs/backward.md); forward only */
   int split;         /* decode: 0 = auto, N > 0 = forced number of KV splits */

@@ -146,6 +146,8 @@ static void print_kernel(FILE *out, const KernelSpec *k) {
   print_num(out, k->scale);
   fputs("\n  dropout    ", out);
   print_num(out, k->dropout);
+  if (k->dropout_torch)
+    fputs(" (mask torch)", out);
   fprintf(out, "\n  mode       %s\n", mode_name(k->mode));
   if (k->mode == MODE_FORWARD)
     fprintf(out, "  grad       %s\n", k->grad ? "true" : "false");

@@ -37,3 +37,34 @@ Value *build_dropout_keep(Builder *b, const DropoutArgs *a, Value *bh, Type st, 
   Value *u = build_binary(b, OP_AND, build_binary(b, OP_SHR, pick, shift), u32c(b, 0xffff));
   return build_cmp(b, "lt", u, a->threshold);
 }
+
+/* (base + i) & mask >> shift, as u32. */
+static Value *bits_u32(Builder *b, Type st, int axis, Value *base, int64_t mask, uint32_t shift) {
+  Value *v = build_cast(b, iota_and(b, st, axis, base, mask), ELEM_U32);
+  return shift ? build_binary(b, OP_SHR, v, u32c(b, shift)) : v;
+}
+
+Value *build_dropout_keep_torch(Builder *b, const DropoutArgs *a, Value *bh, Type st, int q_axis,
+                                Value *q0, Value *k0) {
+  int k_axis = 1 - q_axis;
+  /* the 64-bit counter offset + 32 bh + 4 (q % 8) + (k % 8) / 2 (the lane) */
+  Value *lane = build_binary(b, OP_ADD, build_binary(b, OP_MUL, bits_u32(b, st, q_axis, q0, 7, 0), u32c(b, 4)),
+                             bits_u32(b, st, k_axis, k0, 6, 1));
+  Value *x = build_binary(b, OP_ADD, build_binary(b, OP_MUL, build_cast(b, bh, ELEM_U32), u32c(b, 32)), lane);
+  Value *lo = build_binary(b, OP_ADD, a->offset_lo, x);
+  Value *carry = build_select(b, build_cmp(b, "lt", lo, x), u32c(b, 1), u32c(b, 0));
+  Value *ctr[4] = {lo, build_binary(b, OP_ADD, a->offset_hi, carry),
+                   bits_u32(b, st, q_axis, q0, ~(int64_t)15, 4), bits_u32(b, st, k_axis, k0, ~(int64_t)31, 5)};
+  Value *key[2] = {a->seed_lo, a->seed_hi};
+  Value *w[4];
+  build_philox4x32(b, ctr, key, DROPOUT_ROUNDS, w);
+  /* word (k % 32) / 8, byte 2 ((q % 16) / 8) + k % 2 */
+  Value *izero = build_index(b, 0);
+  Value *k8 = build_cmp(b, "eq", iota_and(b, st, k_axis, k0, 8), izero);
+  Value *k16 = build_cmp(b, "eq", iota_and(b, st, k_axis, k0, 16), izero);
+  Value *pick = build_select(b, k16, build_select(b, k8, w[0], w[1]), build_select(b, k8, w[2], w[3]));
+  Value *shift = build_binary(b, OP_ADD, build_binary(b, OP_MUL, bits_u32(b, st, q_axis, q0, 8, 3), u32c(b, 16)),
+                              build_binary(b, OP_MUL, bits_u32(b, st, k_axis, k0, 1, 0), u32c(b, 8)));
+  Value *u = build_binary(b, OP_AND, build_binary(b, OP_SHR, pick, shift), u32c(b, 0xff));
+  return build_cmp(b, "lt", u, a->threshold);
+}

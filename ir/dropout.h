@@ -21,4 +21,9 @@ typedef struct DropoutArgs {
 Value *build_dropout_keep(Builder *b, const DropoutArgs *a, Value *bh, Type st, int q_axis,
                           Value *q0, Value *k0);
 
+/* The same for PyTorch's flash-backend mask (base/dropout_mask.h,
+ * dropout_keep_torch): one Philox call per 16 x 32 block and lane. */
+Value *build_dropout_keep_torch(Builder *b, const DropoutArgs *a, Value *bh, Type st, int q_axis,
+                                Value *q0, Value *k0);
+
 #endif

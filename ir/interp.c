@@ -276,8 +276,9 @@ static void bind_tensor(Interp *I, const Value *a, const InterpBinding *bs, int 
     t->data[i] = NAN; /* poison: the program must write before it reads */
 }
 
-/* Dropout's launch arguments (InterpSizes) by name. */
-static bool dropout_arg(const InterpSizes *sz, const char *name, double *x) {
+/* Dropout's launch arguments (InterpSizes) by name, for a kernel of either
+ * keep decision (torch: attribute dropout_mask = torch, docs/dropout.md). */
+static bool dropout_arg(const InterpSizes *sz, bool torch, const char *name, double *x) {
   static const char *const words[4] = {"seed_lo", "seed_hi", "offset_lo", "offset_hi"};
   uint64_t v[4] = {sz->seed, sz->seed >> 32, sz->offset, sz->offset >> 32};
   for (int i = 0; i < 4; i++)
@@ -286,11 +287,11 @@ static bool dropout_arg(const InterpSizes *sz, const char *name, double *x) {
       return true;
     }
   if (strcmp(name, "keep_threshold") == 0) {
-    *x = dropout_threshold(sz->dropout_p);
+    *x = torch ? dropout_threshold_torch(sz->dropout_p) : dropout_threshold(sz->dropout_p);
     return true;
   }
   if (strcmp(name, "keep_scale") == 0) {
-    *x = (float)(1.0 / (1.0 - sz->dropout_p));
+    *x = torch ? 1.0f / (1.0f - (float)sz->dropout_p) : (float)(1.0 / (1.0 - sz->dropout_p));
     return true;
   }
   return false;
@@ -315,7 +316,8 @@ static void bind_args(Interp *I, const InterpBinding *bs, int nb) {
         interp_set_scalar(interp_val(I, a), (double)I->sz.nsplit);
       else if (strcmp(name, "max_pages") == 0)
         interp_set_scalar(interp_val(I, a), (double)I->sz.max_pages);
-      else if (dropout_arg(&I->sz, name, &x))
+      else if (dropout_arg(&I->sz, strcmp(attr_str(&f->attrs, "dropout_mask", ""), "torch") == 0,
+                           name, &x))
         interp_set_scalar(interp_val(I, a), x);
       else
         interp_fail(I, NULL,

@@ -346,6 +346,7 @@ fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
     p->block = (unsigned)in->threads;
     p->smem = (unsigned)in->smem_bytes;
     p->dropout = in->dropout > 0;
+    p->dropout_torch = in->dropout_torch;
   }
   return FA_OK;
 }
@@ -451,7 +452,7 @@ fa_status fa_backward_params(const fa_backward_schedule *plan, int step,
     static const char *const dn[5] = {"seed_lo", "seed_hi", "offset_lo", "offset_hi",
                                       "keep_threshold"};
     fa_dropout_words w;
-    fa_dropout_words_(a->dropout_p, a->seed, a->offset, &w);
+    fa_dropout_words_(a->dropout_p, a->seed, a->offset, plan->step[step].dropout_torch, &w);
     for (int i = 0; i < 5; i++) put(&l, FA_PARAM_U32, dn[i], w.u[i]);
     uint32_t bits;
     memcpy(&bits, &w.keep_scale, sizeof bits);

@@ -13,13 +13,14 @@ fa_status fa_check_dropout_(double p, char *msg, size_t len) {
   return FA_ERR_INVALID_ARGUMENT;
 }
 
-void fa_dropout_words_(double p, uint64_t seed, uint64_t offset, fa_dropout_words *w) {
+void fa_dropout_words_(double p, uint64_t seed, uint64_t offset, int torch, fa_dropout_words *w) {
   w->u[0] = (uint32_t)seed;
   w->u[1] = (uint32_t)(seed >> 32);
   w->u[2] = (uint32_t)offset;
   w->u[3] = (uint32_t)(offset >> 32);
-  w->u[4] = dropout_threshold(p);
-  w->keep_scale = (float)(1.0 / (1.0 - p));
+  /* torch: FlashAttention-2's byte threshold and its float 1 / (1 - p) */
+  w->u[4] = torch ? dropout_threshold_torch(p) : dropout_threshold(p);
+  w->keep_scale = torch ? 1.0f / (1.0f - (float)p) : (float)(1.0 / (1.0 - p));
 }
 
 fa_status fa_dropout_mask(const fa_kernel_info *info, double p, uint64_t seed, uint64_t offset,
@@ -32,10 +33,13 @@ fa_status fa_dropout_mask(const fa_kernel_info *info, double p, uint64_t seed, u
       !fa_mul_ok(n, seqlen_k, &n) || rows > UINT32_MAX || seqlen_q > UINT32_MAX ||
       seqlen_k > UINT32_MAX)
     return FA_ERR_TOO_LARGE;
-  uint32_t thr = dropout_threshold(p);
+  int torch = info->dropout_torch;
+  uint32_t thr = torch ? dropout_threshold_torch(p) : dropout_threshold(p);
+  bool (*keep)(uint64_t, uint64_t, uint32_t, uint32_t, uint32_t, uint32_t) =
+      torch ? dropout_keep_torch : dropout_keep;
   for (int64_t bh = 0; bh < rows; bh++)
     for (int64_t q = 0; q < seqlen_q; q++)
       for (int64_t k = 0; k < seqlen_k; k++)
-        *mask++ = dropout_keep(seed, offset, (uint32_t)bh, (uint32_t)q, (uint32_t)k, thr);
+        *mask++ = keep(seed, offset, (uint32_t)bh, (uint32_t)q, (uint32_t)k, thr);
   return FA_OK;
 }

@@ -158,6 +158,8 @@ typedef struct fa_kernel_info {
    * with dropout: its plain forward kernel ("" otherwise). */
   double dropout;
   char dropout_of[FA_NAME_MAX];
+  int dropout_torch; /* key dropout_mask torch (every kernel of a spec with `dropout_mask =
+                      * torch`): PyTorch's flash-backend mask; else 0: the exact one */
 } fa_kernel_info;
 
 /* Parses metadata lines from `len` bytes of `text` (a whole PTX file or the
@@ -344,7 +346,8 @@ const fa_kernel_info *fa_module_kernel_info(const fa_module *mod, int i);
 fa_status fa_forward(fa_module *mod, const fa_forward_args *args);
 
 /* Dropout's keep decisions (docs/dropout.md) for a launch of `info`'s
- * attention (its heads) with dropout_p p, seed and offset, on the host:
+ * attention (its heads and its keep decision: exact, or PyTorch's with
+ * dropout_torch) with dropout_p p, seed and offset, on the host:
  * mask[((b * heads + h) * seqlen_q + q) * seqlen_k + k] = 1 where element
  * (b, h, q, k) is kept, 0 where dropped (batch*heads*seqlen_q*seqlen_k
  * bytes). The definition the kernels evaluate, bit for bit: for tests,
@@ -569,6 +572,7 @@ typedef struct fa_backward_step {
   unsigned block;         /* LAUNCH: threads (metadata threads) */
   unsigned smem;          /* LAUNCH: dynamic shared memory (metadata smem_bytes) */
   int dropout;            /* LAUNCH: the kernel takes dropout's parameters (metadata dropout) */
+  int dropout_torch;      /* LAUNCH: its keep decision is PyTorch's (metadata dropout_mask) */
   size_t offset, bytes;   /* ZERO: the range of the workspace */
 } fa_backward_step;
 

@@ -102,14 +102,15 @@ fa_status fa_check_disjoint(const fa_range *in, int nin, const fa_range *out, in
                             char *msg, size_t len);
 /* Every check's start: clears msg, refuses a NULL info or args. */
 /* Dropout (docs/dropout.md, dropout.c): dropout_p in [0, 1) (NaN refused);
- * the six launch parameters of (p, seed, offset): seed and offset words,
- * the 16-bit keep threshold, then 1 / (1 - p). */
+ * the six launch parameters of (p, seed, offset) for a kernel of the exact
+ * or (torch) PyTorch keep decision: seed and offset words, the keep
+ * threshold, then 1 / (1 - p). */
 fa_status fa_check_dropout_(double p, char *msg, size_t len);
 typedef struct fa_dropout_words {
   uint32_t u[5];
   float keep_scale;
 } fa_dropout_words;
-void fa_dropout_words_(double p, uint64_t seed, uint64_t offset, fa_dropout_words *w);
+void fa_dropout_words_(double p, uint64_t seed, uint64_t offset, int torch, fa_dropout_words *w);
 
 fa_status fa_check_present(const fa_kernel_info *info, const void *args, char *msg, size_t len);
 

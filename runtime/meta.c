@@ -55,7 +55,7 @@ enum {
   /* backward keys (docs/backward.md); refused for other modes */
   K_ROLE, K_FORWARD,
   /* dropout keys (docs/dropout.md) */
-  K_DROPOUT, K_DROPOUT_OF, K_COUNT
+  K_DROPOUT, K_DROPOUT_OF, K_DROPOUT_MASK, K_COUNT
 };
 #define FIRST_DECODE_KEY K_CACHE
 #define LAST_DECODE_KEY K_WIDE_SMEM
@@ -66,7 +66,7 @@ static const char *const key_names[K_COUNT] = {
   "workspace_floats_per_row", "target", "passes",
   "cache", "page_size", "split", "q_len_max", "combine_kernel", "combine_threads", "unified_max",
   "combine_pdl", "combine_fused", "wide_kernel", "wide_tile_kv", "wide_threads",
-  "wide_smem_bytes", "role", "forward", "dropout", "dropout_of",
+  "wide_smem_bytes", "role", "forward", "dropout", "dropout_of", "dropout_mask",
 };
 
 static const int required_keys[] = {K_VERSION, K_KERNEL, K_DTYPE, K_HEAD_DIM, K_HEADS,
@@ -277,6 +277,11 @@ static fa_status set_key(Parser *p, int k, const char *v) {
     return FA_OK;
   }
   case K_DROPOUT_OF: return parse_name(p, key, v, in->dropout_of, sizeof in->dropout_of, 1);
+  case K_DROPOUT_MASK: {
+    static const char *const n[] = {"exact", "torch", NULL};
+    static const int val[] = {0, 1};
+    return parse_enum(p, key, v, n, val, "exact, torch", &in->dropout_torch);
+  }
   default: return set_decode_key(p, k, v);
   }
 }
@@ -425,7 +430,8 @@ static fa_status check_backward_keys(Parser *p) {
 /* The dropout keys (docs/dropout.md): `dropout` marks a kernel that takes
  * dropout's six launch parameters: the forward with dropout, which names
  * its plain forward kernel (dropout_of), and the backward kernels that
- * recompute P (not pre and post); decode kernels have none. */
+ * recompute P (not pre and post); `dropout_mask torch`, on every kernel of
+ * such a spec, says which keep decision; decode kernels have none. */
 static fa_status check_dropout_keys(Parser *p) {
   fa_kernel_info *in = p->info;
   if (seen(p, K_DROPOUT_OF)) {
@@ -437,6 +443,8 @@ static fa_status check_dropout_keys(Parser *p) {
       return fail_key(p, K_DROPOUT_OF, "'%s' is this kernel itself, not its plain forward",
                       in->dropout_of);
   }
+  if (seen(p, K_DROPOUT_MASK) && in->mode == FA_MODE_DECODE)
+    return fail_key(p, K_DROPOUT_MASK, "%sis not valid with mode decode", "");
   if (!seen(p, K_DROPOUT)) return FA_OK;
   if (in->mode == FA_MODE_DECODE)
     return fail_key(p, K_DROPOUT, "%sis not valid with mode decode", "");

@@ -532,7 +532,7 @@ static fa_status launch(fa_module *m, int i, const fa_forward_args *a, CUdevicep
   void *params[27] = {&q, &k, &v, &o, &lse, &ws, &batch, &sq, &sk};
   for (int j = 0; j < 12; j++) params[9 + j] = &st[j];
   fa_dropout_words dw;
-  fa_dropout_words_(a->dropout_p, a->seed, a->offset, &dw);
+  fa_dropout_words_(a->dropout_p, a->seed, a->offset, in->dropout_torch, &dw);
   for (int j = 0; j < 5; j++) params[21 + j] = &dw.u[j];
   params[26] = &dw.keep_scale;
   CUresult r = m->ctx->cu.LaunchKernel(m->fns[i], grid[0], grid[1], grid[2],

@@ -24,7 +24,11 @@ which take dropout's arguments), through fa_forward / fa_backward:
      (within the attention mask) bit for bit;
   3. the race test: --reruns (default 250) forward + deterministic backward
      launches with the same seed and offset: O, LSE, dQ, dK, dV bitwise
-     identical; another offset changes O.
+     identical; another offset changes O;
+  4. for the `dropout_mask = torch` specs: PyTorch's SDPA flash backend on
+     the same inputs with return_debug_mask; its seed and offset give
+     fa_dropout_mask the same mask as its debug mask's sign bits, and our O
+     on them is within the 2x rule of the float64 reference on that mask.
 Prints a line per check and `N passed, N failed`.
 """
 import argparse
@@ -57,6 +61,10 @@ SPECS = {
         (1, 1023, 1023), (2, 17, 300)]), p=0.5),
     "drop_d256_bf16_causal": dict(spec("bf16", 256, 2, 2, mask=causal, cases=[
         (1, 203, 113), (2, 64, 1025)]), p=0.1),
+    # dropout_mask = torch: PyTorch's flash-backend mask (check_torch below too)
+    "drop_torch_d128_bf16_causal": dict(spec("bf16", 128, 4, 4, mask=causal, cases=[
+        (2, 300, 300), (1, 1025, 1023)]), p=0.15, torch=True),
+    "drop_torch_d64_f16": dict(spec("f16", 64, 6, 6, cases=[(2, 203, 517)]), p=0.3, torch=True),
 }
 
 
@@ -172,6 +180,47 @@ def check_bits(mod, name, s, gen, rng):
     return ok
 
 
+def check_torch(mod, name, s, gen):
+    """dropout_mask = torch: PyTorch's SDPA flash backend with return_debug_mask
+    on the same q, k, v; its seed and offset (output 6) given to fa_forward and
+    fa_dropout_mask: the host mask equals the sign bits of PyTorch's debug mask
+    (output 8) wherever the attention mask allows, and our O is within the 2x
+    rule of the float64 reference on that mask, as close as PyTorch's own."""
+    dt = DT[s["dtype"]]
+    H, D, DV, p = s["heads"], s["head_dim"], s["v_head_dim"], s["p"]
+    b, sq, sk = 2, 333, 333 if s["mask"] else 517
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen, device="cuda", dtype=torch.float32).to(dt)
+
+    q, k, v = randn(b, sq, H, D), randn(b, sk, H, D), randn(b, sk, H, DV)
+    res = torch.ops.aten._scaled_dot_product_flash_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), dropout_p=p,
+        is_causal=bool(s["mask"]), return_debug_mask=True, scale=s["scale"])
+    torch.cuda.synchronize()
+    rng = res[6].view(torch.int64).tolist() if res[6].numel() == 2 else [int(res[6]), int(res[7])]
+    seed, offset = rng[0] & (2**64 - 1), rng[1] & (2**64 - 1)
+    dbg = res[8][:, :, :sq, :sk].float().cpu()
+    theirs = ~torch.signbit(dbg)
+    allow = allowed(s, sq, sk)
+    ours = mod.dropout_mask(p, seed, offset, b, sq, sk).bool()
+    same = torch.equal(ours & allow, theirs & allow)
+    o = torch.full((b, sq, H, DV), float("nan"), device="cuda", dtype=dt)
+    mod.forward(q, k, v, o, dropout=(p, seed, offset))
+    torch.cuda.synchronize()
+    drop = (ours, p)
+    ref = attention(s, q.double(), k.double(), v.double(), sq, sk, drop)
+    pt = attention(s, q, k, v, sq, sk, drop)
+    e, bound = err(o, ref), 2 * err(pt, ref) + 1e-5
+    e_torch = err(res[0].transpose(1, 2), ref)
+    ok = same and e <= bound
+    print(f"{'PASS' if ok else 'FAIL'} {name:30s} torch: seed {seed} offset {offset}: mask "
+          f"{'==' if same else '!='} PyTorch's debug mask ({int((theirs & allow).sum())} of "
+          f"{int(allow.sum()) * b * H} kept); O {e:.2e}/{bound:.2e} (PyTorch's own {e_torch:.2e})",
+          flush=True)
+    return ok
+
+
 def check_race(mod, name, s, gen, rng, reruns):
     b, sq, sk = 2, 333, 301
     dt = DT[s["dtype"]]
@@ -232,6 +281,8 @@ def main():
             mod = ctx.load_ptx(os.path.join(a.ptx_dir, name + ".ptx"))
             results = [check_values(mod, name, s, c, gen, rng) for c in s["cases"]]
             results.append(check_bits(mod, name, s, gen, rng))
+            if s.get("torch"):
+                results.append(check_torch(mod, name, s, gen))
             results.append(check_race(mod, name, s, gen, rng, a.reruns))
         except (RuntimeError, flashc_rt.FlashcError) as e:
             print(f"FAIL {name}: {e}")

@@ -71,8 +71,14 @@ static double drop_factor(const KernelSpec *ks, const RefDropout *dr, int64_t b,
                           int64_t qi, int64_t kj) {
   if (!dr || dr->p == 0)
     return 1;
-  bool kept = dropout_keep(dr->seed, dr->offset, (uint32_t)(b * ks->heads + h), (uint32_t)qi,
-                           (uint32_t)kj, dropout_threshold(dr->p));
+  uint32_t bh = (uint32_t)(b * ks->heads + h);
+  if (ks->dropout_torch) /* FlashAttention-2's bytes and its float 1 / (1 - p) */
+    return dropout_keep_torch(dr->seed, dr->offset, bh, (uint32_t)qi, (uint32_t)kj,
+                              dropout_threshold_torch(dr->p))
+               ? 1.0f / (1.0f - (float)dr->p)
+               : 0;
+  bool kept = dropout_keep(dr->seed, dr->offset, bh, (uint32_t)qi, (uint32_t)kj,
+                           dropout_threshold(dr->p));
   return kept ? 1 / (1 - dr->p) : 0;
 }
 

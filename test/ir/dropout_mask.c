@@ -1,7 +1,8 @@
 /* dropout_mask.c - dropout's keep decision (ir/dropout.h), issue 18:
  *   1. the tile-IR form (build_dropout_keep, run by the interpreter) equals
  *      the host form on score tiles at odd positions, queries on the rows and
- *      on the columns, for several p;
+ *      on the columns, for several p; the same for PyTorch's mask
+ *      (build_dropout_keep_torch, dropout_keep_torch);
  *   2. statistics of the host form over 1.2e7 elements for p = 0.1, 0.17,
  *      0.5: the keep fraction within 4 sigma of the rate threshold / 65536,
  *      which is within 2^-17 of 1 - p; neighbours along k, q and heads (and k, k+8
@@ -41,15 +42,16 @@ static Value *u32(Builder *b, uint32_t v) { return build_const(b, type_scalar(EL
  * on the rows, or (transposed) keys on the rows and queries on the columns,
  * as the K/V-outer backward kernels have it; out[r * C + c]. */
 static int ir_mask(uint64_t seed, uint64_t offset, uint32_t bh, int q0, int k0, uint32_t thr,
-                   bool transposed, double *out) {
+                   bool transposed, bool torch, double *out) {
   Module *m = module_create();
   Func *f = out_kernel(m, "mask", C);
   Builder b = builder_at_end(m, f->body);
   Value *zero = build_index(&b, 0);
   DropoutArgs a = {u32(&b, (uint32_t)seed), u32(&b, (uint32_t)(seed >> 32)), u32(&b, (uint32_t)offset),
                    u32(&b, (uint32_t)(offset >> 32)), u32(&b, thr)};
-  Value *keep = build_dropout_keep(&b, &a, build_index(&b, bh), type_tile(ELEM_F32, R, C, DIST_NONE),
-                                   transposed, build_index(&b, q0), build_index(&b, k0));
+  Value *keep = (torch ? build_dropout_keep_torch : build_dropout_keep)(
+      &b, &a, build_index(&b, bh), type_tile(ELEM_F32, R, C, DIST_NONE), transposed,
+      build_index(&b, q0), build_index(&b, k0));
   Value *ops[5] = {f->args[0], zero, zero, zero, build_cast(&b, keep, ELEM_F32)};
   build_op(&b, OP_STORE, ops, 5, NULL, 0, 0);
   build_op(&b, OP_RETURN, NULL, 0, NULL, 0, 0);
@@ -68,14 +70,16 @@ static void check_ir(void) {
                {0x123456789abcdefull, 4096, 3, 17, 40, 0.17},
                {42, 0xffffffff00000010ull, 31, 1023, 8191, 0.5},
                {7, 1ull << 40, 12, 5, 3, 0.0},
-               {0xdeadbeefcafef00dull, 77, 1, 64, 128, 0.9}};
-  for (size_t i = 0; i < 2 * sizeof cases / sizeof cases[0]; i++) {
-    size_t ci = i / 2;
-    bool tr = i % 2;
+               {0xdeadbeefcafef00dull, 77, 1, 64, 128, 0.9},
+               /* torch: offset + 32 bh + lane carries into the high word */
+               {9, 0x1fffffff0ull, 5, 33, 70, 0.3}};
+  for (size_t i = 0; i < 4 * sizeof cases / sizeof cases[0]; i++) {
+    size_t ci = i / 4;
+    bool tr = i % 2, torch = i / 2 % 2;
     double got[R * C];
-    uint32_t thr = dropout_threshold(cases[ci].p);
+    uint32_t thr = torch ? dropout_threshold_torch(cases[ci].p) : dropout_threshold(cases[ci].p);
     if (ir_mask(cases[ci].seed, cases[ci].offset, cases[ci].bh, cases[ci].q0, cases[ci].k0, thr,
-                tr, got)) {
+                tr, torch, got)) {
       report(false, "tile IR mask %zu: the kernel did not run", i);
       continue;
     }
@@ -83,12 +87,13 @@ static void check_ir(void) {
     for (int r = 0; r < R; r++)
       for (int c = 0; c < C; c++) {
         uint32_t q = (uint32_t)(cases[ci].q0 + (tr ? c : r)), k = (uint32_t)(cases[ci].k0 + (tr ? r : c));
-        bool want = dropout_keep(cases[ci].seed, cases[ci].offset, cases[ci].bh, q, k, thr);
+        bool want = (torch ? dropout_keep_torch : dropout_keep)(cases[ci].seed, cases[ci].offset,
+                                                                 cases[ci].bh, q, k, thr);
         differ += (got[r * C + c] != 0) != want;
         kept += want;
       }
-    report(differ == 0, "tile IR mask == host mask, p = %g%s: %d of %d kept", cases[ci].p,
-           tr ? " (keys on rows)" : "", kept, R * C);
+    report(differ == 0, "tile IR mask == host mask%s, p = %g%s: %d of %d kept",
+           torch ? " (torch)" : "", cases[ci].p, tr ? " (keys on rows)" : "", kept, R * C);
   }
 }
 
