@@ -65,7 +65,7 @@ typedef struct fa_jit_options {
 } fa_jit_options;
 
 /* Sets every field of opts to its default (all NULL). */
-void fa_jit_options_init(fa_jit_options *opts);
+FA_API void fa_jit_options_init(fa_jit_options *opts);
 
 /* Compiles `len` bytes of spec `source` (need not be NUL-terminated) to
  * PTX, through the cache. opts may be NULL (all defaults). On success *ptx
@@ -78,16 +78,16 @@ void fa_jit_options_init(fa_jit_options *opts);
  * required pass, a kernel name that is not in the source or a source with
  * several kernels and no name; FA_ERR_NULL_POINTER; FA_ERR_OUT_OF_MEMORY.
  * Needs no GPU. */
-fa_status fa_jit_compile(const char *source, size_t len, const fa_jit_options *opts,
+FA_API fa_status fa_jit_compile(const char *source, size_t len, const fa_jit_options *opts,
                          char **ptx, size_t *ptx_len, char *err, size_t errlen);
 
 /* fa_jit_compile, then fa_module_load_ptx in ctx. On failure *out is NULL
  * and fa_context_errmsg(ctx) holds the compile or load error. */
-fa_status fa_module_compile(fa_context *ctx, const char *source, size_t len,
+FA_API fa_status fa_module_compile(fa_context *ctx, const char *source, size_t len,
                             const fa_jit_options *opts, fa_module **out);
 
 /* Frees a buffer fa_jit_compile returned. NULL is a no-op. */
-void fa_jit_free(void *p);
+FA_API void fa_jit_free(void *p);
 
 #ifdef __cplusplus
 }

@@ -32,6 +32,14 @@ extern "C" {
 #endif
 
 #define FA_RUNTIME_VERSION "0.1.0"
+
+/* Marks the library's interface: the shared libraries are built with hidden
+ * visibility and export exactly the functions declared FA_API. */
+#if defined(__GNUC__)
+#define FA_API __attribute__((visibility("default")))
+#else
+#define FA_API
+#endif
 #define FA_META_VERSION 1 /* the metadata version this runtime reads */
 
 /* ---- status codes ------------------------------------------------------ */
@@ -57,7 +65,7 @@ typedef enum fa_status {
 
 /* Static English name of a status, e.g. "FA_ERR_SHAPE: shape mismatch".
  * Never NULL (unknown values give "FA_ERR_UNKNOWN"). */
-const char *fa_status_string(fa_status status);
+FA_API const char *fa_status_string(fa_status status);
 
 /* ---- kernel metadata --------------------------------------------------- */
 
@@ -86,11 +94,11 @@ typedef enum fa_role {
 } fa_role;
 
 /* Static name of a dtype ("f16", "bf16", "f32"); "?" when out of range. */
-const char *fa_dtype_name(fa_dtype dtype);
+FA_API const char *fa_dtype_name(fa_dtype dtype);
 
 /* Static name of a role as the metadata spells it ("pre", "main", "kv", "q",
  * "post", "dv"; "none" for FA_ROLE_NONE); "?" when out of range. */
-const char *fa_role_name(fa_role role);
+FA_API const char *fa_role_name(fa_role role);
 
 #define FA_NAME_MAX 128
 
@@ -170,7 +178,7 @@ typedef struct fa_kernel_info {
  * is the first. Otherwise returns FA_ERR_META (or FA_ERR_NULL_POINTER) and
  * writes a message naming the key and line into err (when err is not NULL;
  * truncated to errlen). */
-fa_status fa_meta_parse(const char *text, size_t len, fa_kernel_info *out, char *err,
+FA_API fa_status fa_meta_parse(const char *text, size_t len, fa_kernel_info *out, char *err,
                         size_t errlen);
 
 /* The most kernels one module's metadata may describe. */
@@ -188,7 +196,7 @@ fa_status fa_meta_parse(const char *text, size_t len, fa_kernel_info *out, char 
  * backward kernel of each role. fa_meta_parse makes the same checks and
  * returns the first block. Failures as fa_meta_parse's (FA_ERR_META naming
  * the line). */
-fa_status fa_meta_parse_module(const char *text, size_t len, fa_kernel_info *out, int *count,
+FA_API fa_status fa_meta_parse_module(const char *text, size_t len, fa_kernel_info *out, int *count,
                                char *err, size_t errlen);
 
 /* ---- tensors and launch arguments -------------------------------------- */
@@ -232,7 +240,7 @@ typedef struct fa_forward_args {
  * (strides d1*d2*d3, d2*d3, d3, 1). A convenience; returns t, or NULL when a
  * dim is negative or a stride overflows int64 (t is then filled with strides
  * that every launch check refuses, with a message saying so). */
-fa_tensor *fa_tensor_contiguous(fa_tensor *t, void *data, fa_dtype dtype, int64_t d0,
+FA_API fa_tensor *fa_tensor_contiguous(fa_tensor *t, void *data, fa_dtype dtype, int64_t d0,
                                 int64_t d1, int64_t d2, int64_t d3);
 
 /* Validates a forward launch against the kernel's metadata without touching
@@ -249,13 +257,13 @@ fa_tensor *fa_tensor_contiguous(fa_tensor *t, void *data, fa_dtype dtype, int64_
  * NULL). A launch with batch == 0 or seqlen_q == 0 is valid (FA_OK) and
  * fa_forward launches nothing for it; seqlen_k == 0 is valid too and is
  * launched: every row is fully masked (O = 0, LSE = -inf). */
-fa_status fa_forward_check(const fa_kernel_info *info, const fa_forward_args *args, char *msg,
+FA_API fa_status fa_forward_check(const fa_kernel_info *info, const fa_forward_args *args, char *msg,
                            size_t msglen);
 
 /* The launch geometry fa_forward uses for `batch` x `seqlen_q` (grid[3] =
  * x, y, z; block = info->threads). Returns FA_ERR_TOO_LARGE when a grid
  * dimension exceeds the CUDA limits, FA_ERR_NULL_POINTER for NULL. */
-fa_status fa_forward_grid(const fa_kernel_info *info, int64_t batch, int64_t seqlen_q,
+FA_API fa_status fa_forward_grid(const fa_kernel_info *info, int64_t batch, int64_t seqlen_q,
                           unsigned grid[3]);
 
 /* ---- context ----------------------------------------------------------- */
@@ -270,18 +278,18 @@ typedef struct fa_context fa_context;
  * driver, no GPU, ordinal too large), FA_ERR_INVALID_ARGUMENT (negative
  * ordinal), FA_ERR_CUDA or FA_ERR_OUT_OF_MEMORY, and err (when not NULL)
  * receives the reason. */
-fa_status fa_context_create(int device, fa_context **out, char *err, size_t errlen);
+FA_API fa_status fa_context_create(int device, fa_context **out, char *err, size_t errlen);
 
 /* Releases the context. Modules loaded in it stay usable: the context is
  * freed when the last of them is destroyed. NULL is a no-op. */
-void fa_context_destroy(fa_context *ctx);
+FA_API void fa_context_destroy(fa_context *ctx);
 
 /* The message of the last failed call on ctx ("" after a success). For NULL
  * returns a static message. Valid until the next call on ctx. */
-const char *fa_context_errmsg(const fa_context *ctx);
+FA_API const char *fa_context_errmsg(const fa_context *ctx);
 
 /* The device ordinal of ctx (-1 for NULL). */
-int fa_context_device(const fa_context *ctx);
+FA_API int fa_context_device(const fa_context *ctx);
 
 /* ---- module ------------------------------------------------------------ */
 
@@ -294,44 +302,44 @@ typedef struct fa_module fa_module;
  * metadata, raises its dynamic shared memory limit to smem_bytes and checks
  * that `threads` fits the compiled function. On failure *out is NULL and
  * fa_context_errmsg(ctx) says why (FA_ERR_META, FA_ERR_LOAD, ...). */
-fa_status fa_module_load_ptx(fa_context *ctx, const char *ptx, size_t len, fa_module **out);
+FA_API fa_status fa_module_load_ptx(fa_context *ctx, const char *ptx, size_t len, fa_module **out);
 
 /* Reads the file at `path` and loads it as fa_module_load_ptx does. */
-fa_status fa_module_load_ptx_file(fa_context *ctx, const char *path, fa_module **out);
+FA_API fa_status fa_module_load_ptx_file(fa_context *ctx, const char *path, fa_module **out);
 
 /* Loads a cubin (or fatbin) image of `cubin_len` bytes with the metadata
  * text of the same kernel (`flashc -emit=meta`) beside it. Otherwise as
  * fa_module_load_ptx. */
-fa_status fa_module_load_cubin(fa_context *ctx, const void *cubin, size_t cubin_len,
+FA_API fa_status fa_module_load_cubin(fa_context *ctx, const void *cubin, size_t cubin_len,
                                const char *meta, size_t meta_len, fa_module **out);
 
 /* Unloads the module and frees its device scratch (workspace and LSE). Waits
  * for nothing: the caller must have synchronized the streams it launched
  * on. NULL is a no-op. */
-void fa_module_destroy(fa_module *mod);
+FA_API void fa_module_destroy(fa_module *mod);
 
 /* The message of the last failed call on mod ("" after a success). For
  * NULL returns a static message. */
-const char *fa_module_errmsg(const fa_module *mod);
+FA_API const char *fa_module_errmsg(const fa_module *mod);
 
 /* The JIT's info log of the load (may be ""). NULL for NULL. */
-const char *fa_module_jit_log(const fa_module *mod);
+FA_API const char *fa_module_jit_log(const fa_module *mod);
 
 /* The kernel's metadata; owned by mod, valid until it is destroyed. NULL
  * for NULL. For a module of several kernels, its first kernel's (the one
  * fa_forward / fa_decode launch). */
-const fa_kernel_info *fa_module_info(const fa_module *mod);
+FA_API const fa_kernel_info *fa_module_info(const fa_module *mod);
 
 /* How many kernels the module's metadata describes (fa_meta_parse_module;
  * 1 for most modules, 6 for a forward kernel with its backward); 0 for
  * NULL. A decode kernel's combine kernel and variant are not counted: they
  * are described by its own block. */
-int fa_module_kernel_count(const fa_module *mod);
+FA_API int fa_module_kernel_count(const fa_module *mod);
 
 /* The metadata of the module's kernel i (0 <= i < fa_module_kernel_count,
  * in file order; 0 is fa_module_info's), NULL when out of range. Owned by
  * mod. */
-const fa_kernel_info *fa_module_kernel_info(const fa_module *mod, int i);
+FA_API const fa_kernel_info *fa_module_kernel_info(const fa_module *mod, int i);
 
 /* Validates `args` with fa_forward_check (the status and message of a
  * failure are returned / kept in mod; FA_ERR_UNSUPPORTED for dropout_p > 0
@@ -343,7 +351,7 @@ const fa_kernel_info *fa_module_kernel_info(const fa_module *mod, int i);
  * synchronization. batch == 0 or seqlen_q == 0 launches nothing.
  * The scratch is shared by all launches of mod: launches that use it on
  * different streams must be ordered by the caller. */
-fa_status fa_forward(fa_module *mod, const fa_forward_args *args);
+FA_API fa_status fa_forward(fa_module *mod, const fa_forward_args *args);
 
 /* Dropout's keep decisions (docs/dropout.md) for a launch of `info`'s
  * attention (its heads and its keep decision: exact, or PyTorch's with
@@ -354,7 +362,7 @@ fa_status fa_forward(fa_module *mod, const fa_forward_args *args);
  * debugging, and seeing which entries a launch kept (the attention mask is
  * not applied). FA_ERR_NULL_POINTER, FA_ERR_INVALID_ARGUMENT (p outside
  * [0, 1), a negative size), FA_ERR_TOO_LARGE (an index beyond 32 bits). */
-fa_status fa_dropout_mask(const fa_kernel_info *info, double p, uint64_t seed, uint64_t offset,
+FA_API fa_status fa_dropout_mask(const fa_kernel_info *info, double p, uint64_t seed, uint64_t offset,
                           int64_t batch, int64_t seqlen_q, int64_t seqlen_k, uint8_t *mask);
 
 /* ---- decode (docs/decode.md) ------------------------------------------- */
@@ -416,7 +424,7 @@ typedef struct fa_decode_args {
  * [0, capacity] and every needed block-table entry in [0, num_pages).
  * batch == 0 or q_len == 0 is valid and launches nothing. Returns FA_OK or
  * the first failure's status with a message in msg (when not NULL). */
-fa_status fa_decode_check(const fa_kernel_info *info, const fa_decode_args *args, char *msg,
+FA_API fa_status fa_decode_check(const fa_kernel_info *info, const fa_decode_args *args, char *msg,
                           size_t msglen);
 
 /* Whether a `split = auto` launch of (batch, kv_heads) pairs on a GPU of
@@ -424,7 +432,7 @@ fa_status fa_decode_check(const fa_kernel_info *info, const fa_decode_args *args
  * wide_kernel) instead of its kernel: when it has one, one block per SM
  * gives every pair at least FA_DECODE_WIDE_SPLITS splits, and the longest
  * cache (max_seqlen) holds at least FA_DECODE_WIDE_KEYS keys. 0 or 1. */
-int fa_decode_variant(const fa_kernel_info *info, int64_t batch, int64_t kv_heads,
+FA_API int fa_decode_variant(const fa_kernel_info *info, int64_t batch, int64_t kv_heads,
                       int64_t max_seqlen, int sm_count);
 
 /* The `split = auto` heuristic for (split, kv_head, batch) blocks on a GPU
@@ -436,7 +444,7 @@ int fa_decode_variant(const fa_kernel_info *info, int64_t batch, int64_t kv_head
  * empty. For the small-batch variant (fa_decode_variant) one block per SM
  * on its wide_tile_kv tiles. 1 when the kernel has no combine kernel.
  * Always >= 1. */
-int fa_decode_splits(const fa_kernel_info *info, int64_t batch, int64_t kv_heads,
+FA_API int fa_decode_splits(const fa_kernel_info *info, int64_t batch, int64_t kv_heads,
                      int64_t max_seqlen, int sm_count);
 
 /* The split count fa_decode would use for args on a GPU of sm_count SMs
@@ -448,7 +456,7 @@ int fa_decode_splits(const fa_kernel_info *info, int64_t batch, int64_t kv_heads
  * whether the small-batch variant runs (fa_decode_variant; only with the
  * automatic split count). Returns FA_ERR_TOO_LARGE when the workspace
  * would not fit the kernels' int32 float indices. */
-fa_status fa_decode_plan(const fa_kernel_info *info, const fa_decode_args *args, int sm_count,
+FA_API fa_status fa_decode_plan(const fa_kernel_info *info, const fa_decode_args *args, int sm_count,
                          int *nsplit, size_t *workspace_bytes, int *wide);
 
 /* Validates args (fa_decode_check), chooses nsplit (fa_decode_plan with
@@ -457,13 +465,13 @@ fa_status fa_decode_plan(const fa_kernel_info *info, const fa_decode_args *args,
  * grid (nsplit, kv_heads, batch) and, when nsplit > 1, the combine kernel
  * on grid (heads, batch), both on args->stream. Asynchronous, like
  * fa_forward; the scratch is shared by the launches of mod. */
-fa_status fa_decode(fa_module *mod, const fa_decode_args *args);
+FA_API fa_status fa_decode(fa_module *mod, const fa_decode_args *args);
 
 /* The nsplit of the last successful fa_decode on mod (0 before one). */
-int fa_decode_last_nsplit(const fa_module *mod);
+FA_API int fa_decode_last_nsplit(const fa_module *mod);
 /* The split kernel the last successful fa_decode on mod launched (its
  * kernel or its small-batch variant); "" before one or for a NULL mod. */
-const char *fa_decode_last_kernel(const fa_module *mod);
+FA_API const char *fa_decode_last_kernel(const fa_module *mod);
 
 
 /* ---- backward (docs/backward.md) --------------------------------------- */
@@ -533,7 +541,7 @@ typedef struct fa_backward_args {
  * give), FA_ERR_UNSUPPORTED (a decode kernel), FA_ERR_TOO_LARGE (the size,
  * or an int32 kernel parameter or the delta row index, overflows), else
  * FA_OK. */
-fa_status fa_backward_workspace_size(const fa_kernel_info *info, int64_t batch,
+FA_API fa_status fa_backward_workspace_size(const fa_kernel_info *info, int64_t batch,
                                      int64_t seqlen_q, int64_t seqlen_k, int mode,
                                      size_t *bytes);
 
@@ -555,7 +563,7 @@ fa_status fa_backward_workspace_size(const fa_kernel_info *info, int64_t batch,
  * for kv_heads = 8 (...)". FA_ERR_UNSUPPORTED for a decode kernel.
  * batch == 0 is valid and launches nothing; seqlen_q == 0 or seqlen_k == 0
  * are valid and launched (fa_backward_plan). */
-fa_status fa_backward_check(const fa_kernel_info *info, const fa_backward_args *args, char *msg,
+FA_API fa_status fa_backward_check(const fa_kernel_info *info, const fa_backward_args *args, char *msg,
                             size_t msglen);
 
 /* One step of a backward launch, in stream order. */
@@ -607,7 +615,7 @@ typedef struct fa_backward_schedule {
  * was compiled without `grad = true`) or lacks one this mode launches, a
  * check's failure, or FA_ERR_META for kernel infos that contradict their
  * role; the message goes to msg (when not NULL). */
-fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
+FA_API fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
                            const fa_backward_args *args, fa_backward_schedule *plan, char *msg,
                            size_t msglen);
 
@@ -633,7 +641,7 @@ typedef struct fa_param {
  * are from (args->workspace, or the module's scratch). Fills params and
  * *count (at most FA_BACKWARD_MAX_PARAMS). FA_ERR_INVALID_ARGUMENT for a
  * step that is not a launch; FA_ERR_NULL_POINTER for NULL. */
-fa_status fa_backward_params(const fa_backward_schedule *plan, int step,
+FA_API fa_status fa_backward_params(const fa_backward_schedule *plan, int step,
                              const fa_backward_args *args, uint64_t workspace,
                              fa_param params[FA_BACKWARD_MAX_PARAMS], int *count);
 
@@ -646,7 +654,7 @@ fa_status fa_backward_params(const fa_backward_schedule *plan, int step,
  * the atomic launch's memset is missing from the driver (use
  * FA_BACKWARD_DETERMINISTIC). Asynchronous, like fa_forward: errors inside the kernels show at the
  * next synchronization. */
-fa_status fa_backward(fa_module *mod, const fa_backward_args *args);
+FA_API fa_status fa_backward(fa_module *mod, const fa_backward_args *args);
 
 #ifdef __cplusplus
 }

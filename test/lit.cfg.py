@@ -17,6 +17,11 @@ config.substitutions.append(("%flashc", os.path.join(bin_dir, "flashc")))
 config.substitutions.append(("%src_root", config.flashc_src_root))
 config.substitutions.append(("%examples", os.path.join(config.flashc_src_root, "examples")))
 config.substitutions.append(("%test_bin", test_bin_dir))
+config.substitutions.append(("%obj_root", config.flashc_obj_root))
+
+# The runtime library is built where cuda.h is (runtime/CMakeLists.txt).
+if os.path.exists(os.path.join(config.flashc_obj_root, "runtime", "libflashc_runtime.so")):
+    config.available_features.add("runtime")
 
 import shutil
 if shutil.which("ptxas"):
