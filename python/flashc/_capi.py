@@ -1,0 +1,105 @@
+"""ctypes declarations of the C API (runtime/flashc_runtime.h, jit/flashc_jit.h)
+and how the libraries are found. Struct layouts mirror the headers; the CI test
+test/python/capi.test checks their sizes against the C compiler's."""
+import ctypes
+import ctypes.util
+import os
+
+FA_NAME_MAX = 128
+STATUS = ["FA_OK", "FA_ERR_INVALID_ARGUMENT", "FA_ERR_DTYPE", "FA_ERR_SHAPE", "FA_ERR_STRIDE",
+          "FA_ERR_ALIGNMENT", "FA_ERR_NULL_POINTER", "FA_ERR_TOO_LARGE", "FA_ERR_NO_DEVICE",
+          "FA_ERR_CUDA", "FA_ERR_LOAD", "FA_ERR_META", "FA_ERR_OUT_OF_MEMORY",
+          "FA_ERR_UNSUPPORTED", "FA_ERR_COMPILE"]
+FA_OK, FA_ERR_COMPILE = 0, 14
+MODULE_MAX_KERNELS = 16
+
+
+class DecodeInfo(ctypes.Structure):
+    _fields_ = [("cache", ctypes.c_int), ("page_size", ctypes.c_int), ("split", ctypes.c_int),
+                ("q_len_max", ctypes.c_int), ("combine_kernel", ctypes.c_char * FA_NAME_MAX),
+                ("combine_threads", ctypes.c_int), ("has_unified_max", ctypes.c_int),
+                ("unified_max", ctypes.c_double), ("combine_pdl", ctypes.c_int),
+                ("combine_fused", ctypes.c_int), ("wide_kernel", ctypes.c_char * FA_NAME_MAX),
+                ("wide_tile_kv", ctypes.c_int), ("wide_threads", ctypes.c_int),
+                ("wide_smem_bytes", ctypes.c_int)]
+
+
+class KernelInfo(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_int), ("kernel", ctypes.c_char * FA_NAME_MAX),
+                ("mode", ctypes.c_int), ("dtype", ctypes.c_int), ("head_dim", ctypes.c_int),
+                ("v_head_dim", ctypes.c_int), ("heads", ctypes.c_int), ("kv_heads", ctypes.c_int),
+                ("mask", ctypes.c_int), ("scale", ctypes.c_double), ("tile_q", ctypes.c_int),
+                ("tile_kv", ctypes.c_int), ("warps", ctypes.c_int), ("stages", ctypes.c_int),
+                ("threads", ctypes.c_int), ("smem_bytes", ctypes.c_int), ("grid", ctypes.c_int),
+                ("workspace_floats_per_row", ctypes.c_int), ("target", ctypes.c_char * 32),
+                ("passes", ctypes.c_char * 512), ("decode", DecodeInfo), ("role", ctypes.c_int),
+                ("forward", ctypes.c_char * FA_NAME_MAX), ("dropout", ctypes.c_double),
+                ("dropout_of", ctypes.c_char * FA_NAME_MAX), ("dropout_torch", ctypes.c_int)]
+
+
+class JitOptions(ctypes.Structure):
+    _fields_ = [("kernel", ctypes.c_char_p), ("target", ctypes.c_char_p),
+                ("disable_passes", ctypes.c_char_p), ("cache_dir", ctypes.c_char_p),
+                ("filename", ctypes.c_char_p), ("stats", ctypes.c_void_p)]
+
+
+MODES = ["forward", "backward", "decode"]
+DTYPES = ["f16", "bf16", "f32"]
+MASKS = ["none", "causal", "window", "expr"]
+ROLES = ["none", "pre", "main", "kv", "q", "post", "dv"]
+
+
+def info_dict(k):
+    """A KernelInfo as a plain dict (names as the metadata spells them)."""
+    return {"kernel": k.kernel.decode(), "mode": MODES[k.mode], "dtype": DTYPES[k.dtype],
+            "head_dim": k.head_dim, "v_head_dim": k.v_head_dim, "heads": k.heads,
+            "kv_heads": k.kv_heads, "mask": MASKS[k.mask], "scale": k.scale,
+            "tile_q": k.tile_q, "tile_kv": k.tile_kv, "threads": k.threads,
+            "smem_bytes": k.smem_bytes, "role": ROLES[k.role], "forward": k.forward.decode(),
+            "dropout": k.dropout, "dropout_of": k.dropout_of.decode(),
+            "dropout_mask": "torch" if k.dropout_torch else "exact"}
+
+
+def _candidates(name):
+    here = os.path.dirname(os.path.abspath(__file__))
+    dirs = []
+    if os.environ.get("FLASHC_LIB_DIR"):
+        dirs.append(os.environ["FLASHC_LIB_DIR"])
+    dirs.append(here)  # a wheel or an install may put the libraries beside the package
+    repo = os.path.normpath(os.path.join(here, "..", ".."))
+    for sub in ("build/jit", "build/runtime", "build-gpu", "build-rt"):
+        dirs.append(os.path.join(repo, sub))
+    return [os.path.join(d, f"lib{name}.so") for d in dirs]
+
+
+def load_library(name):
+    """libNAME.so: FLASHC_LIB_DIR, beside the package, the repository's build
+    folders, then the loader's search path. Raises OSError naming where it looked."""
+    tried = []
+    for path in _candidates(name):
+        if os.path.exists(path):
+            return ctypes.CDLL(path)
+        tried.append(path)
+    found = ctypes.util.find_library(name)
+    if found:
+        return ctypes.CDLL(found)
+    raise OSError(f"lib{name}.so not found (set FLASHC_LIB_DIR; looked in "
+                  f"{', '.join(os.path.dirname(t) for t in tried)} and the loader's path)")
+
+
+def declare(lib):
+    P, S, I = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
+    sig = {
+        "fa_status_string": (ctypes.c_char_p, [I]),
+        "fa_meta_parse_module": (I, [ctypes.c_char_p, S, ctypes.POINTER(KernelInfo),
+                                     ctypes.POINTER(I), ctypes.c_char_p, S]),
+        "fa_jit_options_init": (None, [ctypes.POINTER(JitOptions)]),
+        "fa_jit_compile": (I, [ctypes.c_char_p, S, ctypes.POINTER(JitOptions),
+                               ctypes.POINTER(P), ctypes.POINTER(S), ctypes.c_char_p, S]),
+        "fa_jit_free": (None, [P]),
+    }
+    for name, (res, args) in sig.items():
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.restype, fn.argtypes = res, args
+    return lib

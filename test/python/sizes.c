@@ -1,0 +1,10 @@
+/* test/python/compile.test: the C sizes the package's ctypes structs mirror. */
+#include <stdio.h>
+
+#include "flashc_jit.h"
+
+int main(void) {
+  printf("fa_kernel_info=%zu,fa_decode_info=%zu,fa_jit_options=%zu\n", sizeof(fa_kernel_info),
+         sizeof(fa_decode_info), sizeof(fa_jit_options));
+  return 0;
+}
