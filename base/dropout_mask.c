@@ -42,6 +42,14 @@ uint32_t dropout_threshold_torch(double p) {
   return (uint32_t)floor((double)(1.0f - (float)p) * 255.0) + 1;
 }
 
+uint32_t dropout_launch_threshold(double p, bool torch) {
+  return torch ? dropout_threshold_torch(p) : dropout_threshold(p);
+}
+
+float dropout_launch_scale(double p, bool torch) {
+  return torch ? 1.0f / (1.0f - (float)p) : (float)(1.0 / (1.0 - p));
+}
+
 bool dropout_keep_torch(uint64_t seed, uint64_t offset, uint32_t bh, uint32_t q, uint32_t k,
                         uint32_t threshold) {
   uint64_t off = offset + 32 * (uint64_t)bh + 4 * (q % 8) + (k % 8) / 2;

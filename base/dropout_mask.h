@@ -67,6 +67,13 @@ bool dropout_keep(uint64_t seed, uint64_t offset, uint32_t bh, uint32_t q, uint3
  * dropout_threshold_torch gives floor + 1, so that both definitions keep an
  * element when its value is below the threshold. */
 uint32_t dropout_threshold_torch(double p);
+
+/* The kernels' launch arguments keep_threshold and keep_scale for rate p
+ * under either decision (torch: FlashAttention-2's threshold and its float
+ * 1 / (1 - p)): what the runtime passes and the interpreter binds. */
+uint32_t dropout_launch_threshold(double p, bool torch);
+float dropout_launch_scale(double p, bool torch);
+
 bool dropout_keep_torch(uint64_t seed, uint64_t offset, uint32_t bh, uint32_t q, uint32_t k,
                         uint32_t threshold);
 

@@ -287,11 +287,11 @@ static bool dropout_arg(const InterpSizes *sz, bool torch, const char *name, dou
       return true;
     }
   if (strcmp(name, "keep_threshold") == 0) {
-    *x = torch ? dropout_threshold_torch(sz->dropout_p) : dropout_threshold(sz->dropout_p);
+    *x = dropout_launch_threshold(sz->dropout_p, torch);
     return true;
   }
   if (strcmp(name, "keep_scale") == 0) {
-    *x = torch ? 1.0f / (1.0f - (float)sz->dropout_p) : (float)(1.0 / (1.0 - sz->dropout_p));
+    *x = dropout_launch_scale(sz->dropout_p, torch);
     return true;
   }
   return false;

@@ -18,9 +18,8 @@ void fa_dropout_words_(double p, uint64_t seed, uint64_t offset, int torch, fa_d
   w->u[1] = (uint32_t)(seed >> 32);
   w->u[2] = (uint32_t)offset;
   w->u[3] = (uint32_t)(offset >> 32);
-  /* torch: FlashAttention-2's byte threshold and its float 1 / (1 - p) */
-  w->u[4] = torch ? dropout_threshold_torch(p) : dropout_threshold(p);
-  w->keep_scale = torch ? 1.0f / (1.0f - (float)p) : (float)(1.0 / (1.0 - p));
+  w->u[4] = dropout_launch_threshold(p, torch);
+  w->keep_scale = dropout_launch_scale(p, torch);
 }
 
 fa_status fa_dropout_mask(const fa_kernel_info *info, double p, uint64_t seed, uint64_t offset,
@@ -34,7 +33,7 @@ fa_status fa_dropout_mask(const fa_kernel_info *info, double p, uint64_t seed, u
       seqlen_k > UINT32_MAX)
     return FA_ERR_TOO_LARGE;
   int torch = info->dropout_torch;
-  uint32_t thr = torch ? dropout_threshold_torch(p) : dropout_threshold(p);
+  uint32_t thr = dropout_launch_threshold(p, torch);
   bool (*keep)(uint64_t, uint64_t, uint32_t, uint32_t, uint32_t, uint32_t) =
       torch ? dropout_keep_torch : dropout_keep;
   for (int64_t bh = 0; bh < rows; bh++)
