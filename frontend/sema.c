@@ -17,577 +17,7 @@
  * by their KernelSpec and freed by fe_free_spec. Copies are capped in size so
  * that lets defined from each other cannot blow up exponentially.
  */
-#include <math.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "frontend/ast.h"
-#include "frontend/diag.h"
-#include "frontend/frontend.h"
-
-#define MAX_EXPR_NODES 4096        /* one resolved expression */
-#define MAX_TOTAL_NODES 1000000    /* every expression of a file */
-#define MAX_RESOLVED_DEPTH 1000    /* after let substitution */
-
-/* Capacities of sema's fixed-size buffers:
- *   SUGGEST_LETS    "did you mean" offers the first SUGGEST_LETS lets of a
- *                   block (or attention names of a file); later ones are not
- *                   searched
- *   SUGGEST_PARAMS  ... and the first SUGGEST_PARAMS mask/score parameters
- *   SUGGEST_FIXED   room for the other candidates besides the lets: the
- *                   parameters or the four index names, the four spec
- *                   constants, seqlen_q and seqlen_k (at most 14)
- *   NAME_TABLE_MIN  first size of the attention-name table, a power of 2;
- *                   it doubles until at most half full
- *   TILE_WHAT_LEN   "tile q" / "tile kv", the subject of a tile message */
-enum {
-  SUGGEST_LETS = 64,
-  SUGGEST_PARAMS = 8,
-  SUGGEST_FIXED = 16,
-  NAME_TABLE_MIN = 16,
-  TILE_WHAT_LEN = 32,
-};
-
-typedef struct Sema {
-  Diag diag;
-  char *file;        /* owned by the SpecFile */
-  long total_nodes;
-} Sema;
-
-/* A `let` seen so far in the current block. */
-typedef struct Let {
-  const char *name;
-  SrcLoc loc;
-  Expr *value;       /* NULL when its definition had errors */
-  int size, depth;
-  struct Let *next;
-} Let;
-
-/* What an expression is being resolved for: decides which names it sees. */
-typedef enum Ctx { CTX_LET, CTX_MASK, CTX_SCORE, CTX_CONST } Ctx;
-
-typedef struct Scope {
-  Ctx ctx;
-  const char *what;      /* "mask", "score", "scale", ... for messages */
-  const AstStmt *fn;     /* mask/score definition: its parameters */
-  const AstStmt *block;  /* all statements: to spot a let used too early */
-  Let *lets;
-  const KernelSpec *k;   /* spec constants */
-  int nodes;
-  bool too_big;          /* reported once per expression */
-} Scope;
-
-static void *xcalloc(size_t n, size_t size) {
-  void *p = calloc(n, size);
-  if (!p) {
-    fputs("flashc: out of memory\n", stderr);
-    abort();
-  }
-  return p;
-}
-
-static char *xstrdup(const char *s) {
-  char *p = xcalloc(1, strlen(s) + 1);
-  strcpy(p, s);
-  return p;
-}
-
-/* Locations in the spec point at the SpecFile's own copy of the name. */
-static SrcLoc sloc(Sema *S, SrcLoc l) {
-  l.file = S->file;
-  return l;
-}
-
-static const SrcLoc NOLOC = {0};
-
-/* ---- expression trees ---- */
-
-static Expr *new_expr(Sema *S, Scope *sc, ExprKind kind, SrcLoc loc) {
-  Expr *e = xcalloc(1, sizeof(Expr));
-  e->kind = kind;
-  e->loc = sloc(S, loc);
-  S->total_nodes++;
-  if (sc)
-    sc->nodes++;
-  return e;
-}
-
-static void free_expr(Expr *e) {
-  if (!e)
-    return;
-  free_expr(e->a);
-  free_expr(e->b);
-  free_expr(e->c);
-  free(e);
-}
-
-static Expr *copy_expr(Sema *S, Scope *sc, const Expr *e) {
-  if (!e)
-    return NULL;
-  Expr *c = new_expr(S, sc, e->kind, e->loc);
-  *c = *e;
-  c->a = copy_expr(S, sc, e->a);
-  c->b = copy_expr(S, sc, e->b);
-  c->c = copy_expr(S, sc, e->c);
-  return c;
-}
-
-static int expr_size(const Expr *e) {
-  return e ? 1 + expr_size(e->a) + expr_size(e->b) + expr_size(e->c) : 0;
-}
-
-static int expr_depth(const Expr *e) {
-  if (!e)
-    return 0;
-  int a = expr_depth(e->a), b = expr_depth(e->b), c = expr_depth(e->c);
-  int m = a > b ? a : b;
-  return 1 + (m > c ? m : c);
-}
-
-static bool is_bool(const Expr *e) {
-  switch (e->kind) {
-  case EXPR_NOT: case EXPR_LT: case EXPR_LE: case EXPR_GT: case EXPR_GE:
-  case EXPR_EQ: case EXPR_NE: case EXPR_AND: case EXPR_OR:
-    return true;
-  default:
-    return false;
-  }
-}
-
-/* The first variable an expression reads, or NULL: constants have none. */
-static const Expr *find_var(const Expr *e) {
-  if (!e)
-    return NULL;
-  if (e->kind == EXPR_VAR)
-    return e;
-  const Expr *v = find_var(e->a);
-  if (!v)
-    v = find_var(e->b);
-  if (!v)
-    v = find_var(e->c);
-  return v;
-}
-
-/* Evaluates a constant expression (no variables) in double precision.
- * Booleans are 1 and 0. */
-static double eval(const Expr *e) {
-  switch (e->kind) {
-  case EXPR_NUM: return e->num;
-  case EXPR_VAR: return NAN;
-  case EXPR_NEG: return -eval(e->a);
-  case EXPR_NOT: return !eval(e->a);
-  case EXPR_ADD: return eval(e->a) + eval(e->b);
-  case EXPR_SUB: return eval(e->a) - eval(e->b);
-  case EXPR_MUL: return eval(e->a) * eval(e->b);
-  case EXPR_DIV: return eval(e->a) / eval(e->b);
-  case EXPR_MOD: return fmod(eval(e->a), eval(e->b));
-  case EXPR_LT: return eval(e->a) < eval(e->b);
-  case EXPR_LE: return eval(e->a) <= eval(e->b);
-  case EXPR_GT: return eval(e->a) > eval(e->b);
-  case EXPR_GE: return eval(e->a) >= eval(e->b);
-  case EXPR_EQ: return eval(e->a) == eval(e->b);
-  case EXPR_NE: return eval(e->a) != eval(e->b);
-  case EXPR_AND: return eval(e->a) && eval(e->b);
-  case EXPR_OR: return eval(e->a) || eval(e->b);
-  case EXPR_MIN: return fmin(eval(e->a), eval(e->b));
-  case EXPR_MAX: return fmax(eval(e->a), eval(e->b));
-  case EXPR_SELECT: return eval(e->a) ? eval(e->b) : eval(e->c);
-  case EXPR_TANH: return tanh(eval(e->a));
-  case EXPR_EXP: return exp(eval(e->a));
-  case EXPR_EXP2: return exp2(eval(e->a));
-  case EXPR_LOG: return log(eval(e->a));
-  case EXPR_LOG2: return log2(eval(e->a));
-  case EXPR_SQRT: return sqrt(eval(e->a));
-  case EXPR_ABS: return fabs(eval(e->a));
-  case EXPR_FLOOR: return floor(eval(e->a));
-  }
-  return NAN;
-}
-
-/* ---- names ---- */
-
-static const char *const var_names[] = {"s", "b", "h", "q", "k",
-                                        "seqlen_q", "seqlen_k"};
-static const char *const var_meaning[] = {
-    "the score", "the batch index", "the query head", "the query index",
-    "the key index", "the query length", "the key length"};
-
-static int var_index(const char *name) {
-  for (int i = 0; i < 7; i++)
-    if (strcmp(name, var_names[i]) == 0)
-      return i;
-  return -1;
-}
-
-static const char *const constant_names[] = {"heads", "kv_heads", "head_dim",
-                                             "v_head_dim", NULL};
-
-static double constant_value(const KernelSpec *k, int i) {
-  switch (i) {
-  case 0: return k->heads;
-  case 1: return k->kv_heads;
-  case 2: return k->head_dim;
-  default: return k->v_head_dim;
-  }
-}
-
-static int name_index(const char *name, const char *const *names) {
-  for (int i = 0; names[i]; i++)
-    if (strcmp(name, names[i]) == 0)
-      return i;
-  return -1;
-}
-
-/* Builtin functions: name, kind, number of arguments. */
-typedef struct Builtin {
-  const char *name;
-  ExprKind kind;
-  int nargs;
-} Builtin;
-
-static const Builtin builtins[] = {
-    {"tanh", EXPR_TANH, 1}, {"exp", EXPR_EXP, 1},     {"exp2", EXPR_EXP2, 1},
-    {"log", EXPR_LOG, 1},   {"log2", EXPR_LOG2, 1},   {"sqrt", EXPR_SQRT, 1},
-    {"abs", EXPR_ABS, 1},   {"floor", EXPR_FLOOR, 1}, {"min", EXPR_MIN, 2},
-    {"max", EXPR_MAX, 2},   {"select", EXPR_SELECT, 3},
-};
-#define NBUILTINS (int)(sizeof builtins / sizeof builtins[0])
-
-static const char *const builtin_names[] = {
-    "tanh", "exp", "exp2", "log", "log2", "sqrt", "abs", "floor",
-    "min", "max", "select", NULL};
-
-static Let *find_let(Let *l, const char *name) {
-  for (; l; l = l->next)
-    if (strcmp(l->name, name) == 0)
-      return l;
-  return NULL;
-}
-
-/* The names an identifier could have meant, for "did you mean". */
-static const char *suggest_name(Scope *sc, const char *name) {
-  const char *cands[SUGGEST_LETS + SUGGEST_FIXED];
-  int n = 0;
-  if (sc->fn)
-    for (const AstParam *p = sc->fn->params; p && n < SUGGEST_PARAMS; p = p->next)
-      cands[n++] = p->name;
-  if (sc->ctx == CTX_LET)
-    for (int i = 1; i < 5; i++)
-      cands[n++] = var_names[i];
-  for (Let *l = sc->lets; l && n < SUGGEST_LETS; l = l->next)
-    cands[n++] = l->name;
-  for (int i = 0; constant_names[i]; i++)
-    cands[n++] = constant_names[i];
-  if (sc->ctx != CTX_CONST) {
-    cands[n++] = "seqlen_q";
-    cands[n++] = "seqlen_k";
-  }
-  cands[n] = NULL;
-  return diag_closest(name, cands);
-}
-
-/* ---- resolving expressions ---- */
-
-/* Where an expression starts: operators carry their own location, but a
- * message about a whole value points at its first token. */
-static SrcLoc start(const AstExpr *e) {
-  SrcLoc l = e->loc;
-  while ((e->kind == AE_BINARY || e->kind == AE_COND) && e->a) {
-    e = e->a;
-    if (e->loc.line < l.line || (e->loc.line == l.line && e->loc.col < l.col))
-      l = e->loc;
-  }
-  return l;
-}
-
-static Expr *resolve(Sema *S, Scope *sc, const AstExpr *e, int depth);
-
-static Expr *mk_num(Sema *S, Scope *sc, SrcLoc loc, double v) {
-  Expr *e = new_expr(S, sc, EXPR_NUM, loc);
-  e->num = v;
-  return e;
-}
-
-static Expr *mk_var(Sema *S, Scope *sc, SrcLoc loc, ExprVar v) {
-  Expr *e = new_expr(S, sc, EXPR_VAR, loc);
-  e->var = v;
-  return e;
-}
-
-static Expr *mk(Sema *S, Scope *sc, ExprKind kind, SrcLoc loc, Expr *a,
-                Expr *b, Expr *c) {
-  Expr *e = new_expr(S, sc, kind, loc);
-  e->a = a;
-  e->b = b;
-  e->c = c;
-  return e;
-}
-
-/* Replaces a let name by a copy of its value, within the size caps. */
-static Expr *use_let(Sema *S, Scope *sc, const AstExpr *e, Let *l, int depth) {
-  if (!l->value)
-    return NULL; /* its definition was already reported */
-  if (sc->ctx == CTX_CONST && find_var(l->value)) {
-    const Expr *v = find_var(l->value);
-    diag_error(&S->diag, e->loc,
-               "'%s' is not a constant: it depends on %s '%s'; %s must be known "
-               "at compile time",
-               l->name, var_meaning[v->var], var_names[v->var], sc->what);
-    return NULL;
-  }
-  if (sc->nodes + l->size > MAX_EXPR_NODES ||
-      depth + l->depth > MAX_RESOLVED_DEPTH ||
-      S->total_nodes + l->size > MAX_TOTAL_NODES) {
-    if (!sc->too_big)
-      diag_error(&S->diag, e->loc,
-                 "%s is too large once '%s' is substituted (limits: %d nodes, "
-                 "depth %d)",
-                 sc->what, l->name, MAX_EXPR_NODES, MAX_RESOLVED_DEPTH);
-    sc->too_big = true;
-    return NULL;
-  }
-  return copy_expr(S, sc, l->value);
-}
-
-/* A let defined further down the block, if any: for "used before". */
-static const AstStmt *later_let(Scope *sc, const char *name) {
-  for (const AstStmt *s = sc->block; s; s = s->next)
-    if (s->kind == ST_LET && strcmp(s->name, name) == 0)
-      return s;
-  return NULL;
-}
-
-/* ident: a parameter, a let, a spec constant, seqlen_q / seqlen_k, or in a
- * let one of the fixed names b, h, q, k. */
-static Expr *resolve_ident(Sema *S, Scope *sc, const AstExpr *e, int depth) {
-  const char *name = e->text;
-  if (sc->fn) {
-    int i = 0;
-    for (const AstParam *p = sc->fn->params; p; p = p->next, i++)
-      if (strcmp(p->name, name) == 0)
-        return mk_var(S, sc, e->loc, (ExprVar)(sc->ctx == CTX_MASK ? i + 1 : i));
-  }
-  Let *l = find_let(sc->lets, name);
-  if (l)
-    return use_let(S, sc, e, l, depth);
-  int ci = name_index(name, constant_names);
-  if (ci >= 0)
-    return mk_num(S, sc, e->loc, constant_value(sc->k, ci));
-  int vi = var_index(name);
-  if (vi >= 0 && sc->ctx == CTX_CONST) {
-    diag_error(&S->diag, e->loc,
-               "'%s' (%s) is not a constant; %s must be known at compile time",
-               name, var_meaning[vi], sc->what);
-    return NULL;
-  }
-  if (vi >= VAR_SEQLEN_Q || (vi >= VAR_B && sc->ctx == CTX_LET))
-    return mk_var(S, sc, e->loc, (ExprVar)vi);
-  if (vi == VAR_S && sc->ctx == CTX_MASK) {
-    diag_error(&S->diag, e->loc, "the score 's' cannot be used in a mask");
-    diag_note(&S->diag, NOLOC,
-              "a mask sees only b, h, q, k; change the score in score(s, b, h, q, k)");
-    return NULL;
-  }
-  if (vi == VAR_S && sc->ctx == CTX_LET) {
-    diag_error(&S->diag, e->loc, "the score 's' cannot be used in a let");
-    diag_note(&S->diag, NOLOC, "'s' exists only inside score(s, b, h, q, k) = ...");
-    return NULL;
-  }
-  const AstStmt *later = later_let(sc, name);
-  if (later) {
-    diag_error(&S->diag, e->loc, "'%s' is used before its definition", name);
-    diag_note(&S->diag, later->loc, "'%s' is defined here", name);
-    return NULL;
-  }
-  diag_error(&S->diag, e->loc, "unknown identifier '%s'", name);
-  const char *best = suggest_name(sc, name);
-  if (best)
-    diag_note(&S->diag, NOLOC, "did you mean '%s'?", best);
-  else if (vi >= 0 && sc->fn)
-    diag_note(&S->diag, NOLOC,
-              "parameters are positional: to use %s, name a parameter of %s(...) '%s'",
-              var_meaning[vi], sc->fn->name, name);
-  return NULL;
-}
-
-/* call: IDENT '(' args ')' with a builtin name and its number of arguments */
-static Expr *resolve_call(Sema *S, Scope *sc, const AstExpr *e, int depth) {
-  const Builtin *fn = NULL;
-  for (int i = 0; i < NBUILTINS; i++)
-    if (strcmp(builtins[i].name, e->text) == 0)
-      fn = &builtins[i];
-  if (!fn) {
-    if (strcmp(e->text, "window") == 0) {
-      diag_error(&S->diag, e->loc, "window(...) is not a function");
-      diag_note(&S->diag, NOLOC,
-                "it is a mask form: write `mask = window(L);` or `mask = window(L, R);`");
-      return NULL;
-    }
-    diag_error(&S->diag, e->loc, "unknown function '%s'", e->text);
-    const char *best = diag_closest(e->text, builtin_names);
-    if (best)
-      diag_note(&S->diag, NOLOC, "did you mean '%s'?", best);
-    return NULL;
-  }
-  if (e->nargs != fn->nargs) {
-    diag_error(&S->diag, e->loc, "%s takes %d argument%s; got %d", fn->name,
-               fn->nargs, fn->nargs == 1 ? "" : "s", e->nargs);
-    return NULL;
-  }
-  Expr *args[3] = {NULL, NULL, NULL};
-  bool ok = true;
-  int i = 0;
-  for (const AstExpr *x = e->a; x; x = x->next, i++) {
-    args[i] = resolve(S, sc, x, depth + 1);
-    if (!args[i]) {
-      ok = false;
-      continue;
-    }
-    bool want_bool = fn->kind == EXPR_SELECT && i == 0;
-    if (is_bool(args[i]) != want_bool) {
-      if (want_bool)
-        diag_error(&S->diag, x->loc,
-                   "the condition of select must be a boolean; got a number");
-      else
-        diag_error(&S->diag, x->loc,
-                   "argument %d of %s must be a number; got a boolean", i + 1,
-                   fn->name);
-      ok = false;
-    }
-  }
-  if (!ok) {
-    for (int j = 0; j < 3; j++)
-      free_expr(args[j]);
-    return NULL;
-  }
-  return mk(S, sc, fn->kind, e->loc, args[0], args[1], args[2]);
-}
-
-static ExprKind binary_kind(AstOp op) {
-  switch (op) {
-  case OP_ADD: return EXPR_ADD;
-  case OP_SUB: return EXPR_SUB;
-  case OP_MUL: return EXPR_MUL;
-  case OP_DIV: return EXPR_DIV;
-  case OP_MOD: return EXPR_MOD;
-  case OP_LT: return EXPR_LT;
-  case OP_LE: return EXPR_LE;
-  case OP_GT: return EXPR_GT;
-  case OP_GE: return EXPR_GE;
-  case OP_EQ: return EXPR_EQ;
-  case OP_NE: return EXPR_NE;
-  case OP_AND: return EXPR_AND;
-  default: return EXPR_OR;
-  }
-}
-
-/* Checks one operand's type; reports "left operand of '+' is a boolean". */
-static bool check_operand(Sema *S, const AstExpr *op, const char *side,
-                          const Expr *x, bool want_bool) {
-  if (is_bool(x) == want_bool)
-    return true;
-  const char *opname = ast_op_str(op->op);
-  if (want_bool) {
-    diag_error(&S->diag, op->loc,
-               "%s operand of '%s' is a number; '%s' needs booleans", side,
-               opname, opname);
-    diag_note(&S->diag, NOLOC, "compare it to get a boolean, e.g. 'x != 0'");
-  } else {
-    diag_error(&S->diag, op->loc,
-               "%s operand of '%s' is a boolean; '%s' needs numbers", side,
-               opname, opname);
-    if (op->op == OP_EQ || op->op == OP_NE)
-      diag_note(&S->diag, NOLOC, "combine conditions with && and ||");
-  }
-  return false;
-}
-
-/* expr OP expr: arithmetic and comparisons take numbers, && || booleans;
- * a constant zero divisor is an error. */
-static Expr *resolve_binary(Sema *S, Scope *sc, const AstExpr *e, int depth) {
-  Expr *x = resolve(S, sc, e->a, depth + 1);
-  Expr *y = resolve(S, sc, e->b, depth + 1);
-  if (!x || !y) {
-    free_expr(x);
-    free_expr(y);
-    return NULL;
-  }
-  bool want_bool = e->op == OP_AND || e->op == OP_OR;
-  bool ok = check_operand(S, e, "left", x, want_bool);
-  ok = check_operand(S, e, "right", y, want_bool) && ok;
-  if (ok && (e->op == OP_DIV || e->op == OP_MOD) && !find_var(y) &&
-      eval(y) == 0) {
-    diag_error(&S->diag, e->b->loc, "division by zero");
-    ok = false;
-  }
-  if (!ok) {
-    free_expr(x);
-    free_expr(y);
-    return NULL;
-  }
-  return mk(S, sc, binary_kind(e->op), e->loc, x, y, NULL);
-}
-
-/* ('-' | '!') expr */
-static Expr *resolve_unary(Sema *S, Scope *sc, const AstExpr *e, int depth) {
-  Expr *x = resolve(S, sc, e->a, depth + 1);
-  if (!x)
-    return NULL;
-  bool want_bool = e->op == OP_NOT;
-  if (is_bool(x) != want_bool) {
-    if (want_bool)
-      diag_error(&S->diag, e->loc, "operand of '!' is a number; '!' needs a boolean");
-    else
-      diag_error(&S->diag, e->loc, "operand of '-' is a boolean; '-' needs a number");
-    free_expr(x);
-    return NULL;
-  }
-  return mk(S, sc, want_bool ? EXPR_NOT : EXPR_NEG, e->loc, x, NULL, NULL);
-}
-
-/* expr '?' expr ':' expr, the same as select(c, a, b): a boolean condition
- * and numeric branches (a boolean choice is written with && and ||). */
-static Expr *resolve_cond(Sema *S, Scope *sc, const AstExpr *e, int depth) {
-  Expr *c = resolve(S, sc, e->a, depth + 1);
-  Expr *x = resolve(S, sc, e->b, depth + 1);
-  Expr *y = resolve(S, sc, e->c, depth + 1);
-  bool ok = c && x && y;
-  if (c && !is_bool(c)) {
-    diag_error(&S->diag, start(e->a),
-               "the condition of '?:' must be a boolean; got a number");
-    ok = false;
-  }
-  if ((x && is_bool(x)) || (y && is_bool(y))) {
-    diag_error(&S->diag, e->loc, "the branches of '?:' must be numbers");
-    diag_note(&S->diag, NOLOC, "choose between conditions with && and ||");
-    ok = false;
-  }
-  if (!ok) {
-    free_expr(c);
-    free_expr(x);
-    free_expr(y);
-    return NULL;
-  }
-  return mk(S, sc, EXPR_SELECT, e->loc, c, x, y);
-}
-
-/* Resolves one AST expression; NULL when it had errors (all reported). */
-static Expr *resolve(Sema *S, Scope *sc, const AstExpr *e, int depth) {
-  if (sc->too_big)
-    return NULL;
-  switch (e->kind) {
-  case AE_NUM: return mk_num(S, sc, e->loc, e->num);
-  case AE_IDENT: return resolve_ident(S, sc, e, depth);
-  case AE_CALL: return resolve_call(S, sc, e, depth);
-  case AE_UNARY: return resolve_unary(S, sc, e, depth);
-  case AE_BINARY: return resolve_binary(S, sc, e, depth);
-  case AE_COND: return resolve_cond(S, sc, e, depth);
-  case AE_ERROR: return NULL;
-  }
-  return NULL;
-}
+#include "frontend/sema_internal.h"
 
 /* ---- fields ---- */
 
@@ -618,7 +48,7 @@ static bool int_field(Sema *S, const AstStmt *s, int *out) {
   if (v->kind == AE_NUM)
     diag_error(&S->diag, v->loc, "%s must be an integer; got %s", s->name, v->text);
   else
-    diag_error(&S->diag, start(v), "%s must be an integer literal", s->name);
+    diag_error(&S->diag, sema_start(v), "%s must be an integer literal", s->name);
   return false;
 }
 
@@ -627,12 +57,12 @@ static int word_field(Sema *S, const AstStmt *s, const char *const *words,
                       const char *what) {
   const AstExpr *v = s->value;
   if (v->kind == AE_IDENT) {
-    int i = name_index(v->text, words);
+    int i = sema_name_index(v->text, words);
     if (i >= 0)
       return i;
     diag_error(&S->diag, v->loc, "unknown %s '%s'", s->name, v->text);
   } else {
-    diag_error(&S->diag, start(v), "%s must be %s", s->name, what);
+    diag_error(&S->diag, sema_start(v), "%s must be %s", s->name, what);
   }
   const char *best = v->kind == AE_IDENT ? diag_closest(v->text, words) : NULL;
   if (best)
@@ -668,30 +98,30 @@ static void check_count(Sema *S, const AstStmt *s, int *out) {
 /* Builds the mask expression of causal and window forms. q' is q moved to
  * the bottom-right diagonal: q + seqlen_k - seqlen_q (FlashAttention). */
 static Expr *aligned_q(Sema *S, SrcLoc l) {
-  Expr *q = mk_var(S, NULL, l, VAR_Q);
-  Expr *sum = mk(S, NULL, EXPR_ADD, l, q, mk_var(S, NULL, l, VAR_SEQLEN_K), NULL);
-  return mk(S, NULL, EXPR_SUB, l, sum, mk_var(S, NULL, l, VAR_SEQLEN_Q), NULL);
+  Expr *q = sema_mk_var(S, NULL, l, VAR_Q);
+  Expr *sum = sema_mk(S, NULL, EXPR_ADD, l, q, sema_mk_var(S, NULL, l, VAR_SEQLEN_K), NULL);
+  return sema_mk(S, NULL, EXPR_SUB, l, sum, sema_mk_var(S, NULL, l, VAR_SEQLEN_Q), NULL);
 }
 
 /* causal: k <= q' */
 static Expr *causal_mask(Sema *S, SrcLoc l) {
-  return mk(S, NULL, EXPR_LE, l, mk_var(S, NULL, l, VAR_K), aligned_q(S, l), NULL);
+  return sema_mk(S, NULL, EXPR_LE, l, sema_mk_var(S, NULL, l, VAR_K), aligned_q(S, l), NULL);
 }
 
 /* window(L): causal && k > q' - L   -- the L latest keys, diagonal included */
 static Expr *window1_mask(Sema *S, SrcLoc l, int left) {
-  Expr *lo = mk(S, NULL, EXPR_SUB, l, aligned_q(S, l), mk_num(S, NULL, l, left), NULL);
-  Expr *after = mk(S, NULL, EXPR_GT, l, mk_var(S, NULL, l, VAR_K), lo, NULL);
-  return mk(S, NULL, EXPR_AND, l, causal_mask(S, l), after, NULL);
+  Expr *lo = sema_mk(S, NULL, EXPR_SUB, l, aligned_q(S, l), sema_mk_num(S, NULL, l, left), NULL);
+  Expr *after = sema_mk(S, NULL, EXPR_GT, l, sema_mk_var(S, NULL, l, VAR_K), lo, NULL);
+  return sema_mk(S, NULL, EXPR_AND, l, causal_mask(S, l), after, NULL);
 }
 
 /* window(L, R): k >= q' - L && k <= q' + R */
 static Expr *window2_mask(Sema *S, SrcLoc l, int left, int right) {
-  Expr *lo = mk(S, NULL, EXPR_SUB, l, aligned_q(S, l), mk_num(S, NULL, l, left), NULL);
-  Expr *hi = mk(S, NULL, EXPR_ADD, l, aligned_q(S, l), mk_num(S, NULL, l, right), NULL);
-  Expr *ge = mk(S, NULL, EXPR_GE, l, mk_var(S, NULL, l, VAR_K), lo, NULL);
-  Expr *le = mk(S, NULL, EXPR_LE, l, mk_var(S, NULL, l, VAR_K), hi, NULL);
-  return mk(S, NULL, EXPR_AND, l, ge, le, NULL);
+  Expr *lo = sema_mk(S, NULL, EXPR_SUB, l, aligned_q(S, l), sema_mk_num(S, NULL, l, left), NULL);
+  Expr *hi = sema_mk(S, NULL, EXPR_ADD, l, aligned_q(S, l), sema_mk_num(S, NULL, l, right), NULL);
+  Expr *ge = sema_mk(S, NULL, EXPR_GE, l, sema_mk_var(S, NULL, l, VAR_K), lo, NULL);
+  Expr *le = sema_mk(S, NULL, EXPR_LE, l, sema_mk_var(S, NULL, l, VAR_K), hi, NULL);
+  return sema_mk(S, NULL, EXPR_AND, l, ge, le, NULL);
 }
 
 /* A window bound: an integer literal >= min. */
@@ -699,7 +129,7 @@ static bool window_arg(Sema *S, const AstExpr *a, int min, int *out) {
   bool neg = a->kind == AE_UNARY && a->op == OP_NEG && a->a->kind == AE_NUM;
   const AstExpr *lit = neg ? a->a : a;
   if (lit->kind != AE_NUM || !lit->is_int) {
-    diag_error(&S->diag, start(a), "window sizes must be integer literals");
+    diag_error(&S->diag, sema_start(a), "window sizes must be integer literals");
     return false;
   }
   int v = neg ? -(int)lit->num : (int)lit->num;
@@ -749,7 +179,7 @@ static void mask_field(Sema *S, const AstStmt *s, KernelSpec *k) {
     k->mask = window2_mask(S, l, left, right);
     return;
   }
-  diag_error(&S->diag, start(v), "mask must be none, causal, window(L) or window(L, R)");
+  diag_error(&S->diag, sema_start(v), "mask must be none, causal, window(L) or window(L, R)");
   const char *words[] = {"none", "causal", "window", NULL};
   const char *best = v->kind == AE_IDENT ? diag_closest(v->text, words) : NULL;
   if (best)
@@ -775,12 +205,12 @@ static void cache_field(Sema *S, const AstStmt *s, KernelSpec *k) {
   if (v->kind == AE_IDENT && strcmp(v->text, "contiguous") == 0)
     return;
   if (v->kind != AE_CALL || strcmp(v->text, "paged") != 0) {
-    diag_error(&S->diag, start(v), "cache must be contiguous or paged(PAGE_SIZE)");
+    diag_error(&S->diag, sema_start(v), "cache must be contiguous or paged(PAGE_SIZE)");
     return;
   }
   const AstExpr *n = v->a;
   if (v->nargs != 1 || n->kind != AE_NUM || !n->is_int) {
-    diag_error(&S->diag, v->nargs == 1 ? start(n) : v->loc,
+    diag_error(&S->diag, v->nargs == 1 ? sema_start(n) : v->loc,
                "paged takes one integer: the page size in tokens");
     return;
   }
@@ -800,17 +230,17 @@ static bool const_field(Sema *S, Scope *sc, const AstStmt *s, double *out) {
   sc->fn = NULL;
   sc->nodes = 0;
   sc->too_big = false;
-  Expr *e = resolve(S, sc, s->value, 0);
+  Expr *e = sema_resolve(S, sc, s->value, 0);
   if (!e)
     return false;
   bool ok = true;
-  if (is_bool(e)) {
-    diag_error(&S->diag, start(s->value), "%s must be a number; got a boolean", s->name);
+  if (sema_is_bool(e)) {
+    diag_error(&S->diag, sema_start(s->value), "%s must be a number; got a boolean", s->name);
     ok = false;
   } else {
-    *out = eval(e);
+    *out = sema_eval(e);
   }
-  free_expr(e);
+  sema_free_expr(e);
   return ok;
 }
 
@@ -842,21 +272,21 @@ static void func_def(Sema *S, Scope *sc, const AstStmt *s, KernelSpec *k) {
   sc->fn = s;
   sc->nodes = 0;
   sc->too_big = false;
-  Expr *e = resolve(S, sc, s->value, 0);
+  Expr *e = sema_resolve(S, sc, s->value, 0);
   sc->fn = NULL;
   if (!e)
     return;
-  if (is_mask && !is_bool(e)) {
-    diag_error(&S->diag, start(s->value),
+  if (is_mask && !sema_is_bool(e)) {
+    diag_error(&S->diag, sema_start(s->value),
                "a mask must be a boolean expression; got a number");
     diag_note(&S->diag, NOLOC, "a mask keeps key k for query q when it is true, e.g. q >= k");
-    free_expr(e);
+    sema_free_expr(e);
     return;
   }
-  if (!is_mask && is_bool(e)) {
-    diag_error(&S->diag, start(s->value), "a score must be a number; got a boolean");
+  if (!is_mask && sema_is_bool(e)) {
+    diag_error(&S->diag, sema_start(s->value), "a score must be a number; got a boolean");
     diag_note(&S->diag, NOLOC, "to drop scores, use a mask");
-    free_expr(e);
+    sema_free_expr(e);
     return;
   }
   if (is_mask) {
@@ -869,12 +299,12 @@ static void func_def(Sema *S, Scope *sc, const AstStmt *s, KernelSpec *k) {
 
 /* let NAME = expr;  -- b, h, q, k here are the fixed index names */
 static void let_def(Sema *S, Scope *sc, const AstStmt *s) {
-  if (var_index(s->name) >= 0 || name_index(s->name, constant_names) >= 0) {
+  if (sema_var_index(s->name) >= 0 || sema_name_index(s->name, sema_constant_names) >= 0) {
     diag_error(&S->diag, s->loc, "'%s' is a reserved name and cannot be a let name",
                s->name);
     return;
   }
-  Let *prev = find_let(sc->lets, s->name);
+  Let *prev = sema_find_let(sc->lets, s->name);
   if (prev) {
     diag_error(&S->diag, s->loc, "redefinition of let '%s'", s->name);
     diag_note(&S->diag, prev->loc, "previous definition is here");
@@ -888,10 +318,10 @@ static void let_def(Sema *S, Scope *sc, const AstStmt *s) {
   sc->fn = NULL;
   sc->nodes = 0;
   sc->too_big = false;
-  l->value = resolve(S, sc, s->value, 0);
+  l->value = sema_resolve(S, sc, s->value, 0);
   if (l->value) {
-    l->size = expr_size(l->value);
-    l->depth = expr_depth(l->value);
+    l->size = sema_expr_size(l->value);
+    l->depth = sema_expr_depth(l->value);
   }
   l->next = sc->lets;
   sc->lets = l;
@@ -900,7 +330,7 @@ static void let_def(Sema *S, Scope *sc, const AstStmt *s) {
 static void free_lets(Let *l) {
   while (l) {
     Let *next = l->next;
-    free_expr(l->value);
+    sema_free_expr(l->value);
     free(l);
     l = next;
   }
@@ -929,7 +359,7 @@ typedef struct Stmts {
 static void sort_statements(Sema *S, const AstItem *it, Stmts *st) {
   for (const AstStmt *s = it->stmts; s; s = s->next) {
     if (s->kind == ST_FIELD) {
-      int f = name_index(s->name, field_names);
+      int f = sema_name_index(s->name, field_names);
       if (f < 0) {
         if (strcmp(s->name, "score") == 0) {
           diag_error(&S->diag, s->loc, "score is a function, not a field");
@@ -1095,7 +525,7 @@ static void scale_field(Sema *S, Scope *sc, const AstStmt *s, KernelSpec *k) {
   double v;
   if (const_field(S, sc, s, &v)) {
     if (!(v > 0) || !isfinite(v))
-      diag_error(&S->diag, start(s->value),
+      diag_error(&S->diag, sema_start(s->value),
                  "scale must be a positive constant; got %g", v);
     else
       k->scale = v;
@@ -1107,7 +537,7 @@ static void unified_max_field(Sema *S, Scope *sc, const AstStmt *s, KernelSpec *
   double v;
   if (const_field(S, sc, s, &v)) {
     if (!isfinite(v))
-      diag_error(&S->diag, start(s->value), "unified_max must be a finite constant");
+      diag_error(&S->diag, sema_start(s->value), "unified_max must be a finite constant");
     else {
       k->has_unified_max = true;
       k->unified_max = v;
@@ -1120,10 +550,10 @@ static void dropout_field(Sema *S, Scope *sc, const AstStmt *s, KernelSpec *k) {
   double v;
   if (const_field(S, sc, s, &v)) {
     if (!(v >= 0 && v < 1))
-      diag_error(&S->diag, start(s->value),
+      diag_error(&S->diag, sema_start(s->value),
                  "dropout must be a probability in [0, 1); got %g", v);
     else if (v > 0 && k->mode == MODE_DECODE)
-      diag_error(&S->diag, start(s->value),
+      diag_error(&S->diag, sema_start(s->value),
                  "dropout is for training; a decode kernel (mode = decode) cannot have it");
     else
       k->dropout = v;
@@ -1175,8 +605,8 @@ static void resolve_statements(Sema *S, const AstItem *it, const Stmts *st, Kern
 
 /* A KernelSpec and all it owns (fe_free_spec's ownership note). */
 static void free_kernel(KernelSpec *k) {
-  free_expr(k->mask);
-  free_expr(k->score);
+  sema_free_expr(k->mask);
+  sema_free_expr(k->score);
   free((char *)k->name);
   free(k);
 }
@@ -1257,7 +687,7 @@ static void check_schedule(Sema *S, const AstItem *it, Schedule *sch) {
         check_tile(S, t, sch, seen_t);
       continue;
     }
-    int f = name_index(s->name, names);
+    int f = sema_name_index(s->name, names);
     if (f < 0) {
       diag_error(&S->diag, s->loc, "unknown schedule field '%s'", s->name);
       const char *all[] = {"warps", "stages", "tile", NULL};
