@@ -35,6 +35,14 @@ compile test/gpu/decode_specs .device/decode decode || status=1
 compile test/gpu/backward_specs .device/backward backward || status=1
 # The dropout suite's specs (test/gpu/dropout.py) -> .device/dropout.
 compile test/gpu/dropout_specs .device/dropout dropout || status=1
+# The Python package's torch ops (test/gpu/torch_ops.py) -> .device/torch.
+compile test/gpu/torch_specs .device/torch torch || status=1
+# The attention of examples/train_tiny_gpt.py and hf_attention.py -> .device/examples.
+mkdir -p .device/examples
+for ex in tiny_gpt hf_llama; do
+  "$FLASHC" examples/$ex.fa -o .device/examples/$ex.ptx ||
+    { echo "build-gpu-kernels: examples/$ex.fa FAILED"; status=1; }
+done
 # Philox bits (test/gpu/philox_bits.py): the u32 ops' codegen, 7 and 10 rounds.
 mkdir -p .device/philox
 for r in 7 10; do

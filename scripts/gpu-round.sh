@@ -8,7 +8,9 @@
 #   4. runs test/gpu/correctness.py over the PTX directory
 #   5. runs test/gpu/backward.py over $BACKWARD_DIR (default .device/backward),
 #      and test/gpu/philox_bits.py on .device/philox (u32 codegen vs the host),
-#      and test/gpu/dropout.py over .device/dropout (through the runtime)
+#      and test/gpu/dropout.py over .device/dropout (through the runtime),
+#      and test/gpu/torch_ops.py over .device/torch (the Python package's ops);
+#      with TRAIN=1 examples/train_tiny_gpt.py and examples/hf_attention.py
 #   6. runs bench/bench.py over $BENCH_DIR (default .device/bench) when both exist
 #      (and, with BENCH_BWD=1, bench/bench_bwd.py over .device/bench_bwd;
 #      with BENCH_DROPOUT=1, bench/bench_dropout.py over .device/bench_dropout)
@@ -156,6 +158,34 @@ suite() {
 # (scripts/build-gpu-kernels.sh).
 suite backward test/gpu/backward.py ${BACKWARD_DIR:-.device/backward} ${BACKWARD_ARGS:-}
 suite dropout test/gpu/dropout.py ${DROPOUT_DIR:-.device/dropout} ${DROPOUT_ARGS:-}
+# The Python package's torch ops (python/flashc, runtime-only: no LLVM/MLIR here).
+suite torch_ops test/gpu/torch_ops.py ${TORCH_OPS_DIR:-.device/torch} ${TORCH_OPS_ARGS:-}
+
+# TRAIN=1: examples/train_tiny_gpt.py (flashc vs SDPA loss curves, ~1 minute).
+if [ "${TRAIN:-0}" = 1 ] && [ -f .device/examples/tiny_gpt.ptx ]; then
+  step "training example"
+  if FLASHC_LIB_DIR=$BUILD python3 examples/train_tiny_gpt.py --ptx .device/examples/tiny_gpt.ptx \
+       --json $OUT/train_tiny_gpt.json ${TRAIN_ARGS:-} 2>&1 | tee $OUT/train.log; then
+    note "train: $(tail -1 $OUT/train.log)"
+  else
+    note "train: $(tail -1 $OUT/train.log) (FAILED)"; status=1
+  fi
+  # examples/hf_attention.py: transformers from the wheels scripts/fetch-hf-wheels.sh carried
+  if [ -d .device/wheels ] && [ -f .device/examples/hf_llama.ptx ]; then
+    step "Hugging Face attention backend"
+    HF_SITE=/tmp/flashc-hf-site
+    [ -d $HF_SITE ] || pip install -q --no-index --find-links .device/wheels --target $HF_SITE \
+      "transformers<5" >$OUT/hf_pip.log 2>&1
+    if PYTHONPATH=$HF_SITE FLASHC_LIB_DIR=$BUILD python3 examples/hf_attention.py \
+         --ptx .device/examples/hf_llama.ptx 2>&1 | tee $OUT/hf.log; then
+      note "hf: $(grep -c PASS $OUT/hf.log) checks passed ($(grep -o 'transformers [0-9.]*' $OUT/hf.log))"
+    else
+      note "hf: FAILED ($(tail -1 $OUT/hf.log))"; status=1
+    fi
+  else
+    note "hf: skipped (no .device/wheels: scripts/fetch-hf-wheels.sh)"
+  fi
+fi
 
 # Philox bits (u32 codegen) against the host, 7 and 10 rounds.
 if ls .device/philox/*.ptx >/dev/null 2>&1; then

@@ -13,7 +13,10 @@ echo "== $FLASHC $EXAMPLE -emit=tile"
 echo "   ..."
 echo "== $FLASHC $EXAMPLE -emit=ptx --stats -o $out/$name.ptx"
 "$FLASHC" "$EXAMPLE" -emit=ptx --stats -o "$out/$name.ptx"
-grep -c "mma.sync" "$out/$name.ptx" | sed 's/^/   mma.sync instructions in the PTX: /'
+# the tensor-core instructions the kernels use: wgmma (sm_90a) or mma.sync
+wg=$(grep -c "wgmma.mma_async" "$out/$name.ptx" || true)
+ms=$(grep -c "mma.sync" "$out/$name.ptx" || true)
+echo "   tensor-core instructions in the PTX: $wg wgmma.mma_async, $ms mma.sync"
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && [ -x "$BUILD/examples/host_forward" ]; then
   echo "== $BUILD/examples/host_forward $out/$name.ptx"
   "$BUILD/examples/host_forward" "$out/$name.ptx"

@@ -20,6 +20,14 @@
  * errors (a pass produced invalid IR, MLIR failed) and output that could not
  * be written.
  *
+ * Options are spelled with one dash or two, as clang takes them
+ * (-emit=ptx and --emit=ptx are the same option).
+ *
+ * --bundle=DIR compiles every attention of a spec (or the --kernel one) into
+ * DIR/NAME.ptx, one module each, and lists them in DIR/bundle.txt: what the
+ * runtime-only side (a serving host, the Python package's flashc.load_bundle)
+ * loads without LLVM/MLIR.
+ *
  * Output (-o FILE): the result is built in memory and written only when the
  * compile succeeded, through a temporary file in FILE's directory renamed over
  * FILE, so a failed compile leaves FILE as it was. Something that is not a
@@ -34,6 +42,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
@@ -57,6 +66,7 @@ typedef struct Options {
   bool pipeline_on_tile; /* -pipeline: run every pass on a .tile input */
   bool stats;
   bool separate_combine; /* -decode-combine=separate */
+  const char *bundle;    /* --bundle=DIR */
   CgTensorCore tensor_core;
   PassOptions passes;
 } Options;
@@ -83,8 +93,14 @@ static void usage(FILE *out) {
           "  --list-passes           list the passes in pipeline order\n"
           "  -split-input-file       split the input at lines `// -----` and process each part\n"
           "  --stats                 registers, shared memory, spills and compile time per stage\n"
+          "                          (from ptxas: 'ptxas not found' when it is not installed)\n"
+          "  --bundle=DIR            compile every attention of the spec to DIR/NAME.ptx and\n"
+          "                          list them in DIR/bundle.txt (for runtime-only hosts)\n"
           "  --version               print the version and the LLVM/MLIR it was built with\n"
           "  --help                  this text\n"
+          "Every option may be spelled with one dash or two (-emit=ptx, --emit=ptx).\n"
+          "exit status: 0 success, 1 errors in the input (diagnostics on stderr), 2 usage\n"
+          "errors, 3 internal errors or output that could not be written\n"
           "environment: FLASHC_DUMP_IR=all|NAME[,NAME] prints the IR after those passes\n");
 }
 
@@ -117,16 +133,18 @@ static int parse_args(int argc, char **argv, Options *o) {
   pass_options_init(&o->passes);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v;
-    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+    if (a[0] == '-' && a[1] == '-' && a[2] != '\0')
+      a++; /* --x is -x */
+    if (strcmp(a, "-help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);
       return 0;
-    } else if (strcmp(a, "--version") == 0) {
+    } else if (strcmp(a, "-version") == 0) {
       printf("flashc %s\n%s\n", FLASHC_VERSION, cg_version());
       return 0;
-    } else if (strcmp(a, "--list-passes") == 0) {
+    } else if (strcmp(a, "-list-passes") == 0) {
       list_passes();
       return 0;
-    } else if (starts_with(a, "-emit=", &v) || starts_with(a, "--emit=", &v)) {
+    } else if (starts_with(a, "-emit=", &v)) {
       int k = -1;
       for (int e = 0; e < (int)(sizeof emit_names / sizeof *emit_names); e++)
         if (strcmp(v, emit_names[e]) == 0)
@@ -142,15 +160,15 @@ static int parse_args(int argc, char **argv, Options *o) {
         return EXIT_USAGE;
       }
       o->output = argv[i];
-    } else if (starts_with(a, "--kernel=", &v) || starts_with(a, "-kernel=", &v)) {
+    } else if (starts_with(a, "-kernel=", &v)) {
       o->kernel = v;
-    } else if (starts_with(a, "--target=", &v) || starts_with(a, "-target=", &v)) {
+    } else if (starts_with(a, "-target=", &v)) {
       if (strcmp(v, "sm_80") != 0 && strcmp(v, "sm_90a") != 0) {
         fprintf(stderr, "flashc: error: unknown target '%s' (sm_80 or sm_90a)\n", v);
         return EXIT_USAGE;
       }
       o->passes.target = v;
-    } else if (starts_with(a, "-mma=", &v) || starts_with(a, "--mma=", &v)) {
+    } else if (starts_with(a, "-mma=", &v)) {
       if (strcmp(v, "auto") == 0)
         o->tensor_core = CG_TC_AUTO;
       else if (strcmp(v, "sync") == 0)
@@ -161,13 +179,13 @@ static int parse_args(int argc, char **argv, Options *o) {
         fprintf(stderr, "flashc: error: unknown -mma '%s' (auto, sync or wgmma)\n", v);
         return EXIT_USAGE;
       }
-    } else if (starts_with(a, "-decode-combine=", &v) || starts_with(a, "--decode-combine=", &v)) {
+    } else if (starts_with(a, "-decode-combine=", &v)) {
       if (strcmp(v, "fused") != 0 && strcmp(v, "separate") != 0) {
         fprintf(stderr, "flashc: error: unknown -decode-combine '%s' (fused or separate)\n", v);
         return EXIT_USAGE;
       }
       o->separate_combine = strcmp(v, "separate") == 0;
-    } else if (starts_with(a, "-disable-pass=", &v) || starts_with(a, "--disable-pass=", &v)) {
+    } else if (starts_with(a, "-disable-pass=", &v)) {
       const Pass *p = pass_find(v);
       if (!p) {
         fprintf(stderr, "flashc: error: unknown pass '%s' (see --list-passes)\n", v);
@@ -179,29 +197,35 @@ static int parse_args(int argc, char **argv, Options *o) {
       }
       if (o->passes.ndisabled < PASS_MAX_NAMES)
         o->passes.disabled[o->passes.ndisabled++] = v;
-    } else if (starts_with(a, "-pass=", &v) || starts_with(a, "--pass=", &v)) {
+    } else if (starts_with(a, "-pass=", &v)) {
       if (!pass_find(v)) {
         fprintf(stderr, "flashc: error: unknown pass '%s' (see --list-passes)\n", v);
         return EXIT_USAGE;
       }
       o->passes.only = v;
-    } else if (starts_with(a, "-print-after=", &v) || starts_with(a, "--print-after=", &v)) {
+    } else if (starts_with(a, "-print-after=", &v)) {
       if (!pass_find(v)) {
         fprintf(stderr, "flashc: error: unknown pass '%s' (see --list-passes)\n", v);
         return EXIT_USAGE;
       }
       if (o->passes.nprint_after < PASS_MAX_NAMES)
         o->passes.print_after[o->passes.nprint_after++] = v;
-    } else if (strcmp(a, "-print-after-all") == 0 || strcmp(a, "--print-after-all") == 0) {
+    } else if (strcmp(a, "-print-after-all") == 0) {
       o->passes.print_after_all = true;
     } else if (strcmp(a, "-pipeline") == 0) {
       o->pipeline_on_tile = true;
-    } else if (strcmp(a, "-split-input-file") == 0 || strcmp(a, "--split-input-file") == 0) {
+    } else if (strcmp(a, "-split-input-file") == 0) {
       o->split_input = true;
-    } else if (strcmp(a, "--stats") == 0 || strcmp(a, "-stats") == 0) {
+    } else if (strcmp(a, "-stats") == 0) {
       o->stats = true;
+    } else if (starts_with(a, "-bundle=", &v)) {
+      if (!*v) {
+        fprintf(stderr, "flashc: error: --bundle needs a directory (--bundle=DIR)\n");
+        return EXIT_USAGE;
+      }
+      o->bundle = v;
     } else if (a[0] == '-' && a[1] != '\0') {
-      fprintf(stderr, "flashc: error: unknown option '%s' (see --help)\n", a);
+      fprintf(stderr, "flashc: error: unknown option '%s' (see --help)\n", argv[i]);
       return EXIT_USAGE;
     } else if (o->input) {
       fprintf(stderr, "flashc: error: more than one input file ('%s' and '%s')\n", o->input, a);
@@ -213,6 +237,11 @@ static int parse_args(int argc, char **argv, Options *o) {
   if (!o->input) {
     fprintf(stderr, "flashc: error: no input file\n");
     usage(stderr);
+    return EXIT_USAGE;
+  }
+  if (o->bundle && (o->output || o->emit != EMIT_PTX || o->split_input || o->passes.only)) {
+    fprintf(stderr, "flashc: error: --bundle=DIR writes PTX files of its own; it takes no -o, "
+            "-emit other than ptx, -split-input-file or -pass\n");
     return EXIT_USAGE;
   }
   return -1;
@@ -337,6 +366,22 @@ static int check_one_kernel(const Options *o, int nkernels) {
   return 0;
 }
 
+/* Whether an executable `ptxas` is on PATH (for --stats' message). */
+static bool ptxas_on_path(void) {
+  const char *path = getenv("PATH");
+  char buf[4096];
+  while (path && *path) {
+    size_t n = strcspn(path, ":");
+    if (n > 0 && n < sizeof buf - 7) {
+      snprintf(buf, sizeof buf, "%.*s/ptxas", (int)n, path);
+      if (access(buf, X_OK) == 0)
+        return true;
+    }
+    path += n + (path[n] == ':');
+  }
+  return false;
+}
+
 /* Runs codegen on the module (every kernel in it) and writes the stage. */
 static int emit_code(const Options *o, Module *m, FILE *out, double t_front) {
   int primary = 0;
@@ -384,6 +429,11 @@ static int emit_code(const Options *o, Module *m, FILE *out, double t_front) {
     fprintf(stderr, "  MLIR to LLVM IR     %8.2f ms\n", stats.ms_translate);
     fprintf(stderr, "  LLVM -O3            %8.2f ms\n", stats.ms_llvm_opt);
     fprintf(stderr, "  NVPTX backend       %8.2f ms\n", stats.ms_llvm_codegen);
+    if (stats.registers < 0) { /* ptxas did not run, or failed */
+      fprintf(stderr, "  ptxas               %s: registers, shared memory and spills come from "
+              "`ptxas -v` (the CUDA toolkit's)\n", ptxas_on_path() ? "failed" : "not found on PATH");
+      return 0;
+    }
     fprintf(stderr, "  ptxas               %8.2f ms\n", stats.ms_ptxas);
     fprintf(stderr, "  registers %d, shared memory %d static + %d dynamic bytes, "
             "spill stores %d, spill loads %d, stack %d bytes\n",
@@ -420,6 +470,87 @@ static int compile_tile(const Options *o, const char *name, const char *text, si
       rc = emit_code(o, m, out, 0);
   }
   module_destroy(m);
+  return rc;
+}
+
+/* The checked spec's selected kernels: lowering, passes, then the stage
+ * asked for into out. */
+static int compile_checked(const Options *o, const SpecFile *spec, FILE *out, double t0) {
+  int rc = 0;
+  Module *m = module_create();
+  for (int i = 0; i < spec->nkernels && rc == 0; i++)
+    if (is_selected(o, spec->kernels[i]->name) &&
+        !emit_tile_kernel(m, spec->kernels[i], o->passes.target, stderr))
+      rc = EXIT_INPUT;
+  if (rc == 0 && module_verify(m, "lowering", stderr) != 0)
+    rc = EXIT_INTERNAL;
+  if (rc == 0 && run_pipeline(m, &o->passes) != 0)
+    rc = o->passes.only ? EXIT_INTERNAL : EXIT_INPUT;
+  if (rc == 0) {
+    if (o->emit == EMIT_TILE)
+      module_print(out, m);
+    else
+      rc = emit_code(o, m, out, now_ms() - t0);
+  }
+  module_destroy(m);
+  return rc;
+}
+
+/* DIR/NAME: the path of a bundle file, or NULL (and a message) when too long. */
+static char *bundle_path(const char *dir, const char *name, const char *ext) {
+  size_t n = strlen(dir) + strlen(name) + strlen(ext) + 2;
+  char *p = malloc(n);
+  if (p)
+    snprintf(p, n, "%s/%s%s", dir, name, ext);
+  return p;
+}
+
+/* --bundle=DIR: every selected kernel of the spec to DIR/NAME.ptx (each
+ * written as -o writes, atomically), then DIR/bundle.txt listing them. A
+ * kernel that fails stops the bundle; the files already written stay. */
+static int write_bundle(const Options *o, const SpecFile *spec, const char *input, double t0) {
+  if (mkdir(o->bundle, 0777) != 0 && errno != EEXIST) {
+    fprintf(stderr, "flashc: error: cannot create the bundle directory '%s': %s\n", o->bundle,
+            strerror(errno));
+    return EXIT_INTERNAL;
+  }
+  char *list = NULL;
+  size_t list_len = 0;
+  FILE *index = open_memstream(&list, &list_len);
+  if (!index)
+    return EXIT_INTERNAL;
+  fprintf(index, "# flashc %s bundle of %s for %s: one module per line (NAME FILE)\n",
+          FLASHC_VERSION, input, o->passes.target);
+  int rc = 0;
+  for (int i = 0; i < spec->nkernels && rc == 0; i++) {
+    const char *kname = spec->kernels[i]->name;
+    if (!is_selected(o, kname))
+      continue;
+    Options one = *o;
+    one.kernel = kname;
+    char *ptx = NULL;
+    size_t ptx_len = 0;
+    FILE *out = open_memstream(&ptx, &ptx_len);
+    if (!out) {
+      rc = EXIT_INTERNAL;
+      break;
+    }
+    rc = compile_checked(&one, spec, out, t0);
+    fclose(out);
+    char *path = bundle_path(o->bundle, kname, ".ptx");
+    if (rc == 0 && (!path || output_write(path, ptx, ptx_len) != 0))
+      rc = EXIT_INTERNAL;
+    if (rc == 0)
+      fprintf(index, "%s %s.ptx\n", kname, kname);
+    free(path);
+    free(ptx);
+  }
+  fclose(index);
+  char *path = bundle_path(o->bundle, "bundle", ".txt");
+  if (rc == 0 && (!path || output_write(path, list, list_len) != 0))
+    rc = EXIT_INTERNAL;
+  free(path);
+  free(list);
   return rc;
 }
 
@@ -464,24 +595,13 @@ static int compile_spec(const Options *o, const char *name, const char *text, si
     rc = EXIT_USAGE;
     goto done;
   }
+  if (o->bundle) {
+    rc = write_bundle(o, spec, name, t0);
+    goto done;
+  }
   if ((rc = check_one_kernel(o, selected)))
     goto done;
-  Module *m = module_create();
-  for (int i = 0; i < spec->nkernels && rc == 0; i++)
-    if (is_selected(o, spec->kernels[i]->name) &&
-        !emit_tile_kernel(m, spec->kernels[i], o->passes.target, stderr))
-      rc = EXIT_INPUT;
-  if (rc == 0 && module_verify(m, "lowering", stderr) != 0)
-    rc = EXIT_INTERNAL;
-  if (rc == 0 && run_pipeline(m, &o->passes) != 0)
-    rc = o->passes.only ? EXIT_INTERNAL : EXIT_INPUT;
-  if (rc == 0) {
-    if (o->emit == EMIT_TILE)
-      module_print(out, m);
-    else
-      rc = emit_code(o, m, out, now_ms() - t0);
-  }
-  module_destroy(m);
+  rc = compile_checked(o, spec, out, t0);
 done:
   fe_free_spec(spec);
   fe_free_ast(ast);

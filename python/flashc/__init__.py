@@ -1,67 +1,50 @@
-"""flashc for Python: compile attention specs (issue 19, first part).
+"""flashc for Python: compile attention specs, load and launch their kernels on
+torch tensors, and train through them (docs/python.md).
 
     import flashc
-    m = flashc.compile(source_or_path, kernel=None, target="sm_90a")
-    m.ptx          # the module's PTX with its metadata (what `flashc -emit=ptx` writes)
-    m.kernels      # one dict per kernel of the module (forward, NAME_dropout, _bwd_* ...)
+    m = flashc.compile(source_or_path, kernel=None, target="sm_90a")   # needs libflashc_jit
+    m = flashc.load("attn.ptx")          # a compiled module; needs libflashc_runtime only
+    out = flashc.attention(q, k, v, m)   # differentiable, torch.compile-able (torch.library ops)
+    out, lse = m.forward(q, k, v); dq, dk, dv = m.backward(dout, q, k, v, out, lse)
+    out = m.decode(q, k_cache, v_cache, cache_seqlens, block_table)
 
 compile() goes through libflashc_jit.so (the compiler and the runtime in one
 library; LLVM/MLIR 22 where it compiles) and its kernel cache. A spec with
 errors raises CompileError carrying the compiler's diagnostics
-(`file:line:col: error: ...`, the source line and a caret). Launching on torch
-tensors is not here yet (the test helper test/gpu/flashc_rt.py does it).
+(`file:line:col: error: ...`, the source line and a caret). Launches go
+through the C runtime (runtime.py); the torch ops are in ops.py. torch is
+imported only when a launch needs it.
 """
 import ctypes
 import os
 
 from . import _capi
+from .runtime import FlashcError, Module, load, load_bundle, module_of
 
-__all__ = ["compile", "CompiledModule", "CompileError", "FlashcError"]
+__all__ = ["compile", "load", "load_bundle", "attention", "Module", "CompiledModule",
+           "CompileError", "FlashcError"]
 __version__ = "0.1.0"
-
-
-class FlashcError(RuntimeError):
-    """A C API call failed: status is its fa_status name."""
-
-    def __init__(self, status, message):
-        self.status = _capi.STATUS[status] if 0 <= status < len(_capi.STATUS) else str(status)
-        self.message = message
-        super().__init__(f"{self.status}: {message}" if message else self.status)
 
 
 class CompileError(FlashcError):
     """The spec has errors; str() is the compiler's diagnostics."""
 
-    def __init__(self, status, message):
-        super().__init__(status, message)
-
     def __str__(self):
         return self.message
 
 
-class CompiledModule:
-    """One compiled module: its PTX and its kernels' metadata."""
-
-    def __init__(self, ptx, kernels):
-        self.ptx = ptx
-        self.kernels = kernels
-
-    @property
-    def name(self):
-        return self.kernels[0]["kernel"]
-
-    def __repr__(self):
-        return f"<flashc module {self.name}: {', '.join(k['kernel'] for k in self.kernels)}>"
+CompiledModule = Module  # compile() returns a Module; the old name stays valid
 
 
-_jit = None
+def attention(q, k, v, module, **kw):
+    """Attention through `module`'s kernels as a differentiable torch op
+    (flashc.ops.attention: layout, dropout_p, backward_mode, return_lse)."""
+    from . import ops
+    return ops.attention(q, k, v, module, **kw)
 
 
 def _lib():
-    global _jit
-    if _jit is None:
-        _jit = _capi.declare(_capi.load_library("flashc_jit"))
-    return _jit
+    return _capi.load_declared("flashc_jit")
 
 
 def _source(spec):
@@ -104,9 +87,4 @@ def compile(spec, kernel=None, target="sm_90a", disable_passes=None, cache_dir=N
         body = ctypes.string_at(ptx, n.value)
     finally:
         lib.fa_jit_free(ptx)
-    infos = (_capi.KernelInfo * _capi.MODULE_MAX_KERNELS)()
-    count = ctypes.c_int()
-    st = lib.fa_meta_parse_module(body, len(body), infos, ctypes.byref(count), err, len(err))
-    if st != _capi.FA_OK:
-        raise FlashcError(st, err.value.decode(errors="replace"))
-    return CompiledModule(body.decode(), [_capi.info_dict(infos[i]) for i in range(count.value)])
+    return module_of(ptx=body, source=filename)

@@ -37,6 +37,37 @@ class KernelInfo(ctypes.Structure):
                 ("dropout_of", ctypes.c_char * FA_NAME_MAX), ("dropout_torch", ctypes.c_int)]
 
 
+class Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int),
+                ("dim", ctypes.c_int64 * 4), ("stride", ctypes.c_int64 * 4)]
+
+
+_DROPOUT_FIELDS = [("dropout_p", ctypes.c_double), ("seed", ctypes.c_uint64),
+                   ("offset", ctypes.c_uint64)]
+
+
+class ForwardArgs(ctypes.Structure):
+    _fields_ = [("q", Tensor), ("k", Tensor), ("v", Tensor), ("o", Tensor),
+                ("lse", ctypes.c_void_p), ("stream", ctypes.c_void_p)] + _DROPOUT_FIELDS
+
+
+class BackwardArgs(ctypes.Structure):
+    _fields_ = [("q", Tensor), ("k", Tensor), ("v", Tensor), ("o", Tensor),
+                ("lse", ctypes.c_void_p), ("dout", Tensor), ("dq", Tensor), ("dk", Tensor),
+                ("dv", Tensor), ("workspace", ctypes.c_void_p),
+                ("workspace_bytes", ctypes.c_size_t), ("stream", ctypes.c_void_p),
+                ("mode", ctypes.c_int)] + _DROPOUT_FIELDS
+
+
+class DecodeArgs(ctypes.Structure):
+    _fields_ = [("q", Tensor), ("k", Tensor), ("v", Tensor), ("o", Tensor),
+                ("lse", ctypes.c_void_p), ("cache_seqlens", ctypes.c_void_p),
+                ("block_table", ctypes.c_void_p), ("max_pages", ctypes.c_int64),
+                ("bt_stride", ctypes.c_int64), ("host_cache_seqlens", ctypes.c_void_p),
+                ("host_block_table", ctypes.c_void_p), ("max_seqlen", ctypes.c_int64),
+                ("nsplit", ctypes.c_int), ("stream", ctypes.c_void_p)]
+
+
 class JitOptions(ctypes.Structure):
     _fields_ = [("kernel", ctypes.c_char_p), ("target", ctypes.c_char_p),
                 ("disable_passes", ctypes.c_char_p), ("cache_dir", ctypes.c_char_p),
@@ -44,6 +75,7 @@ class JitOptions(ctypes.Structure):
 
 
 MODES = ["forward", "backward", "decode"]
+GRIDS = ["q_tiles,heads,batch", "1,heads,batch", "splits,kv_heads,batch"]
 DTYPES = ["f16", "bf16", "f32"]
 MASKS = ["none", "causal", "window", "expr"]
 ROLES = ["none", "pre", "main", "kv", "q", "post", "dv"]
@@ -57,7 +89,19 @@ def info_dict(k):
             "tile_q": k.tile_q, "tile_kv": k.tile_kv, "threads": k.threads,
             "smem_bytes": k.smem_bytes, "role": ROLES[k.role], "forward": k.forward.decode(),
             "dropout": k.dropout, "dropout_of": k.dropout_of.decode(),
-            "dropout_mask": "torch" if k.dropout_torch else "exact"}
+            "dropout_mask": "torch" if k.dropout_torch else "exact",
+            "warps": k.warps, "stages": k.stages, "grid": GRIDS[k.grid] if 0 <= k.grid < 3 else k.grid,
+            "workspace_floats_per_row": k.workspace_floats_per_row,
+            "target": k.target.decode(), "passes": k.passes.decode(),
+            "decode": _decode_dict(k.decode) if k.mode == 2 else None}
+
+
+def _decode_dict(d):
+    out = {name: getattr(d, name) for name, _ in DecodeInfo._fields_}
+    out["combine_kernel"] = out["combine_kernel"].decode()
+    out["wide_kernel"] = out["wide_kernel"].decode()
+    out["cache"] = "paged" if d.cache == 1 else "contiguous"
+    return out
 
 
 def _candidates(name):
@@ -70,6 +114,45 @@ def _candidates(name):
     for sub in ("build/jit", "build/runtime", "build-gpu", "build-rt"):
         dirs.append(os.path.join(repo, sub))
     return [os.path.join(d, f"lib{name}.so") for d in dirs]
+
+
+_loaded = {}
+
+
+def loaded_jit():
+    """libflashc_jit when this process has loaded it, else None."""
+    return _loaded.get("flashc_jit")
+
+
+def load_first(names):
+    """The first of the libraries `names` that loads (declared); OSError
+    naming where each was looked for when none does."""
+    errors = []
+    for name in names:
+        try:
+            return load_declared(name)
+        except OSError as e:
+            errors.append(str(e))
+    raise OSError("; ".join(errors))
+
+
+def load_declared(name):
+    """libNAME.so loaded once per process, its C API declared."""
+    if name not in _loaded:
+        _loaded[name] = declare(load_library(name))
+    return _loaded[name]
+
+
+def parse_module_meta(lib, text):
+    """The KernelInfo of every kernel of a module's metadata (fa_meta_parse_module)."""
+    infos = (KernelInfo * MODULE_MAX_KERNELS)()
+    count = ctypes.c_int()
+    err = ctypes.create_string_buffer(4096)
+    st = lib.fa_meta_parse_module(text, len(text), infos, ctypes.byref(count), err, len(err))
+    if st != FA_OK:
+        from .runtime import FlashcError
+        raise FlashcError(st, err.value.decode(errors="replace"))
+    return [infos[i] for i in range(count.value)]
 
 
 def load_library(name):
@@ -88,8 +171,34 @@ def load_library(name):
 
 
 def declare(lib):
-    P, S, I = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
+    """Sets restype/argtypes of the C API functions lib exports (the runtime's
+    in both libraries, the compiler's in libflashc_jit)."""
+    P, S, I, U64, I64 = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_uint64,
+                         ctypes.c_int64)
+    KI = ctypes.POINTER(KernelInfo)
     sig = {
+        "fa_context_create": (I, [I, ctypes.POINTER(P), ctypes.c_char_p, S]),
+        "fa_context_destroy": (None, [P]),
+        "fa_context_errmsg": (ctypes.c_char_p, [P]),
+        "fa_module_load_ptx": (I, [P, ctypes.c_char_p, S, ctypes.POINTER(P)]),
+        "fa_module_load_cubin": (I, [P, ctypes.c_char_p, S, ctypes.c_char_p, S,
+                                     ctypes.POINTER(P)]),
+        "fa_module_destroy": (None, [P]),
+        "fa_module_errmsg": (ctypes.c_char_p, [P]),
+        "fa_module_info": (KI, [P]),
+        "fa_module_kernel_count": (I, [P]),
+        "fa_module_kernel_info": (KI, [P, I]),
+        "fa_meta_parse": (I, [ctypes.c_char_p, S, KI, ctypes.c_char_p, S]),
+        "fa_forward_check": (I, [KI, ctypes.POINTER(ForwardArgs), ctypes.c_char_p, S]),
+        "fa_forward": (I, [P, ctypes.POINTER(ForwardArgs)]),
+        "fa_backward_workspace_size": (I, [KI, I64, I64, I64, I, ctypes.POINTER(S)]),
+        "fa_backward_check": (I, [KI, ctypes.POINTER(BackwardArgs), ctypes.c_char_p, S]),
+        "fa_backward": (I, [P, ctypes.POINTER(BackwardArgs)]),
+        "fa_decode_check": (I, [KI, ctypes.POINTER(DecodeArgs), ctypes.c_char_p, S]),
+        "fa_decode": (I, [P, ctypes.POINTER(DecodeArgs)]),
+        "fa_decode_last_nsplit": (I, [P]),
+        "fa_decode_last_kernel": (ctypes.c_char_p, [P]),
+        "fa_dropout_mask": (I, [KI, ctypes.c_double, U64, U64, I64, I64, I64, P]),
         "fa_status_string": (ctypes.c_char_p, [I]),
         "fa_meta_parse_module": (I, [ctypes.c_char_p, S, ctypes.POINTER(KernelInfo),
                                      ctypes.POINTER(I), ctypes.c_char_p, S]),

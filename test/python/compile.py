@@ -9,7 +9,9 @@ from flashc import _capi
 
 c_sizes = dict(kv.split("=") for kv in sys.argv[1].split(","))
 for name, cls in (("fa_kernel_info", _capi.KernelInfo), ("fa_decode_info", _capi.DecodeInfo),
-                  ("fa_jit_options", _capi.JitOptions)):
+                  ("fa_jit_options", _capi.JitOptions), ("fa_tensor", _capi.Tensor),
+                  ("fa_forward_args", _capi.ForwardArgs), ("fa_backward_args", _capi.BackwardArgs),
+                  ("fa_decode_args", _capi.DecodeArgs)):
     py = ctypes.sizeof(cls)
     print(f"{name}: C {c_sizes[name]} ctypes {py} {'same' if int(c_sizes[name]) == py else 'DIFFER'}")
 

@@ -1,0 +1,177 @@
+"""flashc kernels as PyTorch operators (torch.library), with autograd.
+
+    out = flashc.attention(q, k, v, module, layout="bshd", dropout_p=0.0)
+
+Three operators, defined once per process when this module is imported:
+
+    flashc::fwd(q, k, v, module, dropout_p, bwd_mode=0) -> (out, lse, rng)
+    flashc::bwd(dout, q, k, v, out, lse, rng, module, dropout_p, mode) -> (dq, dk, dv)
+    flashc::decode(q, k_cache, v_cache, cache_seqlens, block_table?, module, nsplit)
+        -> (out, lse)
+
+Tensors are in the runtime's order [batch, seqlen, heads, head_dim];
+attention(layout="bhsd") takes and returns SDPA's [batch, heads, seqlen,
+head_dim] through transposed views (no copy). `module` is a Module's id (the
+ops cannot take a Python object); the fake (meta) implementations read the
+shapes from its metadata, so the ops trace under torch.compile without graph
+breaks. fwd saves LSE and the dropout state for bwd (register_autograd);
+its bwd_mode (fa_backward_mode) is only what its backward will use.
+
+Dropout draws (seed, offset) from torch's CUDA generator of q's device as
+SDPA's flash backend does (seed = initial_seed, offset advanced by
+batch * heads * 32), so a spec with `dropout_mask = torch` reproduces SDPA's
+mask for the same generator state; rng = int64 [seed, offset] on the CPU.
+fwd is tagged nondeterministic_seeded: compilers neither fold nor merge it.
+"""
+import torch
+
+from . import runtime
+
+__all__ = ["attention", "fwd", "bwd", "decode"]
+
+_lib = torch.library.Library("flashc", "DEF")
+_TAGS = (torch.Tag.nondeterministic_seeded,)
+_lib.define("fwd(Tensor q, Tensor k, Tensor v, int module, float dropout_p, int bwd_mode=0) "
+            "-> (Tensor out, Tensor lse, Tensor rng)", tags=_TAGS)
+_lib.define("bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor rng, "
+            "int module, float dropout_p, int mode) -> (Tensor dq, Tensor dk, Tensor dv)")
+_lib.define("decode(Tensor q, Tensor k_cache, Tensor v_cache, Tensor cache_seqlens, "
+            "Tensor? block_table, int module, int nsplit) -> (Tensor out, Tensor lse)")
+
+_U64 = 1 << 64
+
+
+def _module(module_id):
+    m = runtime._modules.get(module_id)
+    if m is None:
+        raise ValueError(f"flashc: no module with id {module_id} in this process")
+    return m
+
+
+def _out_shapes(q, m):
+    """out [b, sq, heads, v_head_dim] and lse [b, heads, sq] (q's sizes, the
+    kernel's v_head_dim); the C runtime checks the rest at launch."""
+    b, sq, h = q.shape[0], q.shape[1], q.shape[2]
+    return (b, sq, h, m.info["v_head_dim"]), (b, h, sq)
+
+
+def _draw_rng(q, module, dropout_p):
+    """(seed, offset) from the CUDA generator of q's device, advanced as
+    SDPA's flash backend advances it; (0, 0) without dropout."""
+    if dropout_p == 0.0:
+        return 0, 0
+    if torch.cuda.is_current_stream_capturing():
+        raise RuntimeError("flashc: dropout under CUDA graph capture is not supported (the "
+                           "generator offset would be frozen into the graph)")
+    gen = torch.cuda.default_generators[q.device.index if q.device.index is not None
+                                        else torch.cuda.current_device()]
+    seed, offset = gen.initial_seed(), gen.get_offset()
+    gen.set_offset(offset + q.shape[0] * q.shape[2] * 32)
+    return seed, offset
+
+
+def _fwd_cuda(q, k, v, module, dropout_p, bwd_mode=0):
+    m = _module(module)
+    out_shape, lse_shape = _out_shapes(q, m)
+    out = q.new_empty(out_shape)
+    lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
+    seed, offset = _draw_rng(q, m, dropout_p)
+    m.on(q).forward(q, k, v, out, lse, dropout_p=dropout_p, seed=seed, offset=offset)
+    # int64 holds the u64 seed's bits
+    rng = torch.tensor([seed - _U64 if seed >= 1 << 63 else seed, offset], dtype=torch.int64)
+    return out, lse, rng
+
+
+_lib.impl("fwd", _fwd_cuda, "CUDA")
+
+
+@torch.library.register_fake("flashc::fwd")
+def _fwd_fake(q, k, v, module, dropout_p, bwd_mode=0):
+    m = _module(module)
+    out_shape, lse_shape = _out_shapes(q, m)
+    return (q.new_empty(out_shape), q.new_empty(lse_shape, dtype=torch.float32),
+            torch.empty(2, dtype=torch.int64, device="cpu"))
+
+
+def _bwd_cuda(dout, q, k, v, out, lse, rng, module, dropout_p, mode):
+    m = _module(module)
+    # autograd may hand a broadcast or strided gradient (e.g. of out.sum()):
+    # the kernels need the last dim contiguous and 16-byte rows
+    if dout.stride(-1) != 1 or any(s % 8 for s in dout.stride()[:3]) or dout.data_ptr() % 16:
+        dout = dout.contiguous()
+    seed, offset = (int(x) for x in rng.tolist())
+    dq, dk, dv = m.backward(dout, q, k, v, out, lse, mode=mode, dropout_p=dropout_p,
+                            seed=seed % _U64, offset=offset)
+    return dq, dk, dv
+
+
+_lib.impl("bwd", _bwd_cuda, "CUDA")
+
+
+@torch.library.register_fake("flashc::bwd")
+def _bwd_fake(dout, q, k, v, out, lse, rng, module, dropout_p, mode):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def _decode_cuda(q, k_cache, v_cache, cache_seqlens, block_table, module, nsplit):
+    m = _module(module)
+    return m.decode(q, k_cache, v_cache, cache_seqlens, block_table, nsplit=nsplit,
+                    return_lse=True)
+
+
+_lib.impl("decode", _decode_cuda, "CUDA")
+
+
+@torch.library.register_fake("flashc::decode")
+def _decode_fake(q, k_cache, v_cache, cache_seqlens, block_table, module, nsplit):
+    out_shape, lse_shape = _out_shapes(q, _module(module))
+    return q.new_empty(out_shape), q.new_empty(lse_shape, dtype=torch.float32)
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, module, dropout_p, bwd_mode = inputs
+    out, lse, rng = output
+    ctx.save_for_backward(q, k, v, out, lse, rng)
+    ctx.module, ctx.dropout_p, ctx.mode = module, dropout_p, bwd_mode
+    ctx.mark_non_differentiable(lse, rng)
+
+
+def _backward(ctx, dout, dlse, drng):
+    q, k, v, out, lse, rng = ctx.saved_tensors
+    dq, dk, dv = torch.ops.flashc.bwd(dout, q, k, v, out, lse, rng, ctx.module, ctx.dropout_p,
+                                      ctx.mode)
+    return dq, dk, dv, None, None, None
+
+
+torch.library.register_autograd("flashc::fwd", _backward, setup_context=_setup_context)
+
+
+fwd = torch.ops.flashc.fwd
+bwd = torch.ops.flashc.bwd
+decode = torch.ops.flashc.decode
+
+
+def attention(q, k, v, module, *, layout="bshd", dropout_p=0.0, backward_mode="auto",
+              return_lse=False):
+    """Attention of q, k, v through `module` (a flashc.Module compiled from a
+    spec; its heads, kv_heads, head dims, dtype, mask, score modifier and
+    scale), differentiable when the module has `grad = true`.
+    layout: "bshd" ([batch, seqlen, heads, head_dim], FlashAttention's and
+    the runtime's) or "bhsd" (SDPA's); GQA takes k, v with kv_heads heads
+    (no repeat). dropout_p: 0, or p in (0, 1) for a module with `dropout`
+    (pass 0 in eval). backward_mode: "auto", "deterministic" or "atomic".
+    Returns out in the layout given (and lse float32 [batch, heads, seqlen_q]
+    with return_lse)."""
+    if layout not in ("bshd", "bhsd"):
+        raise ValueError(f"flashc: layout must be 'bshd' or 'bhsd', got {layout!r}")
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"flashc: dropout_p must be in [0, 1), got {dropout_p}")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() != 4:
+            raise ValueError(f"flashc: {name} must be 4-D ({layout}), got shape {tuple(t.shape)}")
+    if layout == "bhsd":
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+    out, lse, _ = fwd(q, k, v, module.id, float(dropout_p), runtime.BACKWARD_MODES[backward_mode])
+    if layout == "bhsd":
+        out = out.transpose(1, 2)
+    return (out, lse) if return_lse else out

@@ -1,0 +1,478 @@
+"""Loading and launching flashc kernels on torch tensors (libflashc_runtime.so).
+
+    mod = flashc.load("attn.ptx")                # or flashc.compile(spec)
+    out, lse = mod.forward(q, k, v)              # q [b, s, h, d] CUDA tensors
+    dq, dk, dv = mod.backward(dout, q, k, v, out, lse)
+    out = mod.decode(q, k_cache, v_cache, cache_seqlens, block_table=None)
+
+Module holds the image (PTX with its metadata, or a cubin with the metadata
+text beside it) and is loaded on a GPU the first time a launch needs it there
+(one fa_module per device, in the device's primary context: the one PyTorch
+uses). Launches are zero-copy (tensors go to the C runtime with their strides;
+what it refuses raises FlashcError with its message: the C checks are the only
+rules), on torch's current stream, with the workspace from torch's caching
+allocator. The C structs and functions are declared in _capi.py.
+"""
+import ctypes
+import hashlib
+import itertools
+import os
+import threading
+
+from . import _capi
+
+__all__ = ["FlashcError", "Module", "load", "load_bundle", "tensor_desc", "LoadedModule"]
+
+BACKWARD_MODES = {"auto": 0, "deterministic": 1, "atomic": 2}
+
+
+class FlashcError(RuntimeError):
+    """A C API call failed: status is its fa_status name, message the C message."""
+
+    def __init__(self, status, message):
+        self.status_code = status
+        self.status = _capi.STATUS[status] if 0 <= status < len(_capi.STATUS) else str(status)
+        self.message = message
+        super().__init__(f"{self.status}: {message}" if message else self.status)
+
+
+_lock = threading.Lock()
+_lib = None
+
+
+def runtime_library():
+    """The C library the launches go through: libflashc_jit.so when compile()
+    has loaded it (it holds the runtime too: one copy per process), else
+    libflashc_runtime.so, else libflashc_jit.so."""
+    global _lib
+    with _lock:
+        if _lib is None:
+            _lib = _capi.loaded_jit() or _capi.load_first(("flashc_runtime", "flashc_jit"))
+        return _lib
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as e:  # the compiler part works without torch; launches need it
+        raise ImportError("flashc: launching kernels needs PyTorch (import torch failed: "
+                          f"{e})") from e
+    return torch
+
+
+_DTYPE_CODES = None
+
+
+def _dtype_code(t):
+    global _DTYPE_CODES
+    if _DTYPE_CODES is None:
+        torch = _torch()
+        _DTYPE_CODES = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
+    return _DTYPE_CODES.get(t.dtype, 99)  # 99: the C check names the dtype as unknown
+
+
+def tensor_desc(t):
+    """The fa_tensor of a 4-D torch tensor: its address, dtype, sizes and
+    strides (in elements), no copy."""
+    if t.dim() != 4:
+        raise ValueError(f"flashc: expected a 4-D tensor [batch, seqlen, heads, head_dim], "
+                         f"got shape {tuple(t.shape)}")
+    d = _capi.Tensor()
+    d.data = t.data_ptr() or None
+    d.dtype = _dtype_code(t)
+    for i in range(4):
+        d.dim[i] = t.shape[i]
+        d.stride[i] = t.stride(i)
+    return d
+
+
+def _stream(t, stream):
+    if stream is not None:
+        return stream or None
+    torch = _torch()
+    return torch.cuda.current_stream(t.device).cuda_stream or None
+
+
+def _ptr(t):
+    return t.data_ptr() if t is not None else None
+
+
+class Context:
+    """The primary context of one GPU (fa_context)."""
+
+    def __init__(self, lib, device):
+        self.lib, self.device, self.handle = lib, device, ctypes.c_void_p()
+        err = ctypes.create_string_buffer(1024)
+        st = lib.fa_context_create(device, ctypes.byref(self.handle), err, len(err))
+        if st:
+            raise FlashcError(st, err.value.decode(errors="replace"))
+
+    def close(self):
+        if self.handle:
+            self.lib.fa_context_destroy(self.handle)
+            self.handle = ctypes.c_void_p()
+
+    def __del__(self):
+        self.close()
+
+
+_contexts = {}
+
+
+def context(device, lib=None):
+    """The process's Context of GPU `device` (created on first use)."""
+    lib = lib or runtime_library()
+    key = (id(lib), device)
+    with _lock:
+        if key not in _contexts:
+            _contexts[key] = Context(lib, device)
+        return _contexts[key]
+
+
+class LoadedModule:
+    """One fa_module: a module's kernels loaded on one GPU. The launch methods
+    take tensors the caller allocated; Module's allocate them."""
+
+    def __init__(self, ctx, ptx=None, cubin=None, meta=None):
+        self.ctx, self.lib, self.handle = ctx, ctx.lib, ctypes.c_void_p()
+        if cubin is not None:
+            st = self.lib.fa_module_load_cubin(ctx.handle, cubin, len(cubin), meta, len(meta),
+                                               ctypes.byref(self.handle))
+        else:
+            st = self.lib.fa_module_load_ptx(ctx.handle, ptx, len(ptx), ctypes.byref(self.handle))
+        if st:
+            raise FlashcError(st, self.lib.fa_context_errmsg(ctx.handle).decode(errors="replace"))
+        n = self.lib.fa_module_kernel_count(self.handle)
+        self.kernels = [_capi.info_dict(self.lib.fa_module_kernel_info(self.handle, i).contents)
+                        for i in range(n)]
+
+    @property
+    def info(self):
+        """Kernel 0's metadata (the one forward / decode launch) as a dict."""
+        return self.kernels[0]
+
+    def _raise(self, st):
+        raise FlashcError(st, self.lib.fa_module_errmsg(self.handle).decode(errors="replace"))
+
+    def _result(self, st, check):
+        msg = self.lib.fa_module_errmsg(self.handle).decode(errors="replace")
+        if check and st:
+            raise FlashcError(st, msg)
+        return (_capi.STATUS[st] if 0 <= st < len(_capi.STATUS) else str(st)), msg
+
+    def forward_args(self, q, k, v, o, lse=None, stream=None, dropout_p=0.0, seed=0, offset=0):
+        a = _capi.ForwardArgs()
+        a.q, a.k, a.v, a.o = (tensor_desc(t) for t in (q, k, v, o))
+        a.lse = _ptr(lse)
+        a.stream = _stream(q, stream)
+        a.dropout_p, a.seed, a.offset = dropout_p, seed, offset
+        return a
+
+    def forward(self, q, k, v, o, lse=None, stream=None, dropout_p=0.0, seed=0, offset=0,
+                check=True):
+        """fa_forward into o (and lse: float32 [b, heads, seqlen_q] or None).
+        Raises FlashcError on a refused launch (check=False: returns
+        (status name, message) instead)."""
+        a = self.forward_args(q, k, v, o, lse, stream, dropout_p, seed, offset)
+        return self._result(self.lib.fa_forward(self.handle, ctypes.byref(a)), check)
+
+    def backward_workspace_size(self, batch, seqlen_q, seqlen_k, mode=0):
+        n = ctypes.c_size_t()
+        st = self.lib.fa_backward_workspace_size(self.lib.fa_module_info(self.handle), batch,
+                                                 seqlen_q, seqlen_k, int(mode), ctypes.byref(n))
+        if st:
+            raise FlashcError(st, "fa_backward_workspace_size refused the sizes "
+                              f"(batch {batch}, seqlen_q {seqlen_q}, seqlen_k {seqlen_k})")
+        return n.value
+
+    def backward(self, q, k, v, o, lse, dout, dq, dk, dv, mode=0, workspace=None, stream=None,
+                 dropout_p=0.0, seed=0, offset=0):
+        """fa_backward into dq, dk, dv. mode: fa_backward_mode (0 auto, 1
+        deterministic, 2 atomic); workspace: a uint8 CUDA tensor of at least
+        backward_workspace_size bytes, or None for the module's own scratch."""
+        a = _capi.BackwardArgs()
+        a.q, a.k, a.v, a.o = (tensor_desc(t) for t in (q, k, v, o))
+        a.dout, a.dq, a.dk, a.dv = (tensor_desc(t) for t in (dout, dq, dk, dv))
+        a.lse = _ptr(lse)
+        if workspace is not None:
+            a.workspace, a.workspace_bytes = workspace.data_ptr() or None, workspace.numel()
+        a.stream = _stream(q, stream)
+        a.mode = int(mode)
+        a.dropout_p, a.seed, a.offset = dropout_p, seed, offset
+        st = self.lib.fa_backward(self.handle, ctypes.byref(a))
+        if st:
+            self._raise(st)
+
+    def decode_args(self, q, k, v, o, cache_seqlens, block_table=None, lse=None,
+                    host_seqlens=None, host_block_table=None, nsplit=0, max_seqlen=0,
+                    stream=None):
+        a = _capi.DecodeArgs()
+        a.q, a.k, a.v, a.o = (tensor_desc(t) for t in (q, k, v, o))
+        a.lse = _ptr(lse)
+        a.cache_seqlens = _ptr(cache_seqlens)
+        if block_table is not None:
+            if block_table.dim() != 2 or block_table.stride(1) != 1:
+                raise ValueError("flashc: block_table must be int32 [batch, max_pages] with "
+                                 f"contiguous rows; got shape {tuple(block_table.shape)}, "
+                                 f"strides {block_table.stride()}")
+            a.block_table = block_table.data_ptr()
+            a.max_pages, a.bt_stride = block_table.shape[1], block_table.stride(0)
+        a.host_cache_seqlens = _ptr(host_seqlens)
+        a.host_block_table = _ptr(host_block_table)
+        a.max_seqlen, a.nsplit = max_seqlen, nsplit
+        a.stream = _stream(q, stream)
+        return a
+
+    def decode(self, q, k, v, o, cache_seqlens, block_table=None, lse=None, host_seqlens=None,
+               host_block_table=None, nsplit=0, max_seqlen=0, stream=None, check=True):
+        """fa_decode into o (docs/decode.md). The int32 tensors' dtypes are
+        checked here (the C API takes bare pointers)."""
+        torch = _torch()
+        for name, t in (("cache_seqlens", cache_seqlens), ("block_table", block_table),
+                        ("host_seqlens", host_seqlens), ("host_block_table", host_block_table)):
+            if t is not None and t.dtype != torch.int32:
+                raise TypeError(f"flashc: {name} must be int32, got {t.dtype}")
+            if t is not None and not t.is_contiguous() and name != "block_table":
+                raise ValueError(f"flashc: {name} must be contiguous")
+        a = self.decode_args(q, k, v, o, cache_seqlens, block_table, lse, host_seqlens,
+                             host_block_table, nsplit, max_seqlen, stream)
+        return self._result(self.lib.fa_decode(self.handle, ctypes.byref(a)), check)
+
+    def last_nsplit(self):
+        return self.lib.fa_decode_last_nsplit(self.handle)
+
+    def last_kernel(self):
+        """The split kernel the last decode launched (the kernel or its small-batch variant)."""
+        return self.lib.fa_decode_last_kernel(self.handle).decode()
+
+    def close(self):
+        if self.handle:
+            self.lib.fa_module_destroy(self.handle)
+            self.handle = ctypes.c_void_p()
+
+    def __del__(self):
+        self.close()
+
+
+_ids = itertools.count(1)
+_modules = {}  # id -> Module: the torch ops name a module by its id
+_by_image = {}  # image digest -> Module: the same image is one module, loaded once a GPU
+
+
+def _need_4d(**tensors):
+    for name, t in tensors.items():
+        if t.dim() != 4:
+            raise ValueError(f"flashc: {name} must be 4-D [batch, seqlen, heads, head_dim], got "
+                             f"shape {tuple(t.shape)}")
+
+
+class Module:
+    """A compiled flashc module (flashc.compile, flashc.load): its image and
+    its kernels' metadata; loaded on each GPU at its first launch there."""
+
+    def __init__(self, ptx=None, cubin=None, meta=None, source=None):
+        if (ptx is None) == (cubin is None):
+            raise ValueError("flashc: a module is a PTX image or a cubin with its metadata")
+        if cubin is not None and meta is None:
+            raise ValueError("flashc: a cubin needs its metadata text (flashc -emit=meta)")
+        self.ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
+        self.cubin = cubin
+        self.meta = meta.encode() if isinstance(meta, str) else meta
+        self.source = source
+        self._infos = _capi.parse_module_meta(runtime_library(),
+                                              self.meta if cubin is not None else self._image())
+        self.kernels = [_capi.info_dict(i) for i in self._infos]
+        self._loaded = {}
+        self.id = next(_ids)
+        _modules[self.id] = self
+
+    def _image(self):
+        return self.ptx.encode()
+
+    @property
+    def name(self):
+        return self.kernels[0]["kernel"]
+
+    @property
+    def info(self):
+        return self.kernels[0]
+
+    def kernel(self, name):
+        """The metadata dict of kernel `name` (KeyError when absent)."""
+        for k in self.kernels:
+            if k["kernel"] == name:
+                return k
+        raise KeyError(f"{self.name}: no kernel {name!r} (has {[k['kernel'] for k in self.kernels]})")
+
+    @property
+    def has_backward(self):
+        return any(k["mode"] == "backward" for k in self.kernels)
+
+    @property
+    def has_dropout(self):
+        return any(k["dropout_of"] for k in self.kernels)
+
+    @property
+    def dropout(self):
+        """The spec's `dropout = P` (its default rate; 0.0 without dropout)."""
+        return max((k["dropout"] for k in self.kernels if k["dropout_of"]), default=0.0)
+
+    def __repr__(self):
+        return f"<flashc module {self.name}: {', '.join(k['kernel'] for k in self.kernels)}>"
+
+    def save(self, path):
+        """Writes the image: PATH (the PTX, metadata at its top), or for a
+        cubin PATH and PATH.meta. flashc.load reads it back."""
+        if self.cubin is not None:
+            with open(path, "wb") as f:
+                f.write(self.cubin)
+            with open(path + ".meta", "wb") as f:
+                f.write(self.meta)
+        else:
+            with open(path, "w") as f:
+                f.write(self.ptx)
+
+    def on(self, device):
+        """The LoadedModule of GPU `device` (an int, a torch.device or a
+        tensor), loading it there first if needed."""
+        if hasattr(device, "device"):
+            device = device.device
+        if hasattr(device, "type"):
+            if device.type != "cuda":
+                raise ValueError(f"flashc: tensors must be on a CUDA device, got {device}")
+            device = device.index if device.index is not None else _torch().cuda.current_device()
+        with _lock:
+            m = self._loaded.get(device)
+        if m is None:
+            ctx = context(device)
+            m = (LoadedModule(ctx, cubin=self.cubin, meta=self.meta) if self.cubin is not None
+                 else LoadedModule(ctx, ptx=self._image()))
+            with _lock:
+                m = self._loaded.setdefault(device, m)
+        return m
+
+    # ---- launches that allocate their outputs (torch tensors) ----
+
+    def forward(self, q, k, v, dropout_p=0.0, seed=0, offset=0, out=None, lse=None):
+        """Forward on [batch, seqlen, heads, head_dim] tensors: returns (out,
+        lse), out [b, seqlen_q, heads, v_head_dim] in q's dtype, lse float32
+        [b, heads, seqlen_q]. dropout (p, seed, offset) as fa_forward_args.
+        No autograd: flashc.attention is the differentiable op."""
+        torch = _torch()
+        _need_4d(q=q, k=k, v=v)
+        if out is None:
+            out = q.new_empty(q.shape[:3] + (self.info["v_head_dim"],))
+        if lse is None:
+            lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32,
+                              device=q.device)
+        self.on(q).forward(q, k, v, out, lse, dropout_p=dropout_p, seed=seed, offset=offset)
+        return out, lse
+
+    def backward(self, dout, q, k, v, out, lse, mode="auto", dropout_p=0.0, seed=0, offset=0,
+                 dq=None, dk=None, dv=None):
+        """Backward (needs a module compiled with `grad = true`): returns (dq,
+        dk, dv) shaped and strided as q, k, v. mode: "auto",
+        "deterministic" or "atomic" (fa_backward_mode); the workspace comes
+        from torch's caching allocator."""
+        torch = _torch()
+        m = self.on(q)
+        code = BACKWARD_MODES[mode] if isinstance(mode, str) else int(mode)
+        dq = torch.empty_like(q) if dq is None else dq
+        dk = torch.empty_like(k) if dk is None else dk
+        dv = torch.empty_like(v) if dv is None else dv
+        _need_4d(dout=dout, q=q, k=k, v=v, out=out)
+        n = m.backward_workspace_size(q.shape[0], q.shape[1], k.shape[1], code)
+        ws = torch.empty(max(n, 1), dtype=torch.uint8, device=q.device)
+        m.backward(q, k, v, out, lse, dout, dq, dk, dv, mode=code, workspace=ws,
+                   dropout_p=dropout_p, seed=seed, offset=offset)
+        return dq, dk, dv
+
+    def decode(self, q, k_cache, v_cache, cache_seqlens, block_table=None, nsplit=0,
+               max_seqlen=0, host_seqlens=None, host_block_table=None, return_lse=False):
+        """Decode (a module of mode decode): q [b, q_len, heads, d] against a
+        contiguous [b, capacity, kv_heads, d] or paged [pages, page_size,
+        kv_heads, d] cache holding cache_seqlens[b] (int32 CUDA) tokens;
+        block_table int32 [b, max_pages] for a paged cache. Returns out (and
+        lse float32 [b, heads, q_len] with return_lse)."""
+        torch = _torch()
+        _need_4d(q=q, k_cache=k_cache, v_cache=v_cache)
+        out = q.new_empty(q.shape[:3] + (self.info["v_head_dim"],))
+        lse = None
+        if return_lse:
+            lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32,
+                              device=q.device)
+        self.on(q).decode(q, k_cache, v_cache, out, cache_seqlens, block_table, lse,
+                          host_seqlens, host_block_table, nsplit, max_seqlen)
+        return (out, lse) if return_lse else out
+
+    def dropout_mask(self, p, seed, offset, batch, seqlen_q, seqlen_k):
+        """fa_dropout_mask on the host: which elements a launch with (p, seed,
+        offset) keeps, as a uint8 CPU tensor [batch, heads, seqlen_q, seqlen_k]
+        (1 kept). The definition the kernels evaluate, bit for bit."""
+        torch = _torch()
+        lib = runtime_library()
+        info = self._infos[0]
+        m = torch.empty((batch, self.info["heads"], seqlen_q, seqlen_k), dtype=torch.uint8)
+        st = lib.fa_dropout_mask(ctypes.byref(info), p, seed, offset, batch, seqlen_q, seqlen_k,
+                                 m.data_ptr())
+        if st:
+            raise FlashcError(st, f"fa_dropout_mask refused p = {p} or the sizes")
+        return m
+
+
+def module_of(ptx=None, cubin=None, meta=None, source=None):
+    """The Module of an image: the one already made for the same bytes (so
+    compiling or loading a spec again reuses its loaded kernels), else a new
+    one. flashc.compile and flashc.load go through it."""
+    h = hashlib.sha256()
+    for part in (ptx, cubin, meta):
+        b = part.encode() if isinstance(part, str) else (part or b"")
+        h.update(len(b).to_bytes(8, "little"))
+        h.update(b)
+    key = h.hexdigest()
+    with _lock:
+        m = _by_image.get(key)
+    if m is None:
+        m = Module(ptx=ptx, cubin=cubin, meta=meta, source=source)
+        with _lock:
+            m = _by_image.setdefault(key, m)
+    return m
+
+
+def load(path, meta=None):
+    """Loads a compiled module from disk: a .ptx written by `flashc -emit=ptx`
+    (or Module.save, or the kernel cache), or a cubin with its metadata (meta:
+    the text of `flashc -emit=meta`, or its path; default PATH.meta). Needs
+    the runtime library only (no LLVM/MLIR)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data.startswith(b"\x7fELF") or path.endswith((".cubin", ".fatbin")):
+        if meta is None:
+            meta = path + ".meta"
+        if isinstance(meta, str) and os.path.exists(meta):
+            with open(meta, "rb") as f:
+                meta = f.read()
+        elif isinstance(meta, str) and not meta.lstrip().startswith("//"):
+            raise FileNotFoundError(f"flashc: {path} is a cubin; its metadata {meta} is missing "
+                                    "(write it with flashc -emit=meta)")
+        return module_of(cubin=data, meta=meta, source=path)
+    return module_of(ptx=data, source=path)
+
+
+def load_bundle(directory):
+    """The modules of a bundle directory (`flashc --bundle=DIR`): a dict of
+    kernel name -> Module, in bundle.txt's order (without bundle.txt: every
+    .ptx and .cubin of the directory)."""
+    index = os.path.join(directory, "bundle.txt")
+    if os.path.exists(index):
+        with open(index) as f:
+            files = [line.split()[1] for line in f if line.strip() and not line.startswith("#")]
+    else:
+        files = sorted(n for n in os.listdir(directory) if n.endswith((".ptx", ".cubin")))
+    mods = {}
+    for name in files:
+        m = load(os.path.join(directory, name))
+        mods[m.name] = m
+    if not mods:
+        raise FileNotFoundError(f"flashc: no .ptx or .cubin modules in {directory}")
+    return mods
