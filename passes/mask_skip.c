@@ -51,6 +51,11 @@ typedef struct Ana {
   Builder b; /* emission point: before the first op the skip will wrap */
   Memo *memo;
   int nmemo, capmemo;
+  /* Range mode (the loop-bound search): the analysis is emitted outside
+   * `range_loop`, over every step whose induction variable is in range_iv,
+   * instead of over the current step. */
+  Op *range_loop;
+  Ival range_iv;
 } Ana;
 
 /* ------------------------------------------------------------ emission */
@@ -273,6 +278,33 @@ static Ival iv_cast(Ana *a, Ival x, ElemType to) {
   return (Ival){true, lo, x.lo == x.hi ? lo : build_cast(&a->b, x.hi, to)};
 }
 
+static Tri tri(Ana *a, Value *v);
+
+/* A scalar select folded when its condition is a constant. */
+static Value *emit_select(Ana *a, Value *c, Value *x, Value *y) {
+  double k;
+  if (sconst(c, &k))
+    return k != 0 ? x : y;
+  return x == y ? x : build_select(&a->b, c, x, y);
+}
+
+/* select(c, x, y): where c is the same over the whole tile pair only the
+ * branch it takes bounds the result; else the hull of both. A chain of
+ * selects over q or k (a document id from its boundaries: q < 1000 ? 0 :
+ * q < 2500 ? 1 : ...) thus stays exact on tiles inside one branch, so a
+ * mask comparing two such ids classifies those tiles empty or full. */
+static Ival iv_select(Ana *a, Op *d) {
+  Ival x = ival(a, d->operands[1]), y = ival(a, d->operands[2]);
+  if (!x.known || !y.known)
+    return UNKNOWN_IV;
+  Tri c = tri(a, d->operands[0]);
+  Value *only_x = emit_not(a, c.cf), *only_y = emit_not(a, c.ct);
+  Value *lo = emit_bin(a, OP_MIN, x.lo, y.lo), *hi = emit_bin(a, OP_MAX, x.hi, y.hi);
+  lo = emit_select(a, only_x, x.lo, emit_select(a, only_y, y.lo, lo));
+  hi = emit_select(a, only_x, x.hi, emit_select(a, only_y, y.hi, hi));
+  return (Ival){true, lo, hi};
+}
+
 static Ival ival_op(Ana *a, Op *d, Value *v) {
   double c;
   switch (d->kind) {
@@ -303,12 +335,8 @@ static Ival ival_op(Ana *a, Op *d, Value *v) {
       return x;
     return (Ival){true, build_unary(&a->b, d->kind, x.lo), build_unary(&a->b, d->kind, x.hi)};
   }
-  case OP_SELECT: {
-    Ival x = ival(a, d->operands[1]), y = ival(a, d->operands[2]);
-    if (!x.known || !y.known)
-      return UNKNOWN_IV;
-    return (Ival){true, emit_bin(a, OP_MIN, x.lo, y.lo), emit_bin(a, OP_MAX, x.hi, y.hi)};
-  }
+  case OP_SELECT:
+    return iv_select(a, d);
   case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MIN: case OP_MAX: {
     Ival x = ival(a, d->operands[0]), y = ival(a, d->operands[1]);
     if (!x.known || !y.known)
@@ -320,13 +348,31 @@ static Ival ival_op(Ana *a, Op *d, Value *v) {
   }
 }
 
+/* Range mode: a scalar over every step of the range. The induction
+ * variable is the range; values from outside the loop are themselves; the
+ * step's own scalars (k0 = j * bc, ...) are bounded through their ops. */
+static Ival ival_in_range(Ana *a, Value *v) {
+  double c;
+  if (v == for_iv(a->range_loop))
+    return a->range_iv;
+  if (sconst(v, &c))
+    return exact(konst(a, v->type.elem, c));
+  if (value_defined_outside(v, a->range_loop))
+    return exact(v);
+  if (!v->def || v->def->nregions)
+    return UNKNOWN_IV;
+  return ival_op(a, v->def, v);
+}
+
 /* Bounds of every element of numeric value v over the current tile pair. */
 static Ival ival(Ana *a, Value *v) {
   Memo *e = memo_find(a, v, false);
   if (e)
     return e->iv;
   Ival r = UNKNOWN_IV;
-  if (v->type.kind == TYPE_SCALAR && v->type.elem != ELEM_I1) {
+  if (a->range_loop && v->type.kind == TYPE_SCALAR && v->type.elem != ELEM_I1) {
+    r = ival_in_range(a, v);
+  } else if (v->type.kind == TYPE_SCALAR && v->type.elem != ELEM_I1) {
     double c;
     if (sconst(v, &c) && (v->def->parent == a->b.block || v->def->kind != OP_CONST))
       r = exact(konst(a, v->type.elem, c)); /* a copy: the original may be wrapped */
@@ -340,8 +386,6 @@ static Ival ival(Ana *a, Value *v) {
 }
 
 /* ------------------------------------------------------------ tri-states */
-
-static Tri tri(Ana *a, Value *v);
 
 static Tri unknown_tri(Ana *a) {
   Value *t = konst(a, ELEM_I1, 1);
@@ -413,7 +457,14 @@ static Tri tri(Ana *a, Value *v) {
     return e->tr;
   Tri r;
   double c;
-  if (v->type.kind == TYPE_SCALAR) {
+  if (v->type.kind == TYPE_SCALAR && a->range_loop) {
+    if (sconst(v, &c))
+      r = (Tri){konst(a, ELEM_I1, c != 0), konst(a, ELEM_I1, c == 0)};
+    else if (value_defined_outside(v, a->range_loop))
+      r = (Tri){v, emit_not(a, v)};
+    else
+      r = v->def && !v->def->nregions ? tri_op(a, v->def) : unknown_tri(a);
+  } else if (v->type.kind == TYPE_SCALAR) {
     /* a run-time flag: exact, once it is available before the skip */
     if (sconst(v, &c))
       r = (Tri){konst(a, ELEM_I1, c != 0), konst(a, ELEM_I1, c == 0)};
@@ -658,6 +709,82 @@ static void narrow_by(Module *m, Op *loop, Value *c) {
   }
 }
 
+/* ------------------------------------------------------ bound search */
+
+enum { SEARCH_STEPS = 12 }; /* halvings: exact for loops of up to 4096 steps */
+
+/* Whether the mask's condition selects between values somewhere: a mask
+ * the affine narrowing cannot bound (document ids, prefixes). */
+static bool has_select(Value *v, int depth) {
+  Op *d = v->def;
+  if (!d || depth > 64 || d->nregions)
+    return false;
+  if (d->kind == OP_SELECT)
+    return true;
+  for (int i = 0; i < d->noperands; i++)
+    if (has_select(d->operands[i], depth + 1))
+      return true;
+  return false;
+}
+
+/* Emits, at b, whether every step j of `loop` with from <= j <= to is empty
+ * (the mask can keep nothing there): the tile-pair analysis over that range
+ * of steps instead of one. */
+static Value *range_empty(Module *m, Builder b, Op *loop, Value *cond, Value *from, Value *to) {
+  Ana a = {.m = m, .b = b, .range_loop = loop, .range_iv = {true, from, to}};
+  Tri t = tri(&a, cond);
+  Value *e = emit_not(&a, t.ct);
+  free(a.memo);
+  return e;
+}
+
+/* Binary search before `loop` for the steps at either end whose tile pairs
+ * are all empty, by the analysis over ranges of steps: the prefix [lo, p)
+ * is empty for every p up to the answer (a smaller range keeps less), so
+ * halving finds the longest one; the suffix alike. The loop then runs over
+ * [p, s): a document's Q tile visits its document's K/V tiles, not the
+ * empty ones before and after it (which the skip would still load). Each
+ * probe is exact or moves nothing: the bounds stay sound. */
+static void search_bounds(Module *m, Op *loop, Value *cond) {
+  Builder b = builder_before(m, loop);
+  b.loc = loop->loc;
+  Value *lo = loop->operands[0], *hi = loop->operands[1];
+  Value *one = build_index(&b, 1), *two = build_index(&b, 2);
+  for (int side = 0; side < 2; side++) {
+    /* prefix: the answer p in [lo, hi], [lo, p - 1] empty; suffix: s in
+     * [lo, hi], [s, hi - 1] empty. L <= answer <= H throughout. */
+    Value *init[2] = {lo, hi};
+    Op *f = build_for(&b, build_index(&b, 0), build_index(&b, SEARCH_STEPS), false, init, 2,
+                      side == 0 ? "probe_lo" : "probe_hi");
+    Builder fb = builder_at_end(m, for_body(f));
+    fb.loc = loop->loc;
+    Value *L = for_iter_arg(f, 0), *H = for_iter_arg(f, 1);
+    Value *open = build_cmp(&fb, "lt", L, H);
+    Value *yield[2];
+    if (side == 0) { /* mid = (L + H + 1) div 2; is [lo, mid - 1] empty? */
+      Value *mid = build_binary(&fb, OP_DIV, build_binary(&fb, OP_ADD, build_binary(&fb, OP_ADD, L, H), one), two);
+      Value *e = range_empty(m, fb, loop, cond, lo, build_binary(&fb, OP_SUB, mid, one));
+      e = build_binary(&fb, OP_AND, open, e);
+      Value *miss = build_binary(&fb, OP_AND, open, build_unary(&fb, OP_NOT, e));
+      yield[0] = build_select(&fb, e, mid, L);
+      yield[1] = build_select(&fb, miss, build_binary(&fb, OP_SUB, mid, one), H);
+    } else { /* mid = (L + H) div 2; is [mid, hi - 1] empty? */
+      Value *mid = build_binary(&fb, OP_DIV, build_binary(&fb, OP_ADD, L, H), two);
+      Value *e = range_empty(m, fb, loop, cond, mid, build_binary(&fb, OP_SUB, hi, one));
+      e = build_binary(&fb, OP_AND, open, e);
+      Value *miss = build_binary(&fb, OP_AND, open, build_unary(&fb, OP_NOT, e));
+      yield[0] = build_select(&fb, miss, build_binary(&fb, OP_ADD, mid, one), L);
+      yield[1] = build_select(&fb, e, mid, H);
+    }
+    build_yield(&fb, yield, 2);
+    if (side == 0)
+      lo = f->results[0];
+    else
+      hi = f->results[1];
+    op_set_operand(loop, side, named(side == 0 ? lo : hi, side == 0 ? "jlo" : "jhi"));
+  }
+}
+
 int pass_mask_skip(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   (void)opts;
   (void)diag;
@@ -679,6 +806,8 @@ int pass_mask_skip(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
    * where the narrowing is not.) */
   if (!for_is_parallel(loop))
     narrow_by(m, loop, t.ct);
+  if (!for_is_parallel(loop) && has_select(mask->operands[1], 0))
+    search_bounds(m, loop, mask->operands[1]);
   Value *full = named(emit_not(&a, t.cf), "full");
   free(a.memo);
   Op *first = a.b.before; /* everything from here on is per-tile work */

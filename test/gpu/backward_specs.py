@@ -8,7 +8,7 @@ gives fully masked rows (their dQ must be 0).
 """
 import math
 
-from specs import causal, window  # noqa: F401  (the forward suite's masks)
+from specs import causal, documents, window  # noqa: F401  (the forward suite's masks)
 
 
 def every_third(q, k, sq, sk):
@@ -60,4 +60,6 @@ SPECS = {
         (1, 1023, 1023), (2, 113, 17)]),
     "bwd_custom_d64_bf16": spec("bf16", 64, 4, 2, mask=every_third, cases=[
         (1, 203, 203), (2, 113, 113)]),
+    "bwd_doc_d64_bf16": spec("bf16", 64, 4, 2, mask=documents((300, 700, 1500)), cases=[
+        (1, 2048, 2048), (2, 1025, 1025), (1, 203, 203)]),
 }

@@ -31,6 +31,15 @@ def window(length):
     return keep
 
 
+def documents(bounds):
+    """Packed documents split at `bounds` (raw q, k positions), causal within each."""
+    def keep(q, k, sq, sk):
+        dq = sum((q >= b).long() for b in bounds)
+        dk = sum((k >= b).long() for b in bounds)
+        return (k <= q) & (dq == dk)
+    return keep
+
+
 def softcap(cap):
     def score(s, torch):
         return cap * torch.tanh(s / cap)
@@ -79,6 +88,8 @@ SPECS = {
         (1, 1023, 203, "contig"), (2, 113, 1025, "bhsd")]),
     "mha_d256_bf16_causal": spec("bf16", 256, 8, 8, mask=causal, fixture=dict(mask=1), cases=[
         (2, 1025, 1025, "contig"), (1, 203, 4096, "contig"), (1, 4096, 1023, "bhsd")]),
+    "doc_d128_bf16": spec("bf16", 128, 8, 2, mask=documents((300, 700, 1500)), cases=[
+        (2, 2048, 2048, "contig"), (1, 1025, 1025, "bhsd"), (1, 203, 203, "contig")]),
     "window_d128_bf16": spec("bf16", 128, 16, 4, mask=window(256),
                              fixture=dict(mask=2, window=256, ws=True), cases=[
         (2, 1025, 1025, "contig"), (1, 203, 4096, "bhsd"), (1, 4096, 1023, "contig"),
