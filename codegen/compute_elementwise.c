@@ -66,17 +66,21 @@ static MlirValue fmodf_(Lowerer *L, MlirValue a, MlirValue b) {
   return cg_subf(&L->b, a, cg_mulf(&L->b, q, b));
 }
 
-/* tanh(x) = sign(x) (1 - 2 / (e^{2|x|} + 1)): exact to a few ulp with
- * ex2.approx, unlike tanh.approx (2^-11), which the accuracy rule rejects for
- * softcapping. Large |x| gives e = inf and 1. */
+/* tanh(x) = sign(x) (1 - 2 / (e^{2|x|} + 1)): e >= 1, so the MUFU's flushing
+ * ex2 and reciprocal (rcp.approx: 1 ulp) are exact enough: the result is
+ * within a few ulp of 1 - 2 / (e + 1), where tanh.approx (2^-11 relative)
+ * fails the accuracy rule for softcapping. Large |x| gives e = inf, 1 / inf
+ * = 0 and 1. Two MUFU ops and four others, where an IEEE divide is ten with
+ * a slow path (softcap 50 forward on the H100: perf-log.md P50). */
 static MlirValue tanhf_(Lowerer *L, MlirValue x) {
   CgBuilder *b = &L->b;
   MlirValue ax = math1(L, "math.absf", x);
-  MlirValue t = cg_exp2f(b, cg_mulf(b, ax, cg_const_f32(b, 2.0 * CG_LOG2E)));
-  MlirValue q = cg_arith2(b, "arith.divf", cg_const_f32(b, 2.0), cg_addf(b, t, cg_const_f32(b, 1.0)));
-  MlirValue r = cg_subf(b, cg_const_f32(b, 1.0), q);
-  MlirValue neg = cg_cmpf(b, "olt", x, cg_const_f32(b, 0.0));
-  return cg_select(b, neg, math1(L, "arith.negf", r), r);
+  MlirValue t = cg_exp2f_ftz(b, cg_mulf(b, ax, cg_const_f32(b, 2.0 * CG_LOG2E)));
+  MlirValue den = cg_addf(b, t, cg_const_f32(b, 1.0));
+  MlirValue inv = cg_intrinsic(b, "llvm.nvvm.rcp.approx.ftz.f", &den, 1, b->f32);
+  MlirValue r = cg_fmaf(b, inv, cg_const_f32(b, -2.0), cg_const_f32(b, 1.0));
+  MlirValue args[2] = {r, x};
+  return cg_intrinsic(b, "llvm.copysign.f32", args, 2, b->f32);
 }
 
 /* Floor division and modulo on i64 (the IR's index semantics). */

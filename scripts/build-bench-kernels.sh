@@ -6,7 +6,8 @@
 # backward benchmark's (bench/bench_bwd.py: grad = true specs, one module per
 # kernel with the forward and its _bwd_* kernels) -> .device/bench_bwd, once
 # more with -mma=sync -> .device/bench_bwd/mma-sync, the causal ones with
-# -disable-pass=mask-skip -> .device/bench_bwd/no-mask-skip.
+# -disable-pass=mask-skip -> .device/bench_bwd/no-mask-skip; the variants benchmark's
+# (bench/bench_variants.py) -> .device/bench_variants.
 set -e
 FLASHC=${FLASHC:-build/tools/flashc}
 OUT=${OUT_DIR:-.device/bench}
@@ -58,3 +59,13 @@ for spec in "$BOUT"/specs/*.fa; do
 done
 echo "}" >> "$BOUT/compile_times.json"
 echo "backward bench: $(ls "$BOUT"/*.ptx | wc -l) PTX (+ $(ls "$BOUT"/mma-sync/*.ptx | wc -l) on mma.sync, $(ls "$BOUT"/no-mask-skip/*.ptx | wc -l) without mask-skip) in $BOUT, $(du -sh "$BOUT" | cut -f1)"
+# The variants benchmark's kernels (bench/bench_variants.py) -> .device/bench_variants;
+# NAME.flags holds a variant's own flashc flags (document_noskip: -disable-pass=mask-skip).
+VOUT=${VARIANTS_OUT_DIR:-.device/bench_variants}
+python3 bench/bench_variants.py --write-specs "$VOUT" >/dev/null
+for spec in "$VOUT"/*.fa; do
+  name=$(basename "$spec" .fa)
+  # shellcheck disable=SC2046
+  "$FLASHC" "$spec" -emit=ptx --target=sm_90a "$@" $(cat "$VOUT/$name.flags") -o "$VOUT/$name.ptx"
+done
+echo "variants bench: $(ls "$VOUT"/*.ptx | wc -l) PTX in $VOUT"

@@ -13,7 +13,8 @@
 #      with TRAIN=1 examples/train_tiny_gpt.py and examples/hf_attention.py
 #   6. runs bench/bench.py over $BENCH_DIR (default .device/bench) when both exist
 #      (and, with BENCH_BWD=1, bench/bench_bwd.py over .device/bench_bwd;
-#      with BENCH_DROPOUT=1, bench/bench_dropout.py over .device/bench_dropout)
+#      with BENCH_DROPOUT=1, bench/bench_dropout.py over .device/bench_dropout;
+#      with BENCH_VARIANTS=1, bench/bench_variants.py over .device/bench_variants)
 # and prints a short summary last. Logs and JSON go to $OUT when it is set.
 #
 #   bash scripts/gpu-round.sh [--fixture] [PTX_DIR]     (default .device/ptx)
@@ -236,6 +237,18 @@ if [ "${BENCH_DROPOUT:-0}" = 1 ] && ls .device/bench_dropout/*.ptx >/dev/null 2>
     note "bench dropout: $(tail -1 $OUT/bench_dropout.log)"
   else
     note "bench dropout: $(tail -1 $OUT/bench_dropout.log) (FAILED)"; status=1
+  fi
+fi
+
+# BENCH_VARIANTS=1: the variants benchmark (bench/bench_variants.py, ~1 minute)
+# over .device/bench_variants (scripts/build-bench-kernels.sh).
+if [ "${BENCH_VARIANTS:-0}" = 1 ] && ls .device/bench_variants/*.ptx >/dev/null 2>&1; then
+  step "variants benchmark"
+  if PYTHONUNBUFFERED=1 FLASHC_LIB_DIR=$BUILD python3 bench/bench_variants.py \
+       --ptx-dir .device/bench_variants --json $OUT/bench_variants.json 2>&1 | tee $OUT/bench_variants.log; then
+    note "bench variants: $(tail -1 $OUT/bench_variants.log)"
+  else
+    note "bench variants: $(tail -1 $OUT/bench_variants.log) (FAILED)"; status=1
   fi
 fi
 

@@ -155,7 +155,7 @@ class LoadedModule:
         raise FlashcError(st, self.lib.fa_module_errmsg(self.handle).decode(errors="replace"))
 
     def _result(self, st, check):
-        msg = self.lib.fa_module_errmsg(self.handle).decode(errors="replace")
+        msg = self.lib.fa_module_errmsg(self.handle).decode(errors="replace") if st else ""
         if check and st:
             raise FlashcError(st, msg)
         return (_capi.STATUS[st] if 0 <= st < len(_capi.STATUS) else str(st)), msg

@@ -1,0 +1,216 @@
+"""Attention variants beside FlexAttention (issue 20), in one process on the GPU machine.
+
+    python3 bench/bench_variants.py --write-specs DIR   # here: one spec a variant, DIR/NAME.fa
+    (flashc DIR/NAME.fa -o DIR/NAME.ptx for each: scripts/build-bench-kernels.sh)
+    python3 bench/bench_variants.py --ptx-dir DIR [--json F] [--no-bwd] [--only a,b]
+
+The rows of ../shared/PEERS.md's variants table (B = 2, H = 16, S = 8192,
+head dim 128, bf16): causal, sliding window 1024 (causal), document mask (6
+packed documents, causal within each), PrefixLM (2048), softcap 50 (causal
+and full), ALiBi (causal). Each is one flashc spec (grad = true) and the same
+math as a FlexAttention mask_mod / score_mod with its BlockMask; flashc runs
+through the Python package (flashc.attention, so fwd+bwd is autograd's).
+TFLOP/s are counted on the kept (q, k) pairs, as PEERS.md does: forward 4 B H
+S^2 d x density, fwd+bwd 3.5x that. Times are medians of CUDA-event timings
+(5 calls back to back per timing, so the host's per-call work overlaps the
+GPU's) after warm-up, fresh random inputs. Before timing, flashc's output is checked
+against Flex's (max |diff| under 2e-2 and no NaN: a sanity check; the GPU
+suites hold the accuracy rule). `document_noskip` is the document spec
+compiled with -disable-pass=mask-skip: what classifying its tiles is worth.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+B, H, S, D = 2, 16, 8192, 128
+DOC_LENGTHS = (1000, 1500, 500, 2200, 1700, 1292)  # 6 documents, 8192 tokens
+DOC_BOUNDS = tuple(sum(DOC_LENGTHS[:i]) for i in range(1, len(DOC_LENGTHS)))
+PREFIX = 2048
+
+
+def _chain(var):
+    """`var < b1 ? 0 : var < b2 ? 1 : ...`: the document of position var."""
+    return " : ".join(f"{var} < {b} ? {i}" for i, b in enumerate(DOC_BOUNDS)) + \
+        f" : {len(DOC_BOUNDS)}"
+
+
+# name -> (spec body, extra flashc flags)
+VARIANTS = {
+    "causal": ("mask = causal;", []),
+    "window1024": ("mask = window(1024);", []),
+    "document": (f"let dq = {_chain('q')};\n  let dk = {_chain('k')};\n"
+                 "  mask(b, h, q, k) = k <= q && dq == dk;", []),
+    "document_noskip": (None, ["-disable-pass=mask-skip"]),
+    "prefix_lm": (f"mask(b, h, q, k) = k < {PREFIX} || k <= q;", []),
+    "softcap50_causal": ("mask = causal;\n  score(s, b, h, q, k) = 50 * tanh(s / 50);", []),
+    "softcap50_full": ("score(s, b, h, q, k) = 50 * tanh(s / 50);", []),
+    "alibi_causal": ("mask = causal;\n  score(s, b, h, q, k) = s - exp2(-(h + 1) / 2) * abs(q - k);", []),
+}
+SPEC_OF = {"document_noskip": "document"}
+
+
+def spec_text(name):
+    body = VARIANTS[SPEC_OF.get(name, name)][0]
+    return (f"# bench/bench_variants.py: {name} (B={B}, H={H}, S={S}, d={D})\n"
+            f"attention var_{name} {{\n  dtype = bf16; head_dim = {D}; heads = {H}; grad = true;\n"
+            f"  {body}\n}}\n")
+
+
+def write_specs(d):
+    os.makedirs(d, exist_ok=True)
+    for name in VARIANTS:
+        with open(os.path.join(d, name + ".fa"), "w") as f:
+            f.write(spec_text(name))
+        flags = VARIANTS[name][1]
+        with open(os.path.join(d, name + ".flags"), "w") as f:
+            f.write(" ".join(flags) + "\n")
+    print(f"bench_variants: {len(VARIANTS)} specs in {d} (NAME.fa, NAME.flags: extra flashc flags)")
+
+
+def flex_mods(name, torch):
+    """(mask_mod, score_mod) of FlexAttention for variant name."""
+    doc = torch.zeros(S, dtype=torch.int32, device="cuda")
+    for b in DOC_BOUNDS:
+        doc[b:] += 1
+    base = SPEC_OF.get(name, name)
+
+    def causal(b, h, q, k):
+        return k <= q
+
+    masks = {
+        "causal": causal,
+        "window1024": lambda b, h, q, k: (k <= q) & (k > q - 1024),
+        "document": lambda b, h, q, k: (k <= q) & (doc[q] == doc[k]),
+        "prefix_lm": lambda b, h, q, k: (k < PREFIX) | (k <= q),
+        "softcap50_causal": causal,
+        "softcap50_full": None,
+        "alibi_causal": causal,
+    }
+    scores = {
+        "softcap50_causal": lambda s, b, h, q, k: 50 * torch.tanh(s / 50),
+        "softcap50_full": lambda s, b, h, q, k: 50 * torch.tanh(s / 50),
+        "alibi_causal": lambda s, b, h, q, k: s - torch.exp2(-(h + 1.0) / 2) * (q - k).abs(),
+    }
+    return masks[base], scores.get(base)
+
+
+def density(mask_mod, torch):
+    if mask_mod is None:
+        return 1.0
+    q = torch.arange(S, device="cuda").view(S, 1)
+    k = torch.arange(S, device="cuda").view(1, S)
+    return mask_mod(0, 0, q, k).float().mean().item()
+
+
+def time_ms(fn, torch, warmup=3, reps=10, inner=5):
+    """Median over reps of the mean of `inner` back-to-back calls between two
+    CUDA events: the host's per-call work (Python, the op dispatch) overlaps
+    the GPU's instead of being timed as idle GPU time."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(inner):
+            fn()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b) / inner)
+    return sorted(ts)[len(ts) // 2]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--write-specs")
+    ap.add_argument("--ptx-dir")
+    ap.add_argument("--json")
+    ap.add_argument("--no-bwd", action="store_true")
+    ap.add_argument("--no-flex", action="store_true")
+    ap.add_argument("--only", default="")
+    a = ap.parse_args()
+    if a.write_specs:
+        write_specs(a.write_specs)
+        return
+    import torch
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import flashc
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    from torch import _dynamo
+    names = [n for n in VARIANTS if not a.only or n in a.only.split(",")]
+    print(f"bench_variants: B={B} H={H} S={S} d={D} bf16; {torch.cuda.get_device_name()}, "
+          f"torch {torch.__version__}; TFLOP/s on kept pairs; ratio = Flex time / flashc time")
+    rows = []
+    print(f"{'variant':18s} {'density':>7s} {'fwd ms':>8s} {'TFLOP/s':>8s} {'Flex':>8s} {'x':>5s}"
+          f" | {'fwdbwd ms':>9s} {'TFLOP/s':>8s} {'Flex':>8s} {'x':>5s} | check")
+    for name in names:
+        mod = flashc.load(os.path.join(a.ptx_dir, name + ".ptx"))
+        _dynamo.reset()  # a fresh compile a variant: no recompile limit reached
+        flex = torch.compile(flex_attention, dynamic=False)
+        mask_mod, score_mod = flex_mods(name, torch)
+        dens = density(mask_mod, torch)
+        flops = 4.0 * B * H * S * S * D * dens
+        g = torch.Generator(device="cuda").manual_seed(len(rows) + 1)
+        q, k, v, do = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, generator=g)
+                       for _ in range(4))
+        row = dict(variant=name, density=dens)
+        ours_fwd = lambda: flashc.attention(q, k, v, mod, layout="bhsd")  # noqa: E731
+        out = ours_fwd()
+        bm = None
+        if not a.no_flex:
+            bm = (create_block_mask(mask_mod, B=None, H=None, Q_LEN=S, KV_LEN=S, device="cuda")
+                  if mask_mod else None)
+            flex_fwd = lambda: flex(q, k, v, score_mod=score_mod, block_mask=bm)  # noqa: E731
+            ref = flex_fwd()
+            diff = (out.float() - ref.float()).abs().max().item()
+            row["check"] = "ok" if diff < 2e-2 and not torch.isnan(out).any() else f"DIFF {diff:.2e}"
+            row["max_diff_vs_flex"] = diff
+        row["fwd_ms"] = time_ms(ours_fwd, torch)
+        row["fwd_tflops"] = flops / row["fwd_ms"] / 1e9
+        if not a.no_flex:
+            row["flex_fwd_ms"] = time_ms(flex_fwd, torch)
+            row["flex_fwd_tflops"] = flops / row["flex_fwd_ms"] / 1e9
+        if not a.no_bwd:
+            qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+
+            def ours_fb():
+                flashc.attention(qg, kg, vg, mod, layout="bhsd").backward(do)
+
+            row["fwdbwd_ms"] = time_ms(ours_fb, torch)
+            row["fwdbwd_tflops"] = 3.5 * flops / row["fwdbwd_ms"] / 1e9
+            if not a.no_flex:
+                def flex_fb():
+                    flex(qg, kg, vg, score_mod=score_mod, block_mask=bm).backward(do)
+                row["flex_fwdbwd_ms"] = time_ms(flex_fb, torch)
+                row["flex_fwdbwd_tflops"] = 3.5 * flops / row["flex_fwdbwd_ms"] / 1e9
+        rows.append(row)
+
+        def cell(key):
+            return f"{row[key]:8.1f}" if key in row else f"{'-':>8s}"
+
+        def ratio(ours, theirs):
+            return f"{row[theirs] / row[ours]:5.2f}" if theirs in row and ours in row else f"{'-':>5s}"
+
+        print(f"{name:18s} {dens:7.3f} {row['fwd_ms']:8.3f} {cell('fwd_tflops')} "
+              f"{cell('flex_fwd_tflops')} {ratio('fwd_ms', 'flex_fwd_ms')} | "
+              f"{row.get('fwdbwd_ms', float('nan')):9.3f} {cell('fwdbwd_tflops')} "
+              f"{cell('flex_fwdbwd_tflops')} {ratio('fwdbwd_ms', 'flex_fwdbwd_ms')} | "
+              f"{row.get('check', '-')}", flush=True)
+        del q, k, v, do
+        torch.cuda.empty_cache()
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(dict(device=torch.cuda.get_device_name(), torch=torch.__version__,
+                           time=time.strftime("%Y-%m-%d %H:%M:%S"), rows=rows), f, indent=1)
+    bad = [r["variant"] for r in rows if r.get("check", "ok") != "ok"]
+    print(f"bench_variants: {len(rows)} variants, {len(bad)} outside the sanity check"
+          + (f" ({', '.join(bad)})" if bad else ""))
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
