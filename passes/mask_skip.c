@@ -713,16 +713,29 @@ static void narrow_by(Module *m, Op *loop, Value *c) {
 
 enum { SEARCH_STEPS = 12 }; /* halvings: exact for loops of up to 4096 steps */
 
-/* Whether the mask's condition selects between values somewhere: a mask
- * the affine narrowing cannot bound (document ids, prefixes). */
-static bool has_select(Value *v, int depth) {
+/* Whether the mask has a part the affine narrowing cannot bound: a select
+ * (document ids), a disjunction or negation (PrefixLM, per-head choices),
+ * division, floor, min, max or (in)equality of non-affine terms (chunks). A
+ * conjunction of <, <=, >, >= between affine terms (causal, windows) is
+ * bounded exactly without a search. */
+static bool has_nonaffine(Value *v, int depth) {
   Op *d = v->def;
   if (!d || depth > 64 || d->nregions)
     return false;
-  if (d->kind == OP_SELECT)
+  switch (d->kind) {
+  case OP_SELECT: case OP_OR: case OP_NOT: case OP_DIV: case OP_FLOOR: case OP_MIN: case OP_MAX:
     return true;
+  case OP_CMP: {
+    const char *p = attr_str(&d->attrs, "pred", "");
+    if (!strcmp(p, "eq") || !strcmp(p, "ne"))
+      return true;
+    break;
+  }
+  default:
+    break;
+  }
   for (int i = 0; i < d->noperands; i++)
-    if (has_select(d->operands[i], depth + 1))
+    if (has_nonaffine(d->operands[i], depth + 1))
       return true;
   return false;
 }
@@ -804,15 +817,20 @@ int pass_mask_skip(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   /* Masks whose kept keys form an interval per query tile: visit only the
    * K/V steps that can keep something. (The empty test stays: it is exact
    * where the narrowing is not.) */
+  double c;
+  bool never_empty = sconst(empty, &c) && c == 0;
+  Value *lo0 = loop->operands[0], *hi0 = loop->operands[1];
   if (!for_is_parallel(loop))
     narrow_by(m, loop, t.ct);
-  if (!for_is_parallel(loop) && has_select(mask->operands[1], 0))
+  /* Where the affine narrowing left the loop as it was or the mask has
+   * parts it cannot bound (has_nonaffine), search for the empty steps at
+   * the ends. */
+  bool narrowed = loop->operands[0] != lo0 || loop->operands[1] != hi0;
+  if (!for_is_parallel(loop) && !never_empty && (!narrowed || has_nonaffine(mask->operands[1], 0)))
     search_bounds(m, loop, mask->operands[1]);
   Value *full = named(emit_not(&a, t.cf), "full");
   free(a.memo);
   Op *first = a.b.before; /* everything from here on is per-tile work */
-  double c;
-  bool never_empty = sconst(empty, &c) && c == 0;
   bool never_full = sconst(full, &c) && c == 0;
   if (!never_empty)
     skip_empty(m, step, first, empty, yields);
