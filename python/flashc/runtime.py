@@ -71,26 +71,32 @@ def _dtype_code(t):
     return _DTYPE_CODES.get(t.dtype, 99)  # 99: the C check names the dtype as unknown
 
 
+_I64x4 = ctypes.c_int64 * 4
+
+
 def tensor_desc(t):
     """The fa_tensor of a 4-D torch tensor: its address, dtype, sizes and
     strides (in elements), no copy."""
     if t.dim() != 4:
         raise ValueError(f"flashc: expected a 4-D tensor [batch, seqlen, heads, head_dim], "
                          f"got shape {tuple(t.shape)}")
-    d = _capi.Tensor()
-    d.data = t.data_ptr() or None
-    d.dtype = _dtype_code(t)
-    for i in range(4):
-        d.dim[i] = t.shape[i]
-        d.stride[i] = t.stride(i)
-    return d
+    return _capi.Tensor(t.data_ptr() or None, _dtype_code(t), _I64x4(*t.shape), _I64x4(*t.stride()))
+
+
+_raw_stream = None
 
 
 def _stream(t, stream):
+    """The stream to launch on: the caller's, else torch's current stream of
+    t's device (its raw handle, without making a torch.cuda.Stream)."""
+    global _raw_stream
     if stream is not None:
         return stream or None
-    torch = _torch()
-    return torch.cuda.current_stream(t.device).cuda_stream or None
+    if _raw_stream is None:
+        torch = _torch()
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        _raw_stream = raw if raw else (lambda i: torch.cuda.current_stream(i).cuda_stream)
+    return _raw_stream(t.device.index) or None
 
 
 def _ptr(t):
