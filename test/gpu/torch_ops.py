@@ -15,7 +15,7 @@ the device has no LLVM/MLIR, so the package runs runtime-only) and checks:
             and gradients meet the rule against a float64 reference with that
             mask, and SDPA's own output (same seed) is as close to it.
   opcheck   torch.library.opcheck of flashc::fwd (autograd, fake, AOT dispatch
-            with dynamic shapes) and flashc::bwd, flashc::decode.
+            with dynamic shapes), flashc::bwd and flashc::decode (both caches).
   fake      shapes, dtypes and strides under FakeTensorMode.
   compile   torch.compile(fullgraph=True) of a block using flashc.attention:
             no graph break, loss and gradients equal eager's.
@@ -292,6 +292,11 @@ def check_decode(mod, name, paged):
         lines.append(f"len {L}: {e:.1e}/{bound:.1e}")
     report(ok, f"{name} decode", f"{'paged' if paged else 'contiguous'}; op == method: "
            f"{torch.equal(out, out2)}; " + ", ".join(lines))
+    try:
+        torch.library.opcheck(torch.ops.flashc.decode.default, (q, k_c, v_c, seq, bt, mod.id, 0))
+        report(True, f"{name} decode opcheck", "flashc::decode: schema, fake tensor, AOT dispatch")
+    except Exception as e:  # noqa: BLE001
+        report(False, f"{name} decode opcheck", f"{type(e).__name__}: {e}"[:2000])
 
 
 def check_refusals(mods):
