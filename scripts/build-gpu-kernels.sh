@@ -37,6 +37,10 @@ compile test/gpu/backward_specs .device/backward backward || status=1
 compile test/gpu/dropout_specs .device/dropout dropout || status=1
 # The Python package's torch ops (test/gpu/torch_ops.py) -> .device/torch.
 compile test/gpu/torch_specs .device/torch torch || status=1
+# ... and one of them as a CLI bundle with its cubin (the AOT path's loads).
+rm -rf .device/torch/bundle
+"$FLASHC" test/gpu/torch_specs/tor_gqa_causal_bf16.fa --bundle=.device/torch/bundle ||
+  { echo "build-gpu-kernels: the torch bundle FAILED"; status=1; }
 # The attention of examples/train_tiny_gpt.py and hf_attention.py -> .device/examples.
 mkdir -p .device/examples
 for ex in tiny_gpt hf_llama; do

@@ -24,7 +24,8 @@
  * (-emit=ptx and --emit=ptx are the same option).
  *
  * --bundle=DIR compiles every attention of a spec (or the --kernel one) into
- * DIR/NAME.ptx, one module each, and lists them in DIR/bundle.txt: what the
+ * DIR/NAME.ptx, one module each (with ptxas, also DIR/NAME.cubin and its
+ * metadata DIR/NAME.cubin.meta), and lists them in DIR/bundle.txt: what the
  * runtime-only side (a serving host, the Python package's flashc.load_bundle)
  * loads without LLVM/MLIR.
  *
@@ -45,6 +46,7 @@
 #include <unistd.h>
 
 #include "codegen/codegen.h"
+#include "codegen/ptxas.h"
 #include "frontend/frontend.h"
 #include "frontend/emit_tile.h"
 #include "ir/ir.h"
@@ -94,8 +96,9 @@ static void usage(FILE *out) {
           "  -split-input-file       split the input at lines `// -----` and process each part\n"
           "  --stats                 registers, shared memory, spills and compile time per stage\n"
           "                          (from ptxas: 'ptxas not found' when it is not installed)\n"
-          "  --bundle=DIR            compile every attention of the spec to DIR/NAME.ptx and\n"
-          "                          list them in DIR/bundle.txt (for runtime-only hosts)\n"
+          "  --bundle=DIR            compile every attention of the spec to DIR/NAME.ptx (and\n"
+          "                          NAME.cubin + .cubin.meta with ptxas), listed in\n"
+          "                          DIR/bundle.txt (for runtime-only hosts)\n"
           "  --version               print the version and the LLVM/MLIR it was built with\n"
           "  --help                  this text\n"
           "Every option may be spelled with one dash or two (-emit=ptx, --emit=ptx).\n"
@@ -505,6 +508,42 @@ static char *bundle_path(const char *dir, const char *name, const char *ext) {
   return p;
 }
 
+/* DIR/NAME.cubin (ptxas on the module's PTX) and DIR/NAME.cubin.meta (the
+ * PTX's metadata lines, what fa_module_load_cubin takes beside it). *wrote
+ * says whether they were written: not when ptxas could not run. */
+static int write_bundle_cubin(const Options *o, const char *kname, const char *ptx, size_t len,
+                              bool *wrote) {
+  CgStrBuf cubin, log, meta;
+  cg_strbuf_init(&cubin);
+  cg_strbuf_init(&log);
+  cg_strbuf_init(&meta);
+  int rc = 0, st = cg_run_ptxas(NULL, o->passes.target, ptx, len, &cubin, NULL, &log);
+  if (st > 0) {
+    fprintf(stderr, "flashc: error: ptxas rejected %s's PTX:\n%s", kname, log.data ? log.data : "");
+    rc = EXIT_INTERNAL;
+  } else if (st == 0) {
+    for (const char *l = ptx; l < ptx + len;) {
+      const char *e = memchr(l, '\n', (size_t)(ptx + len - l));
+      size_t n = e ? (size_t)(e - l) + 1 : (size_t)(ptx + len - l);
+      if (n > 14 && strncmp(l, "// flashc.meta", 14) == 0)
+        cg_strbuf_append(&meta, l, n);
+      l += n;
+    }
+    char *cpath = bundle_path(o->bundle, kname, ".cubin");
+    char *mpath = bundle_path(o->bundle, kname, ".cubin.meta");
+    if (!cpath || !mpath || output_write(cpath, cubin.data, cubin.len) != 0 ||
+        output_write(mpath, meta.data, meta.len) != 0)
+      rc = EXIT_INTERNAL;
+    free(cpath);
+    free(mpath);
+    *wrote = rc == 0;
+  }
+  cg_strbuf_free(&cubin);
+  cg_strbuf_free(&log);
+  cg_strbuf_free(&meta);
+  return rc;
+}
+
 /* --bundle=DIR: every selected kernel of the spec to DIR/NAME.ptx (each
  * written as -o writes, atomically), then DIR/bundle.txt listing them. A
  * kernel that fails stops the bundle; the files already written stay. */
@@ -519,7 +558,13 @@ static int write_bundle(const Options *o, const SpecFile *spec, const char *inpu
   FILE *index = open_memstream(&list, &list_len);
   if (!index)
     return EXIT_INTERNAL;
-  fprintf(index, "# flashc %s bundle of %s for %s: one module per line (NAME FILE)\n",
+  /* Without ptxas the bundle is PTX only (the driver JIT-compiles it at the
+   * first load); with it each module also gets its cubin, loaded as is. */
+  bool with_cubin = ptxas_on_path();
+  if (!with_cubin)
+    fprintf(stderr, "flashc: note: ptxas not found on PATH: the bundle has PTX only (the driver "
+            "compiles it at load)\n");
+  fprintf(index, "# flashc %s bundle of %s for %s: one module per line (NAME PTX [CUBIN])\n",
           FLASHC_VERSION, input, o->passes.target);
   int rc = 0;
   for (int i = 0; i < spec->nkernels && rc == 0; i++) {
@@ -540,8 +585,11 @@ static int write_bundle(const Options *o, const SpecFile *spec, const char *inpu
     char *path = bundle_path(o->bundle, kname, ".ptx");
     if (rc == 0 && (!path || output_write(path, ptx, ptx_len) != 0))
       rc = EXIT_INTERNAL;
+    bool cubin = false;
+    if (rc == 0 && with_cubin)
+      rc = write_bundle_cubin(o, kname, ptx, ptx_len, &cubin);
     if (rc == 0)
-      fprintf(index, "%s %s.ptx\n", kname, kname);
+      fprintf(index, cubin ? "%s %s.ptx %s.cubin\n" : "%s %s.ptx\n", kname, kname, kname);
     free(path);
     free(ptx);
   }

@@ -465,20 +465,26 @@ def load(path, meta=None):
     return module_of(ptx=data, source=path)
 
 
-def load_bundle(directory):
+def load_bundle(directory, image="auto"):
     """The modules of a bundle directory (`flashc --bundle=DIR`): a dict of
     kernel name -> Module, in bundle.txt's order (without bundle.txt: every
-    .ptx and .cubin of the directory)."""
+    .ptx of the directory). image: "auto" takes a module's cubin where the
+    bundle has one (loaded as is: no JIT compile at the first launch; built
+    for the bundle's target), "ptx" always the PTX (the driver compiles it
+    for the GPU at hand)."""
+    if image not in ("auto", "ptx"):
+        raise ValueError(f"flashc: image must be 'auto' or 'ptx', got {image!r}")
     index = os.path.join(directory, "bundle.txt")
     if os.path.exists(index):
         with open(index) as f:
-            files = [line.split()[1] for line in f if line.strip() and not line.startswith("#")]
+            rows = [line.split() for line in f if line.strip() and not line.startswith("#")]
+        files = [r[2] if len(r) > 2 and image == "auto" else r[1] for r in rows]
     else:
-        files = sorted(n for n in os.listdir(directory) if n.endswith((".ptx", ".cubin")))
+        files = sorted(n for n in os.listdir(directory) if n.endswith(".ptx"))
     mods = {}
     for name in files:
         m = load(os.path.join(directory, name))
         mods[m.name] = m
     if not mods:
-        raise FileNotFoundError(f"flashc: no .ptx or .cubin modules in {directory}")
+        raise FileNotFoundError(f"flashc: no .ptx modules in {directory}")
     return mods

@@ -23,6 +23,9 @@ the device has no LLVM/MLIR, so the package runs runtime-only) and checks:
   refusals  a wrong dtype / head count / device / module kind raises
             FlashcError (or ValueError) with the C runtime's message.
   stream    a launch on a side stream goes on that stream.
+  bundle    the cubins of a `flashc --bundle` directory (PTX_DIR/bundle,
+            built by scripts/build-gpu-kernels.sh) load and compute what
+            the PTX modules do, forward and gradients.
 Prints PASS/FAIL lines and `torch_ops: N passed, N failed`.
 """
 import argparse
@@ -348,6 +351,26 @@ def check_stream(mod, name):
            "equals the default-stream one (the op launched on the current stream)")
 
 
+def check_bundle(mods, bundle_dir):
+    """A CLI bundle's cubins (flashc --bundle, ptxas on the build machine):
+    loaded without the driver's JIT, they compute what the PTX modules do."""
+    cub = flashc.load_bundle(bundle_dir)
+    for name, m in cub.items():
+        ref = mods[name]
+        info = m.info
+        dt, H, KH, D = DT[info["dtype"]], info["heads"], info["kv_heads"], info["head_dim"]
+        q, k, v = rand(2, 300, H, D, dtype=dt), rand(2, 300, KH, D, dtype=dt), rand(2, 300, KH, D, dtype=dt)
+        xs = [t.clone().requires_grad_() for t in (q, k, v)]
+        o = flashc.attention(*xs, m)
+        o.backward(torch.ones_like(o))
+        ys = [t.clone().requires_grad_() for t in (q, k, v)]
+        o2 = flashc.attention(*ys, ref)
+        o2.backward(torch.ones_like(o2))
+        diffs = [err(a, b) for a, b in zip([o] + [x.grad for x in xs], [o2] + [y.grad for y in ys])]
+        report(m.cubin is not None and max(diffs) < 1e-2, f"{name} bundle cubin",
+               f"out, dq, dk, dv vs the PTX module's: max diff {max(diffs):.1e}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("ptx_dir")
@@ -355,6 +378,8 @@ def main():
                     "search: FLASHC_LIB_DIR, the repository's build folders)")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile check")
+    ap.add_argument("--bundle", default=None, help="a `flashc --bundle` directory with cubins "
+                    "of some of the same specs (default: PTX_DIR/bundle when it exists)")
     a = ap.parse_args()
     if a.lib:
         os.environ["FLASHC_LIB_DIR"] = os.path.dirname(os.path.abspath(a.lib))
@@ -377,6 +402,9 @@ def main():
     check_decode(mods["tor_decode_paged_bf16"], "tor_decode_paged_bf16", paged=True)
     check_refusals(mods)
     check_stream(gqa, "tor_gqa_causal_bf16")
+    bundle = a.bundle or os.path.join(a.ptx_dir, "bundle")
+    if os.path.isdir(bundle):
+        check_bundle(mods, bundle)
     if not a.no_compile:
         check_compile(gqa, "tor_gqa_causal_bf16")
     torch.cuda.synchronize()
