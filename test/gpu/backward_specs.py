@@ -15,6 +15,10 @@ def every_third(q, k, sq, sk):
     return (k <= q) & ((q - k) % 3 != 1)
 
 
+def early_rows(q, k, sq, sk):
+    return (q < 300) & (k <= q)
+
+
 def softcap(cap):
     def score(s, torch, h, q, k):
         return cap * torch.tanh(s / cap)
@@ -60,6 +64,8 @@ SPECS = {
         (1, 1023, 1023), (2, 113, 17)]),
     "bwd_custom_d64_bf16": spec("bf16", 64, 4, 2, mask=every_third, cases=[
         (1, 203, 203), (2, 113, 113)]),
+    "bwd_or_d64_f16": spec("f16", 64, 4, 2, mask=early_rows, cases=[
+        (1, 1025, 1025), (2, 203, 700), (1, 700, 203)]),
     "bwd_doc_d64_bf16": spec("bf16", 64, 4, 2, mask=documents((300, 700, 1500)), cases=[
         (1, 2048, 2048), (2, 1025, 1025), (1, 203, 203)]),
 }
