@@ -114,4 +114,9 @@ Expr *sema_mk_num(Sema *S, Scope *sc, SrcLoc loc, double v);
 Expr *sema_mk_var(Sema *S, Scope *sc, SrcLoc loc, ExprVar v);
 Expr *sema_mk(Sema *S, Scope *sc, ExprKind kind, SrcLoc loc, Expr *a, Expr *b, Expr *c);
 
+/* sema.c: reports a field (or definition) given a second time. */
+void sema_duplicate(Sema *S, const AstStmt *s, const AstStmt *prev, const char *what);
+/* sema_schedule.c: checks a `schedule` block's fields into *sch. */
+void sema_check_schedule(Sema *S, const AstItem *it, Schedule *sch);
+
 #endif
