@@ -20,7 +20,6 @@ compiled with -disable-pass=mask-skip: what classifying its tiles is worth.
 """
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -105,25 +104,6 @@ def density(mask_mod, torch):
     return mask_mod(0, 0, q, k).float().mean().item()
 
 
-def time_ms(fn, torch, warmup=3, reps=10, inner=5):
-    """Median over reps of the mean of `inner` back-to-back calls between two
-    CUDA events: the host's per-call work (Python, the op dispatch) overlaps
-    the GPU's instead of being timed as idle GPU time."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(inner):
-            fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b) / inner)
-    return sorted(ts)[len(ts) // 2]
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--write-specs")
@@ -141,6 +121,10 @@ def main():
     import flashc
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     from torch import _dynamo
+    from bench import median_ms
+
+    def time_ms(fn):  # 5 calls back to back a timing: the op's host work overlaps the GPU's
+        return median_ms(fn, warmup=3, reps=10, inner=5)
     names = [n for n in VARIANTS if not a.only or n in a.only.split(",")]
     print(f"bench_variants: B={B} H={H} S={S} d={D} bf16; {torch.cuda.get_device_name()}, "
           f"torch {torch.__version__}; TFLOP/s on kept pairs; ratio = Flex time / flashc time")
@@ -169,10 +153,10 @@ def main():
             diff = (out.float() - ref.float()).abs().max().item()
             row["check"] = "ok" if diff < 2e-2 and not torch.isnan(out).any() else f"DIFF {diff:.2e}"
             row["max_diff_vs_flex"] = diff
-        row["fwd_ms"] = time_ms(ours_fwd, torch)
+        row["fwd_ms"] = time_ms(ours_fwd)
         row["fwd_tflops"] = flops / row["fwd_ms"] / 1e9
         if not a.no_flex:
-            row["flex_fwd_ms"] = time_ms(flex_fwd, torch)
+            row["flex_fwd_ms"] = time_ms(flex_fwd)
             row["flex_fwd_tflops"] = flops / row["flex_fwd_ms"] / 1e9
         if not a.no_bwd:
             qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
@@ -180,12 +164,12 @@ def main():
             def ours_fb():
                 flashc.attention(qg, kg, vg, mod, layout="bhsd").backward(do)
 
-            row["fwdbwd_ms"] = time_ms(ours_fb, torch)
+            row["fwdbwd_ms"] = time_ms(ours_fb)
             row["fwdbwd_tflops"] = 3.5 * flops / row["fwdbwd_ms"] / 1e9
             if not a.no_flex:
                 def flex_fb():
                     flex(qg, kg, vg, score_mod=score_mod, block_mask=bm).backward(do)
-                row["flex_fwdbwd_ms"] = time_ms(flex_fb, torch)
+                row["flex_fwdbwd_ms"] = time_ms(flex_fb)
                 row["flex_fwdbwd_tflops"] = 3.5 * flops / row["flex_fwdbwd_ms"] / 1e9
         rows.append(row)
 

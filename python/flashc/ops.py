@@ -55,7 +55,7 @@ def _out_shapes(q, m):
     return (b, sq, h, m.info["v_head_dim"]), (b, h, sq)
 
 
-def _draw_rng(q, module, dropout_p):
+def _draw_rng(q, dropout_p):
     """(seed, offset) from the CUDA generator of q's device, advanced as
     SDPA's flash backend advances it; (0, 0) without dropout."""
     if dropout_p == 0.0:
@@ -75,7 +75,7 @@ def _fwd_cuda(q, k, v, module, dropout_p, bwd_mode=0):
     out_shape, lse_shape = _out_shapes(q, m)
     out = q.new_empty(out_shape)
     lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
-    seed, offset = _draw_rng(q, m, dropout_p)
+    seed, offset = _draw_rng(q, dropout_p)
     m.on(q).forward(q, k, v, out, lse, dropout_p=dropout_p, seed=seed, offset=offset)
     # int64 holds the u64 seed's bits
     rng = torch.tensor([seed - _U64 if seed >= 1 << 63 else seed, offset], dtype=torch.int64)

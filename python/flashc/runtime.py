@@ -415,15 +415,19 @@ class Module:
         """fa_dropout_mask on the host: which elements a launch with (p, seed,
         offset) keeps, as a uint8 CPU tensor [batch, heads, seqlen_q, seqlen_k]
         (1 kept). The definition the kernels evaluate, bit for bit."""
-        torch = _torch()
-        lib = runtime_library()
-        info = self._infos[0]
-        m = torch.empty((batch, self.info["heads"], seqlen_q, seqlen_k), dtype=torch.uint8)
-        st = lib.fa_dropout_mask(ctypes.byref(info), p, seed, offset, batch, seqlen_q, seqlen_k,
-                                 m.data_ptr())
-        if st:
-            raise FlashcError(st, f"fa_dropout_mask refused p = {p} or the sizes")
-        return m
+        return dropout_mask(runtime_library(), ctypes.byref(self._infos[0]), self.info["heads"],
+                            p, seed, offset, batch, seqlen_q, seqlen_k)
+
+
+def dropout_mask(lib, info, heads, p, seed, offset, batch, seqlen_q, seqlen_k):
+    """fa_dropout_mask of kernel `info` (a pointer to its fa_kernel_info) into
+    a new uint8 CPU tensor [batch, heads, seqlen_q, seqlen_k] (1 kept)."""
+    torch = _torch()
+    m = torch.empty((batch, heads, seqlen_q, seqlen_k), dtype=torch.uint8)
+    st = lib.fa_dropout_mask(info, p, seed, offset, batch, seqlen_q, seqlen_k, m.data_ptr())
+    if st:
+        raise FlashcError(st, f"fa_dropout_mask refused p = {p} or the sizes")
+    return m
 
 
 def module_of(ptx=None, cubin=None, meta=None, source=None):

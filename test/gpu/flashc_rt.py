@@ -95,10 +95,5 @@ class Module(_rt.LoadedModule):
 
     def dropout_mask(self, p, seed, offset, b, sq, sk):
         """fa_dropout_mask: the keep decisions as a uint8 CPU tensor [b, heads, sq, sk]."""
-        import torch
-        m = torch.empty((b, self.info["heads"], sq, sk), dtype=torch.uint8)
-        st = self.lib.fa_dropout_mask(self.lib.fa_module_info(self.handle), p, seed, offset,
-                                      b, sq, sk, m.data_ptr())
-        if st:
-            raise FlashcError(st, "fa_dropout_mask")
-        return m
+        return _rt.dropout_mask(self.lib, self.lib.fa_module_info(self.handle), self.info["heads"],
+                                p, seed, offset, b, sq, sk)
