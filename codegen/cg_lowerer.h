@@ -75,7 +75,7 @@ enum { MAX_PENDING_GROUPS = 32, MAX_CARRY_RINGS = 16 };
 
 /* Parameters a kernel kind may bind by name beyond the shared ones (the
  * backward's dout, dq, dk, dv, delta, dq_acc and their strides). */
-enum { MAX_KIND_PARAMS = 24 };
+enum { MAX_KIND_PARAMS = 64 };
 
 /* A pending cp.async group (issued, not yet waited for). */
 typedef struct Pending {
@@ -136,6 +136,10 @@ struct Lowerer {
     bool ptr;
   } param[MAX_KIND_PARAMS];
   int nparam;
+  /* The run-time inputs' stride parameters' names, "in_NAME.sD" (the
+   * names above point here). */
+  char input_stride_names[32][80];
+  int ninput_strides;
   /* The kernel kind (walk.h) and its own state (its file's struct). */
   const void *kind;
   void *kind_state;

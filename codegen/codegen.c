@@ -43,6 +43,36 @@ static void put_text(MlirStringRef s, void *user) { cg_strbuf_append(user, s.dat
 
 /* ----------------------------------------------------------- metadata */
 
+/* A run-time input's dim as the metadata spells it. */
+static void meta_dim(CgStrBuf *sb, int d) {
+  if (d > 0)
+    cg_strbuf_printf(sb, "%d", d);
+  else
+    cg_strbuf_puts(sb, d == DIM_BATCH ? "batch" : d == DIM_SEQLEN_Q ? "seqlen_q" : "seqlen_k");
+}
+
+/* `input NAME TYPE [DIMS]` per run-time input (the %in_NAME arguments, in
+ * order) and the launch conditions their indexing needs (docs/abi.md). */
+static void meta_inputs(CgStrBuf *sb, const Func *f) {
+  for (int i = 0; i < f->nargs; i++) {
+    const Value *a = f->args[i];
+    if (!value_is_input_arg(a))
+      continue;
+    Type t = a->type;
+    const char *type = t.elem == ELEM_INDEX || t.elem == ELEM_I32 ? "i32" : elem_name(t.elem);
+    cg_strbuf_printf(sb, "// flashc.meta input %s %s", a->name + 3, type);
+    for (int d = 0; t.kind == TYPE_TENSOR && d < t.rank; d++) {
+      cg_strbuf_puts(sb, d ? "," : " ");
+      meta_dim(sb, t.dims[d]);
+    }
+    cg_strbuf_puts(sb, "\n");
+  }
+  if (attr_int(&f->attrs, "require_q_le_k", 0))
+    cg_strbuf_puts(sb, "// flashc.meta require seqlen_q<=seqlen_k\n");
+  if (attr_int(&f->attrs, "require_k_le_q", 0))
+    cg_strbuf_puts(sb, "// flashc.meta require seqlen_k<=seqlen_q\n");
+}
+
 /* The metadata of kernel i of the module; its combine kernel and variant
  * are described by its lines (meta_decode.c). */
 static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
@@ -95,6 +125,7 @@ static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
   cg_strbuf_printf(sb, "// flashc.meta mma %s\n",
                    !ki->matmuls ? "none" : ki->wgmma ? "wgmma" : "mma.sync");
   cg_strbuf_printf(sb, "// flashc.meta passes %s\n", o->passes && o->passes[0] ? o->passes : "none");
+  meta_inputs(sb, f);
   if (!cg_meta_is_decode(f))
     return;
   int w = module_variant_index(E->m, f->name);

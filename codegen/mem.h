@@ -97,6 +97,8 @@ void lw_store(Lowerer *L, const Op *op, Rows *m);
 /* load_scalar of element operand 1 of a rank 1 i32 tensor at ptr (a generic
  * pointer; null: the kind has no such tensor, an error). */
 void lw_load_scalar(Lowerer *L, const Op *op, MlirValue ptr);
+/* gather of a run-time input (%in_NAME: its pointer and stride parameters). */
+void lw_gather(Lowerer *L, const Op *op);
 
 /* ----------------------------------------------- global -> shared */
 

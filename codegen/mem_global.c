@@ -4,6 +4,7 @@
  * (mem_rows.c): a missing row reads 0, and is not written. Tiles for the
  * tensor cores go to shared memory (mem_stage.c).
  */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "codegen/mem.h"
@@ -336,4 +337,83 @@ void lw_load_scalar(Lowerer *L, const Op *op, MlirValue p) {
   MlirValue g = cg_gep(b, cg_addrspacecast(b, p, b->gptr), i, b->i32);
   MlirValue v = cg_int_cast(b, cg_load(b, g, b->i32, 4), b->i64);
   lw_set(L, op->results[0], lw_scalar(L, op->results[0]->type, v));
+}
+
+/* ------------------------------------------------------------- gather */
+
+/* One element of a run-time input at i64 element offset off: loaded in its
+ * own type, then made the gather's value type (index: i32 in tiles, i64 in
+ * scalars; floats: f32). */
+static MlirValue gather_element(Lowerer *L, MlirValue base, MlirValue off, ElemType et, bool tile) {
+  CgBuilder *b = &L->b;
+  MlirType lt = et == ELEM_I32 ? b->i32 : lw_elem_type(L, et);
+  int bytes = et == ELEM_F16 || et == ELEM_BF16 ? 2 : 4;
+  MlirValue v = cg_load(b, cg_gep(b, base, off, lt), lt, bytes);
+  if (et == ELEM_I32)
+    return tile ? v : cg_int_cast(b, v, b->i64);
+  return et == ELEM_F32 ? v : cg_float_cast(b, v, b->f32);
+}
+
+/* gather %in_NAME, i0 .. i(r-1): per element of the result, the offset
+ * sum(i_d * stride_d) in 64 bits and one load (docs/abi.md guarantees the
+ * indices in range). Indices are scalars (i64) or index tiles (i32) that
+ * broadcast onto the result's layout. */
+void lw_gather(Lowerer *L, const Op *op) {
+  CgBuilder *b = &L->b;
+  const Value *t = op->operands[0];
+  int rank = t->type.rank;
+  MlirValue base = t->name ? lw_param(L, t->name, true) : (MlirValue){NULL};
+  MlirValue stride[4];
+  for (int d = 0; d < rank && !mlirValueIsNull(base); d++) {
+    char name[96];
+    snprintf(name, sizeof name, "%s.s%d", t->name, d);
+    stride[d] = lw_param(L, name, false);
+    if (mlirValueIsNull(stride[d]))
+      base = (MlirValue){NULL};
+  }
+  if (mlirValueIsNull(base) || op->noperands != 1 + rank) {
+    lw_error(L, op, "reads only the kernel's run-time inputs (%%in_NAME arguments)");
+    return;
+  }
+  base = cg_addrspacecast(b, base, b->gptr);
+  Type rt = op->results[0]->type;
+  const CgVal *ix[4];
+  for (int d = 0; d < rank; d++)
+    ix[d] = lw_get(L, op->operands[1 + d]);
+  if (rt.kind == TYPE_SCALAR) {
+    MlirValue off = cg_const_int(b, b->i64, 0);
+    for (int d = 0; d < rank; d++)
+      off = cg_addi(b, off, cg_muli(b, lw_scalar_operand(L, op, 1 + d), stride[d]));
+    MlirValue v = gather_element(L, base, off, t->type.elem, false);
+    lw_set(L, op->results[0], lw_scalar(L, rt, v));
+    return;
+  }
+  TileGeom g;
+  if (!lw_geom(L, rt, &g, op))
+    return;
+  for (int d = 0; d < rank; d++)
+    if (ix[d]->kind == CV_TILE && !ix[d]->splat && !lw_compatible(&ix[d]->g, &g)) {
+      lw_error(L, op, "index %d is distributed differently from the result", d);
+      return;
+    }
+  CgVal *r = lw_tile(L, rt, &g);
+  int *mi = malloc(3 * sizeof(int) * (size_t)(r->ne > 0 ? r->ne : 1));
+  if (!mi) {
+    lw_error(L, op, "out of memory");
+    return;
+  }
+  int *ni = mi + r->ne, *e = ni + r->ne;
+  lw_positions(&g, mi, ni, e);
+  for (int k = 0; k < r->ne; k++) {
+    MlirValue off = cg_const_int(b, b->i64, 0);
+    for (int d = 0; d < rank; d++) {
+      MlirValue i = lw_elem(L, ix[d], g.cls, mi[k], ni[k], e[k]);
+      if (!mlirTypeEqual(mlirValueGetType(i), b->i64))
+        i = cg_op1(b, "arith.extsi", &i, 1, b->i64, NULL, 0);
+      off = cg_addi(b, off, cg_muli(b, i, stride[d]));
+    }
+    r->e[k] = gather_element(L, base, off, t->type.elem, true);
+  }
+  free(mi);
+  lw_set(L, op->results[0], r);
 }

@@ -13,7 +13,7 @@
 #include "codegen/cg_lower.h"
 #include "codegen/compute.h"
 
-enum { LW_MAX_PARAMS = 48 };
+enum { LW_MAX_PARAMS = 96 };
 
 /* One kernel parameter of a kind's ABI, in order. Names the walker binds to
  * Lowerer fields: q k v o lse workspace (pointers), batch seqlen_q

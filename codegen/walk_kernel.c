@@ -4,6 +4,7 @@
  * tensor-core engine, the IR's arguments, and what the metadata learns
  * (CgKernelInfo).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,9 +51,38 @@ static const LwParam dropout_params[] = {
     {LW_U32, "offset_hi"}, {LW_U32, "keep_threshold"}, {LW_F32, "keep_scale"},
 };
 
-/* The kernel's parameters in ABI order: its kind's, then dropout's where
- * the kernel has dropout. Returns the count, -1 when over LW_MAX_PARAMS. */
-static int kernel_params(const Lowerer *L, const LwKind *K, LwParam *out) {
+/* The run-time inputs' parameters (docs/abi.md), after dropout's: per
+ * argument %in_NAME in order, a tensor's pointer and one i64 stride per dim
+ * (elements), or an f32 / i32 scalar. Returns the new count, -1 when over
+ * LW_MAX_PARAMS. */
+static int input_params(Lowerer *L, LwParam *out, int n) {
+  for (int i = 0; i < L->f->nargs; i++) {
+    const Value *a = L->f->args[i];
+    if (!value_is_input_arg(a))
+      continue;
+    Type t = a->type;
+    if (n + 1 + (t.kind == TYPE_TENSOR ? t.rank : 0) > LW_MAX_PARAMS)
+      return -1;
+    if (t.kind != TYPE_TENSOR) {
+      out[n++] = (LwParam){t.elem == ELEM_F32 ? LW_F32 : LW_I32, a->name};
+      continue;
+    }
+    out[n++] = (LwParam){LW_PTR, a->name};
+    for (int d = 0; d < t.rank; d++) {
+      if (L->ninput_strides == (int)(sizeof L->input_stride_names / sizeof L->input_stride_names[0]))
+        return -1;
+      char *s = L->input_stride_names[L->ninput_strides++];
+      snprintf(s, sizeof L->input_stride_names[0], "%s.s%d", a->name, d);
+      out[n++] = (LwParam){LW_I64, s};
+    }
+  }
+  return n;
+}
+
+/* The kernel's parameters in ABI order: its kind's, dropout's where the
+ * kernel has dropout, the run-time inputs'. Returns the count, -1 when
+ * over LW_MAX_PARAMS. */
+static int kernel_params(Lowerer *L, const LwKind *K, LwParam *out) {
   int n = 0, nd = attr_get(&L->f->attrs, "dropout") ? 6 : 0;
   if (K->nparams + nd > LW_MAX_PARAMS)
     return -1;
@@ -60,7 +90,7 @@ static int kernel_params(const Lowerer *L, const LwKind *K, LwParam *out) {
     out[n++] = K->params[i];
   for (int i = 0; i < nd; i++)
     out[n++] = dropout_params[i];
-  return n;
+  return input_params(L, out, n);
 }
 
 static MlirType param_type(const Lowerer *L, LwParamType t) {

@@ -38,6 +38,12 @@ AstExpr *ast_ident(Arena *a, SrcLoc loc, const char *name) {
   return e;
 }
 
+AstExpr *ast_index(Arena *a, SrcLoc loc, const char *name, AstExpr *args) {
+  AstExpr *e = ast_call(a, loc, name, args);
+  e->kind = AE_INDEX;
+  return e;
+}
+
 AstExpr *ast_error(Arena *a, SrcLoc loc) { return new_expr(a, AE_ERROR, loc); }
 
 AstExpr *ast_unary(Arena *a, SrcLoc loc, AstOp op, AstExpr *x) {
@@ -134,12 +140,15 @@ static void print_expr(FILE *out, const AstExpr *e, int level) {
   case AE_CALL:
     fprintf(out, "Call %s", e->text);
     break;
+  case AE_INDEX:
+    fprintf(out, "Index %s", e->text);
+    break;
   case AE_ERROR:
     fputs("Error", out);
     break;
   }
   print_loc(out, e->loc);
-  if (e->kind == AE_CALL) {
+  if (e->kind == AE_CALL || e->kind == AE_INDEX) {
     for (const AstExpr *x = e->a; x; x = x->next)
       print_expr(out, x, level + 1);
     return;
@@ -167,6 +176,9 @@ static void print_stmt(FILE *out, const AstStmt *s) {
       fprintf(out, "%s%s", p->name, p->next ? ", " : "");
     fputc(')', out);
     break;
+  case ST_INPUT:
+    fprintf(out, "Input %s: %s, %d dims", s->name, s->type_name, s->ndims);
+    break;
   case ST_TILE:
     fputs("Tile", out);
     for (const AstTileEntry *t = s->tiles; t; t = t->next)
@@ -174,8 +186,12 @@ static void print_stmt(FILE *out, const AstStmt *s) {
     break;
   }
   print_loc(out, s->loc);
-  if (s->value)
+  if (s->kind == ST_INPUT) { /* the dims, a list */
+    for (const AstExpr *d = s->value; d; d = d->next)
+      print_expr(out, d, 2);
+  } else if (s->value) {
     print_expr(out, s->value, 2);
+  }
 }
 
 void fe_print_ast(FILE *out, const Ast *ast) {

@@ -25,6 +25,7 @@ typedef enum AstExprKind {
   AE_BINARY, /* a op b */
   AE_COND,   /* a ? b : c */
   AE_CALL,   /* name(args) */
+  AE_INDEX,  /* name[args]: an element of a run-time input tensor */
   AE_ERROR,  /* stands in for a part that was already reported */
 } AstExprKind;
 
@@ -44,9 +45,9 @@ struct AstExpr {
   double num;      /* AE_NUM */
   bool is_int;     /* AE_NUM written without '.' or exponent */
   const char *text;/* AE_NUM: the literal as written; AE_IDENT/AE_CALL: name */
-  AstExpr *a, *b, *c; /* operands; AE_CALL: a = first argument */
-  AstExpr *next;   /* next argument of a call */
-  int nargs;       /* AE_CALL */
+  AstExpr *a, *b, *c; /* operands; AE_CALL, AE_INDEX: a = first argument */
+  AstExpr *next;   /* next argument of a call or index */
+  int nargs;       /* AE_CALL, AE_INDEX */
 };
 
 typedef struct AstParam AstParam;
@@ -61,6 +62,7 @@ typedef enum AstStmtKind {
   ST_FUNC,  /* name(params) = value;   (mask, score) */
   ST_LET,   /* let name = value; */
   ST_TILE,  /* tile q = N, kv = N;     (schedule) */
+  ST_INPUT, /* input name: type[dims];  (value = the first dim, or NULL) */
 } AstStmtKind;
 
 /* One `key = NUMBER` entry of a `tile` statement. */
@@ -81,6 +83,10 @@ struct AstStmt {
   int nparams;
   AstExpr *value;      /* ST_FIELD, ST_FUNC, ST_LET */
   AstTileEntry *tiles; /* ST_TILE */
+  SrcLoc name_loc;     /* ST_INPUT: the input's name */
+  const char *type_name; /* ST_INPUT: i32, f32, f16, bf16 */
+  SrcLoc type_loc;
+  int ndims;           /* ST_INPUT: 0 for a scalar */
   AstStmt *next;
 };
 
@@ -113,6 +119,7 @@ AstExpr *ast_unary(Arena *a, SrcLoc loc, AstOp op, AstExpr *x);
 AstExpr *ast_binary(Arena *a, SrcLoc loc, AstOp op, AstExpr *x, AstExpr *y);
 AstExpr *ast_cond(Arena *a, SrcLoc loc, AstExpr *c, AstExpr *x, AstExpr *y);
 AstExpr *ast_call(Arena *a, SrcLoc loc, const char *name, AstExpr *args);
+AstExpr *ast_index(Arena *a, SrcLoc loc, const char *name, AstExpr *args);
 AstExpr *ast_error(Arena *a, SrcLoc loc);
 
 const char *ast_op_str(AstOp op);

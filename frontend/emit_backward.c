@@ -53,8 +53,8 @@ static Func *make_bwd_func(Module *m, const KernelSpec *k, Role role) {
   Type q = tensor4(dt, DIM_SEQLEN_Q, h, d), kk = tensor4(dt, DIM_SEQLEN_K, hk, d);
   Type v = tensor4(dt, DIM_SEQLEN_K, hk, dv), o = tensor4(dt, DIM_SEQLEN_Q, h, dv);
   Type acc = tensor4(ELEM_F32, DIM_SEQLEN_Q, h, d), idx = type_index();
-  Type t[18];
-  const char *names[18];
+  Type t[18 + SPEC_MAX_INPUTS];
+  const char *names[18 + SPEC_MAX_INPUTS];
   int n = 0;
 #define ARG(ty, nmv) (t[n] = (ty), names[n++] = (nmv))
   switch (role) {
@@ -78,6 +78,8 @@ static Func *make_bwd_func(Module *m, const KernelSpec *k, Role role) {
 #undef ARG
   if (takes_dropout(k, role))
     em_dropout_arg_types(t, names, &n);
+  EmInputNames inbuf;
+  em_input_arg_types(k, t, names, &n, inbuf);
   char name[SPEC_MAX_KERNEL_NAME + 16];
   snprintf(name, sizeof name, "%s%s", k->name ? k->name : "attn", role_suffix[role]);
   return func_create(m, name, t, names, n, k->loc);
@@ -99,6 +101,7 @@ static void open_kernel(Bwd *B, Module *m, const KernelSpec *k, Role role, const
   attr_set_word(m, a, "schedule", "bwd");
   if (takes_dropout(k, role))
     em_dropout_args(L);
+  em_input_args(L);
   /* `schedule NAME` is the forward's; `schedule NAME_bwd` the backward's
    * (else the tiling pass chooses). */
   const Schedule *bs = &k->bwd_schedule;
@@ -189,7 +192,7 @@ static Probs probs(Bwd *B, Value *s, Value *lse_safe) {
   Lower *L = &B->L;
   Type st = s->type;
   Probs r;
-  L->qi = L->ki = L->keep = NULL;
+  L->qi = L->ki = L->keep = L->qc = L->kc = NULL;
   r.ss = L->ss = em_bin(L, OP_MUL, s, B->scale, "ss");
   r.sc = em_score(L);
   r.cond = em_cond(L);

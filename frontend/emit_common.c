@@ -78,6 +78,33 @@ static Value *kidx(Lower *L) {
   return L->ki;
 }
 
+/* max(min(x, n - 1), 0): a position clamped into a sequence of length n. */
+static Value *clamp_pos(Lower *L, Value *x, Value *n, const char *name) {
+  SrcLoc saved = L->b.loc;
+  L->b.loc = L->k->loc;
+  Value *last = em_bin(L, OP_SUB, n, build_index(&L->b, 1), NULL);
+  Value *lo = em_bin(L, OP_MIN, x, last, NULL);
+  Value *r = em_bin(L, OP_MAX, lo, build_index(&L->b, 0), name);
+  L->b.loc = saved;
+  return r;
+}
+
+static Value *qpos(Lower *L) {
+  if (!L->in_index)
+    return qidx(L);
+  if (!L->qc)
+    L->qc = clamp_pos(L, qidx(L), L->seqq, "qc");
+  return L->qc;
+}
+
+static Value *kpos(Lower *L) {
+  if (!L->in_index)
+    return kidx(L);
+  if (!L->kc)
+    L->kc = clamp_pos(L, kidx(L), L->seqk, "kc");
+  return L->kc;
+}
+
 static bool is_index(Value *v) { return v->type.elem == ELEM_INDEX; }
 static bool is_bool(Value *v) { return v->type.elem == ELEM_I1; }
 
@@ -187,12 +214,38 @@ static Value *lower_var(Lower *L, const Expr *e) {
   case VAR_S: return L->ss;
   case VAR_B: return L->bv;
   case VAR_H: return L->hv;
-  case VAR_Q: return qidx(L);
-  case VAR_K: return kidx(L);
+  case VAR_Q: return qpos(L);
+  case VAR_K: return kpos(L);
   case VAR_SEQLEN_Q: return L->seqq;
   case VAR_SEQLEN_K: return L->seqk;
   }
   return L->ss;
+}
+
+/* A run-time input: a scalar's argument, or `gather` of a tensor's
+ * elements at the lowered indices (their broadcast shape). */
+static Value *lower_input(Lower *L, const Expr *e) {
+  Value *arg = L->inputs[e->input];
+  if (!arg) {
+    L->bad = 1;
+    return build_index(&L->b, 0);
+  }
+  if (arg->type.kind != TYPE_TENSOR)
+    return arg;
+  const Expr *ix[4] = {e->a, e->b, e->c, e->d};
+  Value *idx[4];
+  Type shape = type_index();
+  for (int i = 0; i < arg->type.rank; i++) {
+    L->in_index++;
+    idx[i] = em_to_num(L, em_expr(L, ix[i]));
+    L->in_index--;
+    shape = broadcast_type(shape, idx[i]->type, ELEM_INDEX);
+    if (idx[i]->type.elem != ELEM_INDEX || shape.kind == TYPE_NONE) {
+      L->bad = 1;
+      return build_index(&L->b, 0);
+    }
+  }
+  return build_gather(&L->b, arg, idx, arg->type.rank);
 }
 
 static Value *lower_select(Lower *L, const Expr *e) {
@@ -238,6 +291,7 @@ static Value *lower_expr_at(Lower *L, const Expr *e) {
     y = em_to_bool(L, em_expr(L, e->b));
     return build_binary(&L->b, e->kind == EXPR_AND ? OP_AND : OP_OR, x, y);
   case EXPR_SELECT: return lower_select(L, e);
+  case EXPR_INPUT: return lower_input(L, e);
   case EXPR_ABS: case EXPR_FLOOR:
     x = em_to_num(L, em_expr(L, e->a));
     if (is_index(x)) /* exact on integers: abs stays index, floor is the identity */
@@ -350,7 +404,8 @@ bool em_expr_uses(const Expr *e, ExprVar v) {
     return false;
   if (e->kind == EXPR_VAR)
     return e->var == v;
-  return em_expr_uses(e->a, v) || em_expr_uses(e->b, v) || em_expr_uses(e->c, v);
+  return em_expr_uses(e->a, v) || em_expr_uses(e->b, v) || em_expr_uses(e->c, v) ||
+         em_expr_uses(e->d, v);
 }
 
 /* The user mask (if any) AND the bounds mask of a partial last K/V tile
@@ -369,6 +424,55 @@ Value *em_cond(Lower *L) {
   if (!user)
     return inb;
   return em_bin(L, OP_AND, user, inb, "cond");
+}
+
+/* --------------------------------------------------------- run-time inputs */
+
+static ElemType input_elem(InputType t) {
+  switch (t) {
+  case INPUT_I32: return ELEM_I32;
+  case INPUT_F16: return ELEM_F16;
+  case INPUT_BF16: return ELEM_BF16;
+  default: return ELEM_F32;
+  }
+}
+
+static int input_dim(int d) {
+  switch (d) {
+  case SPEC_DIM_BATCH: return DIM_BATCH;
+  case SPEC_DIM_SEQLEN_Q: return DIM_SEQLEN_Q;
+  case SPEC_DIM_SEQLEN_K: return DIM_SEQLEN_K;
+  default: return d;
+  }
+}
+
+void em_input_arg_types(const KernelSpec *k, Type *t, const char **names, int *n,
+                        EmInputNames buf) {
+  for (int i = 0; i < k->ninputs; i++) {
+    const SpecInput *in = &k->inputs[i];
+    int dims[4];
+    for (int d = 0; d < in->rank; d++)
+      dims[d] = input_dim(in->dims[d]);
+    if (in->rank)
+      t[*n] = type_tensor(input_elem(in->type), in->rank, dims);
+    else
+      t[*n] = in->type == INPUT_I32 ? type_index() : type_scalar(ELEM_F32);
+    snprintf(buf[i], sizeof buf[i], "in_%s", in->name);
+    names[(*n)++] = buf[i];
+  }
+}
+
+void em_input_args(Lower *L) {
+  const KernelSpec *k = L->k;
+  for (int i = 0; i < k->ninputs; i++) {
+    char name[80];
+    snprintf(name, sizeof name, "in_%s", k->inputs[i].name);
+    L->inputs[i] = func_arg(L->f, name);
+  }
+  if (k->require_q_le_k)
+    attr_set_int(L->m, &L->f->attrs, "require_q_le_k", 1);
+  if (k->require_k_le_q)
+    attr_set_int(L->m, &L->f->attrs, "require_k_le_q", 1);
 }
 
 /* ---------------------------------------------------------------- dropout */

@@ -20,6 +20,12 @@ typedef struct Lower {
   /* values the expressions may read */
   Value *ss, *q0, *k0, *bv, *hv, *seqq, *seqk;
   Value *qi, *ki;      /* index tiles, created on first use */
+  /* qi and ki clamped into [0, seqlen - 1], for the indices of run-time
+   * inputs: a tile's rows and columns past the sequence ends (masked off)
+   * must not read past the inputs' ends. Created on first use, reset with
+   * qi and ki; in_index counts the gathers being lowered. */
+  Value *qc, *kc;
+  int in_index;
   /* The score tile's orientation: queries on its rows (q_axis 0: forward,
    * Br x Bc) or on its columns (q_axis 1: the backward's S^T, Bc x Br), and
    * the distribution of the tiles built for it. */
@@ -34,6 +40,8 @@ typedef struct Lower {
   bool dropout;
   DropoutArgs drop;
   Value *keep_scale, *keep;
+  /* The run-time inputs' kernel arguments (%in_NAME), KernelSpec order. */
+  Value *inputs[SPEC_MAX_INPUTS];
 } Lower;
 
 /* Shorthands that build at L->b and name the result (name may be NULL). */
@@ -69,6 +77,16 @@ Value *em_cond(Lower *L);
 void em_dropout_arg_types(Type *t, const char **names, int *n);
 void em_dropout_args(Lower *L);
 Value *em_dropout(Lower *L, Value *x, bool scaled, const char *name);
+
+/* Run-time inputs (docs/abi.md): em_input_arg_types appends an argument
+ * %in_NAME per input of L->k (a tensor of its type and dims, or an f32 /
+ * index scalar) at t[*n], names[*n], the names written into buf;
+ * em_input_args binds them in L and sets the kernel's `require` attribute
+ * when the spec's indexing needs one. */
+typedef char EmInputNames[SPEC_MAX_INPUTS][80];
+void em_input_arg_types(const KernelSpec *k, Type *t, const char **names, int *n,
+                        EmInputNames buf);
+void em_input_args(Lower *L);
 
 /* The kernel's attributes (dtype, heads, scale, mask, mode, target, the
  * schedule block's fields) from L->k. */

@@ -88,7 +88,7 @@ static Func *make_func(Module *m, const KernelSpec *k, bool dropout) {
     return make_decode_func(m, k);
   int d = k->head_dim, dv = k->v_head_dim, h = k->heads, hk = k->kv_heads;
   ElemType dt = k->dtype == DTYPE_F16 ? ELEM_F16 : ELEM_BF16;
-  Type t[17] = {
+  Type t[11 + 6 + SPEC_MAX_INPUTS] = {
       type_tensor(dt, 4, (int[]){DIM_BATCH, DIM_SEQLEN_Q, h, d}),
       type_tensor(dt, 4, (int[]){DIM_BATCH, DIM_SEQLEN_K, hk, d}),
       type_tensor(dt, 4, (int[]){DIM_BATCH, DIM_SEQLEN_K, hk, dv}),
@@ -99,13 +99,15 @@ static Func *make_func(Module *m, const KernelSpec *k, bool dropout) {
       type_tensor(ELEM_F32, 3, (int[]){DIM_BATCH, h, DIM_SEQLEN_Q}),
       type_index(), type_index(), type_index(),
   };
-  const char *names[17] = {"q",     "k",     "v",     "o",     "lse",      "o_acc",
+  const char *names[11 + 6 + SPEC_MAX_INPUTS] = {"q",     "k",     "v",     "o",     "lse",      "o_acc",
                            "m_buf", "l_buf", "batch", "seqlen_q", "seqlen_k"};
   int n = 11;
   char name[SPEC_MAX_KERNEL_NAME + 16];
   snprintf(name, sizeof name, "%s%s", k->name ? k->name : "attn", dropout ? "_dropout" : "");
   if (dropout)
     em_dropout_arg_types(t, names, &n);
+  EmInputNames inbuf;
+  em_input_arg_types(k, t, names, &n, inbuf);
   return func_create(m, name, t, names, n, k->loc);
 }
 
@@ -139,6 +141,7 @@ static void emit_inner_body(Lower *L, Outer *X, Value *kt, Value *vt, Value *i) 
   L->q0 = q0;
   L->qi = NULL;
   L->ki = NULL;
+  L->qc = L->kc = NULL;
   L->keep = NULL;
   Value *qt = em_load(L, X->q, L->hv, q0, type_tile(L->dt, DIM_BR, d, DIST_NONE), "qt");
   Value *ot = em_load(L, X->oacc, L->hv, q0, em_ftile(DIM_BR, dv, DIST_COLS), "ot");
@@ -242,6 +245,7 @@ static Func *emit_forward(Module *m, const KernelSpec *k, const char *target, bo
     em_dropout_args(&L);
     attr_set_str(m, &L.f->attrs, "dropout_of", k->name ? k->name : "attn");
   }
+  em_input_args(&L);
   L.b = builder_at_end(m, L.f->body);
   L.b.loc = k->loc;
   L.seqq = func_arg(L.f, L.decode ? "q_len" : "seqlen_q");

@@ -108,6 +108,20 @@ static AstStmt *new_stmt(struct ParseState *ps, AstStmtKind k, FE_YYLTYPE l,
   return s;
 }
 
+/* input NAME ':' TYPE ['[' dims ']'] ';': the type name and its location,
+ * the dims (NULL for a scalar) as an argument list. */
+static AstStmt *new_input(struct ParseState *ps, FE_YYLTYPE l, const char *name,
+                          FE_YYLTYPE name_l, const char *type, FE_YYLTYPE type_l,
+                          AstExpr *dims) {
+  AstStmt *s = new_stmt(ps, ST_INPUT, l, name, dims);
+  s->name_loc = L(ps, name_l);
+  s->type_name = type;
+  s->type_loc = L(ps, type_l);
+  for (AstExpr *d = dims; d; d = d->next)
+    s->ndims++;
+  return s;
+}
+
 static AstStmt *reverse_stmts(AstStmt *s) {
   AstStmt *r = NULL;
   while (s) {
@@ -156,6 +170,7 @@ static AstStmt *push_stmt(AstStmt *list, AstStmt *s) {
 %token SCHEDULE "'schedule'"
 %token LET "'let'"
 %token TILE "'tile'"
+%token INPUT "'input'"
 %token ANDAND "'&&'"
 %token OROR "'||'"
 %token LE "'<='"
@@ -222,7 +237,8 @@ stmts
 
 /* stmt: IDENT '=' expr ';'                      a field
  *     | IDENT '(' params? ')' '=' expr ';'      mask(...) / score(...)
- *     | 'let' IDENT '=' expr ';'                a named sub-expression */
+ *     | 'let' IDENT '=' expr ';'                a named sub-expression
+ *     | 'input' IDENT ':' IDENT ('[' args ']')? ';'   a run-time input */
 stmt
   : IDENT '=' expr ';'
       { $$ = new_stmt(ps, ST_FIELD, @1, $1, $3); }
@@ -235,6 +251,10 @@ stmt
       }
   | LET IDENT '=' expr ';'
       { $$ = new_stmt(ps, ST_LET, @1, $2, $4); }
+  | INPUT IDENT ':' IDENT ';'
+      { $$ = new_input(ps, @1, $2, @2, $4, @4, NULL); }
+  | INPUT IDENT ':' IDENT '[' args ']' ';'
+      { $$ = new_input(ps, @1, $2, @2, $4, @4, $6); }
   | error ';'
       { $$ = NULL; ps->depth_reported = false; yyerrok; }
   ;
@@ -310,13 +330,15 @@ tile_entry
       }
   ;
 
-/* expr: NUMBER | IDENT | IDENT '(' args? ')' | '(' expr ')'
+/* expr: NUMBER | IDENT | IDENT '(' args? ')' | IDENT '[' args ']' | '(' expr ')'
  *     | ('-' | '!') expr | expr OP expr | expr '?' expr ':' expr */
 expr
   : NUMBER              { $$ = ast_num(ps->arena, L(ps, @1), $1.v, $1.is_int, $1.text); }
   | IDENT               { $$ = ast_ident(ps->arena, L(ps, @1), $1); }
   | IDENT '(' args_opt ')'
       { $$ = limit(ps, ast_call(ps->arena, L(ps, @1), $1, $3)); }
+  | IDENT '[' args ']'
+      { $$ = limit(ps, ast_index(ps->arena, L(ps, @1), $1, $3)); }
   | '(' expr ')'        { $$ = $2; }
   | '-' expr %prec UNARY
       { $$ = limit(ps, ast_unary(ps->arena, L(ps, @1), OP_NEG, $2)); }

@@ -304,6 +304,12 @@ static void let_def(Sema *S, Scope *sc, const AstStmt *s) {
                s->name);
     return;
   }
+  int in = sema_input_index(sc->k, s->name);
+  if (in >= 0) {
+    diag_error(&S->diag, s->loc, "'%s' is an input and cannot be a let name", s->name);
+    diag_note(&S->diag, sc->k->inputs[in].loc, "the input is declared here");
+    return;
+  }
   Let *prev = sema_find_let(sc->lets, s->name);
   if (prev) {
     diag_error(&S->diag, s->loc, "redefinition of let '%s'", s->name);
@@ -606,6 +612,8 @@ static void resolve_statements(Sema *S, const AstItem *it, const Stmts *st, Kern
 static void free_kernel(KernelSpec *k) {
   sema_free_expr(k->mask);
   sema_free_expr(k->score);
+  for (int i = 0; i < k->ninputs; i++)
+    free((char *)k->inputs[i].name);
   free((char *)k->name);
   free(k);
 }
@@ -623,6 +631,7 @@ static KernelSpec *check_attention(Sema *S, const AstItem *it) {
   shape_fields(S, &st, k);
   mode_fields(S, &st, k);
   k->scale = k->head_dim > 0 ? 1.0 / sqrt((double)k->head_dim) : 1.0;
+  sema_declare_inputs(S, it, k);
 
   resolve_statements(S, it, &st, k);
   if (S->diag.nerrors != errors0) {

@@ -23,6 +23,7 @@ void sema_free_expr(Expr *e) {
   sema_free_expr(e->a);
   sema_free_expr(e->b);
   sema_free_expr(e->c);
+  sema_free_expr(e->d);
   free(e);
 }
 
@@ -34,19 +35,24 @@ static Expr *copy_expr(Sema *S, Scope *sc, const Expr *e) {
   c->a = copy_expr(S, sc, e->a);
   c->b = copy_expr(S, sc, e->b);
   c->c = copy_expr(S, sc, e->c);
+  c->d = copy_expr(S, sc, e->d);
   return c;
 }
 
 int sema_expr_size(const Expr *e) {
-  return e ? 1 + sema_expr_size(e->a) + sema_expr_size(e->b) + sema_expr_size(e->c) : 0;
+  return e ? 1 + sema_expr_size(e->a) + sema_expr_size(e->b) + sema_expr_size(e->c) +
+                 sema_expr_size(e->d)
+           : 0;
 }
 
 int sema_expr_depth(const Expr *e) {
   if (!e)
     return 0;
   int a = sema_expr_depth(e->a), b = sema_expr_depth(e->b), c = sema_expr_depth(e->c);
+  int d = sema_expr_depth(e->d);
   int m = a > b ? a : b;
-  return 1 + (m > c ? m : c);
+  m = m > c ? m : c;
+  return 1 + (m > d ? m : d);
 }
 
 bool sema_is_bool(const Expr *e) {
@@ -70,6 +76,8 @@ static const Expr *find_var(const Expr *e) {
     v = find_var(e->b);
   if (!v)
     v = find_var(e->c);
+  if (!v)
+    v = find_var(e->d);
   return v;
 }
 
@@ -105,6 +113,7 @@ double sema_eval(const Expr *e) {
   case EXPR_SQRT: return sqrt(sema_eval(e->a));
   case EXPR_ABS: return fabs(sema_eval(e->a));
   case EXPR_FLOOR: return floor(sema_eval(e->a));
+  case EXPR_INPUT: return NAN; /* known at run time only */
   }
   return NAN;
 }
@@ -298,6 +307,10 @@ static Expr *resolve_ident(Sema *S, Scope *sc, const AstExpr *e, int depth) {
     diag_note(&S->diag, NOLOC, "'s' exists only inside score(s, b, h, q, k) = ...");
     return NULL;
   }
+  bool is_input;
+  Expr *in = sema_resolve_input_name(S, sc, e, &is_input);
+  if (is_input)
+    return in;
   const AstStmt *later = later_let(sc, name);
   if (later) {
     diag_error(&S->diag, e->loc, "'%s' is used before its definition", name);
@@ -484,6 +497,7 @@ Expr *sema_resolve(Sema *S, Scope *sc, const AstExpr *e, int depth) {
   case AE_NUM: return sema_mk_num(S, sc, e->loc, e->num);
   case AE_IDENT: return resolve_ident(S, sc, e, depth);
   case AE_CALL: return resolve_call(S, sc, e, depth);
+  case AE_INDEX: return sema_resolve_index(S, sc, e, depth);
   case AE_UNARY: return resolve_unary(S, sc, e, depth);
   case AE_BINARY: return resolve_binary(S, sc, e, depth);
   case AE_COND: return resolve_cond(S, sc, e, depth);

@@ -61,7 +61,7 @@ typedef struct Scope {
   const AstStmt *fn;     /* mask/score definition: its parameters */
   const AstStmt *block;  /* all statements: to spot a let used too early */
   Let *lets;
-  const KernelSpec *k;   /* spec constants */
+  KernelSpec *k;         /* spec constants, inputs (an index may add a `require`) */
   int nodes;
   bool too_big;          /* reported once per expression */
 } Scope;
@@ -113,6 +113,19 @@ Expr *sema_resolve(Sema *S, Scope *sc, const AstExpr *e, int depth);
 Expr *sema_mk_num(Sema *S, Scope *sc, SrcLoc loc, double v);
 Expr *sema_mk_var(Sema *S, Scope *sc, SrcLoc loc, ExprVar v);
 Expr *sema_mk(Sema *S, Scope *sc, ExprKind kind, SrcLoc loc, Expr *a, Expr *b, Expr *c);
+
+/* ---- sema_input.c: run-time inputs ---- */
+
+/* Phase 2b: the block's `input` statements into k->inputs (needs heads). */
+void sema_declare_inputs(Sema *S, const AstItem *it, KernelSpec *k);
+/* Index of the input called name in k, or -1. */
+int sema_input_index(const KernelSpec *k, const char *name);
+/* Has e integer values (the IR's index type)? */
+bool sema_is_integer(const KernelSpec *k, const Expr *e);
+/* name[i, ...]: a tensor input's element, every index proven inside its dim. */
+Expr *sema_resolve_index(Sema *S, Scope *sc, const AstExpr *e, int depth);
+/* A scalar input used by name; *found says whether e names an input. */
+Expr *sema_resolve_input_name(Sema *S, Scope *sc, const AstExpr *e, bool *found);
 
 /* sema.c: reports a field (or definition) given a second time. */
 void sema_duplicate(Sema *S, const AstStmt *s, const AstStmt *prev, const char *what);

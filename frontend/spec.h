@@ -39,6 +39,9 @@ typedef enum ExprKind {
   /* math functions of a */
   EXPR_TANH, EXPR_EXP, EXPR_EXP2, EXPR_LOG, EXPR_LOG2, EXPR_SQRT, EXPR_ABS,
   EXPR_FLOOR,
+  /* a run-time input (KernelSpec.inputs[input]): a scalar, or a tensor's
+   * element at indices a, b, c, d (as many as its rank) */
+  EXPR_INPUT,
 } ExprKind;
 
 /* Variables an expression may read. S only in a score expression.
@@ -55,9 +58,28 @@ typedef struct Expr {
   ExprKind kind;
   ExprVar var;     /* EXPR_VAR */
   double num;      /* EXPR_NUM */
-  struct Expr *a, *b, *c;
+  int input;       /* EXPR_INPUT: index into KernelSpec.inputs */
+  const char *name; /* EXPR_INPUT: its name (owned by the KernelSpec) */
+  struct Expr *a, *b, *c, *d; /* d: a rank 4 input's fourth index */
   SrcLoc loc;
 } Expr;
+
+/* A run-time input's element type, and its symbolic dims (a positive dim
+ * is a constant; `heads` and `kv_heads` are resolved to theirs). */
+typedef enum InputType { INPUT_I32, INPUT_F32, INPUT_F16, INPUT_BF16 } InputType;
+enum { SPEC_DIM_BATCH = -1, SPEC_DIM_SEQLEN_Q = -2, SPEC_DIM_SEQLEN_K = -3 };
+/* Most run-time inputs a kernel may declare (the runtime's FA_MAX_INPUTS). */
+enum { SPEC_MAX_INPUTS = 8 };
+
+/* `input NAME: TYPE[DIMS];` (a tensor, rank 1..4) or `input NAME: TYPE;`
+ * (a scalar: f32 or i32), bound by name at launch (docs/abi.md). */
+typedef struct SpecInput {
+  const char *name;
+  SrcLoc loc;
+  InputType type;
+  int rank;          /* 0: a scalar */
+  int dims[4];
+} SpecInput;
 
 /* An optional `schedule NAME { ... }` block; 0 means "compiler chooses". */
 typedef struct Schedule {
@@ -89,6 +111,11 @@ typedef struct KernelSpec {
   int window_left, window_right; /* MASK_WINDOW: keys q'-left .. q'+right kept (q' aligned) */
   Expr *mask;        /* boolean over b, h, q, k, seqlen_q, seqlen_k; NULL = keep all */
   Expr *score;       /* numeric over s, b, h, q, k, ...; NULL = s itself */
+  SpecInput inputs[SPEC_MAX_INPUTS]; /* in declaration order: the ABI's */
+  int ninputs;
+  /* the indexing needs seqlen_q <= seqlen_k (a seqlen_k dim indexed by q),
+   * or the reverse: the launch must satisfy it (docs/abi.md `require`) */
+  bool require_q_le_k, require_k_le_q;
   Schedule schedule;
   Schedule bwd_schedule; /* `schedule NAME_bwd { ... }`: every backward kernel's (grad = true) */
   /* decode only (docs/decode.md) */

@@ -79,6 +79,17 @@ void fe_print_expr(FILE *out, const Expr *e) {
     fe_print_expr(out, e->a);
     fputc(')', out);
     return;
+  case EXPR_INPUT: {
+    fputs(e->name ? e->name : "?", out);
+    const Expr *idx[4] = {e->a, e->b, e->c, e->d};
+    for (int i = 0; i < 4 && idx[i]; i++) {
+      fputs(i ? ", " : "[", out);
+      fe_print_expr(out, idx[i]);
+    }
+    if (e->a)
+      fputc(']', out);
+    return;
+  }
   case EXPR_SELECT:
     fputc('(', out);
     fe_print_expr(out, e->a);
@@ -135,6 +146,28 @@ static void print_choice(FILE *out, const char *name, int v) {
     fprintf(out, " %s=auto", name);
 }
 
+/* input NAME: TYPE[DIMS], one line each, and the launch condition. */
+static void print_inputs(FILE *out, const KernelSpec *k) {
+  static const char *const types[] = {"i32", "f32", "f16", "bf16"};
+  for (int i = 0; i < k->ninputs; i++) {
+    const SpecInput *in = &k->inputs[i];
+    fprintf(out, "  input      %s: %s", in->name, types[in->type]);
+    for (int d = 0; d < in->rank; d++) {
+      fputs(d ? ", " : "[", out);
+      int v = in->dims[d];
+      if (v > 0)
+        fprintf(out, "%d", v);
+      else
+        fputs(v == SPEC_DIM_BATCH ? "batch" : v == SPEC_DIM_SEQLEN_Q ? "seqlen_q" : "seqlen_k", out);
+    }
+    fputs(in->rank ? "]\n" : "\n", out);
+  }
+  if (k->require_q_le_k)
+    fputs("  require    seqlen_q <= seqlen_k\n", out);
+  if (k->require_k_le_q)
+    fputs("  require    seqlen_k <= seqlen_q\n", out);
+}
+
 static void print_kernel(FILE *out, const KernelSpec *k) {
   fprintf(out, "kernel %s\n", k->name);
   fprintf(out, "  dtype      %s\n", k->dtype == DTYPE_F16 ? "fp16" : "bf16");
@@ -169,6 +202,7 @@ static void print_kernel(FILE *out, const KernelSpec *k) {
       fputs("  unified_max off\n", out);
     }
   }
+  print_inputs(out, k);
   fprintf(out, "  mask_kind  %s", mask_kind_name(k->mask_kind));
   if (k->mask_kind == MASK_WINDOW)
     fprintf(out, " left=%d right=%d", k->window_left, k->window_right);

@@ -61,6 +61,18 @@ Type broadcast_type(Type x, Type y, ElemType elem) {
   return type_tile(elem, r, c, d);
 }
 
+Value *build_gather(Builder *b, Value *t, Value *const *idx, int n) {
+  Value *ops[5] = {t};
+  Type shape = type_index();
+  for (int i = 0; i < n && i < 4; i++) {
+    ops[1 + i] = idx[i];
+    shape = broadcast_type(shape, idx[i]->type, ELEM_INDEX);
+  }
+  assert(shape.kind != TYPE_NONE && n == t->type.rank);
+  shape.elem = t->type.elem == ELEM_I32 ? ELEM_INDEX : ELEM_F32;
+  return build_op(b, OP_GATHER, ops, 1 + n, &shape, 1, 0)->results[0];
+}
+
 Value *build_binary(Builder *b, OpKind k, Value *x, Value *y) {
   Type t = broadcast_type(x->type, y->type, x->type.elem);
   assert(t.kind != TYPE_NONE);

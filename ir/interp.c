@@ -300,6 +300,7 @@ static bool dropout_arg(const InterpSizes *sz, bool torch, const char *name, dou
 static void bind_args(Interp *I, const InterpBinding *bs, int nb) {
   const Func *f = I->f;
   double x;
+  int at;
   for (int i = 0; i < f->nargs && !I->failed; i++) {
     const Value *a = f->args[i];
     const char *name = a->name ? a->name : "";
@@ -319,10 +320,12 @@ static void bind_args(Interp *I, const InterpBinding *bs, int nb) {
       else if (dropout_arg(&I->sz, strcmp(attr_str(&f->attrs, "dropout_mask", ""), "torch") == 0,
                            name, &x))
         interp_set_scalar(interp_val(I, a), x);
+      else if (find_binding(bs, nb, name, &at) && bs[at].data) /* a run-time input */
+        interp_set_scalar(interp_val(I, a), bs[at].data[0]);
       else
         interp_fail(I, NULL,
              "scalar argument %%%s has no value (only batch, seqlen_q/q_len, seqlen_k/capacity, "
-             "nsplit, max_pages, dropout's seed_lo .. keep_scale)",
+             "nsplit, max_pages, dropout's seed_lo .. keep_scale, bound run-time inputs)",
              name);
     } else {
       interp_fail(I, NULL, "argument %%%s has an unsupported type", name);
@@ -592,6 +595,7 @@ static void exec_op(Interp *I, const Op *op) {
   case OP_STORE: interp_exec_store(I, op); break;
   case OP_LOAD_SCALAR: interp_exec_load_scalar(I, op); break;
   case OP_LOAD_PAGED: interp_exec_load_paged(I, op); break;
+  case OP_GATHER: interp_exec_gather(I, op); break;
   case OP_REDUCE: exec_reduce(I, op); break;
   case OP_FOR: exec_for(I, op); break;
   case OP_IF: exec_if(I, op); break;

@@ -41,6 +41,8 @@ typedef struct InterpOptions {
 /* br = bc = 16, round_casts = true. */
 void interp_options_init(InterpOptions *o);
 
+/* A scalar argument (a run-time input, %in_NAME) is bound the same way:
+ * its value is data[0]. */
 typedef struct InterpBinding {
   const char *name; /* argument name without '%' */
   double *data;

@@ -215,3 +215,50 @@ void interp_exec_load_paged(Interp *I, const Op *op) {
     }
   }
 }
+
+/* gather t, i0 .. i(rank-1): the indices broadcast (a scalar, R x 1, 1 x C
+ * or R x C each); an index outside its dim is an error (the frontend
+ * proved it cannot happen, the runtime checked the dims). */
+void interp_exec_gather(Interp *I, const Op *op) {
+  Tensor *t = op->noperands >= 2 ? tensor_operand(I, op, 0) : NULL;
+  if (!t)
+    return;
+  if (op->noperands != 1 + t->rank) {
+    interp_fail(I, op, "needs %d indices", t->rank);
+    return;
+  }
+  const RtVal *ix[4];
+  int rows = 1, cols = 1;
+  bool tile = false;
+  for (int i = 0; i < t->rank; i++) {
+    ix[i] = interp_val(I, op->operands[1 + i]);
+    if (ix[i]->tile) {
+      tile = true;
+      rows = ix[i]->rows > rows ? ix[i]->rows : rows;
+      cols = ix[i]->cols > cols ? ix[i]->cols : cols;
+    }
+  }
+  RtVal *out = interp_val(I, op->results[0]);
+  if (tile && !interp_set_tile(I, out, rows, cols))
+    return;
+  for (int r = 0; r < rows && !I->failed; r++)
+    for (int c = 0; c < cols; c++) {
+      int64_t off = 0;
+      for (int i = 0; i < t->rank; i++) {
+        const RtVal *v = ix[i];
+        double x = !v->tile ? v->s : v->t[(size_t)(v->rows == 1 ? 0 : r) * v->cols + (v->cols == 1 ? 0 : c)];
+        int64_t k = (int64_t)x;
+        if (k < 0 || k >= t->dims[i]) {
+          interp_fail(I, op, "index %d is %lld, outside [0, %lld)", i, (long long)k,
+                      (long long)t->dims[i]);
+          return;
+        }
+        off += k * t->strides[i];
+      }
+      double x = t->data[off];
+      if (tile)
+        out->t[(size_t)r * cols + c] = x;
+      else
+        interp_set_scalar(out, x);
+    }
+}

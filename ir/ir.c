@@ -408,6 +408,11 @@ Func *func_clone(Module *m, Func *f, const char *name) {
   return c;
 }
 
+bool value_is_input_arg(const Value *v) {
+  return v && !v->def && v->block && v->block->parent_func && v->name &&
+         strncmp(v->name, "in_", 3) == 0;
+}
+
 Value *func_arg(Func *f, const char *name) {
   for (int i = 0; i < f->nargs; i++)
     if (f->args[i]->name && strcmp(f->args[i]->name, name) == 0)

@@ -103,7 +103,7 @@ typedef struct Type {
   ElemType elem;
   int rows, cols; /* TYPE_TILE: > 0, or DIM_BR / DIM_BC */
   Dist dist;      /* TYPE_TILE */
-  int rank;       /* TYPE_TENSOR: 3 or 4; 1 or 2 for i32 tensors */
+  int rank;       /* TYPE_TENSOR: 1..4 (Q, K, V, O: 4; LSE: 3; run-time inputs any) */
   int dims[4];    /* TYPE_TENSOR: > 0, or one of the DIM_ symbols above */
 } Type;
 
@@ -141,6 +141,12 @@ const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial", "warp" 
  *  - `grad %y, %x`: the derivative of y with respect to x, elementwise, where
  *    y is computed from x by elementwise ops (a score modifier); the
  *    differentiate pass replaces it by ops (passes/differentiate.c).
+ *  - `gather %t, %i0, ..., %i(r-1)`: element [i0, ..., i(r-1)] of a rank r
+ *    tensor, for every element of the indices (index scalars or tiles,
+ *    broadcast: R x 1 with 1 x C gives R x C); f32 for float tensors (exact
+ *    for f16 / bf16), index for i32 ones. The frontend proved (or the
+ *    runtime checks) every index inside its dim: a run-time input
+ *    (docs/abi.md), a kernel argument named %in_NAME.
  *  - `load_paged %cache, %block_table, %b, %h, %row0, %limit {page_size = P}`:
  *    logical row R of sequence b is slot R % P of physical page
  *    block_table[b, R / P] of the cache [num_pages, P, heads, C]; rows at or
@@ -183,6 +189,7 @@ const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial", "warp" 
   X(OP_STORE,       "store")        /* tensor, b, h, row0, tile {pack, reduce = add, col0} (rows past the extent skipped; col0: the tile is columns col0.. of the tensor) */ \
   X(OP_LOAD_SCALAR, "load_scalar")  /* i32 tensor [n], i -> index: element i (cache_seqlens[b]) */ \
   X(OP_LOAD_PAGED,  "load_paged")   /* cache, block_table, b, h, row0, limit {page_size} -> tile */ \
+  X(OP_GATHER,      "gather")       /* tensor, i0 .. i(rank-1) -> its elements there (a run-time input) */ \
   X(OP_REDUCE,      "reduce")       /* {kind = max|min|sum} tile -> scalar (i1: max = any, min = all) */ \
   X(OP_MATMUL,      "matmul")       /* a, b [, acc] {transpose_a, transpose_b, b_col0} -> f32 tile: acc + op(a)*op(b) (b_col0: b's columns b_col0.. only) */ \
   X(OP_ROWMAX,      "rowmax")       /* R x C -> R x 1 */                       \
@@ -315,6 +322,8 @@ int module_variant_index(const Module *m, const char *name);
 Func *func_clone(Module *m, Func *f, const char *name);
 /* Finds a kernel argument by name, or NULL. */
 Value *func_arg(Func *f, const char *name);
+/* Is v a run-time input, a kernel argument named %in_NAME (docs/abi.md)? */
+bool value_is_input_arg(const Value *v);
 
 /* --------------------------------------------------------- attributes */
 
@@ -363,6 +372,8 @@ Value *build_binary(Builder *b, OpKind k, Value *x, Value *y);
 Value *build_cmp(Builder *b, const char *pred, Value *x, Value *y);
 Value *build_select(Builder *b, Value *c, Value *x, Value *y);
 Value *build_cast(Builder *b, Value *x, ElemType to);
+/* gather t, idx[0..n-1]: n == t's rank; the indices' broadcast shape. */
+Value *build_gather(Builder *b, Value *t, Value *const *idx, int n);
 /* The broadcast result type of an elementwise op on x and y (elem of x unless
  * cmp); type_none() when the shapes do not broadcast. */
 Type broadcast_type(Type x, Type y, ElemType elem);

@@ -577,7 +577,7 @@ static bool parse_tensor_dim(Parser *p, int *out) {
 }
 
 /* tensor-type := 'tensor' '<' elem ',' '[' tensor-dim (',' tensor-dim)* ']' '>'
- * (rank 3 or 4; i32 tensors, the decode index tables, have rank 1 or 2) */
+ * (rank 1 to 4) */
 static bool parse_tensor_type(Parser *p, Type *t) {
   if (!expect_punct(p, '<'))
     return false;
@@ -599,8 +599,8 @@ static bool parse_tensor_type(Parser *p, Type *t) {
     if (!parse_tensor_dim(p, &dims[rank++]))
       return false;
   } while (accept_punct(p, ','));
-  if (rank < 3 && e != ELEM_I32) {
-    error_at(p, first.line, first.col, "tensor rank must be 3 or 4 (1 or 2 for i32)");
+  if (rank < 1) {
+    error_at(p, first.line, first.col, "tensor rank must be 1 to 4");
     return false;
   }
   if (!expect_punct(p, ']') || !expect_punct(p, '>'))

@@ -91,8 +91,8 @@ static void check_type(Verifier *v, const Op *op, Type t, const char *what) {
       report(v, op, "%s is a tensor of u32 (u32 is for values only)", what);
       return;
     }
-    if (t.elem == ELEM_I32 ? (t.rank != 1 && t.rank != 2) : (t.rank != 3 && t.rank != 4)) {
-      report(v, op, "%s is a tensor of rank %d (3 or 4 expected; 1 or 2 for i32)", what, t.rank);
+    if (t.rank < 1 || t.rank > 4) {
+      report(v, op, "%s is a tensor of rank %d (1 to 4 expected)", what, t.rank);
       return;
     }
     for (int i = 0; i < t.rank; i++)
@@ -377,6 +377,37 @@ static void check_load_scalar(Verifier *v, const Op *op) {
     report(v, op, "result must be index");
 }
 
+/* gather tensor, i0 .. i(rank-1) -> scalar or tile: the indices' broadcast
+ * shape, index for an i32 tensor, f32 for a float one. */
+static void check_gather(Verifier *v, const Op *op) {
+  Type t = op->noperands ? opnd(op, 0) : type_none();
+  if (t.kind != TYPE_TENSOR) {
+    report(v, op, "operand 0 must be a tensor");
+    return;
+  }
+  if (!want_counts(v, op, 1 + t.rank, 1))
+    return;
+  Type shape = type_index();
+  for (int i = 1; i <= t.rank; i++) {
+    Type x = opnd(op, i);
+    if (x.elem != ELEM_INDEX || (x.kind != TYPE_SCALAR && x.kind != TYPE_TILE)) {
+      report(v, op, "operand %d must be an index scalar or tile", i);
+      return;
+    }
+    shape = broadcast_type(shape, x, ELEM_INDEX);
+    if (shape.kind == TYPE_NONE) {
+      report(v, op, "the indices' shapes do not broadcast");
+      return;
+    }
+  }
+  Type r = res(op, 0);
+  ElemType want = t.elem == ELEM_I32 ? ELEM_INDEX : ELEM_F32;
+  if (r.elem != want || r.kind != shape.kind ||
+      (r.kind == TYPE_TILE && (r.rows != shape.rows || r.cols != shape.cols)))
+    report(v, op, "result must be %s with the indices' shape",
+           want == ELEM_INDEX ? "index" : "f32");
+}
+
 /* load_paged cache, block_table, b, h, row0, limit {page_size} -> tile */
 static void check_load_paged(Verifier *v, const Op *op) {
   char a[160], b[160];
@@ -625,6 +656,7 @@ static void check_kind_rules(Verifier *v, const Op *op) {
   case OP_STORE: check_store(v, op); break;
   case OP_LOAD_SCALAR: check_load_scalar(v, op); break;
   case OP_LOAD_PAGED: check_load_paged(v, op); break;
+  case OP_GATHER: check_gather(v, op); break;
   case OP_REDUCE: check_reduce(v, op); break;
   case OP_MATMUL: check_matmul(v, op); break;
   case OP_ROWMAX: case OP_ROWSUM: check_rowreduce(v, op); break;

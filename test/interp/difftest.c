@@ -132,6 +132,19 @@ InterpBinding bind(const char *name, const Buf *b) {
   return r;
 }
 
+void ref_use_inputs(const Inputs *in) {
+  static RefTensor rins[SPEC_MAX_INPUTS];
+  for (int i = 0; in && i < in->nins; i++)
+    rins[i] = ref_t(&in->ins[i]);
+  ref_set_inputs(in && in->nins ? rins : NULL);
+}
+
+int bind_inputs(const Inputs *in, InterpBinding *b, int n) {
+  for (int i = 0; i < in->nins; i++)
+    b[n++] = bind(in->in_names[i], &in->ins[i]);
+  return n;
+}
+
 RefTensor ref_t(const Buf *b) {
   RefTensor r = {.data = b->data};
   for (int i = 0; i < 4; i++)
@@ -198,8 +211,35 @@ static Cmp compare(const KernelSpec *k, const Shape *s, const Buf *o, const Buf 
 /* ----------------------------------------------------------------- runs */
 
 
+/* Random values for the run-time inputs: i32 tensors small ids (a few
+ * documents, buckets), i32 scalars 1..40 (a window), float tensors in
+ * [-1, 1], f32 scalars in [0.5, 3] (a softcap). */
+static void make_run_inputs(const KernelSpec *k, const Shape *s, uint64_t *seed, Inputs *in) {
+  in->nins = k->ninputs;
+  for (int i = 0; i < k->ninputs; i++) {
+    const SpecInput *x = &k->inputs[i];
+    int64_t d[4] = {1, 0, 0, 0};
+    for (int j = 0; j < x->rank; j++)
+      d[j] = x->dims[j] == SPEC_DIM_BATCH      ? s->batch
+             : x->dims[j] == SPEC_DIM_SEQLEN_Q ? s->sq
+             : x->dims[j] == SPEC_DIM_SEQLEN_K ? s->sk
+                                               : x->dims[j];
+    Buf *b = &in->ins[i];
+    *b = buf_make(x->rank ? x->rank : 1, d[0], d[1], d[2], d[3], 0);
+    for (size_t e = 0; e < b->n; e++) {
+      double u = rng_unit(seed);
+      b->data[e] = x->type != INPUT_I32 ? (x->rank ? 2 * u - 1 : 0.5 + 2.5 * u)
+                   : x->rank          ? floor(4 * u)
+                                      : 1 + floor(40 * u);
+    }
+    snprintf(in->in_names[i], sizeof in->in_names[i], "in_%s", x->name);
+  }
+}
+
 static Inputs make_inputs(const KernelSpec *k, const Shape *s, uint64_t seed, RefDropout drop) {
   Inputs in = {.drop = drop};
+  make_run_inputs(k, s, &seed, &in);
+  ref_use_inputs(&in);
   in.q = buf_make(4, s->batch, s->sq, k->heads, k->head_dim, 3);
   in.k = buf_make(4, s->batch, s->sk, k->kv_heads, k->head_dim, 5);
   in.v = buf_make(4, s->batch, s->sk, k->kv_heads, k->v_head_dim, 0);
@@ -213,6 +253,7 @@ static Inputs make_inputs(const KernelSpec *k, const Shape *s, uint64_t seed, Re
   RefTensor q = ref_t(&in.q), kt = ref_t(&in.k), v = ref_t(&in.v), o = ref_t(&in.ro),
             l = ref_t(&in.rlse);
   ref_attention(k, s->batch, s->sq, s->sk, &q, &kt, &v, &o, &l, &in.drop);
+  ref_use_inputs(NULL);
   return in;
 }
 
@@ -220,6 +261,8 @@ static void free_inputs(Inputs *in) {
   Buf *bs[] = {&in->q, &in->k, &in->v, &in->ro, &in->rlse, &in->o, &in->lse};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
     free(bs[i]->data);
+  for (int i = 0; i < in->nins; i++)
+    free(in->ins[i].data);
 }
 
 static void run_variant(const KernelSpec *k, const Variant *v, const Shape *s, uint64_t seed,
@@ -236,12 +279,13 @@ static void run_variant(const KernelSpec *k, const Variant *v, const Shape *s, u
     st->failed++;
     return;
   }
-  InterpBinding b[5] = {bind("q", &in->q), bind("k", &in->k), bind("v", &in->v),
-                        bind("o", &in->o), bind("lse", &in->lse)};
+  InterpBinding b[5 + SPEC_MAX_INPUTS] = {bind("q", &in->q), bind("k", &in->k), bind("v", &in->v),
+                                          bind("o", &in->o), bind("lse", &in->lse)};
+  int nb = bind_inputs(in, b, 5);
   InterpOptions io = variant_options(v, o);
   InterpSizes sz = run_sizes(s, in);
   char err[512];
-  if (interp_run_sizes(f, b, 5, &sz, &io, err, sizeof err) != 0) {
+  if (interp_run_sizes(f, b, nb, &sz, &io, err, sizeof err) != 0) {
     printf("FAIL %s: %s\n", what, err);
     st->failed++;
     return;
@@ -285,6 +329,8 @@ static void test_kernel(const KernelSpec *k, int kindex, const Opts *o, Stats *s
   for (int si = 0; si < o->nshapes && si < NSHAPES; si++) {
     const Shape *s = &kShapes[si];
     uint64_t seed = 1000003ull * (uint64_t)(kindex + 1) + (uint64_t)si;
+    if ((k->require_q_le_k && s->sq > s->sk) || (k->require_k_le_q && s->sk > s->sq))
+      continue; /* the runtime refuses these launches (docs/abi.md, require) */
     /* without dropout; with the spec's p, a seed and an offset whose high
      * words matter */
     RefDropout drops[2] = {{0, 0, 0}, {k->dropout, 0x9e3779b97f4a7c15ull ^ seed, (seed << 33) | 12}};

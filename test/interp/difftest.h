@@ -75,6 +75,10 @@ typedef struct Buf {
 typedef struct Inputs {
   Buf q, k, v, ro, rlse, o, lse;
   RefDropout drop;
+  /* the spec's run-time inputs, bound as %in_NAME */
+  Buf ins[SPEC_MAX_INPUTS];
+  char in_names[SPEC_MAX_INPUTS][80];
+  int nins;
 } Inputs;
 
 typedef struct Cmp {
@@ -97,6 +101,10 @@ Buf buf_make(int rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3, int pad);
 void buf_fill(Buf *b, uint64_t *seed, double amp);
 void buf_poison(Buf *b);
 InterpBinding bind(const char *name, const Buf *b);
+/* The reference reads in's run-time inputs from now on (NULL: none). */
+void ref_use_inputs(const Inputs *in);
+/* Appends the bindings of in's run-time inputs at b[n]; returns the count. */
+int bind_inputs(const Inputs *in, InterpBinding *b, int n);
 RefTensor ref_t(const Buf *b);
 double *b_at(const Buf *b, int64_t i0, int64_t i1, int64_t i2, int64_t i3);
 /* The interpreter's options for variant v (its symbolic tile sizes). */

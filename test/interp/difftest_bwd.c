@@ -42,8 +42,10 @@ static BwdBufs make_bwd(const KernelSpec *k, const Shape *s, Inputs *in, uint64_
   RefTensor q = ref_t(&in->q), kt = ref_t(&in->k), v = ref_t(&in->v), o = ref_t(&in->ro),
             l = ref_t(&in->rlse), dout = ref_t(&g.dout), dq = ref_t(&g.rdq), dk = ref_t(&g.rdk),
             dv = ref_t(&g.rdv);
+  ref_use_inputs(in);
   ref_attention_backward(k, s->batch, s->sq, s->sk, &q, &kt, &v, &o, &l, &dout, &in->drop, &dq,
                          &dk, &dv);
+  ref_use_inputs(NULL);
   return g;
 }
 
@@ -84,10 +86,11 @@ static void run_backward(const KernelSpec *k, const Variant *v, const Shape *s, 
   buf_poison(&g->dv);
   for (size_t i = 0; i < g->dq_acc.n; i++)
     g->dq_acc.data[i] = 0;
-  InterpBinding b[11] = {bind("q", &in->q),        bind("k", &in->k),       bind("v", &in->v),
+  InterpBinding b[11 + SPEC_MAX_INPUTS] = {bind("q", &in->q),        bind("k", &in->k),       bind("v", &in->v),
                          bind("o", &in->ro),       bind("lse", &in->rlse),  bind("dout", &g->dout),
                          bind("delta", &g->delta), bind("dq_acc", &g->dq_acc), bind("dq", &g->dq),
                          bind("dk", &g->dk),       bind("dv", &g->dv)};
+  int nb = bind_inputs(in, b, 11);
   int nf = 3;
   Func *dvk = variant_func(v, "_bwd_dv");
   if (dvk) {
@@ -99,7 +102,7 @@ static void run_backward(const KernelSpec *k, const Variant *v, const Shape *s, 
   InterpSizes sz = run_sizes(s, in);
   char err[512];
   for (int i = 0; i < nf; i++)
-    if (interp_run_sizes(fs[i], b, 11, &sz, &io, err, sizeof err) != 0) {
+    if (interp_run_sizes(fs[i], b, nb, &sz, &io, err, sizeof err) != 0) {
       printf("FAIL %s: %s: %s\n", what, fs[i]->name, err);
       st->failed++;
       return;

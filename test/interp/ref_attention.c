@@ -7,8 +7,25 @@
 
 #include "base/dropout_mask.h"
 
+static const RefTensor *ref_inputs;
+
+void ref_set_inputs(const RefTensor *inputs) { ref_inputs = inputs; }
+
+/* A run-time input: a scalar, or the element at the indices. */
+static double input_value(const Expr *e, const RefVars *v) {
+  if (!ref_inputs)
+    return NAN;
+  const RefTensor *t = &ref_inputs[e->input];
+  const Expr *ix[4] = {e->a, e->b, e->c, e->d};
+  int64_t off = 0;
+  for (int i = 0; i < 4 && ix[i]; i++)
+    off += (int64_t)ref_eval(ix[i], v) * t->strides[i];
+  return t->data[off];
+}
+
 double ref_eval(const Expr *e, const RefVars *v) {
   switch (e->kind) {
+  case EXPR_INPUT: return input_value(e, v);
   case EXPR_NUM: return e->num;
   case EXPR_VAR:
     switch (e->var) {

@@ -26,6 +26,10 @@ typedef struct RefVars {
   double s, b, h, q, k, seqlen_q, seqlen_k;
 } RefVars;
 
+/* The run-time inputs' values (KernelSpec.inputs order; a scalar is
+ * data[0]) that ref_eval reads from here on; NULL for none. */
+void ref_set_inputs(const RefTensor *inputs);
+
 /* Evaluates e in double precision: integers are exact doubles, `/` is true
  * division, `%` is fmod (truncating, as C's % on integers), booleans 1 / 0. */
 double ref_eval(const Expr *e, const RefVars *v);
