@@ -7,7 +7,11 @@
 The rows of ../shared/PEERS.md's variants table (B = 2, H = 16, S = 8192,
 head dim 128, bf16): causal, sliding window 1024 (causal), document mask (6
 packed documents, causal within each), PrefixLM (2048), softcap 50 (causal
-and full), ALiBi (causal). Each is one flashc spec (grad = true) and the same
+and full), ALiBi (causal); and with run-time inputs (`input NAME: ...`, bound
+at each launch): the document mask from a tensor of document ids, T5's
+relative bias table (32 log-spaced buckets per head, causal), a full additive
+bias [B, H, S, S] (bf16), softcap 50 with the cap a run-time scalar. Each is
+one flashc spec (grad = true) and the same
 math as a FlexAttention mask_mod / score_mod with its BlockMask; flashc runs
 through the Python package (flashc.attention, so fwd+bwd is autograd's).
 TFLOP/s are counted on the kept (q, k) pairs, as PEERS.md does: forward 4 B H
@@ -20,6 +24,7 @@ compiled with -disable-pass=mask-skip: what classifying its tiles is worth.
 """
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -47,6 +52,16 @@ VARIANTS = {
     "softcap50_causal": ("mask = causal;\n  score(s, b, h, q, k) = 50 * tanh(s / 50);", []),
     "softcap50_full": ("score(s, b, h, q, k) = 50 * tanh(s / 50);", []),
     "alibi_causal": ("mask = causal;\n  score(s, b, h, q, k) = s - exp2(-(h + 1) / 2) * abs(q - k);", []),
+    # run-time inputs (runtime_inputs below makes their values)
+    "document_rt": ("input doc: i32[batch, seqlen_k];\n"
+                    "  mask(b, h, q, k) = k <= q && doc[b, q] == doc[b, k];", []),
+    "t5_bias": ("input rel_bias: f32[heads, 32];\n  mask = causal;\n  let n = max(q - k, 0);\n"
+                "  let bucket = min(max(n < 16 ? n : 16 + floor(log(n / 16) / log(8) * 16), 0), 31);\n"
+                "  score(s, b, h, q, k) = s + rel_bias[h, bucket];", []),
+    "full_bias": ("input bias: bf16[batch, heads, seqlen_q, seqlen_k];\n"
+                  "  score(s, b, h, q, k) = s + bias[b, h, q, k];", []),
+    "softcap_rt_causal": ("input cap: f32;\n  mask = causal;\n"
+                          "  score(s, b, h, q, k) = cap * tanh(s / cap);", []),
 }
 SPEC_OF = {"document_noskip": "document"}
 
@@ -69,11 +84,37 @@ def write_specs(d):
     print(f"bench_variants: {len(VARIANTS)} specs in {d} (NAME.fa, NAME.flags: extra flashc flags)")
 
 
-def flex_mods(name, torch):
-    """(mask_mod, score_mod) of FlexAttention for variant name."""
+def doc_ids(torch):
     doc = torch.zeros(S, dtype=torch.int32, device="cuda")
     for b in DOC_BOUNDS:
         doc[b:] += 1
+    return doc
+
+
+def t5_bucket(q, k, torch):
+    n = (q - k).clamp(min=0)
+    large = 16 + torch.floor(torch.log(n.float() / 16) / math.log(8) * 16)
+    return torch.where(n < 16, n.float(), large).clamp(0, 31).long()
+
+
+def runtime_inputs(name, torch):
+    """The values of variant name's run-time inputs (flashc's `inputs`)."""
+    g = torch.Generator(device="cuda").manual_seed(7)
+    if name == "document_rt":
+        return {"doc": doc_ids(torch).expand(B, S).contiguous()}
+    if name == "t5_bias":
+        return {"rel_bias": torch.randn(H, 32, device="cuda", generator=g)}
+    if name == "full_bias":
+        return {"bias": torch.randn(B, H, S, S, device="cuda", dtype=torch.bfloat16, generator=g)}
+    if name == "softcap_rt_causal":
+        return {"cap": 50.0}
+    return None
+
+
+def flex_mods(name, torch, ins=None):
+    """(mask_mod, score_mod) of FlexAttention for variant name (ins: its
+    run-time inputs, captured by the mods)."""
+    doc = doc_ids(torch)
     base = SPEC_OF.get(name, name)
 
     def causal(b, h, q, k):
@@ -87,11 +128,18 @@ def flex_mods(name, torch):
         "softcap50_causal": causal,
         "softcap50_full": None,
         "alibi_causal": causal,
+        "document_rt": lambda b, h, q, k: (k <= q) & (ins["doc"][b, q] == ins["doc"][b, k]),
+        "t5_bias": causal,
+        "full_bias": None,
+        "softcap_rt_causal": causal,
     }
     scores = {
         "softcap50_causal": lambda s, b, h, q, k: 50 * torch.tanh(s / 50),
         "softcap50_full": lambda s, b, h, q, k: 50 * torch.tanh(s / 50),
         "alibi_causal": lambda s, b, h, q, k: s - torch.exp2(-(h + 1.0) / 2) * (q - k).abs(),
+        "t5_bias": lambda s, b, h, q, k: s + ins["rel_bias"][h, t5_bucket(q, k, torch)],
+        "full_bias": lambda s, b, h, q, k: s + ins["bias"][b, h, q, k],
+        "softcap_rt_causal": lambda s, b, h, q, k: 50 * torch.tanh(s / 50),
     }
     return masks[base], scores.get(base)
 
@@ -101,7 +149,8 @@ def density(mask_mod, torch):
         return 1.0
     q = torch.arange(S, device="cuda").view(S, 1)
     k = torch.arange(S, device="cuda").view(1, S)
-    return mask_mod(0, 0, q, k).float().mean().item()
+    zero = torch.zeros((), dtype=torch.long, device="cuda")
+    return mask_mod(zero, zero, q, k).float().mean().item()
 
 
 def main():
@@ -135,14 +184,15 @@ def main():
         mod = flashc.load(os.path.join(a.ptx_dir, name + ".ptx"))
         _dynamo.reset()  # a fresh compile a variant: no recompile limit reached
         flex = torch.compile(flex_attention, dynamic=False)
-        mask_mod, score_mod = flex_mods(name, torch)
+        ins = runtime_inputs(name, torch)
+        mask_mod, score_mod = flex_mods(name, torch, ins)
         dens = density(mask_mod, torch)
         flops = 4.0 * B * H * S * S * D * dens
         g = torch.Generator(device="cuda").manual_seed(len(rows) + 1)
         q, k, v, do = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, generator=g)
                        for _ in range(4))
         row = dict(variant=name, density=dens)
-        ours_fwd = lambda: flashc.attention(q, k, v, mod, layout="bhsd")  # noqa: E731
+        ours_fwd = lambda: flashc.attention(q, k, v, mod, layout="bhsd", inputs=ins)  # noqa: E731
         out = ours_fwd()
         bm = None
         if not a.no_flex:
@@ -162,7 +212,7 @@ def main():
             qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
 
             def ours_fb():
-                flashc.attention(qg, kg, vg, mod, layout="bhsd").backward(do)
+                flashc.attention(qg, kg, vg, mod, layout="bhsd", inputs=ins).backward(do)
 
             row["fwdbwd_ms"] = time_ms(ours_fb)
             row["fwdbwd_tflops"] = 3.5 * flops / row["fwdbwd_ms"] / 1e9

@@ -83,8 +83,8 @@ static MlirValue tanhf_(Lowerer *L, MlirValue x) {
   return cg_intrinsic(b, "llvm.copysign.f32", args, 2, b->f32);
 }
 
-/* Floor division and modulo on i64 (the IR's index semantics). */
-static MlirValue floordiv(Lowerer *L, MlirValue a, MlirValue d, bool want_rem) {
+/* Floor division on i64 (the IR's index semantics). */
+static MlirValue floordiv(Lowerer *L, MlirValue a, MlirValue d) {
   CgBuilder *b = &L->b;
   MlirValue q = cg_arith2(b, "arith.divsi", a, d), r = cg_arith2(b, "arith.remsi", a, d);
   MlirType it = mlirValueGetType(a);
@@ -92,8 +92,6 @@ static MlirValue floordiv(Lowerer *L, MlirValue a, MlirValue d, bool want_rem) {
   MlirValue nz = cg_cmpi(b, "ne", r, zero);
   MlirValue sr = cg_cmpi(b, "slt", r, zero), sd = cg_cmpi(b, "slt", d, zero);
   MlirValue adj = cg_arith2(b, "arith.andi", nz, cg_arith2(b, "arith.xori", sr, sd));
-  if (want_rem)
-    return cg_select(b, adj, cg_addi(b, r, d), r);
   return cg_select(b, adj, cg_subi(b, q, cg_const_int(b, it, 1)), q);
 }
 
@@ -136,11 +134,12 @@ static MlirValue scalar_op(Lowerer *L, const Op *op, MlirValue *x, ElemType et) 
     if (et == ELEM_U32)
       return mul_u32_half(b, x[0], x[1], false);
     return fl ? cg_mulf(b, x[0], x[1]) : et == ELEM_I1 ? cg_arith2(b, "arith.andi", x[0], x[1]) : cg_muli(b, x[0], x[1]);
-  case OP_DIV: return fl ? cg_arith2(b, "arith.divf", x[0], x[1]) : floordiv(L, x[0], x[1], false);
-  case OP_REM: return fl ? fmodf_(L, x[0], x[1]) : floordiv(L, x[0], x[1], true);
+  case OP_DIV: return fl ? cg_arith2(b, "arith.divf", x[0], x[1]) : floordiv(L, x[0], x[1]);
+  /* index % truncates, as C's and fmod (docs/language.md; the interpreter) */
+  case OP_REM: return fl ? fmodf_(L, x[0], x[1]) : cg_arith2(b, "arith.remsi", x[0], x[1]);
   case OP_CEILDIV: {
     MlirValue zero = cg_const_int(b, mlirValueGetType(x[0]), 0);
-    MlirValue q = floordiv(L, cg_subi(b, zero, x[0]), x[1], false);
+    MlirValue q = floordiv(L, cg_subi(b, zero, x[0]), x[1]);
     return cg_subi(b, zero, q);
   }
   case OP_MIN: return fl ? cg_minnumf(b, x[0], x[1]) : cg_arith2(b, et == ELEM_U32 ? "arith.minui" : "arith.minsi", x[0], x[1]);

@@ -239,6 +239,8 @@ static Value *lower_input(Lower *L, const Expr *e) {
     L->in_index++;
     idx[i] = em_to_num(L, em_expr(L, ix[i]));
     L->in_index--;
+    if (idx[i]->type.elem == ELEM_F32) /* an integer computed in f32 (floor) */
+      idx[i] = build_cast(&L->b, idx[i], ELEM_INDEX);
     shape = broadcast_type(shape, idx[i]->type, ELEM_INDEX);
     if (idx[i]->type.elem != ELEM_INDEX || shape.kind == TYPE_NONE) {
       L->bad = 1;

@@ -116,18 +116,22 @@ void sema_declare_inputs(Sema *S, const AstItem *it, KernelSpec *k) {
 /* ---- integer expressions ---- */
 
 /* Does e have integer values (the tile IR's index type)? Positions, integer
- * inputs, integral literals and what +, -, *, /, %, min, max, select, abs,
- * floor and booleans-as-numbers make of them; the score, float inputs and
- * the other math functions are real. */
+ * inputs, integral literals, floor(x) of anything, and what +, -, *, %,
+ * min, max, select, abs and booleans-as-numbers make of them; `/` (true
+ * division), the score,
+ * float inputs and the other math functions are real. (T5's log-spaced
+ * bucket, min(16 + floor(log(n / 16) / log(8) * 16), 31), is an integer
+ * computed in f32: the index takes its value.) */
 bool sema_is_integer(const KernelSpec *k, const Expr *e) {
   switch (e->kind) {
   case EXPR_NUM: return e->num == floor(e->num) && fabs(e->num) < 9.0e15;
   case EXPR_VAR: return e->var != VAR_S;
   case EXPR_INPUT: return k->inputs[e->input].type == INPUT_I32;
-  case EXPR_NEG: case EXPR_ABS: case EXPR_FLOOR: return sema_is_integer(k, e->a);
-  case EXPR_ADD: case EXPR_SUB: case EXPR_MUL: case EXPR_DIV: case EXPR_MOD:
-  case EXPR_MIN: case EXPR_MAX:
+  case EXPR_FLOOR: return true; /* of a real too: an integer, exact below 2^24 */
+  case EXPR_NEG: case EXPR_ABS: return sema_is_integer(k, e->a);
+  case EXPR_ADD: case EXPR_SUB: case EXPR_MUL: case EXPR_MOD: case EXPR_MIN: case EXPR_MAX:
     return sema_is_integer(k, e->a) && sema_is_integer(k, e->b);
+  case EXPR_DIV: return false; /* true division: floor(q / 64) is an integer */
   case EXPR_SELECT: return sema_is_integer(k, e->b) && sema_is_integer(k, e->c);
   case EXPR_TANH: case EXPR_EXP: case EXPR_EXP2: case EXPR_LOG: case EXPR_LOG2:
   case EXPR_SQRT:
@@ -196,7 +200,8 @@ static bool is_point(Range r, double *c) {
 }
 
 /* Products and quotients keep the symbolic bounds only where they are
- * obviously safe: x * 1, and x / c (c >= 1) of a nonnegative x. */
+ * obviously safe: x * 1, and x / c (c >= 1, true division) of a
+ * nonnegative x. */
 static Range mul_range(Range a, Range b) {
   double c;
   if (is_point(b, &c) && c == 1)
@@ -216,7 +221,7 @@ static Range div_range(Range a, Range b) {
   double c;
   if (!is_point(b, &c) || c <= 0)
     return unknown_range();
-  Range r = const_range(floor(a.lo[0] / c), floor(a.hi[0] / c));
+  Range r = const_range(a.lo[0] / c, a.hi[0] / c);
   if (c >= 1 && a.lo[0] >= 0)
     for (int s = 1; s < NSYM; s++)
       r.hi[s] = a.hi[s]; /* 0 <= x / c <= x */
@@ -227,10 +232,11 @@ static Range mod_range(Range a, Range b) {
   double c;
   if (!is_point(b, &c) || c <= 0)
     return unknown_range();
-  Range r = const_range(0, c - 1); /* floor modulo by c > 0 */
+  /* % truncates (C's, fmod's): the sign of x; |x % c| < c */
+  Range r = const_range(a.lo[0] >= 0 ? 0 : -(c - 1), a.hi[0] <= 0 ? 0 : c - 1);
   if (a.lo[0] >= 0)
     for (int s = 0; s < NSYM; s++)
-      r.hi[s] = fmin(r.hi[s], a.hi[s]); /* x mod c <= x */
+      r.hi[s] = fmin(r.hi[s], a.hi[s]); /* x % c <= x */
   return r;
 }
 
@@ -274,7 +280,14 @@ static Range range_of(const KernelSpec *k, const Expr *e) {
       r.lo[s] = fmin(a.lo[s], b.lo[s]), r.hi[s] = fmax(a.hi[s], b.hi[s]);
     return r;
   }
-  case EXPR_FLOOR: return range_of(k, e->a); /* of an integer: itself */
+  case EXPR_FLOOR: { /* x - 1 < floor(x) <= x */
+    Range r = range_of(k, e->a);
+    r.lo[0] = floor(r.lo[0]);
+    r.hi[0] = floor(r.hi[0]);
+    for (int s = 1; s < NSYM; s++)
+      r.lo[s] -= 1;
+    return r;
+  }
   case EXPR_ABS: {
     Range a = range_of(k, e->a);
     double m = fmax(fabs(a.lo[0]), fabs(a.hi[0]));

@@ -162,7 +162,7 @@ const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial", "warp" 
   X(OP_SUB,         "sub")                                                     \
   X(OP_MUL,         "mul")                                                     \
   X(OP_DIV,         "div")          /* index: floor division */                \
-  X(OP_REM,         "rem")          /* index: remainder; float: fmod */        \
+  X(OP_REM,         "rem")          /* index: remainder, truncating (sign of x); float: fmod */ \
   X(OP_CEILDIV,     "ceildiv")      /* index only */                           \
   X(OP_MIN,         "min")                                                     \
   X(OP_MAX,         "max")                                                     \

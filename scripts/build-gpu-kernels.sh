@@ -37,7 +37,9 @@ compile test/gpu/backward_specs .device/backward backward || status=1
 compile test/gpu/dropout_specs .device/dropout dropout || status=1
 # The Python package's torch ops (test/gpu/torch_ops.py) -> .device/torch.
 compile test/gpu/torch_specs .device/torch torch || status=1
-# ... and one of them as a CLI bundle with its cubin (the AOT path's loads).
+# Run-time inputs (test/gpu/inputs.py) -> .device/inputs.
+compile test/gpu/input_specs .device/inputs inputs || status=1
+# ... and one of the torch specs as a CLI bundle with its cubin (the AOT path's loads).
 rm -rf .device/torch/bundle
 "$FLASHC" test/gpu/torch_specs/tor_gqa_causal_bf16.fa --bundle=.device/torch/bundle ||
   { echo "build-gpu-kernels: the torch bundle FAILED"; status=1; }

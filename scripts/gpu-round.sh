@@ -9,7 +9,8 @@
 #   5. runs test/gpu/backward.py over $BACKWARD_DIR (default .device/backward),
 #      and test/gpu/philox_bits.py on .device/philox (u32 codegen vs the host),
 #      and test/gpu/dropout.py over .device/dropout (through the runtime),
-#      and test/gpu/torch_ops.py over .device/torch (the Python package's ops);
+#      and test/gpu/torch_ops.py over .device/torch (the Python package's ops),
+#      and test/gpu/inputs.py over .device/inputs (run-time inputs);
 #      with TRAIN=1 examples/train_tiny_gpt.py and examples/hf_attention.py
 #   6. runs bench/bench.py over $BENCH_DIR (default .device/bench) when both exist
 #      (and, with BENCH_BWD=1, bench/bench_bwd.py over .device/bench_bwd;
@@ -161,6 +162,8 @@ suite backward test/gpu/backward.py ${BACKWARD_DIR:-.device/backward} ${BACKWARD
 suite dropout test/gpu/dropout.py ${DROPOUT_DIR:-.device/dropout} ${DROPOUT_ARGS:-}
 # The Python package's torch ops (python/flashc, runtime-only: no LLVM/MLIR here).
 suite torch_ops test/gpu/torch_ops.py ${TORCH_OPS_DIR:-.device/torch} ${TORCH_OPS_ARGS:-}
+# Run-time inputs (input NAME: ...) through the package's ops.
+suite inputs test/gpu/inputs.py ${INPUTS_DIR:-.device/inputs} ${INPUTS_ARGS:-}
 
 # TRAIN=1: examples/train_tiny_gpt.py (flashc vs SDPA loss curves, ~1 minute).
 if [ "${TRAIN:-0}" = 1 ] && [ -f .device/examples/tiny_gpt.ptx ]; then
