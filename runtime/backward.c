@@ -9,7 +9,9 @@
  * fa_backward itself runs without a GPU, so that the plan and the
  * parameter lists can be tested on any machine.
  */
+#include <float.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -168,8 +170,9 @@ static fa_status check_workspace_size(BCtx *c) {
 }
 
 /* The outputs (dq, dk, dv and the workspace's used part) must not share
- * memory with an input (q, k, v, o, lse, dout) or each other: a block could
- * overwrite what another still reads. Address ranges, as check.c's. */
+ * memory with an input (q, k, v, o, lse, dout, the run-time inputs) or each
+ * other: a block could overwrite what another still reads. Address ranges,
+ * as check.c's. */
 static fa_status check_aliasing(BCtx *c, const int64_t ext[NT]) {
   const fa_backward_args *a = c->a;
   fa_range in[6] = {{"q", (uintptr_t)a->q.data, ext[Q]},
@@ -182,7 +185,9 @@ static fa_status check_aliasing(BCtx *c, const int64_t ext[NT]) {
                      {"dk", (uintptr_t)a->dk.data, ext[DK]},
                      {"dv", (uintptr_t)a->dv.data, ext[DV]},
                      {"workspace", (uintptr_t)a->workspace, a->workspace ? c->ws.total : 0}};
-  return fa_check_disjoint(in, 6, out, 4, c->lt.msg, c->lt.len);
+  fa_status st = fa_check_disjoint(in, 6, out, 4, c->lt.msg, c->lt.len);
+  return st ? st : fa_check_input_memory_(c->info, a->inputs, a->num_inputs, out, 4, c->lt.msg,
+                                          c->lt.len);
 }
 
 fa_status fa_backward_check(const fa_kernel_info *info, const fa_backward_args *args, char *msg,
@@ -206,7 +211,8 @@ fa_status fa_backward_check(const fa_kernel_info *info, const fa_backward_args *
   if ((st = fa_check_kernel_info(info, msg, msglen)) || (st = fa_check_nulls(&c.lt)) ||
       (st = fa_check_dtypes(&c.lt)) || (st = fa_check_nonnegative(&c.lt)) ||
       (st = fa_check_meta_dims(&c.lt, info, sides)) || (st = fa_check_cross_dims(&c.lt, sides)) ||
-      (st = check_flags(&c)) || (st = fa_check_dropout_(a->dropout_p, msg, msglen)))
+      (st = check_flags(&c)) || (st = fa_check_dropout_(a->dropout_p, msg, msglen)) ||
+      (st = fa_check_inputs_(info, a->inputs, a->num_inputs, &a->q, &a->k, msg, msglen)))
     return st;
   /* Nothing is launched without a batch; its pointers and strides are never used. */
   if (a->q.dim[0] == 0) return FA_OK;
@@ -240,6 +246,22 @@ static fa_status check_role(const fa_kernel_info *in, char *msg, size_t len) {
     return FA_ERR_META;
   }
   return FA_OK;
+}
+
+/* Whether two kernels declare the same run-time inputs (names, dtypes,
+ * dims, order) and requires: one launch's bindings feed every kernel of a
+ * plan, through the plan's one copy of the declarations. */
+static int same_inputs(const fa_kernel_info *x, const fa_kernel_info *y) {
+  if (x->ninputs != y->ninputs || x->require_q_le_k != y->require_q_le_k ||
+      x->require_k_le_q != y->require_k_le_q)
+    return 0;
+  for (int i = 0; i < x->ninputs; i++) {
+    const fa_input_info *a = &x->inputs[i], *b = &y->inputs[i];
+    if (strcmp(a->name, b->name) != 0 || a->dtype != b->dtype || a->rank != b->rank ||
+        memcmp(a->dims, b->dims, sizeof a->dims) != 0)
+      return 0;
+  }
+  return 1;
 }
 
 /* The kernels the mode launches, in order: idx[0..*nidx) into kernels; a
@@ -304,10 +326,17 @@ fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
   int det = launches_deterministic(args->mode);
   if (st != FA_OK || (st = find_kernels(kernels, nkernels, det, idx, &nidx, msg, msglen)))
     return st;
-  for (int s = 0; s < nidx; s++)
-    if ((st = check_role(&kernels[idx[s]], msg, msglen)) ||
-        (st = fa_backward_check(&kernels[idx[s]], args, msg, msglen)))
+  for (int s = 0; s < nidx; s++) {
+    const fa_kernel_info *in = &kernels[idx[s]];
+    if ((st = check_role(in, msg, msglen)) || (st = fa_backward_check(in, args, msg, msglen)))
       return st;
+    if (!same_inputs(in, &kernels[idx[0]])) {
+      fa_fmt(msg, msglen, "kernel %s declares other run-time inputs or requires than kernel %s: "
+             "a module's backward kernels declare the same (use fa_meta_parse_module)",
+             in->kernel, kernels[idx[0]].kernel);
+      return FA_ERR_META;
+    }
+  }
   /* The kernel that recomputes P (main or kv) decides: the module's
    * backward regenerates a dropout mask or has none to regenerate. */
   if (args->dropout_p > 0 && kernels[idx[1]].dropout == 0) {
@@ -315,6 +344,8 @@ fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
            "(add `dropout = P;` to its spec)", args->dropout_p, kernels[idx[1]].forward);
     return FA_ERR_UNSUPPORTED;
   }
+  plan->ninputs = kernels[idx[0]].ninputs; /* 0..FA_MAX_INPUTS: checked */
+  memcpy(plan->inputs, kernels[idx[0]].inputs, sizeof plan->inputs);
   int64_t batch = args->q.dim[0], sq = args->q.dim[1], sk = args->k.dim[1];
   if (batch == 0) return FA_OK;
   Layout l;
@@ -353,35 +384,94 @@ fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
 
 /* ---- the parameter lists --------------------------------------------------- */
 
-typedef struct PList {
-  fa_param *p;
-  int n;
-} PList;
-
-static void put(PList *l, fa_param_kind kind, const char *name, int64_t value) {
+void fa_put_(fa_plist *l, fa_param_kind kind, const char *name, int64_t value) {
   fa_param *p = &l->p[l->n++];
   p->kind = kind, p->name = name, p->value = value;
 }
 
-static void put_ptr(PList *l, const char *name, uint64_t addr) {
-  put(l, FA_PARAM_PTR, name, (int64_t)addr);
+static void put_ptr(fa_plist *l, const char *name, uint64_t addr) {
+  fa_put_(l, FA_PARAM_PTR, name, (int64_t)addr);
 }
 
 static uint64_t addr(const void *p) { return (uint64_t)(uintptr_t)p; }
 
-static void put_tensor_ptrs(PList *l, const fa_backward_args *a, const int *which, int n) {
+void fa_put_dropout_(fa_plist *l, double p, uint64_t seed, uint64_t offset, int torch) {
+  static const char *const dn[5] = {"seed_lo", "seed_hi", "offset_lo", "offset_hi",
+                                    "keep_threshold"};
+  fa_dropout_words w;
+  fa_dropout_words_(p, seed, offset, torch, &w);
+  for (int i = 0; i < 5; i++) fa_put_(l, FA_PARAM_U32, dn[i], w.u[i]);
+  uint32_t bits;
+  memcpy(&bits, &w.keep_scale, sizeof bits);
+  fa_put_(l, FA_PARAM_F32, "keep_scale", bits);
+}
+
+/* The parameter names of input i (fa_param.name is static): "input0" for
+ * its pointer or value, "input0.s0".."input0.s3" for its strides. */
+static const char *const input_names[FA_MAX_INPUTS][5] = {
+#define FA_INPUT_NAMES_(i) {"input" #i, "input" #i ".s0", "input" #i ".s1", "input" #i ".s2", \
+                            "input" #i ".s3"}
+  FA_INPUT_NAMES_(0), FA_INPUT_NAMES_(1), FA_INPUT_NAMES_(2), FA_INPUT_NAMES_(3),
+  FA_INPUT_NAMES_(4), FA_INPUT_NAMES_(5), FA_INPUT_NAMES_(6), FA_INPUT_NAMES_(7),
+#undef FA_INPUT_NAMES_
+};
+
+/* A scalar's parameter: an f32's IEEE bits, an i32's value; 0 for a value
+ * the checks refuse (converting it would be undefined behaviour). */
+static int64_t scalar_word(fa_dtype dtype, double v) {
+  if (dtype == FA_DTYPE_F32) {
+    if (!(fabs(v) <= FLT_MAX)) return 0;
+    float f = (float)v;
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    return bits;
+  }
+  return v >= INT32_MIN && v <= INT32_MAX ? (int32_t)v : 0;
+}
+
+void fa_put_inputs_(fa_plist *l, const fa_input_info *decl, int ndecl, const fa_input *inputs,
+                    int n) {
+  for (int i = 0; i < ndecl && i < FA_MAX_INPUTS; i++) {
+    const fa_input_info *x = &decl[i];
+    int named = memchr(x->name, '\0', sizeof x->name) != NULL; /* a hand-built plan's may not be */
+    const fa_input *b = named ? fa_find_input_(inputs, inputs ? n : 0, x->name) : NULL;
+    if (x->rank == 0) {
+      fa_put_(l, x->dtype == FA_DTYPE_F32 ? FA_PARAM_F32 : FA_PARAM_I32, input_names[i][0],
+              b ? scalar_word(x->dtype, b->value) : 0);
+      continue;
+    }
+    put_ptr(l, input_names[i][0], b ? addr(b->tensor.data) : 0);
+    for (int d = 0; d < x->rank && d < 4; d++)
+      fa_put_(l, FA_PARAM_I64, input_names[i][1 + d], b ? b->tensor.stride[d] : 0);
+  }
+}
+
+void fa_param_values_(const fa_param *p, int n, fa_param_values *v) {
+  for (int j = 0; j < n && j < FA_BACKWARD_MAX_PARAMS; j++) {
+    switch (p[j].kind) {
+    case FA_PARAM_PTR: v->slot[j].u64 = (uint64_t)p[j].value; break;
+    case FA_PARAM_I64: v->slot[j].i64 = p[j].value; break;
+    case FA_PARAM_I32: v->slot[j].i32 = (int32_t)p[j].value; break;
+    /* F32: the float's bits, passed as the 4 bytes they are */
+    case FA_PARAM_U32: case FA_PARAM_F32: v->slot[j].u32 = (uint32_t)p[j].value; break;
+    }
+    v->ptr[j] = &v->slot[j];
+  }
+}
+
+static void put_tensor_ptrs(fa_plist *l, const fa_backward_args *a, const int *which, int n) {
   const fa_tensor *t[NT] = {&a->q, &a->k, &a->v, &a->o, &a->dout, &a->dq, &a->dk, &a->dv};
   for (int i = 0; i < n; i++) put_ptr(l, names[which[i]], addr(t[which[i]]->data));
 }
 
-static void put_sizes(PList *l, const fa_backward_args *a) {
-  put(l, FA_PARAM_I32, "batch", a->q.dim[0]);
-  put(l, FA_PARAM_I32, "seqlen_q", a->q.dim[1]);
-  put(l, FA_PARAM_I32, "seqlen_k", a->k.dim[1]);
+static void put_sizes(fa_plist *l, const fa_backward_args *a) {
+  fa_put_(l, FA_PARAM_I32, "batch", a->q.dim[0]);
+  fa_put_(l, FA_PARAM_I32, "seqlen_q", a->q.dim[1]);
+  fa_put_(l, FA_PARAM_I32, "seqlen_k", a->k.dim[1]);
 }
 
 /* Batch, seq and head strides (elements) of each tensor in `which`. */
-static void put_strides(PList *l, const fa_backward_args *a, const int *which, int n) {
+static void put_strides(fa_plist *l, const fa_backward_args *a, const int *which, int n) {
   static const char *const sn[NT][3] = {
     {"q.sb", "q.ss", "q.sh"},          {"k.sb", "k.ss", "k.sh"},
     {"v.sb", "v.ss", "v.sh"},          {"o.sb", "o.ss", "o.sh"},
@@ -389,7 +479,7 @@ static void put_strides(PList *l, const fa_backward_args *a, const int *which, i
     {"dk.sb", "dk.ss", "dk.sh"},       {"dv.sb", "dv.ss", "dv.sh"}};
   const fa_tensor *t[NT] = {&a->q, &a->k, &a->v, &a->o, &a->dout, &a->dq, &a->dk, &a->dv};
   for (int i = 0; i < n; i++)
-    for (int d = 0; d < 3; d++) put(l, FA_PARAM_I64, sn[which[i]][d], t[which[i]]->stride[d]);
+    for (int d = 0; d < 3; d++) fa_put_(l, FA_PARAM_I64, sn[which[i]][d], t[which[i]]->stride[d]);
 }
 
 fa_status fa_backward_params(const fa_backward_schedule *plan, int step,
@@ -401,7 +491,7 @@ fa_status fa_backward_params(const fa_backward_schedule *plan, int step,
       plan->step[step].op != FA_BACKWARD_LAUNCH)
     return FA_ERR_INVALID_ARGUMENT;
   const fa_backward_args *a = args;
-  PList l = {params, 0};
+  fa_plist l = {params, 0};
   uint64_t delta = workspace ? workspace + plan->delta_offset : 0;
   uint64_t acc = workspace && plan->dq_acc_bytes ? workspace + plan->dq_acc_offset : 0;
   switch (plan->step[step].role) {
@@ -448,16 +538,9 @@ fa_status fa_backward_params(const fa_backward_schedule *plan, int step,
   }
   default: return FA_ERR_INVALID_ARGUMENT;
   }
-  if (plan->step[step].dropout) {
-    static const char *const dn[5] = {"seed_lo", "seed_hi", "offset_lo", "offset_hi",
-                                      "keep_threshold"};
-    fa_dropout_words w;
-    fa_dropout_words_(a->dropout_p, a->seed, a->offset, plan->step[step].dropout_torch, &w);
-    for (int i = 0; i < 5; i++) put(&l, FA_PARAM_U32, dn[i], w.u[i]);
-    uint32_t bits;
-    memcpy(&bits, &w.keep_scale, sizeof bits);
-    put(&l, FA_PARAM_F32, "keep_scale", bits);
-  }
+  if (plan->step[step].dropout)
+    fa_put_dropout_(&l, a->dropout_p, a->seed, a->offset, plan->step[step].dropout_torch);
+  fa_put_inputs_(&l, plan->inputs, plan->ninputs, a->inputs, a->num_inputs);
   *count = l.n;
   return FA_OK;
 }
@@ -469,25 +552,13 @@ fa_status fa_backward_params(const fa_backward_schedule *plan, int step,
 static fa_status launch_step(fa_module *m, const fa_backward_schedule *plan, int i,
                              const fa_backward_args *a, uint64_t ws) {
   fa_param p[FA_BACKWARD_MAX_PARAMS];
-  uint64_t u64[FA_BACKWARD_MAX_PARAMS];
-  int32_t i32[FA_BACKWARD_MAX_PARAMS];
-  uint32_t u32[FA_BACKWARD_MAX_PARAMS];
-  int64_t i64[FA_BACKWARD_MAX_PARAMS];
-  void *v[FA_BACKWARD_MAX_PARAMS];
+  fa_param_values v;
   int n = 0;
   fa_status st = fa_backward_params(plan, i, a, ws, p, &n);
   if (st != FA_OK) return st;
-  for (int j = 0; j < n; j++) {
-    switch (p[j].kind) {
-    case FA_PARAM_PTR: u64[j] = (uint64_t)p[j].value, v[j] = &u64[j]; break;
-    case FA_PARAM_I32: i32[j] = (int32_t)p[j].value, v[j] = &i32[j]; break;
-    case FA_PARAM_I64: i64[j] = p[j].value, v[j] = &i64[j]; break;
-    /* F32: the float's bits, passed as the 4 bytes they are */
-    case FA_PARAM_U32: case FA_PARAM_F32: u32[j] = (uint32_t)p[j].value, v[j] = &u32[j]; break;
-    }
-  }
+  fa_param_values_(p, n, &v);
   const fa_backward_step *s = &plan->step[i];
-  return fa_module_launch_kernel_(m, s->kernel, s->grid, s->block, s->smem, a->stream, v);
+  return fa_module_launch_kernel_(m, s->kernel, s->grid, s->block, s->smem, a->stream, v.ptr);
 }
 
 fa_status fa_backward(fa_module *mod, const fa_backward_args *args) {

@@ -47,14 +47,17 @@ static fa_status check_sizes(Ctx *c) {
   return FA_ERR_TOO_LARGE;
 }
 
-/* The outputs (O, LSE) must not share memory with an input or each other. */
+/* The outputs (O, LSE) must not share memory with an input (Q, K, V, the
+ * run-time inputs) or each other. */
 static fa_status check_aliasing(Ctx *c, const int64_t ext[4]) {
   const fa_forward_args *a = c->a;
   int64_t lse_bytes = a->lse ? a->q.dim[0] * c->info->heads * a->q.dim[1] * 4 : 0;
   fa_range in[3] = {{"q", (uintptr_t)a->q.data, ext[Q]}, {"k", (uintptr_t)a->k.data, ext[K]},
                     {"v", (uintptr_t)a->v.data, ext[V]}};
   fa_range out[2] = {{"o", (uintptr_t)a->o.data, ext[O]}, {"lse", (uintptr_t)a->lse, lse_bytes}};
-  return fa_check_disjoint(in, 3, out, 2, c->msg, c->len);
+  fa_status st = fa_check_disjoint(in, 3, out, 2, c->msg, c->len);
+  return st ? st : fa_check_input_memory_(c->info, a->inputs, a->num_inputs, out, 2, c->msg,
+                                          c->len);
 }
 
 fa_status fa_forward_grid(const fa_kernel_info *info, int64_t batch, int64_t seqlen_q,
@@ -110,7 +113,9 @@ fa_status fa_forward_check(const fa_kernel_info *info, const fa_forward_args *ar
   if ((st = fa_check_kernel_info(info, msg, msglen)) ||
       (st = fa_check_dropout_(args->dropout_p, msg, msglen)) || (st = fa_check_nulls(&c.lt)) ||
       (st = fa_check_dtypes(&c.lt)) || (st = fa_check_nonnegative(&c.lt)) ||
-      (st = fa_check_meta_dims(&c.lt, info, sides)) || (st = fa_check_cross_dims(&c.lt, sides)))
+      (st = fa_check_meta_dims(&c.lt, info, sides)) || (st = fa_check_cross_dims(&c.lt, sides)) ||
+      (st = fa_check_inputs_(info, args->inputs, args->num_inputs, &args->q, &args->k, msg,
+                             msglen)))
     return st;
   /* Nothing is launched for an empty Q; its pointers and strides are never used. */
   if (args->q.dim[0] == 0 || args->q.dim[1] == 0) return FA_OK;

@@ -64,6 +64,12 @@ static fa_status check_info(DCtx *c) {
            (int)d->cache, d->page_size, d->split);
     return FA_ERR_META;
   }
+  if (in->ninputs || in->require_q_le_k || in->require_k_le_q) {
+    fa_fmt(c->msg, c->len, "decode kernel %s declares run-time inputs or requires, which "
+           "fa_decode does not pass (the metadata parser refuses them): use fa_meta_parse",
+           in->kernel);
+    return FA_ERR_META;
+  }
   return FA_OK;
 }
 
@@ -295,7 +301,12 @@ fa_status fa_decode_check(const fa_kernel_info *info, const fa_decode_args *args
   DCtx c = {info, args, {&args->q, &args->k, &args->v, &args->o}, {"q", "k", "v", "o"},
             paged, 0, msg, msglen, lt};
   int64_t ext[FA_MAX_LAUNCH_TENSORS];
-  if ((st = check_info(&c)) || (st = fa_check_nulls(&c.lt)) || (st = fa_check_dtypes(&c.lt)) ||
+  /* Decode kernels declare no run-time inputs (the parser refuses them):
+   * any binding is refused, by the check every launch shares. */
+  if ((st = check_info(&c)) ||
+      (st = fa_check_inputs_(info, args->inputs, args->num_inputs, &args->q, &args->k, msg,
+                             msglen)) ||
+      (st = fa_check_nulls(&c.lt)) || (st = fa_check_dtypes(&c.lt)) ||
       (st = fa_check_nonnegative(&c.lt)) || (st = check_meta_dims(&c)) ||
       (st = check_cross_dims(&c)) || (st = check_q_len(&c)) || (st = check_nsplit(&c)))
     return st;

@@ -69,7 +69,11 @@ FA_API const char *fa_status_string(fa_status status);
 
 /* ---- kernel metadata --------------------------------------------------- */
 
-typedef enum fa_dtype { FA_DTYPE_F16 = 0, FA_DTYPE_BF16 = 1, FA_DTYPE_F32 = 2 } fa_dtype;
+/* Element types. Q, K, V, O are f16 or bf16; f32 and i32 are those of
+ * LSE, the workspace and run-time inputs (fa_input_info). */
+typedef enum fa_dtype {
+  FA_DTYPE_F16 = 0, FA_DTYPE_BF16 = 1, FA_DTYPE_F32 = 2, FA_DTYPE_I32 = 3
+} fa_dtype;
 typedef enum fa_mode { FA_MODE_FORWARD = 0, FA_MODE_BACKWARD, FA_MODE_DECODE } fa_mode;
 typedef enum fa_mask { FA_MASK_NONE = 0, FA_MASK_CAUSAL, FA_MASK_WINDOW, FA_MASK_EXPR } fa_mask;
 /* Grid x: one block per Q tile (FA2 sequence parallelism) or one for all of Q (FA1 order);
@@ -93,7 +97,7 @@ typedef enum fa_role {
   FA_ROLE_COUNT_
 } fa_role;
 
-/* Static name of a dtype ("f16", "bf16", "f32"); "?" when out of range. */
+/* Static name of a dtype ("f16", "bf16", "f32", "i32"); "?" when out of range. */
 FA_API const char *fa_dtype_name(fa_dtype dtype);
 
 /* Static name of a role as the metadata spells it ("pre", "main", "kv", "q",
@@ -101,6 +105,35 @@ FA_API const char *fa_dtype_name(fa_dtype dtype);
 FA_API const char *fa_role_name(fa_role role);
 
 #define FA_NAME_MAX 128
+
+/* ---- run-time inputs (docs/abi.md, "Run-time inputs") ------------------ */
+
+/* The most run-time inputs one kernel may declare. */
+#define FA_MAX_INPUTS 8
+/* Room for an input's name: a C identifier of at most 63 characters. */
+#define FA_INPUT_NAME_MAX 64
+
+/* A dimension of a tensor input that is one of the launch's sizes rather
+ * than a constant: batch is q's dim 0, seqlen_q q's dim 1, seqlen_k k's
+ * dim 1 (the metadata spells them batch, seqlen_q, seqlen_k). */
+typedef enum fa_input_dim {
+  FA_INPUT_DIM_BATCH = -1,
+  FA_INPUT_DIM_SEQLEN_Q = -2,
+  FA_INPUT_DIM_SEQLEN_K = -3
+} fa_input_dim;
+
+/* One run-time input a kernel declares (a metadata line
+ * `// flashc.meta input NAME DTYPE [DIMS]`): a tensor (rank 1..4) or a
+ * scalar (rank 0) that the spec's mask and score expressions read, bound
+ * by name at each launch (fa_input). The kernel's parameters hold one
+ * group per input, in declaration order. */
+typedef struct fa_input_info {
+  char name[FA_INPUT_NAME_MAX]; /* a C identifier, unique within the kernel */
+  fa_dtype dtype;               /* tensors: i32, f32, f16 or bf16; scalars: f32 or i32 */
+  int rank;                     /* 0 for a scalar, else the tensor's dims, 1..4 */
+  int dims[4];                  /* dims[0..rank): > 0 a constant (below 2^31), else an
+                                 * fa_input_dim; 0 past the rank */
+} fa_input_info;
 
 /* The decode keys of the metadata (docs/decode.md; all zero for other
  * modes, where these keys are refused). */
@@ -136,7 +169,8 @@ typedef struct fa_decode_info {
  * threads, smem_bytes, grid. Optional keys and their defaults: mode
  * (forward), v_head_dim (head_dim), mask (none), tile_kv, warps, stages (0 =
  * not given), workspace_floats_per_row (0), scale (0 = not given, the spec's
- * default 1/sqrt(head_dim) is meant), target, passes (""). Mode backward
+ * default 1/sqrt(head_dim) is meant), target, passes (""), input and
+ * require (one line each; none by default). Mode backward
  * requires role and forward (and tile_kv with grid k_tiles,kv_heads,batch).
  * Unknown keys are ignored. */
 typedef struct fa_kernel_info {
@@ -168,6 +202,15 @@ typedef struct fa_kernel_info {
   char dropout_of[FA_NAME_MAX];
   int dropout_torch; /* key dropout_mask torch (every kernel of a spec with `dropout_mask =
                       * torch`): PyTorch's flash-backend mask; else 0: the exact one */
+  /* Run-time inputs (docs/abi.md): key input, one line per input in ABI
+   * order (forward, dropout and backward kernels; never decode ones), and
+   * key require, a condition on the launch's sizes the kernel's indexing of
+   * its inputs needs. A module's backward kernels and NAME_dropout declare
+   * exactly their forward kernel's. */
+  int ninputs;                         /* 0..FA_MAX_INPUTS */
+  fa_input_info inputs[FA_MAX_INPUTS]; /* inputs[0..ninputs) */
+  int require_q_le_k;                  /* `require seqlen_q<=seqlen_k` */
+  int require_k_le_q;                  /* `require seqlen_k<=seqlen_q` */
 } fa_kernel_info;
 
 /* Parses metadata lines from `len` bytes of `text` (a whole PTX file or the
@@ -211,6 +254,24 @@ typedef struct fa_tensor {
   int64_t stride[4];
 } fa_tensor;
 
+/* A value for one of the kernel's run-time inputs (fa_input_info) at a
+ * launch: the args' `inputs[0..num_inputs)` bind each declared input once,
+ * by name, in any order.
+ *   name: the declared name.
+ *   tensor: for a tensor input: data, dtype (the declared one), and
+ *     dim[0..rank) / stride[0..rank) (strides in elements; entries past the
+ *     rank are ignored). Dims must equal the declared ones at this launch;
+ *     any stride >= 0 is fine (0 broadcasts; no dimension need be
+ *     contiguous); data aligned to the element size, NULL only without
+ *     elements. The kernel reads it; it must not overlap an output.
+ *   value: for a scalar input: a finite number within f32 range (f32), or
+ *     an integer within int32 range (i32). */
+typedef struct fa_input {
+  const char *name;
+  fa_tensor tensor;
+  double value;
+} fa_input;
+
 /* Arguments of one forward launch.
  *   q [batch, seqlen_q, heads,    head_dim]
  *   k [batch, seqlen_k, kv_heads, head_dim]
@@ -234,6 +295,10 @@ typedef struct fa_forward_args {
   void *stream;
   double dropout_p;
   uint64_t seed, offset;
+  /* The kernel's run-time inputs (fa_input): every declared one bound
+   * once; none (NULL, 0: a zeroed struct) for a kernel without. */
+  const fa_input *inputs;
+  int num_inputs;
 } fa_forward_args;
 
 /* Fills `t` as a contiguous [d0, d1, d2, d3] tensor of `dtype` at `data`
@@ -251,7 +316,14 @@ FA_API fa_tensor *fa_tensor_contiguous(fa_tensor *t, void *data, fa_dtype dtype,
  * bytes, strides multiples of 8 elements, lse 4 bytes) and sizes (batch,
  * seqlens <= INT32_MAX; batch*heads*seqlen_q <= INT32_MAX; every byte offset
  * < 2^62; grid y/z <= 65535, grid x <= 2^31-1) and dropout_p in [0, 1)
- * (whether the module has a dropout kernel is fa_forward's check). Returns FA_OK or the first
+ * (whether the module has a dropout kernel is fa_forward's check), and the
+ * run-time inputs (fa_input; docs/abi.md, "Run-time inputs"): each
+ * declared input bound exactly once and no other; a tensor's dtype, its
+ * dims against the declared ones at this launch, strides >= 0, data not
+ * NULL (unless empty) and aligned to its element size, its extent below
+ * 2^62 bytes and not overlapping O or LSE; a scalar finite within f32
+ * range (f32) or an integer within int32 range (i32); the kernel's
+ * `require`s of seqlen_q and seqlen_k. Returns FA_OK or the first
  * failure's status and writes a message such as
  * "k: head_dim is 64 but the kernel was compiled for 128" into msg (when not
  * NULL). A launch with batch == 0 or seqlen_q == 0 is valid (FA_OK) and
@@ -413,6 +485,10 @@ typedef struct fa_decode_args {
   int64_t max_seqlen;
   int nsplit;
   void *stream;
+  /* Run-time inputs (fa_input): decode kernels take none today, so a
+   * launch that gives any (num_inputs != 0) is refused. */
+  const fa_input *inputs;
+  int num_inputs;
 } fa_decode_args;
 
 /* Validates a decode launch against a decode kernel's metadata without
@@ -421,7 +497,8 @@ typedef struct fa_decode_args {
  * sizes) plus q_len in 1..q_len_max, the cache layout (page_size against
  * k/v's dim 1, block table dims, capacity <= INT32_MAX), the int32
  * pointers' alignment, nsplit, and with host copies every cache length in
- * [0, capacity] and every needed block-table entry in [0, num_pages).
+ * [0, capacity] and every needed block-table entry in [0, num_pages);
+ * no run-time inputs (decode kernels take none: num_inputs must be 0).
  * batch == 0 or q_len == 0 is valid and launches nothing. Returns FA_OK or
  * the first failure's status with a message in msg (when not NULL). */
 FA_API fa_status fa_decode_check(const fa_kernel_info *info, const fa_decode_args *args, char *msg,
@@ -526,6 +603,11 @@ typedef struct fa_backward_args {
    * module without is FA_ERR_UNSUPPORTED. */
   double dropout_p;
   uint64_t seed, offset;
+  /* The forward launch's run-time inputs (fa_input), the same values: the
+   * backward kernels recompute its scores from them. They get no gradient
+   * (a learned bias's is not computed). */
+  const fa_input *inputs;
+  int num_inputs;
 } fa_backward_args;
 
 /* The workspace a backward launch of `mode` (fa_backward_mode) needs, in
@@ -557,7 +639,9 @@ FA_API fa_status fa_backward_workspace_size(const fa_kernel_info *info, int64_t 
  * workspace_bytes 0 for the module's); the outputs dq, dk, dv not
  * overlapping themselves; and the outputs and the part of the workspace the
  * launch uses not overlapping any input (q, k, v, o, lse, dout) nor each
- * other (address ranges, as fa_forward_check). Returns FA_OK or the first
+ * other (address ranges, as fa_forward_check); the run-time inputs as
+ * fa_forward_check checks them, none overlapping dq, dk, dv or a caller's
+ * workspace. Returns FA_OK or the first
  * failure's status with a message naming the argument and the numbers in
  * msg (when not NULL), e.g. "dv: heads is 32 but the kernel was compiled
  * for kv_heads = 8 (...)". FA_ERR_UNSUPPORTED for a decode kernel.
@@ -594,6 +678,10 @@ typedef struct fa_backward_schedule {
                                          * bytes 0 but in the atomic launch */
   int nsteps;
   fa_backward_step step[FA_BACKWARD_MAX_STEPS];
+  /* The run-time inputs every launched kernel declares (they agree:
+   * docs/abi.md), whose parameters fa_backward_params appends. */
+  int ninputs;
+  fa_input_info inputs[FA_MAX_INPUTS];
 } fa_backward_schedule;
 
 /* Plans the backward of a module's forward kernel. `kernels` are a
@@ -614,29 +702,38 @@ typedef struct fa_backward_schedule {
  * FA_ERR_UNSUPPORTED when kernels[0] has no backward kernels (its module
  * was compiled without `grad = true`) or lacks one this mode launches, a
  * check's failure, or FA_ERR_META for kernel infos that contradict their
- * role; the message goes to msg (when not NULL). */
+ * role or declare run-time inputs other than the first launched kernel's;
+ * the message goes to msg (when not NULL). */
 FA_API fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
                            const fa_backward_args *args, fa_backward_schedule *plan, char *msg,
                            size_t msglen);
 
 /* One kernel parameter as the ABI passes it (docs/backward.md; U32 and F32:
- * dropout's, docs/dropout.md). */
+ * dropout's, docs/dropout.md; a run-time input's: PTR and I64 strides, or
+ * F32 / I32, docs/abi.md). */
 typedef enum fa_param_kind {
   FA_PARAM_PTR = 0, FA_PARAM_I32, FA_PARAM_I64, FA_PARAM_U32, FA_PARAM_F32
 } fa_param_kind;
 typedef struct fa_param {
   fa_param_kind kind;
-  const char *name;       /* static: "q", "delta", "batch", "q.sb", ... */
+  const char *name;       /* static: "q", "delta", "batch", "q.sb", ...; a run-time
+                           * input's: "input0" (its pointer or its scalar), "input0.s0"..
+                           * "input0.s3" (its strides), numbered by declaration */
   int64_t value;          /* the address for PTR (0 for null); F32: the float's IEEE bits */
 } fa_param;
 
-#define FA_BACKWARD_MAX_PARAMS 40
+/* The longest list: 30 parameters (main, kv), 6 of dropout's, 5 for each of
+ * FA_MAX_INPUTS run-time inputs of rank 4. */
+#define FA_BACKWARD_MAX_PARAMS 80
 
 /* The parameter list of step `step` of `plan` (a LAUNCH step) in the ABI
  * order of docs/backward.md: pointers, then batch, seqlen_q, seqlen_k
  * (i32), then each tensor's batch/seq/head strides in elements (i64), then,
  * for a kernel with dropout (step.dropout), seed_lo, seed_hi, offset_lo,
- * offset_hi, keep_threshold (u32) and keep_scale (f32).
+ * offset_hi, keep_threshold (u32) and keep_scale (f32), then one group per
+ * run-time input of plan->inputs, in order, bound from args->inputs by
+ * name: a tensor's data pointer (ptr) and its rank strides in elements
+ * (i64), a scalar's value (f32: the float's bits; i32).
  * `workspace` is the device address of the workspace the plan's offsets
  * are from (args->workspace, or the module's scratch). Fills params and
  * *count (at most FA_BACKWARD_MAX_PARAMS). FA_ERR_INVALID_ARGUMENT for a

@@ -18,6 +18,10 @@ void fa_fmt(char *buf, size_t len, const char *fmt, ...)
 /* Size in bytes of one element of dtype (0 when out of range). */
 size_t fa_dtype_size(fa_dtype dtype);
 
+/* A run-time input as its metadata line spells it after the key:
+ * "doc i32 batch,seqlen_k", "softcap f32" (meta.c). */
+void fa_input_text_(const fa_input_info *x, char *buf, size_t len);
+
 /* runtime.c's driver services for decode.c, which has no access to the
  * handles' insides. enter/leave bracket the others (the module's context
  * current on this thread); failures leave their message in the module. */
@@ -129,5 +133,50 @@ fa_status fa_check_cross_dims(const fa_launch_tensors *c, const unsigned char *s
 /* batch, seqlen_q, seqlen_k (the i32 parameters) and the LSE row index
  * batch * heads * seqlen_q within int32. */
 fa_status fa_check_int32_sizes(const fa_launch_tensors *c, const fa_kernel_info *in);
+
+/* ---- run-time inputs at launch (tensor_check.c; docs/abi.md) ---- */
+
+/* The binding of the input called `name` among inputs[0..n); NULL when none. */
+const fa_input *fa_find_input_(const fa_input *inputs, int n, const char *name);
+/* What needs no memory: in's declarations sane (a hand-built info); every
+ * declared input bound once by inputs[0..n) and nothing else bound; a
+ * tensor's dtype and dims (sizes from q and k, checked before), a scalar's
+ * value; the requires. */
+fa_status fa_check_inputs_(const fa_kernel_info *in, const fa_input *inputs, int n,
+                           const fa_tensor *q, const fa_tensor *k, char *msg, size_t len);
+/* What a launch's tensor inputs must be in memory (after fa_check_inputs_,
+ * for launches that run): data not NULL unless empty, strides >= 0, data
+ * aligned to the element size, extents below 2^62 bytes and within the
+ * address space, and no byte shared with the launch's outputs out[0..nout). */
+fa_status fa_check_input_memory_(const fa_kernel_info *in, const fa_input *inputs, int n,
+                                 const fa_range *out, int nout, char *msg, size_t len);
+
+/* ---- kernel parameter lists (backward.c; docs/abi.md) ---- */
+
+/* A list being built into p[0..n): room for FA_BACKWARD_MAX_PARAMS. */
+typedef struct fa_plist {
+  fa_param *p;
+  int n;
+} fa_plist;
+void fa_put_(fa_plist *l, fa_param_kind kind, const char *name, int64_t value);
+/* Dropout's six (docs/dropout.md) for a kernel of the exact or (torch)
+ * PyTorch keep decision. */
+void fa_put_dropout_(fa_plist *l, double p, uint64_t seed, uint64_t offset, int torch);
+/* One group per declared input decl[0..ndecl), bound from inputs[0..n) by
+ * name (an unbound one passes zeros; the checks refuse that launch). */
+void fa_put_inputs_(fa_plist *l, const fa_input_info *decl, int ndecl, const fa_input *inputs,
+                    int n);
+/* A list as cuLaunchKernel takes it: ptr[i] points at param i's value, of
+ * the ABI's width (8 bytes: PTR, I64; 4: I32, U32, F32). */
+typedef struct fa_param_values {
+  union {
+    uint64_t u64;
+    int64_t i64;
+    int32_t i32;
+    uint32_t u32;
+  } slot[FA_BACKWARD_MAX_PARAMS];
+  void *ptr[FA_BACKWARD_MAX_PARAMS];
+} fa_param_values;
+void fa_param_values_(const fa_param *p, int n, fa_param_values *v);
 
 #endif

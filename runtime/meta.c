@@ -1,8 +1,9 @@
 /* meta.c - the metadata parser: `// flashc.meta KEY VALUE` lines to fa_kernel_info.
  *
  * Strict on purpose: a value that does not parse, is out of range, or a key
- * given twice is an error, because a wrong number here becomes a wrong
- * launch. Unknown keys are ignored so that a newer compiler can add keys.
+ * given twice is an error (but input and require, one line each), because a
+ * wrong number here becomes a wrong launch. Unknown keys are ignored so that
+ * a newer compiler can add keys.
  */
 #include <errno.h>
 #include <limits.h>
@@ -25,6 +26,7 @@ size_t fa_dtype_size(fa_dtype dtype) {
   case FA_DTYPE_F16: return 2;
   case FA_DTYPE_BF16: return 2;
   case FA_DTYPE_F32: return 4;
+  case FA_DTYPE_I32: return 4;
   }
   return 0;
 }
@@ -40,6 +42,7 @@ const char *fa_dtype_name(fa_dtype dtype) {
   case FA_DTYPE_F16: return "f16";
   case FA_DTYPE_BF16: return "bf16";
   case FA_DTYPE_F32: return "f32";
+  case FA_DTYPE_I32: return "i32";
   }
   return "?";
 }
@@ -55,7 +58,9 @@ enum {
   /* backward keys (docs/backward.md); refused for other modes */
   K_ROLE, K_FORWARD,
   /* dropout keys (docs/dropout.md) */
-  K_DROPOUT, K_DROPOUT_OF, K_DROPOUT_MASK, K_COUNT
+  K_DROPOUT, K_DROPOUT_OF, K_DROPOUT_MASK,
+  /* run-time inputs (docs/abi.md): the only keys a block may repeat */
+  K_INPUT, K_REQUIRE, K_COUNT
 };
 #define FIRST_DECODE_KEY K_CACHE
 #define LAST_DECODE_KEY K_WIDE_SMEM
@@ -66,17 +71,25 @@ static const char *const key_names[K_COUNT] = {
   "workspace_floats_per_row", "target", "passes",
   "cache", "page_size", "split", "q_len_max", "combine_kernel", "combine_threads", "unified_max",
   "combine_pdl", "combine_fused", "wide_kernel", "wide_tile_kv", "wide_threads",
-  "wide_smem_bytes", "role", "forward", "dropout", "dropout_of", "dropout_mask",
+  "wide_smem_bytes", "role", "forward", "dropout", "dropout_of", "dropout_mask", "input",
+  "require",
 };
 
 static const int required_keys[] = {K_VERSION, K_KERNEL, K_DTYPE, K_HEAD_DIM, K_HEADS,
                                     K_KV_HEADS, K_TILE_Q, K_THREADS, K_SMEM, K_GRID};
 
+/* Where a block's lines are: each key's (the first input and require
+ * line for the repeated keys) and each run-time input's; 0 = not given. */
+typedef struct Lines {
+  int key[K_COUNT];
+  int input[FA_MAX_INPUTS];
+} Lines;
+
 /* The parser of one block (one kernel's lines). */
 typedef struct Parser {
   fa_kernel_info *info;
   uint64_t seen;          /* bit per key */
-  int key_line[K_COUNT];  /* the line of each key seen */
+  Lines lines;            /* the line of each key seen */
   int line;               /* 1-based line of the current key */
   int block;              /* 0-based index of the block in the file */
   char where[64];         /* "metadata", or "metadata block N (line L)" past the first */
@@ -93,7 +106,7 @@ static fa_status fail(Parser *p, const char *key, const char *fmt, const char *v
 
 /* A rule across keys broken: names the line of key k (given in the block). */
 static fa_status fail_key(Parser *p, int k, const char *fmt, const char *value) {
-  p->line = p->key_line[k];
+  p->line = p->lines.key[k];
   return fail(p, key_names[k], fmt, value);
 }
 
@@ -326,10 +339,133 @@ static fa_status split_line(Parser *p, const char *s, const char *e, int *k, cha
   return FA_OK;
 }
 
+/* ---- run-time inputs (docs/abi.md, "Run-time inputs") --------------------- */
+
+void fa_input_text_(const fa_input_info *x, char *buf, size_t len) {
+  static const char *const sizes[] = {"batch", "seqlen_q", "seqlen_k"};
+  fa_fmt(buf, len, "%s %s", x->name, fa_dtype_name(x->dtype));
+  for (int d = 0; d < x->rank && d < 4; d++) {
+    size_t n = strlen(buf);
+    int v = x->dims[d];
+    if (v < 0 && v >= FA_INPUT_DIM_SEQLEN_K)
+      fa_fmt(buf + n, len - n, "%s%s", d ? "," : " ", sizes[-v - 1]);
+    else
+      fa_fmt(buf + n, len - n, "%s%d", d ? "," : " ", v);
+  }
+}
+
+/* A C identifier of at most FA_INPUT_NAME_MAX - 1 characters. */
+static int is_c_identifier(const char *v) {
+  size_t n = strlen(v);
+  if (n == 0 || n >= FA_INPUT_NAME_MAX || (v[0] >= '0' && v[0] <= '9')) return 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = v[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (c >= '0' && c <= '9')))
+      return 0;
+  }
+  return 1;
+}
+
+/* One dim of a tensor input: batch, seqlen_q, seqlen_k, or a positive
+ * decimal integer below 2^31 (digits only: no sign, no spaces). */
+static int parse_input_dim(const char *t, int *out) {
+  static const char *const sizes[] = {"batch", "seqlen_q", "seqlen_k"};
+  for (int i = 0; i < 3; i++)
+    if (strcmp(t, sizes[i]) == 0) return *out = -1 - i, 1;
+  long long x = 0;
+  if (!*t) return 0;
+  for (const char *c = t; *c; c++) {
+    if (*c < '0' || *c > '9') return 0;
+    x = x * 10 + (*c - '0');
+    if (x > INT_MAX) return 0;
+  }
+  return x > 0 ? (*out = (int)x, 1) : 0;
+}
+
+/* DIMS of `input NAME DTYPE DIMS`: 1 to 4 dims, comma separated. */
+static fa_status parse_input_dims(Parser *p, char *dims, fa_input_info *x) {
+  char msg[200];
+  for (char *t = dims, *comma;; t = comma + 1) {
+    comma = strchr(t, ',');
+    if (comma) *comma = '\0';
+    if (x->rank == 4) {
+      fa_fmt(msg, sizeof msg, "'%s' has more than 4 dims", x->name);
+      return fail(p, "input", "%s", msg);
+    }
+    if (!parse_input_dim(t, &x->dims[x->rank])) {
+      fa_fmt(msg, sizeof msg, "'%s': dim '%.40s' is not batch, seqlen_q, seqlen_k or a "
+             "positive integer below 2^31", x->name, t);
+      return fail(p, "input", "%s", msg);
+    }
+    x->rank++;
+    if (!comma) return FA_OK;
+  }
+}
+
+/* Splits `v` at blanks into at most `max` words (in place); their count,
+ * or max + 1 when there are more. */
+static int split_words(char *v, char **w, int max) {
+  int n = 0;
+  for (char *s = v; *s;) {
+    while (is_space(*s)) *s++ = '\0';
+    if (!*s) break;
+    if (n == max) return max + 1;
+    w[n++] = s;
+    while (*s && !is_space(*s)) s++;
+  }
+  return n;
+}
+
+/* `input NAME DTYPE [DIMS]`: one more run-time input, in ABI order. */
+static fa_status take_input(Parser *p, const char *val) {
+  fa_kernel_info *in = p->info;
+  char buf[1024], msg[200], *w[3];
+  fa_fmt(buf, sizeof buf, "%s", val);
+  int nw = split_words(buf, w, 3);
+  if (nw < 2 || nw > 3) return fail(p, "input", "'%.80s' is not NAME DTYPE [DIMS]", val);
+  if (!is_c_identifier(w[0]))
+    return fail(p, "input", "'%.80s' is not a C identifier of at most 63 characters", w[0]);
+  for (int i = 0; i < in->ninputs; i++)
+    if (strcmp(in->inputs[i].name, w[0]) == 0) {
+      fa_fmt(msg, sizeof msg, "'%s' is already the input of line %d", w[0], p->lines.input[i]);
+      return fail(p, "input", "%s", msg);
+    }
+  if (in->ninputs == FA_MAX_INPUTS)
+    return fail(p, "input", "%sa kernel takes at most 8 run-time inputs (FA_MAX_INPUTS)", "");
+  fa_input_info x;
+  memset(&x, 0, sizeof x);
+  memcpy(x.name, w[0], strlen(w[0]) + 1);
+  static const char *const n[] = {"i32", "f32", "f16", "bf16", NULL};
+  static const int vals[] = {FA_DTYPE_I32, FA_DTYPE_F32, FA_DTYPE_F16, FA_DTYPE_BF16};
+  int dt = 0;
+  fa_status st = parse_enum(p, "input", w[1], n, vals, "i32, f32, f16, bf16", &dt);
+  if (st != FA_OK) return st;
+  x.dtype = (fa_dtype)dt;
+  if (nw == 3 && (st = parse_input_dims(p, w[2], &x))) return st;
+  if (x.rank == 0 && x.dtype != FA_DTYPE_F32 && x.dtype != FA_DTYPE_I32) {
+    fa_fmt(msg, sizeof msg, "'%s' is a scalar of dtype %s (a scalar is f32 or i32)",
+           x.name, fa_dtype_name(x.dtype));
+    return fail(p, "input", "%s", msg);
+  }
+  p->lines.input[in->ninputs] = p->line;
+  in->inputs[in->ninputs++] = x;
+  return FA_OK;
+}
+
+/* `require seqlen_q<=seqlen_k` or `require seqlen_k<=seqlen_q`. */
+static fa_status take_require(Parser *p, const char *val) {
+  if (strcmp(val, "seqlen_q<=seqlen_k") == 0) return p->info->require_q_le_k = 1, FA_OK;
+  if (strcmp(val, "seqlen_k<=seqlen_q") == 0) return p->info->require_k_le_q = 1, FA_OK;
+  return fail(p, "require", "'%.80s' is not seqlen_q<=seqlen_k or seqlen_k<=seqlen_q", val);
+}
+
 static fa_status take_key(Parser *p, int k, const char *val) {
-  if (p->seen & (1ull << k)) return fail(p, key_names[k], "%sgiven twice", "");
+  int repeats = k == K_INPUT || k == K_REQUIRE;
+  if ((p->seen & (1ull << k)) && !repeats) return fail(p, key_names[k], "%sgiven twice", "");
+  if (!(p->seen & (1ull << k))) p->lines.key[k] = p->line;
   p->seen |= 1ull << k;
-  p->key_line[k] = p->line;
+  if (k == K_INPUT) return take_input(p, val);
+  if (k == K_REQUIRE) return take_require(p, val);
   return set_key(p, k, val);
 }
 
@@ -456,6 +592,17 @@ static fa_status check_dropout_keys(Parser *p) {
   return FA_OK;
 }
 
+/* Decode launches pass no run-time inputs (fa_decode_args), so a decode
+ * kernel that read one would read garbage: refused. */
+static fa_status check_input_keys(Parser *p) {
+  if (p->info->mode != FA_MODE_DECODE) return FA_OK;
+  if (seen(p, K_INPUT))
+    return fail_key(p, K_INPUT, "%snot valid with mode decode (decode kernels take no run-time "
+                    "inputs)", "");
+  if (seen(p, K_REQUIRE)) return fail_key(p, K_REQUIRE, "%snot valid with mode decode", "");
+  return FA_OK;
+}
+
 /* Cross-key rules, checked once every line of the block is read. */
 static fa_status check_complete(Parser *p) {
   fa_kernel_info *in = p->info;
@@ -481,6 +628,7 @@ static fa_status check_complete(Parser *p) {
   }
   fa_status st = check_decode_keys(p);
   if (!st) st = check_backward_keys(p);
+  if (!st) st = check_input_keys(p);
   return st ? st : check_dropout_keys(p);
 }
 
@@ -488,15 +636,15 @@ static fa_status check_complete(Parser *p) {
 
 typedef struct Module {
   fa_kernel_info *k;           /* FA_MODULE_MAX_KERNELS */
-  int (*line)[K_COUNT];        /* each block's key lines */
+  Lines *line;                 /* each block's lines */
   int n;
   char *err;
   size_t errlen;
 } Module;
 
 static fa_status module_fail(Module *m, int b, int key, const char *what) {
-  fa_fmt(m->err, m->errlen, "metadata line %d: %s: %s", m->line[b][key] ? m->line[b][key]
-         : m->line[b][K_KERNEL], key_names[key], what);
+  fa_fmt(m->err, m->errlen, "metadata line %d: %s: %s", m->line[b].key[key] ? m->line[b].key[key]
+         : m->line[b].key[K_KERNEL], key_names[key], what);
   return FA_ERR_META;
 }
 
@@ -540,23 +688,81 @@ static fa_status same_attention(Module *m, int b, int ref) {
     }
     char what[400];
     fa_fmt(what, sizeof what, "%s but kernel %s (line %d) says %s: %s %s must be "
-           "compiled from the same attention", f[i].have, y->kernel, m->line[ref][K_KERNEL],
+           "compiled from the same attention", f[i].have, y->kernel, m->line[ref].key[K_KERNEL],
            f[i].want, of, base);
     return module_fail(m, b, key, what);
   }
   if (x->scale > 0 && y->scale > 0 && x->scale != y->scale) {
     char what[400];
     fa_fmt(what, sizeof what, "%.9g but kernel %s (line %d) says %.9g: %s %s must "
-           "be compiled from the same attention", x->scale, y->kernel, m->line[ref][K_KERNEL],
+           "be compiled from the same attention", x->scale, y->kernel, m->line[ref].key[K_KERNEL],
            y->scale, of, base);
     return module_fail(m, b, K_SCALE, what);
   }
   return FA_OK;
 }
 
+static int same_input(const fa_input_info *x, const fa_input_info *y) {
+  if (strcmp(x->name, y->name) != 0 || x->dtype != y->dtype || x->rank != y->rank) return 0;
+  for (int d = 0; d < x->rank; d++)
+    if (x->dims[d] != y->dims[d]) return 0;
+  return 1;
+}
+
+/* Run-time input i of kernel k as its metadata line says it, quoted; or
+ * "no input N" past its inputs. */
+static void quote_input(const fa_kernel_info *k, int i, char *buf, size_t len) {
+  char text[160];
+  if (i >= k->ninputs) {
+    fa_fmt(buf, len, "no input %d", i + 1);
+    return;
+  }
+  fa_input_text_(&k->inputs[i], text, sizeof text);
+  fa_fmt(buf, len, "'%s'", text);
+}
+
+static const char *requires_text(const fa_kernel_info *k) {
+  return k->require_q_le_k && k->require_k_le_q ? "seqlen_q<=seqlen_k and seqlen_k<=seqlen_q"
+         : k->require_q_le_k                    ? "seqlen_q<=seqlen_k"
+         : k->require_k_le_q                    ? "seqlen_k<=seqlen_q"
+                                                : "none";
+}
+
+/* Kernel b (a backward kernel or NAME_dropout) against `ref` (its forward
+ * kernel, or the first backward kernel of the same forward): the same
+ * run-time inputs in the same order, and the same requires, since one
+ * launch's bindings (fa_input) feed them all. Names the line of b's first
+ * input that differs (its kernel line when it has too few). */
+static fa_status same_inputs(Module *m, int b, int ref) {
+  const fa_kernel_info *x = &m->k[b], *y = &m->k[ref];
+  const char *of = x->forward[0] ? "the backward of" : "the dropout kernel of";
+  const char *base = x->forward[0] ? x->forward : x->dropout_of;
+  char have[200], want[200];
+  int n = x->ninputs > y->ninputs ? x->ninputs : y->ninputs;
+  for (int i = 0; i < n; i++) {
+    if (i < x->ninputs && i < y->ninputs && same_input(&x->inputs[i], &y->inputs[i])) continue;
+    quote_input(x, i, have, sizeof have);
+    quote_input(y, i, want, sizeof want);
+    int line = i < x->ninputs ? m->line[b].input[i] : m->line[b].key[K_KERNEL];
+    int ref_line = i < y->ninputs ? m->line[ref].input[i] : m->line[ref].key[K_KERNEL];
+    fa_fmt(m->err, m->errlen, "metadata line %d: input: %s but kernel %s (line %d) says %s: %s "
+           "%s must declare the same run-time inputs, in the same order", line, have, y->kernel,
+           ref_line, want, of, base);
+    return FA_ERR_META;
+  }
+  if (x->require_q_le_k == y->require_q_le_k && x->require_k_le_q == y->require_k_le_q)
+    return FA_OK;
+  int line = m->line[b].key[K_REQUIRE] ? m->line[b].key[K_REQUIRE] : m->line[b].key[K_KERNEL];
+  fa_fmt(m->err, m->errlen, "metadata line %d: require: %s but kernel %s (line %d) requires %s: "
+         "%s %s must have the same requires", line, requires_text(x), y->kernel,
+         m->line[ref].key[K_KERNEL], requires_text(y), of, base);
+  return FA_ERR_META;
+}
+
 /* Kernel names differ; a backward kernel's forward kernel, when the module
- * holds it, is a forward kernel of the same attention; backward kernels of
- * one forward agree with each other and have distinct roles. */
+ * holds it, is a forward kernel of the same attention and run-time inputs;
+ * backward kernels of one forward agree with each other and have distinct
+ * roles; NAME_dropout agrees with its plain forward kernel. */
 static fa_status check_module(Module *m) {
   char what[400];
   for (int b = 0; b < m->n; b++) {
@@ -564,24 +770,25 @@ static fa_status check_module(Module *m) {
     int other = find_kernel(m, x->kernel);
     if (other != b) {
       fa_fmt(what, sizeof what, "'%s' is already the kernel of line %d", x->kernel,
-             m->line[other][K_KERNEL]);
+             m->line[other].key[K_KERNEL]);
       return module_fail(m, b, K_KERNEL, what);
     }
     if (x->dropout_of[0]) {
       int plain = find_kernel(m, x->dropout_of);
       if (plain >= 0 && (m->k[plain].mode != FA_MODE_FORWARD || m->k[plain].dropout_of[0])) {
         fa_fmt(what, sizeof what, "'%s' (line %d) is not a plain forward kernel", x->dropout_of,
-               m->line[plain][K_KERNEL]);
+               m->line[plain].key[K_KERNEL]);
         return module_fail(m, b, K_DROPOUT_OF, what);
       }
       fa_status st;
-      if (plain >= 0 && (st = same_attention(m, b, plain))) return st;
+      if (plain >= 0 && ((st = same_attention(m, b, plain)) || (st = same_inputs(m, b, plain))))
+        return st;
     }
     if (x->mode != FA_MODE_BACKWARD) continue;
     int fwd = find_kernel(m, x->forward), ref = fwd;
     if (fwd >= 0 && m->k[fwd].mode != FA_MODE_FORWARD) {
       fa_fmt(what, sizeof what, "'%s' (line %d) is a %s kernel, not a forward kernel",
-             x->forward, m->line[fwd][K_KERNEL],
+             x->forward, m->line[fwd].key[K_KERNEL],
              m->k[fwd].mode == FA_MODE_DECODE ? "decode" : "backward");
       return module_fail(m, b, K_FORWARD, what);
     }
@@ -591,12 +798,13 @@ static fa_status check_module(Module *m) {
       if (ref < 0) ref = s;
       if (y->role == x->role) {
         fa_fmt(what, sizeof what, "kernel %s (line %d) is already the %s kernel of %s",
-               y->kernel, m->line[s][K_KERNEL], fa_role_name(x->role), x->forward);
+               y->kernel, m->line[s].key[K_KERNEL], fa_role_name(x->role), x->forward);
         return module_fail(m, b, K_ROLE, what);
       }
     }
     fa_status st;
-    if (ref >= 0 && (st = same_attention(m, b, ref))) return st;
+    if (ref >= 0 && ((st = same_attention(m, b, ref)) || (st = same_inputs(m, b, ref))))
+      return st;
   }
   return FA_OK;
 }
@@ -623,7 +831,7 @@ static fa_status parse_blocks(const char *text, size_t len, Module *m) {
     if (k < 0) continue;
     if (k == K_VERSION && seen(&p, K_VERSION)) { /* the next kernel's block */
       if ((st = check_complete(&p))) return st;
-      memcpy(m->line[p.block], p.key_line, sizeof p.key_line);
+      m->line[p.block] = p.lines;
       if (++p.block == FA_MODULE_MAX_KERNELS) {
         fa_fmt(m->err, m->errlen, "metadata line %d: version: a module holds at most %d "
                "kernels", lineno, FA_MODULE_MAX_KERNELS);
@@ -632,7 +840,7 @@ static fa_status parse_blocks(const char *text, size_t len, Module *m) {
       p.info = &m->k[p.block];
       memset(p.info, 0, sizeof *p.info);
       p.seen = 0;
-      memset(p.key_line, 0, sizeof p.key_line);
+      memset(&p.lines, 0, sizeof p.lines);
       fa_fmt(p.where, sizeof p.where, "metadata block %d (line %d)", p.block + 1, lineno);
       p.line = lineno;
     }
@@ -645,7 +853,7 @@ static fa_status parse_blocks(const char *text, size_t len, Module *m) {
   }
   fa_status st = check_complete(&p);
   if (st != FA_OK) return st;
-  memcpy(m->line[p.block], p.key_line, sizeof p.key_line);
+  m->line[p.block] = p.lines;
   m->n = p.block + 1;
   return check_module(m);
 }
@@ -657,8 +865,8 @@ static fa_status parse_module(const char *text, size_t len, fa_kernel_info *out,
     fa_fmt(err, errlen, "%s: %s is NULL", fn, out ? "text" : "out");
     return FA_ERR_NULL_POINTER;
   }
-  /* About 20 KB: on the stack, so that parsing cannot fail for memory. */
-  int lines[FA_MODULE_MAX_KERNELS][K_COUNT];
+  /* About 40 KB: on the stack, so that parsing cannot fail for memory. */
+  Lines lines[FA_MODULE_MAX_KERNELS];
   fa_kernel_info k[FA_MODULE_MAX_KERNELS];
   Module m = {k, lines, 0, err, errlen};
   fa_status st = parse_blocks(text ? text : "", len, &m);

@@ -515,29 +515,43 @@ static int forward_kernel(fa_module *m, const fa_forward_args *a) {
   return -1;
 }
 
-/* Parameters in docs/abi.md order (dropout's last, for a dropout kernel),
- * kernel i of the module launched on the current context. */
+/* Kernel i's parameters in docs/abi.md order: the pointers, the sizes, the
+ * batch/seq/head strides of q, k, v, o, then dropout's (a kernel with
+ * dropout) and the run-time inputs' groups. */
+static void forward_params(const fa_kernel_info *in, const fa_forward_args *a, CUdeviceptr lse,
+                           CUdeviceptr ws, fa_param p[FA_BACKWARD_MAX_PARAMS], int *n) {
+  static const char *const names[4] = {"q", "k", "v", "o"};
+  static const char *const strides[4][3] = {{"q.sb", "q.ss", "q.sh"}, {"k.sb", "k.ss", "k.sh"},
+                                            {"v.sb", "v.ss", "v.sh"}, {"o.sb", "o.ss", "o.sh"}};
+  const fa_tensor *t[4] = {&a->q, &a->k, &a->v, &a->o};
+  fa_plist l = {p, 0};
+  for (int j = 0; j < 4; j++) fa_put_(&l, FA_PARAM_PTR, names[j], (int64_t)devptr(t[j]->data));
+  fa_put_(&l, FA_PARAM_PTR, "lse", (int64_t)lse);
+  fa_put_(&l, FA_PARAM_PTR, "workspace", (int64_t)ws);
+  fa_put_(&l, FA_PARAM_I32, "batch", a->q.dim[0]);
+  fa_put_(&l, FA_PARAM_I32, "seqlen_q", a->q.dim[1]);
+  fa_put_(&l, FA_PARAM_I32, "seqlen_k", a->k.dim[1]);
+  for (int j = 0; j < 4; j++)
+    for (int d = 0; d < 3; d++) fa_put_(&l, FA_PARAM_I64, strides[j][d], t[j]->stride[d]);
+  if (in->dropout > 0) fa_put_dropout_(&l, a->dropout_p, a->seed, a->offset, in->dropout_torch);
+  fa_put_inputs_(&l, in->inputs, in->ninputs, a->inputs, a->num_inputs);
+  *n = l.n;
+}
+
+/* Kernel i of the module launched on the current context. */
 static fa_status launch(fa_module *m, int i, const fa_forward_args *a, CUdeviceptr lse,
                         CUdeviceptr ws) {
   const fa_kernel_info *in = &m->kernels[i];
   unsigned grid[3];
   fa_forward_grid(in, a->q.dim[0], a->q.dim[1], grid); /* checked by fa_forward_check */
-  CUdeviceptr q = devptr(a->q.data), k = devptr(a->k.data), v = devptr(a->v.data),
-              o = devptr(a->o.data);
-  int batch = (int)a->q.dim[0], sq = (int)a->q.dim[1], sk = (int)a->k.dim[1];
-  long long st[12];
-  const fa_tensor *t[4] = {&a->q, &a->k, &a->v, &a->o};
-  for (int j = 0; j < 4; j++)
-    for (int d = 0; d < 3; d++) st[j * 3 + d] = (long long)t[j]->stride[d];
-  void *params[27] = {&q, &k, &v, &o, &lse, &ws, &batch, &sq, &sk};
-  for (int j = 0; j < 12; j++) params[9 + j] = &st[j];
-  fa_dropout_words dw;
-  fa_dropout_words_(a->dropout_p, a->seed, a->offset, in->dropout_torch, &dw);
-  for (int j = 0; j < 5; j++) params[21 + j] = &dw.u[j];
-  params[26] = &dw.keep_scale;
+  fa_param p[FA_BACKWARD_MAX_PARAMS];
+  fa_param_values v;
+  int n = 0;
+  forward_params(in, a, lse, ws, p, &n);
+  fa_param_values_(p, n, &v);
   CUresult r = m->ctx->cu.LaunchKernel(m->fns[i], grid[0], grid[1], grid[2],
                                        (unsigned)in->threads, 1, 1, (unsigned)in->smem_bytes,
-                                       (CUstream)a->stream, params, NULL);
+                                       (CUstream)a->stream, v.ptr, NULL);
   if (r != CUDA_SUCCESS) {
     char head[256];
     cuda_msg(&m->ctx->cu, head, sizeof head, "cuLaunchKernel", r);

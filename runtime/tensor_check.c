@@ -1,10 +1,12 @@
 /* tensor_check.c - the checks every launch makes of its tensors (q, k, v, o,
- * and the backward's dout, dq, dk, dv): forward (check.c), decode
- * (decode.c) and backward (backward.c) validation share them. Each returns
- * FA_OK or the first failure's status with a message that names the tensor,
- * the dimension and the numbers. */
+ * the backward's dout, dq, dk, dv, and the kernel's run-time inputs):
+ * forward (check.c), decode (decode.c) and backward (backward.c) validation
+ * share them. Each returns FA_OK or the first failure's status with a
+ * message that names the tensor, the dimension and the numbers. */
 #include <ctype.h>
+#include <float.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -112,17 +114,21 @@ fa_status fa_check_alignment(const fa_launch_tensors *c, const void *lse) {
   return FA_OK;
 }
 
-/* Bytes from data to one past the last element: 0 for a tensor without
- * elements, -1 when that reaches MAX_BYTES. */
-static int64_t extent_bytes(const fa_tensor *t) {
-  if (!fa_has_elements(t)) return 0;
+/* Bytes from data to one past the last element of t's first `rank` dims
+ * (strides >= 0): 0 for a tensor without elements, -1 when that reaches
+ * MAX_BYTES. */
+static int64_t extent_of(const fa_tensor *t, int rank) {
+  for (int d = 0; d < rank; d++)
+    if (t->dim[d] <= 0) return 0;
   int64_t off = 0, term;
-  for (int d = 0; d < 4; d++)
+  for (int d = 0; d < rank; d++)
     if (!fa_mul_ok(t->dim[d] - 1, t->stride[d], &term) || !fa_add_ok(off, term, &off)) return -1;
   int64_t es = (int64_t)fa_dtype_size(t->dtype), bytes;
   if (!fa_add_ok(off, 1, &off) || !fa_mul_ok(off, es, &bytes) || bytes >= MAX_BYTES) return -1;
   return bytes;
 }
+
+static int64_t extent_bytes(const fa_tensor *t) { return extent_of(t, 4); }
 
 fa_status fa_check_extents(const fa_launch_tensors *c, int64_t ext[FA_MAX_LAUNCH_TENSORS]) {
   for (int i = 0; i < c->n; i++) {
@@ -303,6 +309,241 @@ fa_status fa_check_int32_sizes(const fa_launch_tensors *c, const fa_kernel_info 
            " rows exceed the int32 limit %d",
            batch, in->heads, sq, INT32_MAX);
     return FA_ERR_TOO_LARGE;
+  }
+  return FA_OK;
+}
+
+/* ---- run-time inputs (docs/abi.md, "Run-time inputs") ------------------------ */
+
+const fa_input *fa_find_input_(const fa_input *inputs, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (inputs[i].name && strcmp(inputs[i].name, name) == 0) return &inputs[i];
+  return NULL;
+}
+
+static const fa_input_info *declared(const fa_kernel_info *in, const char *name) {
+  for (int i = 0; i < in->ninputs; i++)
+    if (strcmp(in->inputs[i].name, name) == 0) return &in->inputs[i];
+  return NULL;
+}
+
+/* A hand-built info's declarations must be sane where the checks index
+ * them, read their names and size their elements. */
+static fa_status check_declarations(const fa_kernel_info *in, char *msg, size_t len) {
+  int ok = in->ninputs >= 0 && in->ninputs <= FA_MAX_INPUTS;
+  for (int i = 0; ok && i < in->ninputs; i++) {
+    const fa_input_info *x = &in->inputs[i];
+    ok = x->rank >= 0 && x->rank <= 4 && x->name[0] &&
+         memchr(x->name, '\0', sizeof x->name) != NULL &&
+         (x->rank ? fa_dtype_size(x->dtype) != 0
+                  : x->dtype == FA_DTYPE_F32 || x->dtype == FA_DTYPE_I32);
+    for (int d = 0; ok && d < x->rank; d++)
+      ok = x->dims[d] > 0 || (x->dims[d] <= FA_INPUT_DIM_BATCH && x->dims[d] >= FA_INPUT_DIM_SEQLEN_K);
+  }
+  if (ok) return FA_OK;
+  fa_fmt(msg, len, "kernel %s: its run-time input declarations are inconsistent (ninputs %d): "
+         "use fa_meta_parse", in->kernel, in->ninputs);
+  return FA_ERR_META;
+}
+
+/* "doc, softcap": the names a kernel declares, for messages. */
+static void declared_names(const fa_kernel_info *in, char *buf, size_t len) {
+  fa_fmt(buf, len, "%s", "");
+  for (int i = 0; i < in->ninputs; i++) {
+    size_t n = strlen(buf);
+    fa_fmt(buf + n, len - n, "%s%s", i ? ", " : "", in->inputs[i].name);
+  }
+}
+
+/* Each binding names a declared input, none twice; each declared input is
+ * bound. Stops at the first bad binding, which comes within the first
+ * ninputs + 1 (any more must repeat or be unknown), so a huge num_inputs
+ * costs nothing. */
+static fa_status check_bindings(const fa_kernel_info *in, const fa_input *inputs, int n,
+                                char *msg, size_t len) {
+  if (n < 0) {
+    fa_fmt(msg, len, "num_inputs is %d, cannot be negative", n);
+    return FA_ERR_INVALID_ARGUMENT;
+  }
+  if (n > 0 && in->ninputs == 0) {
+    fa_fmt(msg, len, "kernel %s takes no run-time inputs (num_inputs is %d)", in->kernel, n);
+    return FA_ERR_INVALID_ARGUMENT;
+  }
+  if (n > 0 && !inputs) {
+    fa_fmt(msg, len, "inputs is NULL but num_inputs is %d", n);
+    return FA_ERR_NULL_POINTER;
+  }
+  char names[FA_MAX_INPUTS * FA_INPUT_NAME_MAX];
+  for (int i = 0; i < n; i++) {
+    const char *name = inputs[i].name;
+    if (!name) {
+      fa_fmt(msg, len, "inputs[%d]: name is NULL", i);
+      return FA_ERR_NULL_POINTER;
+    }
+    if (!declared(in, name)) {
+      declared_names(in, names, sizeof names);
+      fa_fmt(msg, len, "input '%.80s' (inputs[%d]): kernel %s has no run-time input of that "
+             "name (it takes %s)", name, i, in->kernel, names);
+      return FA_ERR_INVALID_ARGUMENT;
+    }
+    const fa_input *first = fa_find_input_(inputs, i, name);
+    if (first) {
+      fa_fmt(msg, len, "input '%s' is bound twice (inputs[%d] and inputs[%d])", name,
+             (int)(first - inputs), i);
+      return FA_ERR_INVALID_ARGUMENT;
+    }
+  }
+  for (int i = 0; i < in->ninputs; i++) {
+    if (fa_find_input_(inputs, n, in->inputs[i].name)) continue;
+    char text[160];
+    fa_input_text_(&in->inputs[i], text, sizeof text);
+    /* text is "NAME DTYPE DIMS": the declaration after the name */
+    fa_fmt(msg, len, "input '%s' (%s) is not bound: kernel %s reads every run-time input it "
+           "declares", in->inputs[i].name, text + strlen(in->inputs[i].name) + 1, in->kernel);
+    return FA_ERR_INVALID_ARGUMENT;
+  }
+  return FA_OK;
+}
+
+/* A declared dim's size at this launch: a constant, or batch = q's dim 0,
+ * seqlen_q = q's dim 1, seqlen_k = k's dim 1. */
+static int64_t launch_dim(int dim, const fa_tensor *q, const fa_tensor *k) {
+  return dim > 0                         ? dim
+         : dim == FA_INPUT_DIM_BATCH     ? q->dim[0]
+         : dim == FA_INPUT_DIM_SEQLEN_Q  ? q->dim[1]
+                                         : k->dim[1];
+}
+
+static fa_status check_tensor_input(const fa_input_info *x, const fa_tensor *t,
+                                    const fa_tensor *q, const fa_tensor *k, char *msg,
+                                    size_t len) {
+  static const char *const sizes[] = {"batch", "seqlen_q", "seqlen_k"};
+  if (t->dtype != x->dtype) {
+    fa_fmt(msg, len, "input '%s': dtype is %s but the kernel declares %s", x->name,
+           fa_dtype_name(t->dtype), fa_dtype_name(x->dtype));
+    return FA_ERR_DTYPE;
+  }
+  for (int d = 0; d < x->rank; d++) {
+    int64_t want = launch_dim(x->dims[d], q, k);
+    if (t->dim[d] == want) continue;
+    if (x->dims[d] > 0)
+      fa_fmt(msg, len, "input '%s': dim %d is %" PRId64 ", the kernel declares %d", x->name, d,
+             t->dim[d], x->dims[d]);
+    else
+      fa_fmt(msg, len, "input '%s': dim %d is %" PRId64 ", the launch's %s is %" PRId64, x->name,
+             d, t->dim[d], sizes[-x->dims[d] - 1], want);
+    return FA_ERR_SHAPE;
+  }
+  return FA_OK;
+}
+
+/* The kernel gets the value as an f32 or an i32 parameter: it must be one
+ * exactly (NaN and infinities refused: the spec's expressions assume
+ * numbers). */
+static fa_status check_scalar_input(const fa_input_info *x, double v, char *msg, size_t len) {
+  if (x->dtype == FA_DTYPE_F32 && !(fabs(v) <= FLT_MAX)) {
+    fa_fmt(msg, len, "input '%s': %g is not a finite number within f32 range", x->name, v);
+    return FA_ERR_INVALID_ARGUMENT;
+  }
+  if (x->dtype == FA_DTYPE_I32 && !(v >= INT32_MIN && v <= INT32_MAX && v == floor(v))) {
+    fa_fmt(msg, len, "input '%s': %g is not an integer in int32 range", x->name, v);
+    return FA_ERR_INVALID_ARGUMENT;
+  }
+  return FA_OK;
+}
+
+/* The metadata's requires: the spec indexes a seqlen_k dim with q (or a
+ * seqlen_q dim with k), which stays inside only when the launch says so. */
+static fa_status check_requires(const fa_kernel_info *in, const fa_tensor *q, const fa_tensor *k,
+                                char *msg, size_t len) {
+  int64_t sq = q->dim[1], sk = k->dim[1];
+  int q_le_k = in->require_q_le_k && sq > sk, k_le_q = in->require_k_le_q && sk > sq;
+  if (!q_le_k && !k_le_q) return FA_OK;
+  fa_fmt(msg, len, "%s is %" PRId64 ", more than %s %" PRId64 ": kernel %s requires %s (it "
+         "indexes its run-time inputs' %s dims with %s)", q_le_k ? "seqlen_q" : "seqlen_k",
+         q_le_k ? sq : sk, q_le_k ? "seqlen_k" : "seqlen_q", q_le_k ? sk : sq, in->kernel,
+         q_le_k ? "seqlen_q <= seqlen_k" : "seqlen_k <= seqlen_q",
+         q_le_k ? "seqlen_k" : "seqlen_q", q_le_k ? "q" : "k");
+  return FA_ERR_SHAPE;
+}
+
+fa_status fa_check_inputs_(const fa_kernel_info *in, const fa_input *inputs, int n,
+                           const fa_tensor *q, const fa_tensor *k, char *msg, size_t len) {
+  fa_status st;
+  if ((st = check_declarations(in, msg, len)) || (st = check_bindings(in, inputs, n, msg, len)))
+    return st;
+  for (int i = 0; i < in->ninputs; i++) {
+    const fa_input_info *x = &in->inputs[i];
+    const fa_input *b = fa_find_input_(inputs, n, x->name);
+    st = x->rank ? check_tensor_input(x, &b->tensor, q, k, msg, len)
+                 : check_scalar_input(x, b->value, msg, len);
+    if (st != FA_OK) return st;
+  }
+  return check_requires(in, q, k, msg, len);
+}
+
+/* "4x4096" of a tensor input's first `rank` dims (or strides). */
+static void join_dims(const int64_t *v, int rank, char *buf, size_t len) {
+  fa_fmt(buf, len, "%s", "");
+  for (int d = 0; d < rank; d++) {
+    size_t n = strlen(buf);
+    fa_fmt(buf + n, len - n, "%s%" PRId64, d ? "x" : "", v[d]);
+  }
+}
+
+/* One tensor input in memory: see fa_check_input_memory_. */
+static fa_status check_input_tensor_memory(const fa_input_info *x, const fa_tensor *t,
+                                           const fa_range *out, int nout, char *msg,
+                                           size_t len) {
+  uintptr_t p = (uintptr_t)t->data;
+  size_t es = fa_dtype_size(x->dtype);
+  if (!t->data && extent_of(t, x->rank) != 0) {
+    fa_fmt(msg, len, "input '%s': data pointer is NULL", x->name);
+    return FA_ERR_NULL_POINTER;
+  }
+  for (int d = 0; d < x->rank; d++)
+    if (t->stride[d] < 0) {
+      fa_fmt(msg, len, "input '%s': stride[%d] is %" PRId64 ", strides cannot be negative",
+             x->name, d, t->stride[d]);
+      return FA_ERR_STRIDE;
+    }
+  if (p % es) {
+    fa_fmt(msg, len, "input '%s': data pointer 0x%" PRIxPTR " is not %zu-byte aligned (its %s "
+           "elements)", x->name, p, es, fa_dtype_name(x->dtype));
+    return FA_ERR_ALIGNMENT;
+  }
+  int64_t ext = extent_of(t, x->rank);
+  if (ext < 0) {
+    char dims[96], strides[96];
+    join_dims(t->dim, x->rank, dims, sizeof dims);
+    join_dims(t->stride, x->rank, strides, sizeof strides);
+    fa_fmt(msg, len, "input '%s': the largest element offset overflows (dims %s, strides %s): "
+           "more than 2^62 bytes", x->name, dims, strides);
+    return FA_ERR_TOO_LARGE;
+  }
+  if (ext > 0 && p > UINTPTR_MAX - (uint64_t)ext) {
+    fa_fmt(msg, len, "input '%s': memory [0x%" PRIxPTR ", +%" PRId64 ") runs past the end of "
+           "the address space", x->name, p, ext);
+    return FA_ERR_INVALID_ARGUMENT;
+  }
+  for (int o = 0; o < nout; o++)
+    if (fa_ranges_meet(p, ext, out[o].p, out[o].len)) {
+      fa_fmt(msg, len, "input '%s': memory [0x%" PRIxPTR ", +%" PRId64 ") overlaps %s [0x%"
+             PRIxPTR ", +%" PRId64 "), which the launch writes", x->name, p, ext, out[o].name,
+             out[o].p, out[o].len);
+      return FA_ERR_INVALID_ARGUMENT;
+    }
+  return FA_OK;
+}
+
+fa_status fa_check_input_memory_(const fa_kernel_info *in, const fa_input *inputs, int n,
+                                 const fa_range *out, int nout, char *msg, size_t len) {
+  for (int i = 0; i < in->ninputs; i++) {
+    const fa_input_info *x = &in->inputs[i];
+    const fa_input *b = fa_find_input_(inputs, n, x->name);
+    fa_status st = x->rank && b ? check_input_tensor_memory(x, &b->tensor, out, nout, msg, len)
+                                : FA_OK;
+    if (st != FA_OK) return st;
   }
   return FA_OK;
 }

@@ -4,7 +4,8 @@
  *   flashc-rt-backward meta FILE [--drop=KEY] [--set=KEY=VALUE] [--add=LINE]
  *       parses every kernel's block (fa_meta_parse_module) and prints one
  *       line a kernel: index, name, mode, role, forward, grid, tile_q,
- *       tile_kv, threads, smem_bytes (and dropout P, dropout_of NAME where given)
+ *       tile_kv, threads, smem_bytes (and dropout P, dropout_of NAME, the
+ *       run-time inputs' names and the requires where given)
  *   flashc-rt-backward check FILE [--batch=N] [--sq=N] [--sk=N] [--info=I] [--params] [MOD...]
  *       builds a valid backward launch for FILE's kernels (contiguous
  *       tensors at fake aligned device addresses 2^36 apart: q, k, v, o,
@@ -22,6 +23,9 @@
  *             the most steps)
  *         nkernels=N (plan with the first N kernels only)  args=null  info=null
  *         p=X seed=N offset=N (dropout, docs/dropout.md)
+ *         an edit of the run-time inputs (rt_inputs_mod: every input kernel 0
+ *             declares is bound, tensors contiguous from 0x1b000000000 on,
+ *             2^32 apart)
  *   flashc-rt-backward size FILE BATCH SEQLEN_Q SEQLEN_K MODE [INFO_INDEX]
  *       prints fa_backward_workspace_size
  *   flashc-rt-backward api
@@ -76,6 +80,13 @@ static int cmd_meta(int argc, char **argv) {
            k[i].threads, k[i].smem_bytes);
     if (k[i].dropout > 0) printf(" dropout %g", k[i].dropout);
     if (k[i].dropout_of[0]) printf(" dropout_of %s", k[i].dropout_of);
+    if (k[i].ninputs) {
+      char names[FA_MAX_INPUTS * FA_INPUT_NAME_MAX];
+      rt_input_names(&k[i], names, sizeof names);
+      printf(" inputs %s", names);
+    }
+    if (k[i].require_q_le_k) printf(" require seqlen_q<=seqlen_k");
+    if (k[i].require_k_le_q) printf(" require seqlen_k<=seqlen_q");
     printf("\n");
   }
   return 0;
@@ -85,6 +96,7 @@ static int cmd_meta(int argc, char **argv) {
 
 typedef struct Launch {
   fa_backward_args a;
+  rt_inputs in;
   int null_args, null_info, nkernels, info;
 } Launch;
 
@@ -114,6 +126,7 @@ static void base_launch(const fa_kernel_info *in, int64_t b, int64_t sq, int64_t
   a->workspace = base + 9 * gap;
   a->mode = FA_BACKWARD_ATOMIC;
   fa_backward_workspace_size(in, b, sq, sk, a->mode, &a->workspace_bytes);
+  rt_inputs_bind(&l->in, in, b, sq, sk, (uint64_t)(uintptr_t)base + 11 * (uint64_t)gap);
 }
 
 static int apply_mod(Launch *l, const char *mod) {
@@ -140,7 +153,7 @@ static int apply_mod(Launch *l, const char *mod) {
 #undef IS
   fa_tensor *t[NT];
   tensors(a, t);
-  return rt_tensor_mod(t, tnames, NT, mod);
+  return rt_tensor_mod(t, tnames, NT, mod) || rt_inputs_mod(&l->in, mod);
 }
 
 static void print_params(const fa_backward_schedule *p, int step, const fa_backward_args *a,
@@ -202,7 +215,7 @@ static int cmd_check(int argc, char **argv) {
     else return usage();
   }
   if (info < 0 || info >= n) return usage();
-  Launch l;
+  static Launch l;
   base_launch(&k[0], b, sq, sk, &l);
   l.nkernels = n;
   for (int i = 1; i < argc; i++)
@@ -210,6 +223,7 @@ static int cmd_check(int argc, char **argv) {
       fprintf(stderr, "flashc-rt-backward: bad modification '%s'\n", argv[i]);
       return 2;
     }
+  rt_inputs_args(&l.in, &l.a.inputs, &l.a.num_inputs);
   char msg[512];
   const fa_backward_args *a = l.null_args ? NULL : &l.a;
   fa_status st = fa_backward_check(l.null_info ? NULL : &k[info], a, msg, sizeof msg);
@@ -286,6 +300,13 @@ static int cmd_api(void) {
          rt_status_name(fa_backward_params(&plan, 0, &a, 0, params, &n)));
   printf("fa_backward_params(step -1): %s\n",
          rt_status_name(fa_backward_params(&plan, -1, &a, 0, params, &n)));
+  /* a hand-built plan's run-time inputs: at most FA_MAX_INPUTS groups of at
+   * most 4 strides, names never read past their arrays */
+  plan.step[0].role = FA_ROLE_POST;
+  plan.ninputs = 99;
+  memset(plan.inputs, 'x', sizeof plan.inputs);
+  fa_status pst = fa_backward_params(&plan, 0, &a, 0, params, &n);
+  printf("fa_backward_params(garbage inputs): %s, %d params\n", rt_status_name(pst), n);
   printf("fa_module_kernel_count(NULL): %d\n", fa_module_kernel_count(NULL));
   printf("fa_module_kernel_info(NULL, 0): %s\n",
          fa_module_kernel_info(NULL, 0) ? "non-NULL" : "NULL");

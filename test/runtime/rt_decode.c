@@ -15,6 +15,8 @@
  *         len[B]=N (host length)  bt[B][P]=N (host table entry)
  *         host=none (no host copies)  host=table (the table's only)  max_seqlen=N
  *         nsplit=N  args=null  info=null
+ *         bind=NAME ... (rt_inputs_mod: run-time inputs, which decode
+ *             kernels do not take)
  *   flashc-rt-decode splits FILE BATCH KV_HEADS MAX_SEQLEN SM_COUNT
  *       prints fa_decode_splits
  *
@@ -74,6 +76,7 @@ typedef struct Launch {
   fa_decode_args a;
   int32_t lens[MAX_BATCH];
   int32_t table[MAX_BATCH * MAX_PAGES];
+  rt_inputs in; /* none bound: decode kernels declare none */
   int null_args, null_info;
 } Launch;
 
@@ -129,7 +132,7 @@ static int apply_mod(Launch *l, const char *mod) {
   } else {
     fa_tensor *ts[4] = {&a->q, &a->k, &a->v, &a->o};
     static const char *const names[4] = {"q", "k", "v", "o"};
-    return rt_tensor_mod(ts, names, 4, mod);
+    return rt_tensor_mod(ts, names, 4, mod) || rt_inputs_mod(&l->in, mod);
   }
   return 1;
 }
@@ -156,6 +159,7 @@ static int cmd_check(int argc, char **argv) {
       fprintf(stderr, "flashc-rt-decode: bad modification '%s'\n", argv[i]);
       return 2;
     }
+  rt_inputs_args(&l.in, &l.a.inputs, &l.a.num_inputs);
   char msg[512];
   fa_status st = fa_decode_check(l.null_info ? NULL : &info, l.null_args ? NULL : &l.a, msg,
                                  sizeof msg);

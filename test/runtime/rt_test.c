@@ -6,9 +6,11 @@
  *       builds a valid forward launch for the kernel in FILE (contiguous
  *       tensors at fake aligned addresses; layout contig, packed or bhsd),
  *       applies MODs and prints what fa_forward_check says. MOD is one of
- *       T.dimI=N  T.strideI=N  T.data=null|0xHEX|+N  T.dtype=f16|bf16|f32|N
+ *       T.dimI=N  T.strideI=N  T.data=null|0xHEX|+N  T.dtype=f16|bf16|f32|i32|N
  *       (T = q, k, v, o; I = 0..3), lse=null|0xHEX|+N, args=null, info=null,
- *       p=X (dropout_p)
+ *       p=X (dropout_p), or an edit of the run-time inputs (rt_inputs_mod:
+ *       every declared input is bound, tensors contiguous from 0x1a000000000
+ *       on, 2^32 apart)
  *   flashc-rt-test context [DEVICE]     fa_context_create on a device
  *   flashc-rt-test load FILE [DEVICE]   context + fa_module_load_ptx_file
  *   flashc-rt-test load-cubin CUBIN META [DEVICE]   context + fa_module_load_cubin
@@ -49,6 +51,7 @@ static void print_info(const fa_kernel_info *in) {
          in->passes);
   if (in->mode == FA_MODE_BACKWARD) printf("role %s\nforward %s\n", fa_role_name(in->role),
                                            in->forward);
+  rt_print_inputs(in);
 }
 
 /* Parses FILE plus edits into *info; prints the failure. */
@@ -109,7 +112,8 @@ static void base_args(const fa_kernel_info *in, const char *layout, int64_t b, i
 }
 
 /* Applies one MOD; returns 0 when it is not understood. */
-static int apply_mod(fa_forward_args *a, const char *mod, int *null_args, int *null_info) {
+static int apply_mod(fa_forward_args *a, rt_inputs *in, const char *mod, int *null_args,
+                     int *null_info) {
   const char *eq = strchr(mod, '=');
   if (!eq) return 0;
   const char *val = eq + 1;
@@ -123,7 +127,7 @@ static int apply_mod(fa_forward_args *a, const char *mod, int *null_args, int *n
     return a->dropout_p = strtod(val, NULL), 1;
   fa_tensor *ts[4] = {&a->q, &a->k, &a->v, &a->o};
   static const char *const names[4] = {"q", "k", "v", "o"};
-  return rt_tensor_mod(ts, names, 4, mod);
+  return rt_tensor_mod(ts, names, 4, mod) || rt_inputs_mod(in, mod);
 }
 
 static int cmd_check(int argc, char **argv) {
@@ -143,12 +147,15 @@ static int cmd_check(int argc, char **argv) {
   }
   fa_forward_args a;
   base_args(&info, layout, b, sq, sk, &a);
+  static rt_inputs in;
+  rt_inputs_bind(&in, &info, b, sq, sk, UINT64_C(0x1a000000000));
   int null_args = 0, null_info = 0;
   for (; i < argc; i++)
-    if (!apply_mod(&a, argv[i], &null_args, &null_info)) {
+    if (!apply_mod(&a, &in, argv[i], &null_args, &null_info)) {
       fprintf(stderr, "flashc-rt-test: bad modification '%s'\n", argv[i]);
       return 2;
     }
+  rt_inputs_args(&in, &a.inputs, &a.num_inputs);
   char msg[512];
   fa_status st = fa_forward_check(null_info ? NULL : &info, null_args ? NULL : &a, msg,
                                   sizeof msg);
@@ -277,8 +284,8 @@ static int cmd_contiguous(int argc, char **argv) {
 static int cmd_statuses(void) {
   for (int s = 0; s <= FA_STATUS_COUNT_; s++) printf("%d %s\n", s, fa_status_string(s));
   printf("-1 %s\n", fa_status_string((fa_status)-1));
-  printf("dtypes %s %s %s %s\n", fa_dtype_name(FA_DTYPE_F16), fa_dtype_name(FA_DTYPE_BF16),
-         fa_dtype_name(FA_DTYPE_F32), fa_dtype_name((fa_dtype)9));
+  printf("dtypes %s %s %s %s %s\n", fa_dtype_name(FA_DTYPE_F16), fa_dtype_name(FA_DTYPE_BF16),
+         fa_dtype_name(FA_DTYPE_F32), fa_dtype_name(FA_DTYPE_I32), fa_dtype_name((fa_dtype)9));
   return 0;
 }
 

@@ -119,6 +119,7 @@ fa_dtype rt_dtype_value(const char *s) {
   if (strcmp(s, "f16") == 0) return FA_DTYPE_F16;
   if (strcmp(s, "bf16") == 0) return FA_DTYPE_BF16;
   if (strcmp(s, "f32") == 0) return FA_DTYPE_F32;
+  if (strcmp(s, "i32") == 0) return FA_DTYPE_I32;
   return (fa_dtype)rt_num(s, "dtype");
 }
 
@@ -141,4 +142,121 @@ int rt_tensor_mod(fa_tensor *const *ts, const char *const *names, int n, const c
   else
     return 0;
   return 1;
+}
+
+/* ---- run-time inputs ------------------------------------------------------ */
+
+static fa_input *binding(rt_inputs *r, const char *name, size_t len) {
+  for (int i = 0; i < r->n; i++)
+    if (r->in[i].name && strlen(r->in[i].name) == len && strncmp(r->in[i].name, name, len) == 0)
+      return &r->in[i];
+  return NULL;
+}
+
+/* A new binding named `name` (copied into r), zeroed; NULL when full. */
+static fa_input *add_binding(rt_inputs *r, const char *name) {
+  if (r->n == RT_MAX_BINDINGS) return NULL;
+  fa_input *b = &r->in[r->n];
+  memset(b, 0, sizeof *b);
+  snprintf(r->names[r->n], sizeof r->names[r->n], "%s", name);
+  b->name = r->names[r->n++];
+  return b;
+}
+
+void rt_inputs_bind(rt_inputs *r, const fa_kernel_info *info, long long batch, long long sq,
+                    long long sk, unsigned long long base) {
+  memset(r, 0, sizeof *r);
+  for (int i = 0; i < info->ninputs && i < FA_MAX_INPUTS; i++) {
+    const fa_input_info *x = &info->inputs[i];
+    fa_input *b = add_binding(r, x->name);
+    if (x->rank == 0) {
+      b->value = x->dtype == FA_DTYPE_F32 ? 1.5 : 3;
+      continue;
+    }
+    b->tensor.data = (void *)(uintptr_t)(base + ((unsigned long long)i << 32));
+    b->tensor.dtype = x->dtype;
+    for (int d = 0; d < x->rank; d++) {
+      int v = x->dims[d];
+      b->tensor.dim[d] = v > 0 ? v : v == FA_INPUT_DIM_BATCH ? batch
+                                     : v == FA_INPUT_DIM_SEQLEN_Q ? sq : sk;
+    }
+    long long stride = 1;
+    for (int d = x->rank - 1; d >= 0; d--) {
+      b->tensor.stride[d] = stride;
+      stride *= b->tensor.dim[d];
+    }
+  }
+}
+
+int rt_inputs_mod(rt_inputs *r, const char *mod) {
+  const char *eq = strchr(mod, '=');
+  if (!eq) return 0;
+  const char *val = eq + 1;
+  if (strncmp(mod, "inputs=", 7) == 0) return r->null_array = 1;
+  if (strncmp(mod, "num_inputs=", 11) == 0) return r->has_count = 1, r->count = (int)rt_num(val, mod), 1;
+  if (strncmp(mod, "unbind=", 7) == 0) {
+    fa_input *b = binding(r, val, strlen(val));
+    if (!b) return 0;
+    int i = (int)(b - r->in);
+    memmove(&r->in[i], &r->in[i + 1], (size_t)(r->n - i - 1) * sizeof r->in[0]);
+    memmove(r->names[i], r->names[i + 1], (size_t)(r->n - i - 1) * sizeof r->names[0]);
+    r->n--;
+    for (int j = i; j < r->n; j++) /* each name lives in its slot */
+      if (r->in[j].name) r->in[j].name = r->names[j];
+    return 1;
+  }
+  if (strncmp(mod, "bind=", 5) == 0) {
+    fa_input *old = binding(r, val, strlen(val)), *b = add_binding(r, val);
+    if (!b) return 0;
+    if (old) {
+      fa_input copy = *old;
+      copy.name = b->name;
+      *b = copy;
+    }
+    return 1;
+  }
+  const char *dot = strchr(mod, '.');
+  fa_input *b = dot && dot < eq ? binding(r, mod, (size_t)(dot - mod)) : NULL;
+  if (!b) return 0;
+  if (strncmp(dot + 1, "value=", 6) == 0) return b->value = strtod(val, NULL), 1;
+  if (strncmp(dot + 1, "name=", 5) == 0) return b->name = NULL, 1;
+  fa_tensor *t = &b->tensor;
+  const char *name = b->name;
+  return rt_tensor_mod(&t, &name, 1, mod);
+}
+
+void rt_inputs_args(rt_inputs *r, const fa_input **inputs, int *num_inputs) {
+  *inputs = r->null_array ? NULL : r->in;
+  *num_inputs = r->has_count ? r->count : r->n;
+}
+
+static void dims_text(const fa_input_info *x, char *buf, size_t len) {
+  static const char *const sizes[] = {"batch", "seqlen_q", "seqlen_k"};
+  size_t n = 0;
+  buf[0] = '\0';
+  for (int d = 0; d < x->rank && n < len; d++) {
+    int v = x->dims[d];
+    if (v < 0 && v >= FA_INPUT_DIM_SEQLEN_K)
+      n += (size_t)snprintf(buf + n, len - n, "%s%s", d ? "," : "", sizes[-v - 1]);
+    else
+      n += (size_t)snprintf(buf + n, len - n, "%s%d", d ? "," : "", v);
+  }
+}
+
+void rt_print_inputs(const fa_kernel_info *in) {
+  for (int i = 0; i < in->ninputs; i++) {
+    char dims[128];
+    dims_text(&in->inputs[i], dims, sizeof dims);
+    printf("input %s %s rank %d%s%s\n", in->inputs[i].name, fa_dtype_name(in->inputs[i].dtype),
+           in->inputs[i].rank, in->inputs[i].rank ? " dims " : "", dims);
+  }
+  if (in->require_q_le_k) printf("require seqlen_q<=seqlen_k\n");
+  if (in->require_k_le_q) printf("require seqlen_k<=seqlen_q\n");
+}
+
+void rt_input_names(const fa_kernel_info *in, char *buf, size_t len) {
+  size_t n = 0;
+  snprintf(buf, len, "-");
+  for (int i = 0; i < in->ninputs && n < len; i++)
+    n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? "," : "", in->inputs[i].name);
 }
