@@ -1,6 +1,7 @@
 """ctypes declarations of the C API (runtime/flashc_runtime.h, jit/flashc_jit.h)
 and how the libraries are found. Struct layouts mirror the headers; the CI test
-test/python/capi.test checks their sizes against the C compiler's."""
+test/python/compile.test checks their sizes (and the run-time inputs' field
+offsets) against the C compiler's."""
 import ctypes
 import ctypes.util
 import os
@@ -12,6 +13,10 @@ STATUS = ["FA_OK", "FA_ERR_INVALID_ARGUMENT", "FA_ERR_DTYPE", "FA_ERR_SHAPE", "F
           "FA_ERR_UNSUPPORTED", "FA_ERR_COMPILE"]
 FA_OK, FA_ERR_COMPILE = 0, 14
 MODULE_MAX_KERNELS = 16
+MAX_INPUTS = 8          # FA_MAX_INPUTS
+INPUT_NAME_MAX = 64     # FA_INPUT_NAME_MAX
+# fa_input_dim: a tensor input's dim that is a launch size (negative), by its metadata name
+INPUT_DIMS = {-1: "batch", -2: "seqlen_q", -3: "seqlen_k"}
 
 
 class DecodeInfo(ctypes.Structure):
@@ -24,6 +29,12 @@ class DecodeInfo(ctypes.Structure):
                 ("wide_smem_bytes", ctypes.c_int)]
 
 
+class InputInfo(ctypes.Structure):
+    """fa_input_info: one run-time input a kernel declares."""
+    _fields_ = [("name", ctypes.c_char * INPUT_NAME_MAX), ("dtype", ctypes.c_int),
+                ("rank", ctypes.c_int), ("dims", ctypes.c_int * 4)]
+
+
 class KernelInfo(ctypes.Structure):
     _fields_ = [("version", ctypes.c_int), ("kernel", ctypes.c_char * FA_NAME_MAX),
                 ("mode", ctypes.c_int), ("dtype", ctypes.c_int), ("head_dim", ctypes.c_int),
@@ -34,7 +45,9 @@ class KernelInfo(ctypes.Structure):
                 ("workspace_floats_per_row", ctypes.c_int), ("target", ctypes.c_char * 32),
                 ("passes", ctypes.c_char * 512), ("decode", DecodeInfo), ("role", ctypes.c_int),
                 ("forward", ctypes.c_char * FA_NAME_MAX), ("dropout", ctypes.c_double),
-                ("dropout_of", ctypes.c_char * FA_NAME_MAX), ("dropout_torch", ctypes.c_int)]
+                ("dropout_of", ctypes.c_char * FA_NAME_MAX), ("dropout_torch", ctypes.c_int),
+                ("ninputs", ctypes.c_int), ("inputs", InputInfo * MAX_INPUTS),
+                ("require_q_le_k", ctypes.c_int), ("require_k_le_q", ctypes.c_int)]
 
 
 class Tensor(ctypes.Structure):
@@ -42,13 +55,21 @@ class Tensor(ctypes.Structure):
                 ("dim", ctypes.c_int64 * 4), ("stride", ctypes.c_int64 * 4)]
 
 
+class Input(ctypes.Structure):
+    """fa_input: one run-time input's value at a launch."""
+    _fields_ = [("name", ctypes.c_char_p), ("tensor", Tensor), ("value", ctypes.c_double)]
+
+
 _DROPOUT_FIELDS = [("dropout_p", ctypes.c_double), ("seed", ctypes.c_uint64),
                    ("offset", ctypes.c_uint64)]
+# the last fields of fa_forward_args, fa_backward_args and fa_decode_args
+_INPUT_FIELDS = [("inputs", ctypes.POINTER(Input)), ("num_inputs", ctypes.c_int)]
 
 
 class ForwardArgs(ctypes.Structure):
     _fields_ = [("q", Tensor), ("k", Tensor), ("v", Tensor), ("o", Tensor),
-                ("lse", ctypes.c_void_p), ("stream", ctypes.c_void_p)] + _DROPOUT_FIELDS
+                ("lse", ctypes.c_void_p), ("stream", ctypes.c_void_p)] + _DROPOUT_FIELDS + \
+        _INPUT_FIELDS
 
 
 class BackwardArgs(ctypes.Structure):
@@ -56,7 +77,7 @@ class BackwardArgs(ctypes.Structure):
                 ("lse", ctypes.c_void_p), ("dout", Tensor), ("dq", Tensor), ("dk", Tensor),
                 ("dv", Tensor), ("workspace", ctypes.c_void_p),
                 ("workspace_bytes", ctypes.c_size_t), ("stream", ctypes.c_void_p),
-                ("mode", ctypes.c_int)] + _DROPOUT_FIELDS
+                ("mode", ctypes.c_int)] + _DROPOUT_FIELDS + _INPUT_FIELDS
 
 
 class DecodeArgs(ctypes.Structure):
@@ -65,7 +86,7 @@ class DecodeArgs(ctypes.Structure):
                 ("block_table", ctypes.c_void_p), ("max_pages", ctypes.c_int64),
                 ("bt_stride", ctypes.c_int64), ("host_cache_seqlens", ctypes.c_void_p),
                 ("host_block_table", ctypes.c_void_p), ("max_seqlen", ctypes.c_int64),
-                ("nsplit", ctypes.c_int), ("stream", ctypes.c_void_p)]
+                ("nsplit", ctypes.c_int), ("stream", ctypes.c_void_p)] + _INPUT_FIELDS
 
 
 class JitOptions(ctypes.Structure):
@@ -75,8 +96,9 @@ class JitOptions(ctypes.Structure):
 
 
 MODES = ["forward", "backward", "decode"]
-GRIDS = ["q_tiles,heads,batch", "1,heads,batch", "splits,kv_heads,batch"]
-DTYPES = ["f16", "bf16", "f32"]
+GRIDS = ["q_tiles,heads,batch", "1,heads,batch", "splits,kv_heads,batch",
+         "k_tiles,kv_heads,batch"]
+DTYPES = ["f16", "bf16", "f32", "i32"]
 MASKS = ["none", "causal", "window", "expr"]
 ROLES = ["none", "pre", "main", "kv", "q", "post", "dv"]
 
@@ -90,10 +112,21 @@ def info_dict(k):
             "smem_bytes": k.smem_bytes, "role": ROLES[k.role], "forward": k.forward.decode(),
             "dropout": k.dropout, "dropout_of": k.dropout_of.decode(),
             "dropout_mask": "torch" if k.dropout_torch else "exact",
-            "warps": k.warps, "stages": k.stages, "grid": GRIDS[k.grid] if 0 <= k.grid < 3 else k.grid,
+            "warps": k.warps, "stages": k.stages,
+            "grid": GRIDS[k.grid] if 0 <= k.grid < len(GRIDS) else k.grid,
             "workspace_floats_per_row": k.workspace_floats_per_row,
             "target": k.target.decode(), "passes": k.passes.decode(),
-            "decode": _decode_dict(k.decode) if k.mode == 2 else None}
+            "decode": _decode_dict(k.decode) if k.mode == 2 else None,
+            "inputs": [input_tuple(k.inputs[i]) for i in range(k.ninputs)],
+            "requires": [r for r, on in (("seqlen_q<=seqlen_k", k.require_q_le_k),
+                                         ("seqlen_k<=seqlen_q", k.require_k_le_q)) if on]}
+
+
+def input_tuple(x):
+    """An InputInfo as (name, dtype, dims): dims a tuple of ints (constants)
+    and "batch" / "seqlen_q" / "seqlen_k"; () for a scalar."""
+    return (x.name.decode(), DTYPES[x.dtype],
+            tuple(INPUT_DIMS.get(x.dims[d], x.dims[d]) for d in range(x.rank)))
 
 
 def _decode_dict(d):

@@ -1,11 +1,13 @@
 """flashc kernels as PyTorch operators (torch.library), with autograd.
 
-    out = flashc.attention(q, k, v, module, layout="bshd", dropout_p=0.0)
+    out = flashc.attention(q, k, v, module, layout="bshd", dropout_p=0.0, inputs=None)
 
 Three operators, defined once per process when this module is imported:
 
-    flashc::fwd(q, k, v, module, dropout_p, bwd_mode=0) -> (out, lse, rng)
-    flashc::bwd(dout, q, k, v, out, lse, rng, module, dropout_p, mode) -> (dq, dk, dv)
+    flashc::fwd(q, k, v, module, dropout_p, bwd_mode=0, input_names=None,
+                input_tensors=None, scalar_names=None, scalar_values=[]) -> (out, lse, rng)
+    flashc::bwd(dout, q, k, v, out, lse, rng, module, dropout_p, mode, input_names=None,
+                input_tensors=None, scalar_names=None, scalar_values=[]) -> (dq, dk, dv)
     flashc::decode(q, k_cache, v_cache, cache_seqlens, block_table?, module, nsplit)
         -> (out, lse)
 
@@ -16,6 +18,13 @@ ops cannot take a Python object); the fake (meta) implementations read the
 shapes from its metadata, so the ops trace under torch.compile without graph
 breaks. fwd saves LSE and the dropout state for bwd (register_autograd);
 its bwd_mode (fa_backward_mode) is only what its backward will use.
+
+Run-time inputs (docs/abi.md, Module.inputs) travel as two pairs of lists,
+tensors by name and scalars by name (an operator cannot take a dict; a
+schema's str and Tensor lists take no [] default, hence None);
+attention(inputs={...}) splits the dict. fwd saves them for bwd, which gets
+the same values. They get no gradient: a learned bias's is not computed
+(the op's backward returns None for each).
 
 Dropout draws (seed, offset) from torch's CUDA generator of q's device as
 SDPA's flash backend does (seed = initial_seed, offset advanced by
@@ -31,10 +40,13 @@ __all__ = ["attention", "fwd", "bwd", "decode"]
 
 _lib = torch.library.Library("flashc", "DEF")
 _TAGS = (torch.Tag.nondeterministic_seeded,)
-_lib.define("fwd(Tensor q, Tensor k, Tensor v, int module, float dropout_p, int bwd_mode=0) "
-            "-> (Tensor out, Tensor lse, Tensor rng)", tags=_TAGS)
+_INPUTS = ("str[]? input_names=None, Tensor[]? input_tensors=None, str[]? scalar_names=None, "
+           "float[] scalar_values=[]")
+_lib.define("fwd(Tensor q, Tensor k, Tensor v, int module, float dropout_p, int bwd_mode=0, "
+            f"{_INPUTS}) -> (Tensor out, Tensor lse, Tensor rng)", tags=_TAGS)
 _lib.define("bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor rng, "
-            "int module, float dropout_p, int mode) -> (Tensor dq, Tensor dk, Tensor dv)")
+            f"int module, float dropout_p, int mode, {_INPUTS}) "
+            "-> (Tensor dq, Tensor dk, Tensor dv)")
 _lib.define("decode(Tensor q, Tensor k_cache, Tensor v_cache, Tensor cache_seqlens, "
             "Tensor? block_table, int module, int nsplit) -> (Tensor out, Tensor lse)")
 
@@ -70,13 +82,35 @@ def _draw_rng(q, dropout_p):
     return seed, offset
 
 
-def _fwd_cuda(q, k, v, module, dropout_p, bwd_mode=0):
+def _inputs(input_names, input_tensors, scalar_names, scalar_values):
+    """The ops' four lists (None: empty) as the dict the launches take (None
+    for none)."""
+    input_names, input_tensors, scalar_names, scalar_values = (
+        list(x or ()) for x in (input_names, input_tensors, scalar_names, scalar_values))
+    if len(input_names) != len(input_tensors) or len(scalar_names) != len(scalar_values):
+        raise ValueError(f"flashc: {len(input_names)} input names for {len(input_tensors)} "
+                         f"tensors, {len(scalar_names)} scalar names for {len(scalar_values)} "
+                         "values")
+    d = dict(zip(input_names, input_tensors))
+    for name, value in zip(scalar_names, scalar_values):
+        if name in d:
+            raise ValueError(f"flashc: input '{name}' is given as a tensor and as a scalar")
+        d[name] = value
+    if len(d) != len(input_names) + len(scalar_names):
+        raise ValueError(f"flashc: an input name is given twice: {input_names + scalar_names}")
+    return d or None
+
+
+def _fwd_cuda(q, k, v, module, dropout_p, bwd_mode=0, input_names=None, input_tensors=None,
+              scalar_names=None, scalar_values=()):
     m = _module(module)
+    inputs = _inputs(input_names, input_tensors, scalar_names, scalar_values)
     out_shape, lse_shape = _out_shapes(q, m)
     out = q.new_empty(out_shape)
     lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
     seed, offset = _draw_rng(q, dropout_p)
-    m.on(q).forward(q, k, v, out, lse, dropout_p=dropout_p, seed=seed, offset=offset)
+    m.on(q).forward(q, k, v, out, lse, dropout_p=dropout_p, seed=seed, offset=offset,
+                    inputs=inputs)
     # int64 holds the u64 seed's bits
     rng = torch.tensor([seed - _U64 if seed >= 1 << 63 else seed, offset], dtype=torch.int64)
     return out, lse, rng
@@ -86,22 +120,25 @@ _lib.impl("fwd", _fwd_cuda, "CUDA")
 
 
 @torch.library.register_fake("flashc::fwd")
-def _fwd_fake(q, k, v, module, dropout_p, bwd_mode=0):
+def _fwd_fake(q, k, v, module, dropout_p, bwd_mode=0, input_names=None, input_tensors=None,
+              scalar_names=None, scalar_values=()):
     m = _module(module)
     out_shape, lse_shape = _out_shapes(q, m)
     return (q.new_empty(out_shape), q.new_empty(lse_shape, dtype=torch.float32),
             torch.empty(2, dtype=torch.int64, device="cpu"))
 
 
-def _bwd_cuda(dout, q, k, v, out, lse, rng, module, dropout_p, mode):
+def _bwd_cuda(dout, q, k, v, out, lse, rng, module, dropout_p, mode, input_names=None,
+              input_tensors=None, scalar_names=None, scalar_values=()):
     m = _module(module)
+    inputs = _inputs(input_names, input_tensors, scalar_names, scalar_values)
     # autograd may hand a broadcast or strided gradient (e.g. of out.sum()):
     # the kernels need the last dim contiguous and 16-byte rows
     if dout.stride(-1) != 1 or any(s % 8 for s in dout.stride()[:3]) or dout.data_ptr() % 16:
         dout = dout.contiguous()
     seed, offset = (int(x) for x in rng.tolist())
     dq, dk, dv = m.backward(dout, q, k, v, out, lse, mode=mode, dropout_p=dropout_p,
-                            seed=seed % _U64, offset=offset)
+                            seed=seed % _U64, offset=offset, inputs=inputs)
     return dq, dk, dv
 
 
@@ -109,7 +146,8 @@ _lib.impl("bwd", _bwd_cuda, "CUDA")
 
 
 @torch.library.register_fake("flashc::bwd")
-def _bwd_fake(dout, q, k, v, out, lse, rng, module, dropout_p, mode):
+def _bwd_fake(dout, q, k, v, out, lse, rng, module, dropout_p, mode, input_names=None,
+              input_tensors=None, scalar_names=None, scalar_values=()):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
@@ -129,18 +167,31 @@ def _decode_fake(q, k_cache, v_cache, cache_seqlens, block_table, module, nsplit
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v, module, dropout_p, bwd_mode = inputs
+    # all ten arguments: torch fills in the defaults the call left out
+    q, k, v, module, dropout_p, bwd_mode = inputs[:6]
+    input_names, input_tensors, scalar_names, scalar_values = inputs[6:10]
     out, lse, rng = output
-    ctx.save_for_backward(q, k, v, out, lse, rng)
+    ctx.save_for_backward(q, k, v, out, lse, rng, *(input_tensors or ()))
     ctx.module, ctx.dropout_p, ctx.mode = module, dropout_p, bwd_mode
+    ctx.input_names, ctx.scalar_names = input_names, scalar_names
+    ctx.scalar_values = list(scalar_values)
     ctx.mark_non_differentiable(lse, rng)
 
 
 def _backward(ctx, dout, dlse, drng):
-    q, k, v, out, lse, rng = ctx.saved_tensors
+    q, k, v, out, lse, rng, *input_tensors = ctx.saved_tensors
     dq, dk, dv = torch.ops.flashc.bwd(dout, q, k, v, out, lse, rng, ctx.module, ctx.dropout_p,
-                                      ctx.mode)
-    return dq, dk, dv, None, None, None
+                                      ctx.mode, ctx.input_names, input_tensors, ctx.scalar_names,
+                                      ctx.scalar_values)
+    # module, dropout_p, bwd_mode and the run-time inputs get no gradient (a
+    # learned bias's is not computed). One per argument the call passed, in
+    # its structure: needs_input_grad has that shape, a list where autograd
+    # sees one (a list of tensors, and an empty list of anything); the
+    # dispatcher drops trailing arguments equal to their defaults, so it may
+    # be 5 long.
+    need = ctx.needs_input_grad
+    return (dq, dk, dv) + tuple([None] * len(n) if isinstance(n, (list, tuple)) else None
+                                for n in need[3:])
 
 
 torch.library.register_autograd("flashc::fwd", _backward, setup_context=_setup_context)
@@ -151,8 +202,25 @@ bwd = torch.ops.flashc.bwd
 decode = torch.ops.flashc.decode
 
 
+def _split_inputs(inputs):
+    """attention's inputs dict as fwd's four lists: tensors (0-d ones are
+    scalars: their value) and numbers, each by name (None for no name)."""
+    names, tensors, scalar_names, values = [], [], [], []
+    for name, value in (inputs or {}).items():
+        if isinstance(value, torch.Tensor) and value.dim() > 0:
+            names.append(name)
+            tensors.append(value)
+        elif isinstance(value, (int, float, torch.Tensor)):
+            scalar_names.append(name)
+            values.append(float(value))
+        else:
+            raise TypeError(f"flashc: input '{name}' must be a tensor or a number, got "
+                            f"{type(value).__name__}")
+    return names or None, tensors or None, scalar_names or None, values
+
+
 def attention(q, k, v, module, *, layout="bshd", dropout_p=0.0, backward_mode="auto",
-              return_lse=False):
+              return_lse=False, inputs=None):
     """Attention of q, k, v through `module` (a flashc.Module compiled from a
     spec; its heads, kv_heads, head dims, dtype, mask, score modifier and
     scale), differentiable when the module has `grad = true`.
@@ -160,8 +228,10 @@ def attention(q, k, v, module, *, layout="bshd", dropout_p=0.0, backward_mode="a
     the runtime's) or "bhsd" (SDPA's); GQA takes k, v with kv_heads heads
     (no repeat). dropout_p: 0, or p in (0, 1) for a module with `dropout`
     (pass 0 in eval). backward_mode: "auto", "deterministic" or "atomic".
-    Returns out in the layout given (and lse float32 [batch, heads, seqlen_q]
-    with return_lse)."""
+    inputs: the module's run-time inputs (module.inputs), a dict name ->
+    tensor on q's device (as declared, whatever the layout) or number; they
+    get no gradient. Returns out in the layout given (and lse float32
+    [batch, heads, seqlen_q] with return_lse)."""
     if layout not in ("bshd", "bhsd"):
         raise ValueError(f"flashc: layout must be 'bshd' or 'bhsd', got {layout!r}")
     if not 0.0 <= dropout_p < 1.0:
@@ -171,7 +241,9 @@ def attention(q, k, v, module, *, layout="bshd", dropout_p=0.0, backward_mode="a
             raise ValueError(f"flashc: {name} must be 4-D ({layout}), got shape {tuple(t.shape)}")
     if layout == "bhsd":
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-    out, lse, _ = fwd(q, k, v, module.id, float(dropout_p), runtime.BACKWARD_MODES[backward_mode])
+    extra = _split_inputs(inputs) if inputs else ()  # none: the op as without inputs
+    out, lse, _ = fwd(q, k, v, module.id, float(dropout_p), runtime.BACKWARD_MODES[backward_mode],
+                      *extra)
     if layout == "bhsd":
         out = out.transpose(1, 2)
     return (out, lse) if return_lse else out

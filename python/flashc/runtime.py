@@ -4,6 +4,7 @@
     out, lse = mod.forward(q, k, v)              # q [b, s, h, d] CUDA tensors
     dq, dk, dv = mod.backward(dout, q, k, v, out, lse)
     out = mod.decode(q, k_cache, v_cache, cache_seqlens, block_table=None)
+    out, lse = mod.forward(q, k, v, inputs={"doc": doc_ids, "softcap": 30.0})  # run-time inputs
 
 Module holds the image (PTX with its metadata, or a cubin with the metadata
 text beside it) and is loaded on a GPU the first time a launch needs it there
@@ -21,7 +22,8 @@ import threading
 
 from . import _capi
 
-__all__ = ["FlashcError", "Module", "load", "load_bundle", "tensor_desc", "LoadedModule"]
+__all__ = ["FlashcError", "Module", "load", "load_bundle", "tensor_desc", "input_array",
+           "LoadedModule"]
 
 BACKWARD_MODES = {"auto": 0, "deterministic": 1, "atomic": 2}
 
@@ -67,7 +69,7 @@ def _dtype_code(t):
     global _DTYPE_CODES
     if _DTYPE_CODES is None:
         torch = _torch()
-        _DTYPE_CODES = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
+        _DTYPE_CODES = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2, torch.int32: 3}
     return _DTYPE_CODES.get(t.dtype, 99)  # 99: the C check names the dtype as unknown
 
 
@@ -81,6 +83,106 @@ def tensor_desc(t):
         raise ValueError(f"flashc: expected a 4-D tensor [batch, seqlen, heads, head_dim], "
                          f"got shape {tuple(t.shape)}")
     return _capi.Tensor(t.data_ptr() or None, _dtype_code(t), _I64x4(*t.shape), _I64x4(*t.stride()))
+
+
+def _error(status, message):
+    return FlashcError(_capi.STATUS.index(status), message)
+
+
+def _input_binding(b, x, value, device):
+    """Fills the Input b for the declared input x (an InputInfo; None for a
+    name the kernel does not declare: the C check refuses it) from value: a
+    torch tensor (its address, dtype, sizes and strides in elements) or a
+    number. What the C struct cannot carry is checked here: the tensor's
+    device and rank (fa_input has no rank: it reads the declared one), a
+    tensor given for a scalar and the reverse."""
+    name = b.name.decode()
+    is_tensor = hasattr(value, "data_ptr")
+    if is_tensor and value.dim() == 0 and (x is None or x.rank == 0):
+        value, is_tensor = value.item(), False  # a 0-d tensor for a scalar: its value
+    if x is not None and is_tensor != (x.rank > 0):
+        _, dtype, dims = _capi.input_tuple(x)
+        decl = f"{dtype} [{', '.join(str(d) for d in dims)}]" if dims else dtype
+        given = "a tensor" if is_tensor else f"{type(value).__name__} {value!r}"
+        raise _error("FA_ERR_INVALID_ARGUMENT", f"input '{name}' is a "
+                     f"{'tensor' if x.rank else 'scalar'} ({decl}) but {given} was given")
+    if not is_tensor:
+        if not isinstance(value, (int, float)):
+            raise TypeError(f"flashc: input '{name}' must be a torch tensor or a number, got "
+                            f"{type(value).__name__}")
+        b.value = float(value)
+        return
+    if value.device != device:
+        raise _error("FA_ERR_INVALID_ARGUMENT", f"input '{name}' is on {value.device}, the "
+                     f"launch's tensors on {device}: run-time inputs must be on the same device")
+    if value.dim() > 4 or (x is not None and value.dim() != x.rank):
+        want = f"the kernel declares {x.rank}" if x is not None else "at most 4 are possible"
+        raise _error("FA_ERR_SHAPE", f"input '{name}' has {value.dim()} dims, {want}")
+    if x is not None and _dtype_code(value) != x.dtype:  # the C message names no torch dtype
+        raise _error("FA_ERR_DTYPE", f"input '{name}': dtype is {value.dtype} but the kernel "
+                     f"declares {_capi.DTYPES[x.dtype]}")
+    pad = (0,) * (4 - value.dim())
+    b.tensor = _capi.Tensor(value.data_ptr() or None, _dtype_code(value),
+                            _I64x4(*(tuple(value.shape) + pad)),
+                            _I64x4(*(tuple(value.stride()) + pad)))
+
+
+def input_array(info, inputs, device):
+    """The fa_input array of `inputs` (a dict name -> torch tensor or number)
+    for a launch of kernel `info` (a KernelInfo) on `device`: (array, count,
+    keep), where keep holds what the array points at (the names' bytes) and
+    must outlive the C call. (None, 0, None) for no inputs."""
+    if not inputs:
+        return None, 0, None
+    if not isinstance(inputs, dict):
+        raise TypeError(f"flashc: inputs must be a dict of name -> tensor or number, got "
+                        f"{type(inputs).__name__}")
+    declared = {info.inputs[i].name.decode(): info.inputs[i] for i in range(info.ninputs)}
+    arr = (_capi.Input * len(inputs))()
+    keep = []
+    for b, (name, value) in zip(arr, inputs.items()):
+        keep.append(name.encode())
+        b.name = keep[-1]
+        _input_binding(b, declared.get(name), value, device)
+    return arr, len(inputs), keep
+
+
+def _set_inputs(a, info, inputs, q):
+    """Points args a at the fa_input array of `inputs` for kernel `info`;
+    what the array points at is kept in a._keep, alive as long as a."""
+    arr, n, keep = input_array(info, inputs, q.device)
+    a.inputs = ctypes.cast(arr, ctypes.POINTER(_capi.Input)) if arr is not None else None
+    a.num_inputs = n
+    a._keep = (arr, keep)
+
+
+def forward_args(info, q, k, v, o, lse=None, stream=None, dropout_p=0.0, seed=0, offset=0,
+                 inputs=None):
+    """The ForwardArgs (fa_forward_args) of a launch of kernel `info` (a
+    KernelInfo: whose run-time inputs `inputs` binds) on torch tensors."""
+    a = _capi.ForwardArgs()
+    a.q, a.k, a.v, a.o = (tensor_desc(t) for t in (q, k, v, o))
+    a.lse = _ptr(lse)
+    a.stream = _stream(q, stream)
+    a.dropout_p, a.seed, a.offset = dropout_p, seed, offset
+    _set_inputs(a, info, inputs, q)
+    return a
+
+
+def backward_args(info, q, k, v, o, lse, dout, dq, dk, dv, mode=0, workspace=None, stream=None,
+                  dropout_p=0.0, seed=0, offset=0, inputs=None):
+    """The BackwardArgs (fa_backward_args) of a launch, as forward_args."""
+    a = _capi.BackwardArgs()
+    a.q, a.k, a.v, a.o = (tensor_desc(t) for t in (q, k, v, o))
+    a.dout, a.dq, a.dk, a.dv = (tensor_desc(t) for t in (dout, dq, dk, dv))
+    a.lse = _ptr(lse)
+    if workspace is not None:
+        a.workspace, a.workspace_bytes = workspace.data_ptr() or None, workspace.numel()
+    a.stream = _stream(q, stream)
+    a.mode = int(mode)
+    a.dropout_p, a.seed, a.offset = dropout_p, seed, offset
+    _set_inputs(a, info, inputs, q)
+    return a
 
 
 _raw_stream = None
@@ -151,6 +253,8 @@ class LoadedModule:
         n = self.lib.fa_module_kernel_count(self.handle)
         self.kernels = [_capi.info_dict(self.lib.fa_module_kernel_info(self.handle, i).contents)
                         for i in range(n)]
+        # kernel 0's declarations of run-time inputs (every kernel's: docs/abi.md)
+        self._info0 = self.lib.fa_module_info(self.handle).contents
 
     @property
     def info(self):
@@ -166,20 +270,17 @@ class LoadedModule:
             raise FlashcError(st, msg)
         return (_capi.STATUS[st] if 0 <= st < len(_capi.STATUS) else str(st)), msg
 
-    def forward_args(self, q, k, v, o, lse=None, stream=None, dropout_p=0.0, seed=0, offset=0):
-        a = _capi.ForwardArgs()
-        a.q, a.k, a.v, a.o = (tensor_desc(t) for t in (q, k, v, o))
-        a.lse = _ptr(lse)
-        a.stream = _stream(q, stream)
-        a.dropout_p, a.seed, a.offset = dropout_p, seed, offset
-        return a
+    def forward_args(self, q, k, v, o, lse=None, stream=None, dropout_p=0.0, seed=0, offset=0,
+                     inputs=None):
+        return forward_args(self._info0, q, k, v, o, lse, stream, dropout_p, seed, offset, inputs)
 
     def forward(self, q, k, v, o, lse=None, stream=None, dropout_p=0.0, seed=0, offset=0,
-                check=True):
+                check=True, inputs=None):
         """fa_forward into o (and lse: float32 [b, heads, seqlen_q] or None).
-        Raises FlashcError on a refused launch (check=False: returns
-        (status name, message) instead)."""
-        a = self.forward_args(q, k, v, o, lse, stream, dropout_p, seed, offset)
+        inputs: the kernel's run-time inputs, a dict name -> tensor (on q's
+        device) or number. Raises FlashcError on a refused launch
+        (check=False: returns (status name, message) instead)."""
+        a = self.forward_args(q, k, v, o, lse, stream, dropout_p, seed, offset, inputs)
         return self._result(self.lib.fa_forward(self.handle, ctypes.byref(a)), check)
 
     def backward_workspace_size(self, batch, seqlen_q, seqlen_k, mode=0):
@@ -192,19 +293,13 @@ class LoadedModule:
         return n.value
 
     def backward(self, q, k, v, o, lse, dout, dq, dk, dv, mode=0, workspace=None, stream=None,
-                 dropout_p=0.0, seed=0, offset=0):
+                 dropout_p=0.0, seed=0, offset=0, inputs=None):
         """fa_backward into dq, dk, dv. mode: fa_backward_mode (0 auto, 1
         deterministic, 2 atomic); workspace: a uint8 CUDA tensor of at least
-        backward_workspace_size bytes, or None for the module's own scratch."""
-        a = _capi.BackwardArgs()
-        a.q, a.k, a.v, a.o = (tensor_desc(t) for t in (q, k, v, o))
-        a.dout, a.dq, a.dk, a.dv = (tensor_desc(t) for t in (dout, dq, dk, dv))
-        a.lse = _ptr(lse)
-        if workspace is not None:
-            a.workspace, a.workspace_bytes = workspace.data_ptr() or None, workspace.numel()
-        a.stream = _stream(q, stream)
-        a.mode = int(mode)
-        a.dropout_p, a.seed, a.offset = dropout_p, seed, offset
+        backward_workspace_size bytes, or None for the module's own scratch;
+        inputs: the forward's run-time inputs (the same values)."""
+        a = backward_args(self._info0, q, k, v, o, lse, dout, dq, dk, dv, mode, workspace, stream,
+                          dropout_p, seed, offset, inputs)
         st = self.lib.fa_backward(self.handle, ctypes.byref(a))
         if st:
             self._raise(st)
@@ -311,6 +406,14 @@ class Module:
         raise KeyError(f"{self.name}: no kernel {name!r} (has {[k['kernel'] for k in self.kernels]})")
 
     @property
+    def inputs(self):
+        """The run-time inputs the module's kernels take (docs/abi.md), in
+        their order: a list of (name, dtype, dims), dims a tuple of ints and
+        "batch" / "seqlen_q" / "seqlen_k", () for a scalar. Launches bind
+        them by name: inputs={"doc": tensor, "softcap": 30.0}."""
+        return list(self.info["inputs"])
+
+    @property
     def has_backward(self):
         return any(k["mode"] == "backward" for k in self.kernels)
 
@@ -359,11 +462,15 @@ class Module:
 
     # ---- launches that allocate their outputs (torch tensors) ----
 
-    def forward(self, q, k, v, dropout_p=0.0, seed=0, offset=0, out=None, lse=None):
+    def forward(self, q, k, v, dropout_p=0.0, seed=0, offset=0, out=None, lse=None,
+                inputs=None):
         """Forward on [batch, seqlen, heads, head_dim] tensors: returns (out,
         lse), out [b, seqlen_q, heads, v_head_dim] in q's dtype, lse float32
-        [b, heads, seqlen_q]. dropout (p, seed, offset) as fa_forward_args.
-        No autograd: flashc.attention is the differentiable op."""
+        [b, heads, seqlen_q]. dropout (p, seed, offset) as fa_forward_args;
+        inputs: the run-time inputs (Module.inputs), a dict name -> tensor
+        on q's device (int32, float32, float16 or bfloat16 as declared, any
+        strides) or number. No autograd: flashc.attention is the
+        differentiable op."""
         torch = _torch()
         _need_4d(q=q, k=k, v=v)
         if out is None:
@@ -371,15 +478,17 @@ class Module:
         if lse is None:
             lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32,
                               device=q.device)
-        self.on(q).forward(q, k, v, out, lse, dropout_p=dropout_p, seed=seed, offset=offset)
+        self.on(q).forward(q, k, v, out, lse, dropout_p=dropout_p, seed=seed, offset=offset,
+                           inputs=inputs)
         return out, lse
 
     def backward(self, dout, q, k, v, out, lse, mode="auto", dropout_p=0.0, seed=0, offset=0,
-                 dq=None, dk=None, dv=None):
+                 dq=None, dk=None, dv=None, inputs=None):
         """Backward (needs a module compiled with `grad = true`): returns (dq,
         dk, dv) shaped and strided as q, k, v. mode: "auto",
         "deterministic" or "atomic" (fa_backward_mode); the workspace comes
-        from torch's caching allocator."""
+        from torch's caching allocator; inputs: the forward's run-time
+        inputs (no gradient is computed for them)."""
         torch = _torch()
         m = self.on(q)
         code = BACKWARD_MODES[mode] if isinstance(mode, str) else int(mode)
@@ -390,7 +499,7 @@ class Module:
         n = m.backward_workspace_size(q.shape[0], q.shape[1], k.shape[1], code)
         ws = torch.empty(max(n, 1), dtype=torch.uint8, device=q.device)
         m.backward(q, k, v, out, lse, dout, dq, dk, dv, mode=code, workspace=ws,
-                   dropout_p=dropout_p, seed=seed, offset=offset)
+                   dropout_p=dropout_p, seed=seed, offset=offset, inputs=inputs)
         return dq, dk, dv
 
     def decode(self, q, k_cache, v_cache, cache_seqlens, block_table=None, nsplit=0,

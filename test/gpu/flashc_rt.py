@@ -9,6 +9,7 @@ declarations and the launches; this file keeps the tests' older call shapes).
     mod.forward(q, k, v, o, lse=None)      # raises FlashcError on a refused launch
     status, msg = mod.forward(q, k, v, o, check=False)
     mod.forward(q, k, v, o, lse, dropout=(0.1, seed, offset))   # docs/dropout.md
+    mod.forward(q, k, v, o, lse, inputs={"doc": doc, "softcap": 30.0})  # run-time inputs
     mask = mod.dropout_mask(0.1, seed, offset, b, sq, sk)     # uint8 [b, heads, sq, sk]
 
 Tensors are torch tensors on the GPU in [batch, seqlen, heads, head_dim] order
@@ -78,20 +79,22 @@ class Module(_rt.LoadedModule):
     def __init__(self, ctx, ptx):
         super().__init__(ctx, ptx=ptx)
 
-    def args(self, q, k, v, o, lse=None, stream=None, dropout=(0.0, 0, 0)):
-        return self.forward_args(q, k, v, o, lse, stream, *dropout)
+    def args(self, q, k, v, o, lse=None, stream=None, dropout=(0.0, 0, 0), inputs=None):
+        return self.forward_args(q, k, v, o, lse, stream, *dropout, inputs=inputs)
 
-    def forward(self, q, k, v, o, lse=None, stream=None, check=True, dropout=(0.0, 0, 0)):
-        """fa_forward; dropout = (p, seed, offset); returns (status name, message)."""
+    def forward(self, q, k, v, o, lse=None, stream=None, check=True, dropout=(0.0, 0, 0),
+                inputs=None):
+        """fa_forward; dropout = (p, seed, offset); inputs: the run-time inputs
+        (name -> tensor or number); returns (status name, message)."""
         p, seed, offset = dropout
-        return super().forward(q, k, v, o, lse, stream, p, seed, offset, check)
+        return super().forward(q, k, v, o, lse, stream, p, seed, offset, check, inputs=inputs)
 
     def backward(self, q, k, v, o, lse, dout, dq, dk, dv, mode=0, stream=None,
-                 dropout=(0.0, 0, 0)):
+                 dropout=(0.0, 0, 0), inputs=None):
         """fa_backward with the module's own workspace; raises FlashcError."""
         p, seed, offset = dropout
         super().backward(q, k, v, o, lse, dout, dq, dk, dv, mode=mode, stream=stream,
-                         dropout_p=p, seed=seed, offset=offset)
+                         dropout_p=p, seed=seed, offset=offset, inputs=inputs)
 
     def dropout_mask(self, p, seed, offset, b, sq, sk):
         """fa_dropout_mask: the keep decisions as a uint8 CPU tensor [b, heads, sq, sk]."""

@@ -1,0 +1,116 @@
+"""test/python/inputs.test: run-time inputs through the package without a GPU
+or torch. A module's declared inputs (Module.inputs, each kernel's dict);
+then the launch structs the package builds from a dict of inputs, handed to
+the C checks (fa_forward_check, fa_backward_check): the ctypes layouts of
+fa_input and the args' last fields must be the C header's for the C checks
+to see the bindings. Tensors are stand-ins with torch's interface (data_ptr,
+dim, shape, stride, dtype, device) at fake device addresses; the checks never
+dereference them. argv[1]: test/python/Inputs/inputs_probe.ptx."""
+import ctypes
+import sys
+
+import flashc
+from flashc import _capi, runtime
+
+FAKE_DTYPES = {"float16": 0, "bfloat16": 1, "float32": 2, "int32": 3, "int64": 99}
+runtime._DTYPE_CODES = FAKE_DTYPES  # what _dtype_code maps torch's dtypes to
+CUDA0 = "cuda:0"
+
+
+class Fake:
+    """A contiguous tensor of `shape` at device address `addr`."""
+
+    def __init__(self, addr, dtype, *shape, device=CUDA0, strides=None):
+        self.addr, self.dtype, self.shape, self.device = addr, dtype, tuple(shape), device
+        if strides is None:
+            strides, n = [], 1
+            for d in reversed(shape):
+                strides.insert(0, n)
+                n *= d
+        self._strides = tuple(strides)
+
+    def data_ptr(self):
+        return self.addr
+
+    def dim(self):
+        return len(self.shape)
+
+    def stride(self):
+        return self._strides
+
+    def item(self):
+        return 2.0
+
+
+m = flashc.load(sys.argv[1])
+print(m)
+print("inputs", m.inputs)
+for k in m.kernels:
+    print(k["kernel"], [name for name, _, _ in k["inputs"]], k["requires"])
+
+lib = runtime.runtime_library()
+info = m._infos[0]
+B, SQ, SK = 2, 64, 128
+base = 1 << 40
+q = Fake(base, "bfloat16", B, SQ, 1, 64)
+k = Fake(base + (1 << 36), "bfloat16", B, SK, 1, 64)
+v = Fake(base + (2 << 36), "bfloat16", B, SK, 1, 64)
+o = Fake(base + (3 << 36), "bfloat16", B, SQ, 1, 64)
+lse = Fake(base + (4 << 36), "float32", B, 1, SQ)
+doc = Fake(base + (6 << 36), "int32", B, SK)
+GOOD = {"doc": doc, "softcap": 30.0, "win": 64}
+
+
+def forward(inputs, sq=SQ):
+    """fa_forward_check's verdict on a launch of seqlen_q sq with `inputs`,
+    or the package's refusal."""
+    qs = Fake(q.addr, "bfloat16", B, sq, 1, 64)
+    os_ = Fake(o.addr, "bfloat16", B, sq, 1, 64)
+    try:
+        a = runtime.forward_args(info, qs, k, v, os_, lse, stream=0, inputs=inputs)
+    except (flashc.FlashcError, TypeError) as e:
+        return f"package: {type(e).__name__}: {e}"
+    msg = ctypes.create_string_buffer(512)
+    st = lib.fa_forward_check(ctypes.byref(info), ctypes.byref(a), msg, len(msg))
+    return f"C: {_capi.STATUS[st]}" + (f": {msg.value.decode()}" if st else "")
+
+
+print("fwd good:", forward(GOOD))
+print("fwd any order, a 0-d tensor for a scalar:",
+      forward({"win": 64, "softcap": Fake(0, "float32"), "doc": doc}))
+print("fwd strided doc:", forward({**GOOD, "doc": Fake(doc.addr, "int32", B, SK,
+                                                       strides=(0, 3))}))
+print("fwd none:", forward(None))
+print("fwd missing:", forward({"doc": doc, "softcap": 1.0}))
+print("fwd unknown:", forward({**GOOD, "nope": 1.0}))
+print("fwd dims:", forward({**GOOD, "doc": Fake(doc.addr, "int32", B, SQ)}))
+print("fwd overlap:", forward({**GOOD, "doc": Fake(o.addr, "int32", B, SK)}))
+print("fwd scalar:", forward({**GOOD, "softcap": float("inf")}))
+print("fwd i32:", forward({**GOOD, "win": 2.5}))
+print("fwd require:", forward(GOOD, sq=SK + 1))
+# what the C struct cannot carry, the package checks
+print("fwd device:", forward({**GOOD, "doc": Fake(doc.addr, "int32", B, SK, device="cpu")}))
+print("fwd rank:", forward({**GOOD, "doc": Fake(doc.addr, "int32", B, SK, 1)}))
+print("fwd dtype:", forward({**GOOD, "doc": Fake(doc.addr, "int64", B, SK)}))
+print("fwd tensor for a scalar:", forward({**GOOD, "softcap": doc}))
+print("fwd number for a tensor:", forward({**GOOD, "doc": 3}))
+print("fwd not a dict:", forward([doc]))
+print("fwd not a number:", forward({**GOOD, "win": "64"}))
+
+# the backward's struct: the same bindings, the outputs dq, dk, dv
+dout = Fake(base + (5 << 36), "bfloat16", B, SQ, 1, 64)
+dq = Fake(base + (7 << 36), "bfloat16", B, SQ, 1, 64)
+dk = Fake(base + (8 << 36), "bfloat16", B, SK, 1, 64)
+dv = Fake(base + (9 << 36), "bfloat16", B, SK, 1, 64)
+
+
+def backward(inputs):
+    a = runtime.backward_args(info, q, k, v, o, lse, dout, dq, dk, dv, stream=0, inputs=inputs)
+    msg = ctypes.create_string_buffer(512)
+    st = lib.fa_backward_check(ctypes.byref(info), ctypes.byref(a), msg, len(msg))
+    return f"C: {_capi.STATUS[st]}" + (f": {msg.value.decode()}" if st else "")
+
+
+print("bwd good:", backward(GOOD))
+print("bwd overlap:", backward({**GOOD, "doc": Fake(dk.addr, "int32", B, SK)}))
+print("bwd missing:", backward({"doc": doc, "win": 1}))
