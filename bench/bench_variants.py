@@ -55,6 +55,7 @@ VARIANTS = {
     # run-time inputs (runtime_inputs below makes their values)
     "document_rt": ("input doc: i32[batch, seqlen_k];\n"
                     "  mask(b, h, q, k) = k <= q && doc[b, q] == doc[b, k];", []),
+    "document_rt_noskip": (None, ["-disable-pass=mask-skip"]),
     "t5_bias": ("input rel_bias: f32[heads, 32];\n  mask = causal;\n  let n = max(q - k, 0);\n"
                 "  let bucket = min(max(n < 16 ? n : 16 + floor(log(n / 16) / log(8) * 16), 0), 31);\n"
                 "  score(s, b, h, q, k) = s + rel_bias[h, bucket];", []),
@@ -63,7 +64,7 @@ VARIANTS = {
     "softcap_rt_causal": ("input cap: f32;\n  mask = causal;\n"
                           "  score(s, b, h, q, k) = cap * tanh(s / cap);", []),
 }
-SPEC_OF = {"document_noskip": "document"}
+SPEC_OF = {"document_noskip": "document", "document_rt_noskip": "document_rt"}
 
 
 def spec_text(name):
@@ -100,6 +101,7 @@ def t5_bucket(q, k, torch):
 def runtime_inputs(name, torch):
     """The values of variant name's run-time inputs (flashc's `inputs`)."""
     g = torch.Generator(device="cuda").manual_seed(7)
+    name = SPEC_OF.get(name, name)
     if name == "document_rt":
         return {"doc": doc_ids(torch).expand(B, S).contiguous()}
     if name == "t5_bias":

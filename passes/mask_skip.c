@@ -22,6 +22,10 @@
  *
  * The bounds mask `k < seqlen_k` is one of these comparisons: it is full on
  * every K/V tile but the last.
+ *
+ * A mask that reads run-time inputs (document ids) is also classified at
+ * run time: its condition tile is computed before the step's matmuls and a
+ * block-wide any / all over it decides (classify_at_run_time).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -349,6 +353,73 @@ static void search_bounds(Module *m, Op *loop, Value *cond) {
   }
 }
 
+/* ------------------------------------------------ run-time classification */
+
+/* Does v read a run-time input (a gather: document ids, prefix lengths)? */
+static bool reads_inputs(Value *v, int depth) {
+  Op *d = v->def;
+  if (!d || depth > 64 || d->nregions)
+    return false;
+  if (d->kind == OP_GATHER)
+    return true;
+  for (int i = 0; i < d->noperands; i++)
+    if (reads_inputs(d->operands[i], depth + 1))
+      return true;
+  return false;
+}
+
+/* Adds to `need` v's def when it is a pure op of `step` itself, and what it
+ * needs in turn: the ops that compute the mask's condition tile. */
+static void needed_in(Block *step, Value *v, OpList *need, int depth) {
+  Op *d = v->def;
+  if (!d || d->parent != step || d->nregions || !op_is_pure(d) || depth > 256 ||
+      oplist_has(need, d))
+    return;
+  oplist_push(need, d);
+  for (int i = 0; i < d->noperands; i++)
+    needed_in(step, d->operands[i], need, depth + 1);
+}
+
+/* A mask that reads run-time inputs is unknown to the interval analysis on
+ * every tile pair. Its condition tile is computed first in the step
+ * instead (with the index tiles and gathers it needs, moved up in their
+ * order), and block-wide reductions over it classify the pair at run time:
+ *   %empty = %empty || !any(cond),  %full = %full || all(cond)
+ * (two barrier reductions of a flag per tile pair; the mask then reuses the
+ * tile). Returns the first op of the step's remaining work. */
+static Op *classify_at_run_time(Module *m, Block *step, Op *first, Op *mask, Value **empty,
+                                Value **full) {
+  Value *cond = mask->operands[1];
+  OpList need = {0};
+  needed_in(step, cond, &need, 0);
+  Op *anchor = first;
+  while (anchor && oplist_has(&need, anchor))
+    anchor = anchor->next;
+  for (Op *o = anchor, *next; o; o = next) {
+    next = o->next;
+    if (oplist_has(&need, o))
+      op_move_before(o, anchor);
+  }
+  oplist_free(&need);
+  Builder b = builder_before(m, anchor);
+  b.loc = mask->loc;
+  Type t = type_scalar(ELEM_I1);
+  Op *any = build_op(&b, OP_REDUCE, &cond, 1, &t, 1, 0);
+  op_set_attr_word(any, "kind", "max");
+  Op *all = build_op(&b, OP_REDUCE, &cond, 1, &t, 1, 0);
+  op_set_attr_word(all, "kind", "min");
+  Value *none = build_unary(&b, OP_NOT, named(any->results[0], "any_kept"));
+  Value *every = named(all->results[0], "all_kept");
+  double c;
+  /* (a statically false part adds nothing: no `or false, x`) */
+  *empty = mask_sconst(*empty, &c) && c == 0 ? none : build_binary(&b, OP_OR, *empty, none);
+  *full = mask_sconst(*full, &c) && c == 0 ? every : build_binary(&b, OP_OR, *full, every);
+  named(*empty, "empty_rt");
+  if (*full != every)
+    named(*full, "full_rt");
+  return anchor;
+}
+
 int pass_mask_skip(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   (void)opts;
   (void)diag;
@@ -382,6 +453,10 @@ int pass_mask_skip(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   Value *full = named(mask_not(&a, t.cf), "full");
   free(a.memo);
   Op *first = a.b.before; /* everything from here on is per-tile work */
+  if (reads_inputs(mask->operands[1], 0)) {
+    first = classify_at_run_time(m, step, first, mask, &empty, &full);
+    never_empty = false;
+  }
   bool never_full = mask_sconst(full, &c) && c == 0;
   if (!never_empty)
     skip_empty(m, step, first, empty, yields);

@@ -164,6 +164,13 @@ suite dropout test/gpu/dropout.py ${DROPOUT_DIR:-.device/dropout} ${DROPOUT_ARGS
 suite torch_ops test/gpu/torch_ops.py ${TORCH_OPS_DIR:-.device/torch} ${TORCH_OPS_ARGS:-}
 # Run-time inputs (input NAME: ...) through the package's ops.
 suite inputs test/gpu/inputs.py ${INPUTS_DIR:-.device/inputs} ${INPUTS_ARGS:-}
+# ... and what the kernels receive: a probe module that writes its parameters back.
+step "inputs ABI probe"
+if FLASHC_LIB_DIR=$BUILD python3 test/python/inputs_gpu.py 2>&1 | tee $OUT/inputs_probe.log; then
+  note "inputs_probe: $(tail -1 $OUT/inputs_probe.log)"
+else
+  note "inputs_probe: $(tail -1 $OUT/inputs_probe.log) (FAILED)"; status=1
+fi
 
 # TRAIN=1: examples/train_tiny_gpt.py (flashc vs SDPA loss curves, ~1 minute).
 if [ "${TRAIN:-0}" = 1 ] && [ -f .device/examples/tiny_gpt.ptx ]; then
