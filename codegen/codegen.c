@@ -104,7 +104,8 @@ static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
   cg_strbuf_printf(sb, "// flashc.meta heads %d\n", (int)attr_int(a, "heads", 0));
   cg_strbuf_printf(sb, "// flashc.meta kv_heads %d\n", (int)attr_int(a, "kv_heads", 0));
   cg_strbuf_printf(sb, "// flashc.meta mask %s\n", attr_str(a, "mask", "none"));
-  cg_strbuf_printf(sb, "// flashc.meta scale %.9g\n", attr_float(a, "scale", 1.0));
+  if (attr_get(a, "scale")) /* absent: a scale known at launch (an input's) */
+    cg_strbuf_printf(sb, "// flashc.meta scale %.9g\n", attr_float(a, "scale", 1.0));
   cg_strbuf_printf(sb, "// flashc.meta tile_q %d\n", (int)attr_int(a, "tile_q", 0));
   cg_strbuf_printf(sb, "// flashc.meta tile_kv %d\n", (int)attr_int(a, "tile_kv", 0));
   cg_strbuf_printf(sb, "// flashc.meta warps %d\n", (int)attr_int(a, "warps", 4));

@@ -124,7 +124,7 @@ static void open_kernel(Bwd *B, Module *m, const KernelSpec *k, Role role, const
   B->dv = k->v_head_dim;
   B->c0 = em_name(L, build_index(&L->b, 0), "c0");
   B->group = em_name(L, build_index(&L->b, k->heads / k->kv_heads), "group");
-  B->scale = em_name(L, build_const(&L->b, type_scalar(ELEM_F32), k->scale), "scale");
+  B->scale = em_scale(L);
   B->ninf = em_name(L, build_const(&L->b, type_scalar(ELEM_F32), -INFINITY), "ninf");
   B->f0 = em_name(L, build_const(&L->b, type_scalar(ELEM_F32), 0.0), "f0");
   Type it = type_index();

@@ -343,7 +343,8 @@ void em_set_attrs(Lower *L, const char *target) {
   attr_set_int(L->m, a, "v_head_dim", k->v_head_dim);
   attr_set_int(L->m, a, "heads", k->heads);
   attr_set_int(L->m, a, "kv_heads", k->kv_heads);
-  attr_set_float(L->m, a, "scale", k->scale);
+  if (!k->scale_expr) /* else the launch's inputs decide it: no attribute */
+    attr_set_float(L->m, a, "scale", k->scale);
   attr_set_word(L->m, a, "mask", em_mask_word(k->mask_kind));
   attr_set_word(L->m, a, "mode", em_mode_word(k->mode));
   attr_set_word(L->m, a, "target", target ? target : "sm_90a");
@@ -429,6 +430,13 @@ Value *em_cond(Lower *L) {
 }
 
 /* --------------------------------------------------------- run-time inputs */
+
+Value *em_scale(Lower *L) {
+  const KernelSpec *k = L->k;
+  if (k->scale_expr)
+    return em_name(L, em_to_f32(L, em_expr(L, k->scale_expr)), "scale");
+  return em_name(L, build_const(&L->b, type_scalar(ELEM_F32), k->scale), "scale");
+}
 
 static ElemType input_elem(InputType t) {
   switch (t) {

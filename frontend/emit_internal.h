@@ -87,6 +87,8 @@ typedef char EmInputNames[SPEC_MAX_INPUTS][80];
 void em_input_arg_types(const KernelSpec *k, Type *t, const char **names, int *n,
                         EmInputNames buf);
 void em_input_args(Lower *L);
+/* %scale: the spec's constant, or its expression of run-time inputs. */
+Value *em_scale(Lower *L);
 
 /* The kernel's attributes (dtype, heads, scale, mask, mode, target, the
  * schedule block's fields) from L->k. */

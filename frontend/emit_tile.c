@@ -258,7 +258,7 @@ static Func *emit_forward(Module *m, const KernelSpec *k, const char *target, bo
   X.c0 = em_name(&L, build_index(&L.b, 0), "c0");
   Value *nheads = em_name(&L, build_index(&L.b, k->heads), "nheads");
   Value *group = em_name(&L, build_index(&L.b, k->heads / k->kv_heads), "group");
-  X.scale = em_name(&L, build_const(&L.b, type_scalar(ELEM_F32), k->scale), "scale");
+  X.scale = em_scale(&L);
   X.ninf = em_name(&L, build_const(&L.b, type_scalar(ELEM_F32), -INFINITY), "ninf");
   X.f0 = em_name(&L, build_const(&L.b, type_scalar(ELEM_F32), 0.0), "f0");
   Op *ts = build_op(&L.b, OP_TILE_SIZE, NULL, 0, &(Type){.kind = TYPE_SCALAR, .elem = ELEM_INDEX}, 1, 0);

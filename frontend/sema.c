@@ -525,16 +525,32 @@ static void mode_fields(Sema *S, const Stmts *st, KernelSpec *k) {
                 "unified_max fixes the softmax maximum of a decode kernel (FlashDecoding++)");
 }
 
-/* scale = constant: positive and finite. */
+/* scale = constant: positive and finite; or an expression of constants
+ * and run-time inputs (known at launch: k->scale_expr). */
 static void scale_field(Sema *S, Scope *sc, const AstStmt *s, KernelSpec *k) {
-  double v;
-  if (const_field(S, sc, s, &v)) {
-    if (!(v > 0) || !isfinite(v))
-      diag_error(&S->diag, sema_start(s->value),
-                 "scale must be a positive constant; got %g", v);
-    else
-      k->scale = v;
+  sc->ctx = CTX_LAUNCH;
+  sc->what = s->name;
+  sc->fn = NULL;
+  sc->nodes = 0;
+  sc->too_big = false;
+  Expr *e = sema_resolve(S, sc, s->value, 0);
+  if (!e)
+    return;
+  if (sema_is_bool(e)) {
+    diag_error(&S->diag, sema_start(s->value), "scale must be a number; got a boolean");
+    sema_free_expr(e);
+    return;
   }
+  if (sema_find_input(e)) {
+    k->scale_expr = e;
+    return;
+  }
+  double v = sema_eval(e);
+  sema_free_expr(e);
+  if (!(v > 0) || !isfinite(v))
+    diag_error(&S->diag, sema_start(s->value), "scale must be a positive constant; got %g", v);
+  else
+    k->scale = v;
 }
 
 /* unified_max = constant (decode): finite. */
@@ -612,6 +628,7 @@ static void resolve_statements(Sema *S, const AstItem *it, const Stmts *st, Kern
 static void free_kernel(KernelSpec *k) {
   sema_free_expr(k->mask);
   sema_free_expr(k->score);
+  sema_free_expr(k->scale_expr);
   for (int i = 0; i < k->ninputs; i++)
     free((char *)k->inputs[i].name);
   free((char *)k->name);

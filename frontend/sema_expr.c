@@ -192,7 +192,7 @@ static const char *suggest_name(Scope *sc, const char *name) {
     cands[n++] = l->name;
   for (int i = 0; sema_constant_names[i]; i++)
     cands[n++] = sema_constant_names[i];
-  if (sc->ctx != CTX_CONST) {
+  if (!ctx_uniform(sc->ctx)) {
     cands[n++] = "seqlen_q";
     cands[n++] = "seqlen_k";
   }
@@ -241,12 +241,20 @@ Expr *sema_mk(Sema *S, Scope *sc, ExprKind kind, SrcLoc loc, Expr *a,
 static Expr *use_let(Sema *S, Scope *sc, const AstExpr *e, Let *l, int depth) {
   if (!l->value)
     return NULL; /* its definition was already reported */
-  if (sc->ctx == CTX_CONST && find_var(l->value)) {
+  if (ctx_uniform(sc->ctx) && find_var(l->value)) {
     const Expr *v = find_var(l->value);
     diag_error(&S->diag, e->loc,
                "'%s' is not a constant: it depends on %s '%s'; %s must be known "
+               "at %s",
+               l->name, var_meaning[v->var], var_names[v->var], sc->what,
+               sc->ctx == CTX_LAUNCH ? "launch" : "compile time");
+    return NULL;
+  }
+  if (sc->ctx == CTX_CONST && sema_find_input(l->value)) {
+    diag_error(&S->diag, e->loc,
+               "'%s' is not a constant: it reads the run-time input '%s'; %s must be known "
                "at compile time",
-               l->name, var_meaning[v->var], var_names[v->var], sc->what);
+               l->name, sema_find_input(l->value)->name, sc->what);
     return NULL;
   }
   if (sc->nodes + l->size > MAX_EXPR_NODES ||
@@ -288,10 +296,11 @@ static Expr *resolve_ident(Sema *S, Scope *sc, const AstExpr *e, int depth) {
   if (ci >= 0)
     return sema_mk_num(S, sc, e->loc, constant_value(sc->k, ci));
   int vi = sema_var_index(name);
-  if (vi >= 0 && sc->ctx == CTX_CONST) {
-    diag_error(&S->diag, e->loc,
-               "'%s' (%s) is not a constant; %s must be known at compile time",
-               name, var_meaning[vi], sc->what);
+  if (vi >= 0 && ctx_uniform(sc->ctx)) {
+    diag_error(&S->diag, e->loc, "'%s' (%s) is not a constant; %s must be known at %s", name,
+               var_meaning[vi], sc->what, sc->ctx == CTX_LAUNCH ? "launch" : "compile time");
+    if (sc->ctx == CTX_LAUNCH)
+      diag_note(&S->diag, NOLOC, "%s may use constants and scalar inputs", sc->what);
     return NULL;
   }
   if (vi >= VAR_SEQLEN_Q || (vi >= VAR_B && sc->ctx == CTX_LET))

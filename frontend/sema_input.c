@@ -140,6 +140,20 @@ bool sema_is_integer(const KernelSpec *k, const Expr *e) {
   }
 }
 
+const Expr *sema_find_input(const Expr *e) {
+  if (!e)
+    return NULL;
+  if (e->kind == EXPR_INPUT)
+    return e;
+  const Expr *kids[4] = {e->a, e->b, e->c, e->d};
+  for (int i = 0; i < 4; i++) {
+    const Expr *x = sema_find_input(kids[i]);
+    if (x)
+      return x;
+  }
+  return NULL;
+}
+
 /* ---- index ranges ---- */
 
 /* Bounds of an integer expression: lo[s] <= x and x <= hi[s] with, for s =

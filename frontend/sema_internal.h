@@ -52,8 +52,14 @@ typedef struct Let {
   struct Let *next;
 } Let;
 
-/* What an expression is being resolved for: decides which names it sees. */
-typedef enum Ctx { CTX_LET, CTX_MASK, CTX_SCORE, CTX_CONST } Ctx;
+/* What an expression is being resolved for: decides which names it sees.
+ * CTX_LAUNCH: known at launch (scale): constants and run-time inputs, no
+ * positions. */
+typedef enum Ctx { CTX_LET, CTX_MASK, CTX_SCORE, CTX_CONST, CTX_LAUNCH } Ctx;
+
+/* Is the value of a CTX_CONST / CTX_LAUNCH expression the same for the
+ * whole launch (no positions, no score)? */
+static inline bool ctx_uniform(int ctx) { return ctx == CTX_CONST || ctx == CTX_LAUNCH; }
 
 typedef struct Scope {
   Ctx ctx;
@@ -122,6 +128,8 @@ void sema_declare_inputs(Sema *S, const AstItem *it, KernelSpec *k);
 int sema_input_index(const KernelSpec *k, const char *name);
 /* Has e integer values (the IR's index type)? */
 bool sema_is_integer(const KernelSpec *k, const Expr *e);
+/* The first run-time input e reads, or NULL. */
+const Expr *sema_find_input(const Expr *e);
 /* name[i, ...]: a tensor input's element, every index proven inside its dim. */
 Expr *sema_resolve_index(Sema *S, Scope *sc, const AstExpr *e, int depth);
 /* A scalar input used by name; *found says whether e names an input. */

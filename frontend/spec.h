@@ -102,6 +102,9 @@ typedef struct KernelSpec {
   int heads;         /* query heads */
   int kv_heads;      /* divides heads; == heads is MHA, 1 is MQA */
   double scale;      /* multiplies Q K^T before the score modifier; default 1/sqrt(head_dim) */
+  Expr *scale_expr;  /* the scale known at launch only: a numeric expression of
+                        constants and run-time inputs (scale = 1 / temp); NULL:
+                        `scale` above */
   double dropout;    /* probability in [0, 1); 0 = off */
   bool dropout_torch; /* dropout_mask = torch: PyTorch's flash-backend mask (docs/dropout.md) */
   Mode mode;

@@ -176,7 +176,10 @@ static void print_kernel(FILE *out, const KernelSpec *k) {
   fprintf(out, "  heads      %d\n", k->heads);
   fprintf(out, "  kv_heads   %d\n", k->kv_heads);
   fputs("  scale      ", out);
-  print_num(out, k->scale);
+  if (k->scale_expr)
+    fe_print_expr(out, k->scale_expr);
+  else
+    print_num(out, k->scale);
   fputs("\n  dropout    ", out);
   print_num(out, k->dropout);
   if (k->dropout_torch)

@@ -76,6 +76,14 @@ def prefix_math(s, ins, B, H, Q, K):
     return s, (K <= Q) | (K < ins["prefix"].long()[:, None, None, None])
 
 
+def temp_math(s, ins, B, H, Q, K):
+    """s arrives unscaled (the spec's scale is 1 / (8 temp), known at launch)."""
+    s = s / (8 * ins["temp"])
+    cap = ins["cap"]
+    sq, sk = s.shape[2], s.shape[3]
+    return cap * torch.tanh(s / cap), K <= Q + (sk - sq)
+
+
 def attention_ref(q, k, v, scale, math, ins):
     """The spec's attention in q's dtype ([b, s, h, d] in and out; GQA by
     repeating k, v); fully masked rows give 0."""
@@ -126,15 +134,20 @@ def case_inputs(name, b, sq, sk, H, gen, variant=""):
         return {"bias": bias, "cap": float(torch.rand(1, generator=gen)) * 20 + 5}
     if name.startswith("inp_prefix"):
         return {"prefix": torch.randint(0, sk + 1, (b,), generator=gen).to(torch.int32).cuda()}
+    if name.startswith("inp_temp"):
+        return {"temp": float(torch.rand(1, generator=gen)) * 1.5 + 0.25,
+                "cap": float(torch.rand(1, generator=gen)) * 20 + 5}
     raise KeyError(name)
 
 
-MATH = {"inp_doc": doc_math, "inp_t5": t5_math, "inp_bias": bias_math, "inp_prefix": prefix_math}
+MATH = {"inp_doc": doc_math, "inp_t5": t5_math, "inp_bias": bias_math, "inp_prefix": prefix_math,
+        "inp_temp": temp_math}
 CASES = {  # (batch, seqlen_q, seqlen_k, variant)
     "inp_doc_d128_bf16": [(2, 1023, 1023, ""), (1, 4096, 4096, ""), (2, 113, 203, "")],
     "inp_t5_d64_f16": [(2, 1025, 1025, ""), (1, 203, 1023, ""), (1, 113, 113, "empty")],
     "inp_bias_d64_bf16": [(2, 513, 1023, ""), (3, 203, 203, "broadcast")],
     "inp_prefix_d128_bf16": [(3, 1023, 1023, ""), (2, 17, 1025, "")],
+    "inp_temp_d64_bf16": [(2, 1023, 1023, ""), (1, 203, 4096, "")],
 }
 
 
@@ -151,8 +164,9 @@ def check_case(mod, name, case, gen):
     out = flashc.attention(*args, mod, inputs=ins)
     out.backward(do)
     got = [out] + [a.grad for a in args]
-    ref = ref_grads(q, k, v, do, info["scale"], math, ins, torch.float64)
-    pt = ref_grads(q, k, v, do, info["scale"], math, ins, dt)
+    scale = info["scale"] or 1.0  # 0: known at launch only (the case's math applies it)
+    ref = ref_grads(q, k, v, do, scale, math, ins, torch.float64)
+    pt = ref_grads(q, k, v, do, scale, math, ins, dt)
     ok, lines = True, []
     for label, g, r, p_, mult in zip(("out", "dq", "dk", "dv"), got, ref, pt, (2, 3, 3, 3)):
         e, bound = err(g, r), mult * err(p_, r) + 1e-5

@@ -68,6 +68,11 @@ double ref_eval(const Expr *e, const RefVars *v) {
   return NAN;
 }
 
+/* The spec's scale: its constant, or its expression of run-time inputs. */
+static double ref_scale(const KernelSpec *ks, const RefVars *v) {
+  return ks->scale_expr ? ref_eval(ks->scale_expr, v) : ks->scale;
+}
+
 static double *at(const RefTensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {
   return t->data + a * t->strides[0] + b * t->strides[1] + c * t->strides[2] + d * t->strides[3];
 }
@@ -115,7 +120,7 @@ static void ref_row(const KernelSpec *ks, int64_t b, int64_t h, int64_t qi, int6
     double dot = 0;
     for (int d = 0; d < ks->head_dim; d++)
       dot += *at(q, b, qi, h, d) * kv_at(kt, pg, b, kj, hk, d);
-    vars.s = ks->scale * dot;
+    vars.s = ref_scale(ks, &vars) * dot;
     score[kj] = ks->score ? ref_eval(ks->score, &vars) : vars.s;
     if (score[kj] > m)
       m = score[kj];
@@ -222,7 +227,7 @@ void ref_attention_backward(const KernelSpec *ks, int64_t batch, int64_t seqlen_
           double dot = 0;
           for (int d = 0; d < ks->head_dim; d++)
             dot += *at(q, b, qi, h, d) * *at(kt, b, kj, hk, d);
-          vars.s = ks->scale * dot;
+          vars.s = ref_scale(ks, &vars) * dot;
           double z = ks->score ? ref_eval(ks->score, &vars) : vars.s;
           /* dropout: Z = P o factor feeds O; dZ = dO V^T, dP = dZ o factor */
           double p = exp(z - l), dp = 0, f = drop_factor(ks, drop, b, h, qi, kj);
@@ -231,7 +236,7 @@ void ref_attention_backward(const KernelSpec *ks, int64_t batch, int64_t seqlen_
             *at(dv, b, kj, hk, d) += p * f * *at(dout, b, qi, h, d);
           }
           dp *= f;
-          double ds = p * (dp - D) * score_slope(ks, vars) * ks->scale;
+          double ds = p * (dp - D) * score_slope(ks, vars) * ref_scale(ks, &vars);
           for (int d = 0; d < ks->head_dim; d++) {
             *at(dq, b, qi, h, d) += ds * *at(kt, b, kj, hk, d);
             *at(dk, b, kj, hk, d) += ds * *at(q, b, qi, h, d);
