@@ -223,25 +223,31 @@ static void cache_field(Sema *S, const AstStmt *s, KernelSpec *k) {
   k->page_size = p;
 }
 
-/* scale = constant > 0;  dropout = constant in [0, 1) */
-static bool const_field(Sema *S, Scope *sc, const AstStmt *s, double *out) {
-  sc->ctx = CTX_CONST;
+/* A field's numeric value resolved in ctx (CTX_CONST or CTX_LAUNCH); NULL
+ * after errors (a boolean is one). */
+static Expr *number_field(Sema *S, Scope *sc, const AstStmt *s, Ctx ctx) {
+  sc->ctx = ctx;
   sc->what = s->name;
   sc->fn = NULL;
   sc->nodes = 0;
   sc->too_big = false;
   Expr *e = sema_resolve(S, sc, s->value, 0);
+  if (e && sema_is_bool(e)) {
+    diag_error(&S->diag, sema_start(s->value), "%s must be a number; got a boolean", s->name);
+    sema_free_expr(e);
+    return NULL;
+  }
+  return e;
+}
+
+/* unified_max = constant;  dropout = constant in [0, 1) */
+static bool const_field(Sema *S, Scope *sc, const AstStmt *s, double *out) {
+  Expr *e = number_field(S, sc, s, CTX_CONST);
   if (!e)
     return false;
-  bool ok = true;
-  if (sema_is_bool(e)) {
-    diag_error(&S->diag, sema_start(s->value), "%s must be a number; got a boolean", s->name);
-    ok = false;
-  } else {
-    *out = sema_eval(e);
-  }
+  *out = sema_eval(e);
   sema_free_expr(e);
-  return ok;
+  return true;
 }
 
 /* mask(b, h, q, k) = bool;  score(s, b, h, q, k) = number */
@@ -528,19 +534,9 @@ static void mode_fields(Sema *S, const Stmts *st, KernelSpec *k) {
 /* scale = constant: positive and finite; or an expression of constants
  * and run-time inputs (known at launch: k->scale_expr). */
 static void scale_field(Sema *S, Scope *sc, const AstStmt *s, KernelSpec *k) {
-  sc->ctx = CTX_LAUNCH;
-  sc->what = s->name;
-  sc->fn = NULL;
-  sc->nodes = 0;
-  sc->too_big = false;
-  Expr *e = sema_resolve(S, sc, s->value, 0);
+  Expr *e = number_field(S, sc, s, CTX_LAUNCH);
   if (!e)
     return;
-  if (sema_is_bool(e)) {
-    diag_error(&S->diag, sema_start(s->value), "scale must be a number; got a boolean");
-    sema_free_expr(e);
-    return;
-  }
   if (sema_find_input(e)) {
     k->scale_expr = e;
     return;
