@@ -45,6 +45,23 @@ static const char *dim_name(const DCtx *c, int i, int d) {
 
 static int has_combine(const fa_kernel_info *in) { return in->decode.combine_kernel[0] != 0; }
 
+/* A decode kernel's inputs are sized by batch and q_len only: its key
+ * count is per sequence, so a seqlen_k dim or a require has no launch
+ * value to be checked against (the metadata parser refuses both; a
+ * hand-built info is refused here). */
+static fa_status check_decode_inputs(DCtx *c) {
+  const fa_kernel_info *in = c->info;
+  int seqlen_k = 0;
+  for (int i = 0; i < in->ninputs && i < FA_MAX_INPUTS; i++)
+    for (int d = 0; d < in->inputs[i].rank && d < 4; d++)
+      seqlen_k |= in->inputs[i].dims[d] == FA_INPUT_DIM_SEQLEN_K;
+  if (!seqlen_k && !in->require_q_le_k && !in->require_k_le_q) return FA_OK;
+  fa_fmt(c->msg, c->len, "decode kernel %s declares a run-time input with a seqlen_k dim or a "
+         "require, which a decode launch cannot check (the key count is per sequence): use "
+         "fa_meta_parse", in->kernel);
+  return FA_ERR_META;
+}
+
 /* A hand-built info must still be sane where the checks divide or index. */
 static fa_status check_info(DCtx *c) {
   const fa_kernel_info *in = c->info;
@@ -64,13 +81,7 @@ static fa_status check_info(DCtx *c) {
            (int)d->cache, d->page_size, d->split);
     return FA_ERR_META;
   }
-  if (in->ninputs || in->require_q_le_k || in->require_k_le_q) {
-    fa_fmt(c->msg, c->len, "decode kernel %s declares run-time inputs or requires, which "
-           "fa_decode does not pass (the metadata parser refuses them): use fa_meta_parse",
-           in->kernel);
-    return FA_ERR_META;
-  }
-  return FA_OK;
+  return check_decode_inputs(c);
 }
 
 /* Dimension d of tensor i must be `want`, which the metadata key fixes. */
@@ -207,7 +218,9 @@ static fa_status check_sizes(DCtx *c) {
   return FA_OK;
 }
 
-/* The outputs (O, LSE) must not share memory with an input or each other. */
+/* The outputs (O, LSE) must not share memory with an input or each other,
+ * nor with a run-time input's tensor (the workspace's turn is fa_decode's,
+ * which alone knows where it lies). */
 static fa_status check_aliasing(DCtx *c, const int64_t ext[4]) {
   const fa_decode_args *a = c->a;
   int64_t batch = c->t[Q]->dim[0], stride = a->bt_stride ? a->bt_stride : a->max_pages;
@@ -220,7 +233,9 @@ static fa_status check_aliasing(DCtx *c, const int64_t ext[4]) {
                      c->paged ? ((batch - 1) * stride + a->max_pages) * 4 : 0}};
   fa_range out[2] = {{"o", (uintptr_t)c->t[O]->data, ext[O]},
                      {"lse", (uintptr_t)a->lse, lse_bytes}};
-  return fa_check_disjoint(in, 5, out, 2, c->msg, c->len);
+  fa_status st = fa_check_disjoint(in, 5, out, 2, c->msg, c->len);
+  return st ? st : fa_check_input_memory_(c->info, a->inputs, a->num_inputs, out, 2, c->msg,
+                                          c->len);
 }
 
 /* Every length in [0, capacity] (and <= max_seqlen when given). */
@@ -301,14 +316,15 @@ fa_status fa_decode_check(const fa_kernel_info *info, const fa_decode_args *args
   DCtx c = {info, args, {&args->q, &args->k, &args->v, &args->o}, {"q", "k", "v", "o"},
             paged, 0, msg, msglen, lt};
   int64_t ext[FA_MAX_LAUNCH_TENSORS];
-  /* Decode kernels declare no run-time inputs (the parser refuses them):
-   * any binding is refused, by the check every launch shares. */
-  if ((st = check_info(&c)) ||
+  /* The inputs' bindings by the check every launch shares: batch and
+   * seqlen_q are q's dims 0 and 1 (q_len), as for the forward; no decode
+   * input has a seqlen_k dim (check_info), so k's dim 1 is never read. */
+  if ((st = check_info(&c)) || (st = fa_check_nulls(&c.lt)) || (st = fa_check_dtypes(&c.lt)) ||
+      (st = fa_check_nonnegative(&c.lt)) || (st = check_meta_dims(&c)) ||
+      (st = check_cross_dims(&c)) || (st = check_q_len(&c)) ||
       (st = fa_check_inputs_(info, args->inputs, args->num_inputs, &args->q, &args->k, msg,
                              msglen)) ||
-      (st = fa_check_nulls(&c.lt)) || (st = fa_check_dtypes(&c.lt)) ||
-      (st = fa_check_nonnegative(&c.lt)) || (st = check_meta_dims(&c)) ||
-      (st = check_cross_dims(&c)) || (st = check_q_len(&c)) || (st = check_nsplit(&c)))
+      (st = check_nsplit(&c)))
     return st;
   /* Nothing is launched for an empty Q; its pointers and strides are never used. */
   if (args->q.dim[0] == 0 || args->q.dim[1] == 0) return FA_OK;
@@ -429,29 +445,49 @@ fa_status fa_decode_plan(const fa_kernel_info *info, const fa_decode_args *args,
 
 static uint64_t devptr(const void *p) { return (uint64_t)(uintptr_t)p; }
 
-/* Parameters in docs/decode.md order. */
+fa_status fa_decode_params(const fa_kernel_info *info, const fa_decode_args *a, int nsplit,
+                           uint64_t lse, uint64_t workspace,
+                           fa_param params[FA_BACKWARD_MAX_PARAMS], int *count) {
+  static const char *const names[4] = {"q", "k", "v", "o"};
+  static const char *const strides[4][3] = {{"q.sb", "q.ss", "q.sh"}, {"k.sb", "k.ss", "k.sh"},
+                                            {"v.sb", "v.ss", "v.sh"}, {"o.sb", "o.ss", "o.sh"}};
+  if (!info || !a || !params || !count) return FA_ERR_NULL_POINTER;
+  const fa_tensor *t[4] = {&a->q, &a->k, &a->v, &a->o};
+  int paged = info->decode.cache == FA_CACHE_PAGED;
+  fa_plist l = {params, 0};
+  for (int j = 0; j < 4; j++) fa_put_(&l, FA_PARAM_PTR, names[j], (int64_t)devptr(t[j]->data));
+  fa_put_(&l, FA_PARAM_PTR, "lse", (int64_t)lse);
+  fa_put_(&l, FA_PARAM_PTR, "workspace", (int64_t)workspace);
+  fa_put_(&l, FA_PARAM_PTR, "cache_seqlens", (int64_t)devptr(a->cache_seqlens));
+  fa_put_(&l, FA_PARAM_PTR, "block_table", (int64_t)devptr(a->block_table));
+  fa_put_(&l, FA_PARAM_I32, "batch", a->q.dim[0]);
+  fa_put_(&l, FA_PARAM_I32, "q_len", a->q.dim[1]);
+  fa_put_(&l, FA_PARAM_I32, "capacity",
+          paged ? a->max_pages * info->decode.page_size : a->k.dim[1]);
+  fa_put_(&l, FA_PARAM_I32, "nsplit", nsplit);
+  fa_put_(&l, FA_PARAM_I32, "bt_stride", paged ? (a->bt_stride ? a->bt_stride : a->max_pages) : 0);
+  for (int j = 0; j < 4; j++)
+    for (int d = 0; d < 3; d++) fa_put_(&l, FA_PARAM_I64, strides[j][d], t[j]->stride[d]);
+  fa_put_inputs_(&l, info->inputs, info->ninputs, a->inputs, a->num_inputs);
+  *count = l.n;
+  return FA_OK;
+}
+
+/* The split kernel, or its small-batch variant (same parameters). */
 static fa_status launch_split(fa_module *m, const fa_decode_args *a, int nsplit, uint64_t lse,
                               uint64_t ws, int wide) {
   const fa_kernel_info *in = fa_module_info(m);
-  uint64_t q = devptr(a->q.data), k = devptr(a->k.data), v = devptr(a->v.data),
-           o = devptr(a->o.data), seq = devptr(a->cache_seqlens), bt = devptr(a->block_table);
-  int paged = in->decode.cache == FA_CACHE_PAGED;
-  int batch = (int)a->q.dim[0], q_len = (int)a->q.dim[1], ns = nsplit;
-  int capacity = (int)(paged ? a->max_pages * in->decode.page_size : a->k.dim[1]);
-  int bt_stride = paged ? (int)(a->bt_stride ? a->bt_stride : a->max_pages) : 0;
-  long long st[12];
-  const fa_tensor *t[4] = {&a->q, &a->k, &a->v, &a->o};
-  for (int i = 0; i < 4; i++)
-    for (int d = 0; d < 3; d++) st[i * 3 + d] = (long long)t[i]->stride[d];
-  void *params[25] = {&q, &k, &v, &o, &lse, &ws, &seq, &bt, &batch, &q_len, &capacity, &ns,
-                      &bt_stride};
-  for (int i = 0; i < 12; i++) params[13 + i] = &st[i];
-  unsigned grid[3] = {(unsigned)nsplit, (unsigned)in->kv_heads, (unsigned)batch};
+  fa_param p[FA_BACKWARD_MAX_PARAMS];
+  fa_param_values v;
+  int n = 0;
+  fa_decode_params(in, a, nsplit, lse, ws, p, &n);
+  fa_param_values_(p, n, &v);
+  unsigned grid[3] = {(unsigned)nsplit, (unsigned)in->kv_heads, (unsigned)a->q.dim[0]};
   if (wide)
     return fa_module_launch_(m, FA_ENTRY_WIDE, grid, (unsigned)in->decode.wide_threads,
-                             (unsigned)in->decode.wide_smem_bytes, a->stream, params);
+                             (unsigned)in->decode.wide_smem_bytes, a->stream, v.ptr);
   return fa_module_launch_(m, FA_ENTRY_KERNEL, grid, (unsigned)in->threads,
-                           (unsigned)in->smem_bytes, a->stream, params);
+                           (unsigned)in->smem_bytes, a->stream, v.ptr);
 }
 
 static fa_status launch_combine(fa_module *m, const fa_decode_args *a, int nsplit, uint64_t lse,
@@ -502,7 +538,12 @@ fa_status fa_decode(fa_module *mod, const fa_decode_args *args) {
   if (st == FA_OK) {
     uint64_t lse = args->lse ? devptr(args->lse) : base + ctr_bytes + (fused ? ws_bytes : 0);
     uint64_t ws = ws_bytes ? base + ctr_bytes + (fused ? 0 : lse_bytes) : 0;
-    st = launch_split(mod, args, nsplit, lse, ws, wide);
+    /* The scratch (counters, workspace, LSE rows) is written by the launch:
+     * a tensor input must not lie in it (only a forged address could). */
+    fa_range scratch = {"the decode workspace (module scratch)", (uintptr_t)base,
+                        (int64_t)(ctr_bytes + lse_bytes + ws_bytes)};
+    st = fa_check_input_memory_(in, args->inputs, args->num_inputs, &scratch, 1, msg, msglen);
+    if (st == FA_OK) st = launch_split(mod, args, nsplit, lse, ws, wide);
     if (st == FA_OK && nsplit > 1 && !fused) st = launch_combine(mod, args, nsplit, lse, ws);
   }
   fa_module_leave_(mod);

@@ -203,8 +203,10 @@ typedef struct fa_kernel_info {
   int dropout_torch; /* key dropout_mask torch (every kernel of a spec with `dropout_mask =
                       * torch`): PyTorch's flash-backend mask; else 0: the exact one */
   /* Run-time inputs (docs/abi.md): key input, one line per input in ABI
-   * order (forward, dropout and backward kernels; never decode ones), and
-   * key require, a condition on the launch's sizes the kernel's indexing of
+   * order (forward, dropout, backward and decode kernels; a decode kernel's
+   * dims are batch, seqlen_q = q_len or constants, and its wide variant
+   * takes the same, its combine kernel none), and key require (never on
+   * decode), a condition on the launch's sizes the kernel's indexing of
    * its inputs needs. A module's backward kernels and NAME_dropout declare
    * exactly their forward kernel's. */
   int ninputs;                         /* 0..FA_MAX_INPUTS */
@@ -485,8 +487,9 @@ typedef struct fa_decode_args {
   int64_t max_seqlen;
   int nsplit;
   void *stream;
-  /* Run-time inputs (fa_input): decode kernels take none today, so a
-   * launch that gives any (num_inputs != 0) is refused. */
+  /* Run-time inputs (fa_input; docs/abi.md): each input the kernel
+   * declares, bound by name; dims batch = q's dim 0, seqlen_q = q_len. A
+   * kernel without inputs refuses any (num_inputs != 0). */
   const fa_input *inputs;
   int num_inputs;
 } fa_decode_args;
@@ -498,7 +501,8 @@ typedef struct fa_decode_args {
  * k/v's dim 1, block table dims, capacity <= INT32_MAX), the int32
  * pointers' alignment, nsplit, and with host copies every cache length in
  * [0, capacity] and every needed block-table entry in [0, num_pages);
- * no run-time inputs (decode kernels take none: num_inputs must be 0).
+ * the run-time inputs' bindings as fa_forward_check's (seqlen_q = q_len;
+ * a decode kernel declares no seqlen_k dim and no require).
  * batch == 0 or q_len == 0 is valid and launches nothing. Returns FA_OK or
  * the first failure's status with a message in msg (when not NULL). */
 FA_API fa_status fa_decode_check(const fa_kernel_info *info, const fa_decode_args *args, char *msg,
@@ -741,6 +745,18 @@ typedef struct fa_param {
 FA_API fa_status fa_backward_params(const fa_backward_schedule *plan, int step,
                              const fa_backward_args *args, uint64_t workspace,
                              fa_param params[FA_BACKWARD_MAX_PARAMS], int *count);
+
+/* fa_decode's parameter list of the split kernel (and of its small-batch variant,
+ * which takes the same) in the order of docs/decode.md: q, k, v, o, lse,
+ * workspace, cache_seqlens, block_table (ptr), batch, q_len, capacity,
+ * nsplit, bt_stride (i32), q, k, v, o batch/seq/head strides (i64), then
+ * one group per run-time input of info, bound from args->inputs by name
+ * (as fa_backward_params). `lse` and `workspace` are the device addresses
+ * fa_decode passes. The combine kernel takes no inputs. Fills params and
+ * *count; FA_ERR_NULL_POINTER for NULL. Touches no GPU. */
+FA_API fa_status fa_decode_params(const fa_kernel_info *info, const fa_decode_args *args,
+                                  int nsplit, uint64_t lse, uint64_t workspace,
+                                  fa_param params[FA_BACKWARD_MAX_PARAMS], int *count);
 
 /* Validates and plans the backward of mod's forward kernel
  * (fa_backward_plan over the module's kernels; failures return their status

@@ -592,14 +592,25 @@ static fa_status check_dropout_keys(Parser *p) {
   return FA_OK;
 }
 
-/* Decode launches pass no run-time inputs (fa_decode_args), so a decode
- * kernel that read one would read garbage: refused. */
+/* A decode kernel's launch sizes are batch and q_len (q's dims 0 and 1,
+ * which the input lines call seqlen_q); its key count is per sequence
+ * (cache_seqlens[b]), so no input can have a seqlen_k dim and no launch
+ * condition can compare against one: such lines are refused, naming the
+ * first input line with a seqlen_k dim. */
 static fa_status check_input_keys(Parser *p) {
-  if (p->info->mode != FA_MODE_DECODE) return FA_OK;
-  if (seen(p, K_INPUT))
-    return fail_key(p, K_INPUT, "%snot valid with mode decode (decode kernels take no run-time "
-                    "inputs)", "");
-  if (seen(p, K_REQUIRE)) return fail_key(p, K_REQUIRE, "%snot valid with mode decode", "");
+  const fa_kernel_info *in = p->info;
+  if (in->mode != FA_MODE_DECODE) return FA_OK;
+  for (int i = 0; i < in->ninputs; i++)
+    for (int d = 0; d < in->inputs[i].rank; d++) {
+      if (in->inputs[i].dims[d] != FA_INPUT_DIM_SEQLEN_K) continue;
+      p->line = p->lines.input[i];
+      return fail(p, "input", "'%s': dim seqlen_k is not valid with mode decode (the key count "
+                  "is per sequence; a decode input's dims are batch, seqlen_q = q_len or "
+                  "constants)", in->inputs[i].name);
+    }
+  if (seen(p, K_REQUIRE))
+    return fail_key(p, K_REQUIRE, "%snot valid with mode decode (a decode kernel has no "
+                    "seqlen_k to compare)", "");
   return FA_OK;
 }
 

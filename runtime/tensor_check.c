@@ -414,10 +414,13 @@ static int64_t launch_dim(int dim, const fa_tensor *q, const fa_tensor *k) {
                                          : k->dim[1];
 }
 
+/* `decode`: the launch is a decode one, whose seqlen_q is q_len (named so
+ * in messages: a decode caller knows no seqlen_q). */
 static fa_status check_tensor_input(const fa_input_info *x, const fa_tensor *t,
-                                    const fa_tensor *q, const fa_tensor *k, char *msg,
-                                    size_t len) {
-  static const char *const sizes[] = {"batch", "seqlen_q", "seqlen_k"};
+                                    const fa_tensor *q, const fa_tensor *k, int decode,
+                                    char *msg, size_t len) {
+  static const char *const sizes[2][3] = {{"batch", "seqlen_q", "seqlen_k"},
+                                          {"batch", "seqlen_q (q_len)", "seqlen_k"}};
   if (t->dtype != x->dtype) {
     fa_fmt(msg, len, "input '%s': dtype is %s but the kernel declares %s", x->name,
            fa_dtype_name(t->dtype), fa_dtype_name(x->dtype));
@@ -431,7 +434,7 @@ static fa_status check_tensor_input(const fa_input_info *x, const fa_tensor *t,
              t->dim[d], x->dims[d]);
     else
       fa_fmt(msg, len, "input '%s': dim %d is %" PRId64 ", the launch's %s is %" PRId64, x->name,
-             d, t->dim[d], sizes[-x->dims[d] - 1], want);
+             d, t->dim[d], sizes[decode][-x->dims[d] - 1], want);
     return FA_ERR_SHAPE;
   }
   return FA_OK;
@@ -472,10 +475,11 @@ fa_status fa_check_inputs_(const fa_kernel_info *in, const fa_input *inputs, int
   fa_status st;
   if ((st = check_declarations(in, msg, len)) || (st = check_bindings(in, inputs, n, msg, len)))
     return st;
+  int decode = in->mode == FA_MODE_DECODE;
   for (int i = 0; i < in->ninputs; i++) {
     const fa_input_info *x = &in->inputs[i];
     const fa_input *b = fa_find_input_(inputs, n, x->name);
-    st = x->rank ? check_tensor_input(x, &b->tensor, q, k, msg, len)
+    st = x->rank ? check_tensor_input(x, &b->tensor, q, k, decode, msg, len)
                  : check_scalar_input(x, b->value, msg, len);
     if (st != FA_OK) return st;
   }

@@ -8,8 +8,9 @@ Three operators, defined once per process when this module is imported:
                 input_tensors=None, scalar_names=None, scalar_values=[]) -> (out, lse, rng)
     flashc::bwd(dout, q, k, v, out, lse, rng, module, dropout_p, mode, input_names=None,
                 input_tensors=None, scalar_names=None, scalar_values=[]) -> (dq, dk, dv)
-    flashc::decode(q, k_cache, v_cache, cache_seqlens, block_table?, module, nsplit)
-        -> (out, lse)
+    flashc::decode(q, k_cache, v_cache, cache_seqlens, block_table?, module, nsplit,
+                   input_names=None, input_tensors=None, scalar_names=None,
+                   scalar_values=[]) -> (out, lse)
 
 Tensors are in the runtime's order [batch, seqlen, heads, head_dim];
 attention(layout="bhsd") takes and returns SDPA's [batch, heads, seqlen,
@@ -22,7 +23,8 @@ its bwd_mode (fa_backward_mode) is only what its backward will use.
 Run-time inputs (docs/abi.md, Module.inputs) travel as two pairs of lists,
 tensors by name and scalars by name (an operator cannot take a dict; a
 schema's str and Tensor lists take no [] default, hence None);
-attention(inputs={...}) splits the dict. fwd saves them for bwd, which gets
+attention(inputs={...}) splits the dict (_split_inputs; decode takes the
+same lists, its inputs' dims batch and q_len). fwd saves them for bwd, which gets
 the same values. They get no gradient: a learned bias's is not computed
 (the op's backward returns None for each).
 
@@ -48,7 +50,8 @@ _lib.define("bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor l
             f"int module, float dropout_p, int mode, {_INPUTS}) "
             "-> (Tensor dq, Tensor dk, Tensor dv)")
 _lib.define("decode(Tensor q, Tensor k_cache, Tensor v_cache, Tensor cache_seqlens, "
-            "Tensor? block_table, int module, int nsplit) -> (Tensor out, Tensor lse)")
+            f"Tensor? block_table, int module, int nsplit, {_INPUTS}) "
+            "-> (Tensor out, Tensor lse)")
 
 _U64 = 1 << 64
 
@@ -151,17 +154,20 @@ def _bwd_fake(dout, q, k, v, out, lse, rng, module, dropout_p, mode, input_names
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
-def _decode_cuda(q, k_cache, v_cache, cache_seqlens, block_table, module, nsplit):
+def _decode_cuda(q, k_cache, v_cache, cache_seqlens, block_table, module, nsplit,
+                 input_names=None, input_tensors=None, scalar_names=None, scalar_values=()):
     m = _module(module)
+    inputs = _inputs(input_names, input_tensors, scalar_names, scalar_values)
     return m.decode(q, k_cache, v_cache, cache_seqlens, block_table, nsplit=nsplit,
-                    return_lse=True)
+                    return_lse=True, inputs=inputs)
 
 
 _lib.impl("decode", _decode_cuda, "CUDA")
 
 
 @torch.library.register_fake("flashc::decode")
-def _decode_fake(q, k_cache, v_cache, cache_seqlens, block_table, module, nsplit):
+def _decode_fake(q, k_cache, v_cache, cache_seqlens, block_table, module, nsplit,
+                 input_names=None, input_tensors=None, scalar_names=None, scalar_values=()):
     out_shape, lse_shape = _out_shapes(q, _module(module))
     return q.new_empty(out_shape), q.new_empty(lse_shape, dtype=torch.float32)
 

@@ -185,6 +185,30 @@ def backward_args(info, q, k, v, o, lse, dout, dq, dk, dv, mode=0, workspace=Non
     return a
 
 
+def decode_args(info, q, k, v, o, cache_seqlens, block_table=None, lse=None, host_seqlens=None,
+                host_block_table=None, nsplit=0, max_seqlen=0, stream=None, inputs=None):
+    """The DecodeArgs (fa_decode_args) of a launch of decode kernel `info`
+    on torch tensors; inputs binds its run-time inputs (dims batch and
+    seqlen_q = q_len)."""
+    a = _capi.DecodeArgs()
+    a.q, a.k, a.v, a.o = (tensor_desc(t) for t in (q, k, v, o))
+    a.lse = _ptr(lse)
+    a.cache_seqlens = _ptr(cache_seqlens)
+    if block_table is not None:
+        if block_table.dim() != 2 or block_table.stride(1) != 1:
+            raise ValueError("flashc: block_table must be int32 [batch, max_pages] with "
+                             f"contiguous rows; got shape {tuple(block_table.shape)}, "
+                             f"strides {block_table.stride()}")
+        a.block_table = block_table.data_ptr()
+        a.max_pages, a.bt_stride = block_table.shape[1], block_table.stride(0)
+    a.host_cache_seqlens = _ptr(host_seqlens)
+    a.host_block_table = _ptr(host_block_table)
+    a.max_seqlen, a.nsplit = max_seqlen, nsplit
+    a.stream = _stream(q, stream)
+    _set_inputs(a, info, inputs, q)
+    return a
+
+
 _raw_stream = None
 
 
@@ -306,28 +330,16 @@ class LoadedModule:
 
     def decode_args(self, q, k, v, o, cache_seqlens, block_table=None, lse=None,
                     host_seqlens=None, host_block_table=None, nsplit=0, max_seqlen=0,
-                    stream=None):
-        a = _capi.DecodeArgs()
-        a.q, a.k, a.v, a.o = (tensor_desc(t) for t in (q, k, v, o))
-        a.lse = _ptr(lse)
-        a.cache_seqlens = _ptr(cache_seqlens)
-        if block_table is not None:
-            if block_table.dim() != 2 or block_table.stride(1) != 1:
-                raise ValueError("flashc: block_table must be int32 [batch, max_pages] with "
-                                 f"contiguous rows; got shape {tuple(block_table.shape)}, "
-                                 f"strides {block_table.stride()}")
-            a.block_table = block_table.data_ptr()
-            a.max_pages, a.bt_stride = block_table.shape[1], block_table.stride(0)
-        a.host_cache_seqlens = _ptr(host_seqlens)
-        a.host_block_table = _ptr(host_block_table)
-        a.max_seqlen, a.nsplit = max_seqlen, nsplit
-        a.stream = _stream(q, stream)
-        return a
+                    stream=None, inputs=None):
+        return decode_args(self._info0, q, k, v, o, cache_seqlens, block_table, lse,
+                           host_seqlens, host_block_table, nsplit, max_seqlen, stream, inputs)
 
     def decode(self, q, k, v, o, cache_seqlens, block_table=None, lse=None, host_seqlens=None,
-               host_block_table=None, nsplit=0, max_seqlen=0, stream=None, check=True):
+               host_block_table=None, nsplit=0, max_seqlen=0, stream=None, check=True,
+               inputs=None):
         """fa_decode into o (docs/decode.md). The int32 tensors' dtypes are
-        checked here (the C API takes bare pointers)."""
+        checked here (the C API takes bare pointers); inputs: the decode
+        kernel's run-time inputs, as for forward (the combine takes none)."""
         torch = _torch()
         for name, t in (("cache_seqlens", cache_seqlens), ("block_table", block_table),
                         ("host_seqlens", host_seqlens), ("host_block_table", host_block_table)):
@@ -336,7 +348,7 @@ class LoadedModule:
             if t is not None and not t.is_contiguous() and name != "block_table":
                 raise ValueError(f"flashc: {name} must be contiguous")
         a = self.decode_args(q, k, v, o, cache_seqlens, block_table, lse, host_seqlens,
-                             host_block_table, nsplit, max_seqlen, stream)
+                             host_block_table, nsplit, max_seqlen, stream, inputs)
         return self._result(self.lib.fa_decode(self.handle, ctypes.byref(a)), check)
 
     def last_nsplit(self):
@@ -503,12 +515,15 @@ class Module:
         return dq, dk, dv
 
     def decode(self, q, k_cache, v_cache, cache_seqlens, block_table=None, nsplit=0,
-               max_seqlen=0, host_seqlens=None, host_block_table=None, return_lse=False):
+               max_seqlen=0, host_seqlens=None, host_block_table=None, return_lse=False,
+               inputs=None):
         """Decode (a module of mode decode): q [b, q_len, heads, d] against a
         contiguous [b, capacity, kv_heads, d] or paged [pages, page_size,
         kv_heads, d] cache holding cache_seqlens[b] (int32 CUDA) tokens;
-        block_table int32 [b, max_pages] for a paged cache. Returns out (and
-        lse float32 [b, heads, q_len] with return_lse)."""
+        block_table int32 [b, max_pages] for a paged cache; inputs: the
+        run-time inputs (Module.inputs) as for forward, their dims batch
+        and seqlen_q = q_len. Returns out (and lse float32 [b, heads,
+        q_len] with return_lse)."""
         torch = _torch()
         _need_4d(q=q, k_cache=k_cache, v_cache=v_cache)
         out = q.new_empty(q.shape[:3] + (self.info["v_head_dim"],))
@@ -517,7 +532,7 @@ class Module:
             lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32,
                               device=q.device)
         self.on(q).decode(q, k_cache, v_cache, out, cache_seqlens, block_table, lse,
-                          host_seqlens, host_block_table, nsplit, max_seqlen)
+                          host_seqlens, host_block_table, nsplit, max_seqlen, inputs=inputs)
         return (out, lse) if return_lse else out
 
     def dropout_mask(self, p, seed, offset, batch, seqlen_q, seqlen_k):

@@ -5,7 +5,10 @@ the C checks (fa_forward_check, fa_backward_check): the ctypes layouts of
 fa_input and the args' last fields must be the C header's for the C checks
 to see the bindings. Tensors are stand-ins with torch's interface (data_ptr,
 dim, shape, stride, dtype, device) at fake device addresses; the checks never
-dereference them. argv[1]: test/python/Inputs/inputs_probe.ptx."""
+dereference them. Then a decode module's (fa_decode_check; Module.decode's
+inputs= through LoadedModule.decode to the C call, with stand-ins for torch
+and the loaded module). argv[1]: test/python/Inputs/inputs_probe.ptx,
+argv[2]: test/python/Inputs/decode_inputs.ptx."""
 import ctypes
 import sys
 
@@ -35,11 +38,17 @@ class Fake:
     def dim(self):
         return len(self.shape)
 
-    def stride(self):
-        return self._strides
+    def stride(self, d=None):
+        return self._strides if d is None else self._strides[d]
 
     def item(self):
         return 2.0
+
+    def is_contiguous(self):
+        return True
+
+    def new_empty(self, shape):
+        return Fake(self.addr + (1 << 35), self.dtype, *shape, device=self.device)
 
 
 m = flashc.load(sys.argv[1])
@@ -61,18 +70,26 @@ doc = Fake(base + (6 << 36), "int32", B, SK)
 GOOD = {"doc": doc, "softcap": 30.0, "win": 64}
 
 
+def verdict(check, kinfo, build):
+    """The C check's verdict on the args struct build() makes, or the
+    package's refusal while building it."""
+    try:
+        a = build()
+    except (flashc.FlashcError, TypeError) as e:
+        return f"package: {type(e).__name__}: {e}"
+    msg = ctypes.create_string_buffer(512)
+    st = check(ctypes.byref(kinfo), ctypes.byref(a), msg, len(msg))
+    return f"C: {_capi.STATUS[st]}" + (f": {msg.value.decode()}" if st else "")
+
+
 def forward(inputs, sq=SQ):
     """fa_forward_check's verdict on a launch of seqlen_q sq with `inputs`,
     or the package's refusal."""
     qs = Fake(q.addr, "bfloat16", B, sq, 1, 64)
     os_ = Fake(o.addr, "bfloat16", B, sq, 1, 64)
-    try:
-        a = runtime.forward_args(info, qs, k, v, os_, lse, stream=0, inputs=inputs)
-    except (flashc.FlashcError, TypeError) as e:
-        return f"package: {type(e).__name__}: {e}"
-    msg = ctypes.create_string_buffer(512)
-    st = lib.fa_forward_check(ctypes.byref(info), ctypes.byref(a), msg, len(msg))
-    return f"C: {_capi.STATUS[st]}" + (f": {msg.value.decode()}" if st else "")
+    return verdict(lib.fa_forward_check, info,
+                   lambda: runtime.forward_args(info, qs, k, v, os_, lse, stream=0,
+                                                inputs=inputs))
 
 
 print("fwd good:", forward(GOOD))
@@ -105,12 +122,81 @@ dv = Fake(base + (9 << 36), "bfloat16", B, SK, 1, 64)
 
 
 def backward(inputs):
-    a = runtime.backward_args(info, q, k, v, o, lse, dout, dq, dk, dv, stream=0, inputs=inputs)
-    msg = ctypes.create_string_buffer(512)
-    st = lib.fa_backward_check(ctypes.byref(info), ctypes.byref(a), msg, len(msg))
-    return f"C: {_capi.STATUS[st]}" + (f": {msg.value.decode()}" if st else "")
+    return verdict(lib.fa_backward_check, info,
+                   lambda: runtime.backward_args(info, q, k, v, o, lse, dout, dq, dk, dv,
+                                                 stream=0, inputs=inputs))
 
 
 print("bwd good:", backward(GOOD))
 print("bwd overlap:", backward({**GOOD, "doc": Fake(dk.addr, "int32", B, SK)}))
 print("bwd missing:", backward({"doc": doc, "win": 1}))
+
+# ---- decode: inputs sized by batch and seqlen_q = q_len ----
+dm = flashc.load(sys.argv[2])
+print(dm)
+print("decode inputs", dm.inputs)
+dinfo = dm._infos[0]
+QL, PAGES = 3, 9
+dq_ = Fake(base, "bfloat16", B, QL, 4, 64)
+dk_ = Fake(base + (1 << 36), "bfloat16", PAGES, 64, 1, 64)
+dv_ = Fake(base + (2 << 36), "bfloat16", PAGES, 64, 1, 64)
+do_ = Fake(base + (3 << 36), "bfloat16", B, QL, 4, 64)
+dlse = Fake(base + (4 << 36), "float32", B, 4, QL)
+seqlens = Fake(base + (5 << 36), "int32", B)
+table = Fake(base + (6 << 36), "int32", B, 4)
+pos = Fake(base + (7 << 36), "int32", B, QL)
+slopes = Fake(base + (8 << 36), "float32", 4)
+DGOOD = {"pos": pos, "slopes": slopes, "softcap": 30.0}
+
+
+def decode_check(inputs, kinfo=dinfo):
+    return verdict(lib.fa_decode_check, kinfo,
+                   lambda: runtime.decode_args(dinfo, dq_, dk_, dv_, do_, seqlens, table, dlse,
+                                               stream=0, inputs=inputs))
+
+
+print("decode good:", decode_check(DGOOD))
+print("decode none:", decode_check(None))
+print("decode q_len:", decode_check({**DGOOD, "pos": Fake(pos.addr, "int32", B, QL + 1)}))
+print("decode const:", decode_check({**DGOOD, "slopes": Fake(slopes.addr, "float32", 8)}))
+print("decode overlap:", decode_check({**DGOOD, "pos": Fake(do_.addr, "int32", B, QL)}))
+print("decode scalar:", decode_check({**DGOOD, "softcap": float("nan")}))
+print("decode number for a tensor:", decode_check({**DGOOD, "pos": 1}))
+plain = _capi.KernelInfo.from_buffer_copy(dinfo)
+plain.ninputs = 0
+print("decode no inputs kernel:", decode_check(DGOOD, plain))
+
+
+# Module.decode(inputs=...) -> LoadedModule.decode -> fa_decode: a stand-in
+# loaded module whose fa_decode is fa_decode_check (no GPU), and a stand-in
+# torch (the int32 dtype LoadedModule.decode compares with).
+class CheckOnly:
+    """The C library as LoadedModule uses it, fa_decode judged by fa_decode_check."""
+
+    def __init__(self):
+        self.msg = ctypes.create_string_buffer(512)
+
+    def fa_decode(self, handle, args):
+        return lib.fa_decode_check(ctypes.byref(dinfo), args, self.msg, len(self.msg))
+
+    def fa_module_errmsg(self, handle):
+        return self.msg.value
+
+
+class FakeTorch:
+    int32 = "int32"
+
+
+loaded = object.__new__(runtime.LoadedModule)
+loaded._info0, loaded.lib, loaded.handle = dinfo, CheckOnly(), ctypes.c_void_p()
+dm.on = lambda device: loaded
+saved_torch, runtime._torch = runtime._torch, lambda: FakeTorch
+runtime._raw_stream = lambda device_index: 0  # the default stream
+for label, inputs in (("good", DGOOD), ("missing", {"pos": pos, "softcap": 1.0})):
+    try:
+        out = dm.decode(dq_, dk_, dv_, seqlens, table, inputs=inputs)
+        print(f"Module.decode {label}: out {out.shape}")
+    except flashc.FlashcError as e:
+        print(f"Module.decode {label}: {e}")
+runtime._torch, runtime._raw_stream = saved_torch, None
+loaded.handle = None  # nothing to destroy

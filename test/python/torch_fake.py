@@ -3,8 +3,8 @@ flashc.ops defines flashc::fwd / bwd / decode; their fake implementations give
 the output shapes, dtypes and strides from a module's metadata (what
 torch.compile traces with), gradients' fakes follow q, k, v's strides, and a
 CPU tensor is refused by the dispatcher (the ops have CUDA kernels only).
-Run-time inputs (argv[3]: inputs_probe.ptx) travel through fwd and bwd as
-their four lists; the fakes' shapes do not depend on them."""
+Run-time inputs (argv[3]: inputs_probe.ptx) travel through fwd, bwd and
+decode as their four lists; the fakes' shapes do not depend on them."""
 import sys
 
 import torch
@@ -17,7 +17,7 @@ train, decode, probe = (flashc.load(p) for p in sys.argv[1:4])
 print("ops:", ", ".join(str(getattr(torch.ops.flashc, n).default._schema).split("(")[0]
                         for n in ("fwd", "bwd", "decode")))
 print("fwd tags:", [str(t).split(".")[-1] for t in torch.ops.flashc.fwd.default.tags])
-for n in ("fwd", "bwd"):
+for n in ("fwd", "bwd", "decode"):
     print(f"{n} inputs:", [f"{a.name}={a.default_value}"
                            for a in getattr(torch.ops.flashc, n).default._schema.arguments[-4:]])
 with FakeTensorMode():
@@ -39,6 +39,10 @@ with FakeTensorMode():
     lens = torch.empty(4, device="cuda", dtype=torch.int32)
     od, ld = torch.ops.flashc.decode(qd, kc, kc, lens, None, decode.id, 0)
     print("decode out", tuple(od.shape), "lse", tuple(ld.shape))
+    pos = torch.empty(4, 1, device="cuda", dtype=torch.int32)
+    od, ld = torch.ops.flashc.decode(qd, kc, kc, lens, None, decode.id, 0, ["pos"], [pos],
+                                     ["softcap"], [30.0])
+    print("inputs: decode out", tuple(od.shape), "lse", tuple(ld.shape))
     qp = torch.empty(2, 64, 1, 64, device="cuda", dtype=torch.bfloat16)
     kp = torch.empty(2, 128, 1, 64, device="cuda", dtype=torch.bfloat16)
     doc = torch.empty(2, 128, device="cuda", dtype=torch.int32)

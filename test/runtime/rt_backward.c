@@ -163,20 +163,7 @@ static void print_params(const fa_backward_schedule *p, int step, const fa_backw
   fa_status st = fa_backward_params(p, step, a, ws, params, &n);
   printf("params %d:", step);
   if (st != FA_OK) printf(" %s", rt_status_name(st));
-  static const char *const kinds[] = {"ptr", "i32", "i64", "u32", "f32"};
-  for (int i = 0; i < n; i++) {
-    if (params[i].kind == FA_PARAM_PTR) {
-      printf(" %s:%s=0x%" PRIx64, kinds[params[i].kind], params[i].name,
-             (uint64_t)params[i].value);
-    } else if (params[i].kind == FA_PARAM_F32) {
-      uint32_t bits = (uint32_t)params[i].value;
-      float f;
-      memcpy(&f, &bits, sizeof f);
-      printf(" f32:%s=%.9g", params[i].name, f);
-    } else
-      printf(" %s:%s=%" PRId64, kinds[params[i].kind], params[i].name, params[i].value);
-  }
-  printf(" (%d)\n", n);
+  rt_print_params(params, n);
 }
 
 static void print_plan(const fa_kernel_info *k, const fa_backward_schedule *p,

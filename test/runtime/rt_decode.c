@@ -2,21 +2,24 @@
  *
  *   flashc-rt-decode meta FILE
  *       parses the metadata and prints the decode fields
- *   flashc-rt-decode check FILE [--batch=N] [--qlen=N] [--capacity=N] [MOD...]
+ *   flashc-rt-decode check FILE [--batch=N] [--qlen=N] [--capacity=N] [--params] [MOD...]
  *       builds a valid decode launch for the kernel in FILE (contiguous
  *       tensors at fake aligned device addresses; paged kernels get
  *       num_pages = batch * capacity / page_size + 1 pages, a reversed block
  *       table and host copies of the lengths (capacity, then 1000, 17, ...)
  *       and of the table), applies MODs and prints what fa_decode_check and
- *       fa_decode_plan (132 SMs) say. MOD is one of
+ *       fa_decode_plan (132 SMs) say; with --params, after a valid check,
+ *       the split kernel's parameter list (fa_decode_params, the plan's
+ *       nsplit, lse and workspace shown at 0x7700000000 / 0x7800000000).
+ *       The kernel's run-time inputs are bound (rt_inputs_bind: tensors at
+ *       0x1c000000000 + i * 2^32, seqlen_q = q_len). MOD is one of
  *         T.dimI=N  T.strideI=N  T.data=null|0xHEX|+N  T.dtype=f16|bf16|f32
  *             (T = q, k, v, o; I = 0..3)
  *         lse=null|+N  seqlens=null|+N  bt=null|+N  max_pages=N  bt_stride=N
  *         len[B]=N (host length)  bt[B][P]=N (host table entry)
  *         host=none (no host copies)  host=table (the table's only)  max_seqlen=N
  *         nsplit=N  args=null  info=null
- *         bind=NAME ... (rt_inputs_mod: run-time inputs, which decode
- *             kernels do not take)
+ *         bind=NAME, NAME.dim0=N, ... (rt_inputs_mod: the run-time inputs)
  *   flashc-rt-decode splits FILE BATCH KV_HEADS MAX_SEQLEN SM_COUNT
  *       prints fa_decode_splits
  *
@@ -76,7 +79,7 @@ typedef struct Launch {
   fa_decode_args a;
   int32_t lens[MAX_BATCH];
   int32_t table[MAX_BATCH * MAX_PAGES];
-  rt_inputs in; /* none bound: decode kernels declare none */
+  rt_inputs in; /* every declared input bound validly */
   int null_args, null_info;
 } Launch;
 
@@ -103,6 +106,8 @@ static void base_launch(const fa_kernel_info *in, int64_t b, int64_t ql, int64_t
     for (int64_t i = 0; i < b * a->max_pages; i++) l->table[i] = (int32_t)(pages - 2 - i);
     a->host_block_table = l->table;
   }
+  /* seqlen_k: no decode input has such a dim (the parser refuses it). */
+  rt_inputs_bind(&l->in, in, b, ql, cap, UINT64_C(0x1c000000000));
 }
 
 /* Applies one MOD; 0 when it is not understood. */
@@ -137,16 +142,29 @@ static int apply_mod(Launch *l, const char *mod) {
   return 1;
 }
 
+/* The split kernel's list (fa_decode_params) with stand-in addresses for
+ * the LSE rows and the workspace, which fa_decode finds in its scratch. */
+static void print_params(const fa_kernel_info *info, const fa_decode_args *a, int nsplit) {
+  fa_param p[FA_BACKWARD_MAX_PARAMS];
+  int n = 0;
+  fa_status st = fa_decode_params(info, a, nsplit, UINT64_C(0x7700000000),
+                                  nsplit > 1 ? UINT64_C(0x7800000000) : 0, p, &n);
+  printf("params:");
+  if (st != FA_OK) printf(" %s", rt_status_name(st));
+  rt_print_params(p, n);
+}
+
 static int cmd_check(int argc, char **argv) {
   fa_kernel_info info;
   int rc = argc < 1 ? usage() : load(argv[0], &info);
   if (rc) return rc;
   int64_t b = 2, ql = 4, cap = 4096;
-  int i = 1;
+  int i = 1, params = 0;
   for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
     if (strncmp(argv[i], "--batch=", 8) == 0) b = rt_num(argv[i] + 8, "--batch");
     else if (strncmp(argv[i], "--qlen=", 7) == 0) ql = rt_num(argv[i] + 7, "--qlen");
     else if (strncmp(argv[i], "--capacity=", 11) == 0) cap = rt_num(argv[i] + 11, "--capacity");
+    else if (strcmp(argv[i], "--params") == 0) params = 1;
     else return usage();
   }
   if (b < 0 || b > MAX_BATCH || cap < 0 ||
@@ -170,6 +188,7 @@ static int cmd_check(int argc, char **argv) {
            nsplit, info.kv_heads, l.a.q.dim[0], wide ? info.decode.wide_threads : info.threads,
            nsplit, ws, nsplit > 1 ? ", combine" : "", wide ? ", kernel " : "",
            wide ? info.decode.wide_kernel : "");
+  if (st == FA_OK && params) print_params(&info, &l.a, nsplit);
   return rt_report(st, msg);
 }
 

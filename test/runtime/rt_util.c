@@ -1,6 +1,7 @@
 /* rt_util.c - the runtime lit drivers' shared helpers (rt_util.h). */
 #include "rt_util.h"
 
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -259,4 +260,20 @@ void rt_input_names(const fa_kernel_info *in, char *buf, size_t len) {
   snprintf(buf, len, "-");
   for (int i = 0; i < in->ninputs && n < len; i++)
     n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? "," : "", in->inputs[i].name);
+}
+
+void rt_print_params(const fa_param *p, int n) {
+  static const char *const kinds[] = {"ptr", "i32", "i64", "u32", "f32"};
+  for (int i = 0; i < n; i++) {
+    if (p[i].kind == FA_PARAM_PTR) {
+      printf(" %s:%s=0x%" PRIx64, kinds[p[i].kind], p[i].name, (uint64_t)p[i].value);
+    } else if (p[i].kind == FA_PARAM_F32) {
+      uint32_t bits = (uint32_t)p[i].value;
+      float f;
+      memcpy(&f, &bits, sizeof f);
+      printf(" f32:%s=%.9g", p[i].name, f);
+    } else
+      printf(" %s:%s=%" PRId64, kinds[p[i].kind], p[i].name, p[i].value);
+  }
+  printf(" (%d)\n", n);
 }

@@ -64,4 +64,8 @@ void rt_print_inputs(const fa_kernel_info *in);
 /* "doc,softcap" of the declared inputs ("-" for none), into buf. */
 void rt_input_names(const fa_kernel_info *in, char *buf, size_t len);
 
+/* Prints a parameter list as " kind:name=value ... (n)" and a newline:
+ * pointers in hex, an f32 as its float. */
+void rt_print_params(const fa_param *p, int n);
+
 #endif
