@@ -48,7 +48,9 @@ static void meta_dim(CgStrBuf *sb, int d) {
   if (d > 0)
     cg_strbuf_printf(sb, "%d", d);
   else
-    cg_strbuf_puts(sb, d == DIM_BATCH ? "batch" : d == DIM_SEQLEN_Q ? "seqlen_q" : "seqlen_k");
+    cg_strbuf_puts(sb, d == DIM_BATCH                          ? "batch"
+                       : d == DIM_SEQLEN_Q || d == DIM_Q_LEN ? "seqlen_q" /* decode: q_len */
+                                                              : "seqlen_k");
 }
 
 /* `input NAME TYPE [DIMS]` per run-time input (the %in_NAME arguments, in

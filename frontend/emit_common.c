@@ -447,10 +447,10 @@ static ElemType input_elem(InputType t) {
   }
 }
 
-static int input_dim(int d) {
+static int input_dim(int d, bool decode) {
   switch (d) {
   case SPEC_DIM_BATCH: return DIM_BATCH;
-  case SPEC_DIM_SEQLEN_Q: return DIM_SEQLEN_Q;
+  case SPEC_DIM_SEQLEN_Q: return decode ? DIM_Q_LEN : DIM_SEQLEN_Q;
   case SPEC_DIM_SEQLEN_K: return DIM_SEQLEN_K;
   default: return d;
   }
@@ -462,7 +462,7 @@ void em_input_arg_types(const KernelSpec *k, Type *t, const char **names, int *n
     const SpecInput *in = &k->inputs[i];
     int dims[4];
     for (int d = 0; d < in->rank; d++)
-      dims[d] = input_dim(in->dims[d]);
+      dims[d] = input_dim(in->dims[d], k->mode == MODE_DECODE);
     if (in->rank)
       t[*n] = type_tensor(input_elem(in->type), in->rank, dims);
     else

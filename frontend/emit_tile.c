@@ -59,7 +59,7 @@ static Func *make_decode_func(Module *m, const KernelSpec *k) {
   ElemType dt = k->dtype == DTYPE_F16 ? ELEM_F16 : ELEM_BF16;
   bool paged = k->cache == CACHE_PAGED;
   int rows0 = paged ? DIM_NUM_PAGES : DIM_BATCH, rows1 = paged ? k->page_size : DIM_CAPACITY;
-  Type t[13] = {
+  Type t[13 + SPEC_MAX_INPUTS] = {
       type_tensor(dt, 4, (int[]){DIM_BATCH, DIM_Q_LEN, h, d}),
       type_tensor(dt, 4, (int[]){rows0, rows1, hk, d}),
       type_tensor(dt, 4, (int[]){rows0, rows1, hk, dv}),
@@ -72,13 +72,17 @@ static Func *make_decode_func(Module *m, const KernelSpec *k) {
       type_tensor(ELEM_I32, 2, (int[]){DIM_BATCH, DIM_MAX_PAGES}),
       type_index(), type_index(), type_index(),
   };
-  const char *names[13] = {"q", "k", "v", "o", "lse", "o_acc", "m_buf", "l_buf",
-                           "cache_seqlens", "block_table", "batch", "q_len", "capacity"};
+  const char *names[13 + SPEC_MAX_INPUTS] = {"q", "k", "v", "o", "lse", "o_acc", "m_buf", "l_buf",
+                                             "cache_seqlens", "block_table", "batch", "q_len",
+                                             "capacity"};
   if (!paged) { /* no block table */
     memmove(&t[9], &t[10], 3 * sizeof(Type));
     memmove(&names[9], &names[10], 3 * sizeof(char *));
   }
-  return func_create(m, k->name ? k->name : "attn", t, names, paged ? 13 : 12, k->loc);
+  int n = paged ? 13 : 12;
+  EmInputNames inbuf;
+  em_input_arg_types(k, t, names, &n, inbuf); /* seqlen_q dims are q_len (DIM_Q_LEN) */
+  return func_create(m, k->name ? k->name : "attn", t, names, n, k->loc);
 }
 
 /* The forward kernel's arguments; with dropout (NAME_dropout) its six

@@ -89,10 +89,6 @@ static void declare_input(Sema *S, const AstStmt *s, KernelSpec *k) {
     diag_error(&S->diag, s->type_loc, "an input tensor has at most 4 dims; got %d", s->ndims);
     return;
   }
-  if (k->mode == MODE_DECODE) {
-    diag_error(&S->diag, s->loc, "decode kernels (mode = decode) take no run-time inputs yet");
-    return;
-  }
   SpecInput in = {.name = xstrdup(s->name), .loc = sloc(S, s->name_loc), .type = (InputType)t,
                   .rank = s->ndims};
   Scope sc = {.ctx = CTX_CONST, .what = "a dim", .k = k};
@@ -100,6 +96,14 @@ static void declare_input(Sema *S, const AstStmt *s, KernelSpec *k) {
   int i = 0;
   for (const AstExpr *d = s->value; d; d = d->next, i++)
     ok = input_dim(S, &sc, d, &in.dims[i]) && ok;
+  for (int d = 0; ok && d < in.rank; d++)
+    if (k->mode == MODE_DECODE && in.dims[d] == SPEC_DIM_SEQLEN_K) {
+      diag_error(&S->diag, s->type_loc,
+                 "a decode kernel's key count is per sequence: a dim cannot be seqlen_k");
+      diag_note(&S->diag, NOLOC, "give the dim a constant extent and clamp the key index, e.g. "
+                                 "min(k, N - 1)");
+      ok = false;
+    }
   if (!ok) {
     free((char *)in.name);
     return;
@@ -342,7 +346,7 @@ static bool check_index(Sema *S, KernelSpec *k, const SpecInput *in, int i, cons
     int own = d == SPEC_DIM_SEQLEN_Q ? SYM_SEQLEN_Q : SYM_SEQLEN_K;
     int other = own == SYM_SEQLEN_Q ? SYM_SEQLEN_K : SYM_SEQLEN_Q;
     hi_ok = r.hi[own] <= -1;
-    if (!hi_ok && r.hi[other] <= -1) {
+    if (!hi_ok && r.hi[other] <= -1 && k->mode != MODE_DECODE) {
       hi_ok = true;
       if (own == SYM_SEQLEN_K)
         k->require_q_le_k = true;

@@ -13,6 +13,8 @@ and zero gradients. New input values reuse the same kernel (no recompile),
 strides 0 and transposed views are read as given, and bad bindings are
 refused with the C runtime's message (a `require` broken, a wrong dim or
 dtype, a missing or unknown input).
+Decode: inp_dec_d128_bf16 (slopes, a softcap value and a per-query bias)
+through Module.decode against the same reference per sequence, forward only.
 Prints PASS/FAIL lines and `inputs: N passed, N failed`.
 """
 import argparse
@@ -208,6 +210,41 @@ def check_refusals(mods):
                    "window")
 
 
+def check_decode(mod, gen):
+    """Decode with inputs: q_len tokens of each sequence against its cache
+    (lengths 1 .. 5000, one empty-ish), forward only, against the float64
+    reference of the same math per sequence (the 2x rule, pt in bf16)."""
+    info = mod.info
+    H, KH, D = info["heads"], info["kv_heads"], info["head_dim"]
+    for b, ql, lens, nsplit in ((3, 1, (1, 777, 5000), 0), (2, 4, (300, 4096), 0), (4, 2, (17, 2, 900, 64), 3)):
+        cap_len = max(lens)
+        q = rand(b, ql, H, D, dtype=torch.bfloat16)
+        kc = rand(b, cap_len, KH, D, dtype=torch.bfloat16)
+        vc = rand(b, cap_len, KH, D, dtype=torch.bfloat16)
+        seq = torch.tensor(lens, dtype=torch.int32, device="cuda")
+        ins = {"slopes": (torch.rand(H, generator=gen) * 0.05).cuda(),
+               "cap": float(torch.rand(1, generator=gen)) * 20 + 5,
+               "qbias": torch.randn(b, ql, generator=gen).cuda()}
+        out = mod.decode(q, kc, vc, seq, nsplit=nsplit, inputs=ins)
+        worst, bound, ok = 0.0, 0.0, not torch.isnan(out).any().item()
+        for i in range(b):
+            n = lens[i]
+
+            def math(s, ins_, B, H_, Q, K, i=i, n=n):
+                sq = s.shape[2]
+                qq = Q + (n - sq)  # the queries are the last q_len positions of the cache
+                s = ins_["cap"] * torch.tanh(s / ins_["cap"]) - ins_["slopes"].to(s.dtype)[H_] * (qq - K) \
+                    + ins_["qbias"][i].to(s.dtype)[Q]
+                return s, K <= qq
+            qi, ki, vi = q[i:i + 1], kc[i:i + 1, :n], vc[i:i + 1, :n]
+            ref = attention_ref(qi.double(), ki.double(), vi.double(), info["scale"], math, ins)
+            pt = attention_ref(qi, ki, vi, info["scale"], math, ins)
+            e, bd = err(out[i:i + 1], ref), 2 * err(pt, ref) + 1e-5
+            worst, bound, ok = max(worst, e), max(bound, bd), ok and e <= bd
+        report(ok, f"inp_dec_d128_bf16 decode", f"b={b} q_len={ql} lens={lens} nsplit={nsplit}: "
+               f"out {worst:.1e}/{bound:.1e}")
+
+
 def check_reuse(mods, gen):
     """Two document layouts, one module: the second call's output follows
     the second layout (no stale state, no recompile)."""
@@ -248,6 +285,14 @@ def main():
                 check_case(mod, name, case, gen)
             except Exception as e:  # noqa: BLE001 - reported as a failure
                 report(False, f"{name} {case}", f"{type(e).__name__}: {e}")
+    dec = os.path.join(a.ptx_dir, "inp_dec_d128_bf16.ptx")
+    if os.path.exists(dec):
+        try:
+            check_decode(flashc.load(dec), gen)
+        except Exception as e:  # noqa: BLE001 - reported as a failure
+            report(False, "inp_dec_d128_bf16 decode", f"{type(e).__name__}: {e}")
+    else:
+        report(False, "inp_dec_d128_bf16", f"no {dec}")
     if "inp_doc_d128_bf16" in mods and "inp_t5_d64_f16" in mods:
         check_refusals(mods)
         check_reuse(mods, gen)

@@ -132,6 +132,12 @@ InterpBinding bind(const char *name, const Buf *b) {
   return r;
 }
 
+void free_run_inputs(Inputs *in) {
+  for (int i = 0; i < in->nins; i++)
+    free(in->ins[i].data);
+  in->nins = 0;
+}
+
 void ref_use_inputs(const Inputs *in) {
   static RefTensor rins[SPEC_MAX_INPUTS];
   for (int i = 0; in && i < in->nins; i++)
@@ -211,10 +217,7 @@ static Cmp compare(const KernelSpec *k, const Shape *s, const Buf *o, const Buf 
 /* ----------------------------------------------------------------- runs */
 
 
-/* Random values for the run-time inputs: i32 tensors small ids (a few
- * documents, buckets), i32 scalars 1..40 (a window), float tensors in
- * [-1, 1], f32 scalars in [0.5, 3] (a softcap). */
-static void make_run_inputs(const KernelSpec *k, const Shape *s, uint64_t *seed, Inputs *in) {
+void make_run_inputs(const KernelSpec *k, const Shape *s, uint64_t *seed, Inputs *in) {
   in->nins = k->ninputs;
   for (int i = 0; i < k->ninputs; i++) {
     const SpecInput *x = &k->inputs[i];
@@ -261,8 +264,7 @@ static void free_inputs(Inputs *in) {
   Buf *bs[] = {&in->q, &in->k, &in->v, &in->ro, &in->rlse, &in->o, &in->lse};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
     free(bs[i]->data);
-  for (int i = 0; i < in->nins; i++)
-    free(in->ins[i].data);
+  free_run_inputs(in);
 }
 
 static void run_variant(const KernelSpec *k, const Variant *v, const Shape *s, uint64_t seed,

@@ -101,6 +101,13 @@ Buf buf_make(int rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3, int pad);
 void buf_fill(Buf *b, uint64_t *seed, double amp);
 void buf_poison(Buf *b);
 InterpBinding bind(const char *name, const Buf *b);
+/* Random values for k's run-time inputs (in->ins, in->in_names, in->nins)
+ * at shape s (batch, seqlen_q (decode: q_len), seqlen_k dims resolved):
+ * i32 tensors small ids (a few documents, buckets), i32 scalars 1..40 (a
+ * window), float tensors in [-1, 1], f32 scalars in [0.5, 3] (a softcap);
+ * free_run_inputs releases them. */
+void make_run_inputs(const KernelSpec *k, const Shape *s, uint64_t *seed, Inputs *in);
+void free_run_inputs(Inputs *in);
 /* The reference reads in's run-time inputs from now on (NULL: none). */
 void ref_use_inputs(const Inputs *in);
 /* Appends the bindings of in's run-time inputs at b[n]; returns the count. */

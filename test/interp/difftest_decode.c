@@ -30,6 +30,7 @@ typedef struct DInputs {
   Buf q, k, v, ro, rlse, o, lse, seqlens, table;
   int64_t capacity, num_pages, max_pages, longest;
   bool paged;
+  Inputs run; /* the spec's run-time inputs (run.ins; the rest unused) */
 } DInputs;
 
 static int64_t dmax_len(const DShape *s) {
@@ -119,7 +120,11 @@ static DInputs make_dinputs(const KernelSpec *k, const DShape *s, uint64_t seed)
   RefTensor q = ref_t(&in.q), kt = ref_t(&in.k), v = ref_t(&in.v), o = ref_t(&in.ro),
             l = ref_t(&in.rlse);
   RefPaging pg = {(int)P, in.table.data, in.max_pages};
+  Shape rs = {s->batch, s->q_len, 0};
+  make_run_inputs(k, &rs, &seed, &in.run);
+  ref_use_inputs(&in.run);
   ref_attention_decode(k, s->batch, s->q_len, s->lens, &q, &kt, &v, in.paged ? &pg : NULL, &o, &l);
+  ref_use_inputs(NULL);
   return in;
 }
 
@@ -128,6 +133,7 @@ static void free_dinputs(DInputs *in) {
                &in->table};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
     free(bs[i]->data);
+  free_run_inputs(&in->run);
 }
 
 /* Split counts to try: 1, 3 (more splits than some caches have tiles: empty
@@ -155,14 +161,16 @@ static void run_dvariant(const KernelSpec *k, const Variant *v, const DShape *s,
            (long long)nsplit, (unsigned long long)seed);
   if (!variant_ready(what, v, &in->o, &in->lse, st))
     return;
-  InterpBinding b[7] = {bind("q", &in->q), bind("k", &in->k), bind("v", &in->v),
-                        bind("o", &in->o), bind("lse", &in->lse),
-                        bind("cache_seqlens", &in->seqlens), bind("block_table", &in->table)};
+  InterpBinding b[7 + SPEC_MAX_INPUTS] = {bind("q", &in->q), bind("k", &in->k), bind("v", &in->v),
+                                          bind("o", &in->o), bind("lse", &in->lse),
+                                          bind("cache_seqlens", &in->seqlens),
+                                          bind("block_table", &in->table)};
+  int nb = bind_inputs(&in->run, b, in->paged ? 7 : 6);
   InterpOptions io = variant_options(v, o);
   InterpSizes sz = {.batch = s->batch, .seqlen_q = s->q_len, .seqlen_k = in->capacity,
                     .nsplit = nsplit, .num_pages = in->num_pages, .max_pages = in->max_pages};
   char err[512];
-  if (interp_run_module(v->m, b, in->paged ? 7 : 6, &sz, &io, err, sizeof err) != 0) {
+  if (interp_run_module(v->m, b, nb, &sz, &io, err, sizeof err) != 0) {
     printf("FAIL %s: %s\n", what, err);
     st->failed++;
     return;
