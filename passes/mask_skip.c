@@ -388,7 +388,7 @@ static void needed_in(Block *step, Value *v, OpList *need, int depth) {
  * (two barrier reductions of a flag per tile pair; the mask then reuses the
  * tile). Returns the first op of the step's remaining work. */
 static Op *classify_at_run_time(Module *m, Block *step, Op *first, Op *mask, Value **empty,
-                                Value **full) {
+                                Value **full, Value **any_kept) {
   Value *cond = mask->operands[1];
   OpList need = {0};
   needed_in(step, cond, &need, 0);
@@ -408,7 +408,8 @@ static Op *classify_at_run_time(Module *m, Block *step, Op *first, Op *mask, Val
   op_set_attr_word(any, "kind", "max");
   Op *all = build_op(&b, OP_REDUCE, &cond, 1, &t, 1, 0);
   op_set_attr_word(all, "kind", "min");
-  Value *none = build_unary(&b, OP_NOT, named(any->results[0], "any_kept"));
+  *any_kept = named(any->results[0], "any_kept");
+  Value *none = build_unary(&b, OP_NOT, *any_kept);
   Value *every = named(all->results[0], "all_kept");
   double c;
   /* (a statically false part adds nothing: no `or false, x`) */
@@ -418,6 +419,90 @@ static Op *classify_at_run_time(Module *m, Block *step, Op *first, Op *mask, Val
   if (*full != every)
     named(*full, "full_rt");
   return anchor;
+}
+
+/* Whether the ops `need` (in step order) can be cloned outside `loop`:
+ * each operand is the loop's iv, defined outside the loop, or made by one
+ * of them. */
+static bool clonable(const OpList *need, Op *loop) {
+  for (int i = 0; i < need->n; i++)
+    for (int o = 0; o < need->v[i]->noperands; o++) {
+      Value *v = need->v[i]->operands[o];
+      if (v != for_iv(loop) && !value_defined_outside(v, loop) &&
+          !(v->def && oplist_has(need, v->def)))
+        return false;
+    }
+  return true;
+}
+
+/* One scan loop before `loop` over the steps t = 0 .. n-1 at j = from + t
+ * (dir 1) or j = from - 1 - t (dir -1): the first j whose tile pair keeps
+ * something (`any`, computed by a clone of the ops `need` at j), or `none`
+ * when no step does. Once found, the remaining iterations skip the
+ * evaluation (an if on the found flag): a while loop in a `for`. */
+static Value *scan_for_kept(Module *m, Op *loop, const OpList *need, Value *any, Value *from,
+                            Value *n, int dir, Value *none, const char *name) {
+  Builder b = builder_before(m, loop);
+  b.loc = loop->loc;
+  Value *init[2] = {none, build_const(&b, type_scalar(ELEM_I1), 0)};
+  Op *f = build_for(&b, build_index(&b, 0), n, false, init, 2, name);
+  Builder fb = builder_at_end(m, for_body(f));
+  fb.loc = loop->loc;
+  Value *found = for_iter_arg(f, 0), *done = for_iter_arg(f, 1);
+  Type types[2] = {type_index(), type_scalar(ELEM_I1)};
+  Op *fi = build_if(&fb, done, types, 2);
+  Builder tb = builder_at_end(m, fi->regions[0]);
+  Value *keep[2] = {found, done};
+  build_yield(&tb, keep, 2);
+  Builder eb = builder_at_end(m, fi->regions[1]);
+  eb.loc = loop->loc;
+  Value *j = dir > 0 ? build_binary(&eb, OP_ADD, from, for_iv(f))
+                     : build_binary(&eb, OP_SUB, build_binary(&eb, OP_SUB, from, build_index(&eb, 1)),
+                                    for_iv(f));
+  ValueMap map = {0};
+  valuemap_put(m, &map, for_iv(loop), j);
+  for (int i = 0; i < need->n; i++)
+    op_clone(&eb, need->v[i], &map);
+  Value *kept = valuemap_get(&map, any);
+  Value *next[2] = {build_select(&eb, kept, j, found), kept};
+  build_yield(&eb, next, 2);
+  Value *r[2] = {fi->results[0], fi->results[1]};
+  build_yield(&fb, r, 2);
+  return named(f->results[0], name);
+}
+
+/* The steps at either end of `loop` whose tile pairs the run-time
+ * classification finds empty are scanned before the loop, without loading
+ * their K/V tiles, and the loop runs from the first step that keeps
+ * something to the last: a document's Q tile loads its document's K/V
+ * tiles only (the loop skips empty ones inside the range as before). The
+ * scans evaluate the condition tile; they stop evaluating at the first
+ * kept step. */
+static void trim_by_scan(Module *m, Op *loop, Value *any) {
+  OpList need = {0};
+  needed_in(for_body(loop), any, &need, 0);
+  OpList ordered = {0};
+  for (Op *o = for_body(loop)->first; o; o = o->next)
+    if (oplist_has(&need, o))
+      oplist_push(&ordered, o);
+  if (clonable(&ordered, loop)) {
+    Builder b = builder_before(m, loop);
+    b.loc = loop->loc;
+    Value *lo = loop->operands[0], *hi = loop->operands[1];
+    Value *n = build_binary(&b, OP_SUB, hi, lo);
+    Value *first = scan_for_kept(m, loop, &ordered, any, lo, n, 1, hi, "scan_lo");
+    /* from the top down to `first`: past the last kept step */
+    Value *rest = build_binary(&b, OP_MAX, build_binary(&b, OP_SUB, hi, first), build_index(&b, 0));
+    Value *last = scan_for_kept(m, loop, &ordered, any, hi, rest, -1, first, "scan_hi");
+    Builder a = builder_before(m, loop);
+    Value *end = build_binary(&a, OP_ADD, last, build_index(&a, 1));
+    /* none kept: last = first = hi, the loop runs [hi, hi + 1) clipped */
+    end = build_binary(&a, OP_MIN, end, hi);
+    op_set_operand(loop, 0, named(first, "jlo_rt"));
+    op_set_operand(loop, 1, named(end, "jhi_rt"));
+  }
+  oplist_free(&ordered);
+  oplist_free(&need);
 }
 
 int pass_mask_skip(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
@@ -454,8 +539,11 @@ int pass_mask_skip(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   free(a.memo);
   Op *first = a.b.before; /* everything from here on is per-tile work */
   if (reads_inputs(mask->operands[1], 0)) {
-    first = classify_at_run_time(m, step, first, mask, &empty, &full);
+    Value *any = NULL;
+    first = classify_at_run_time(m, step, first, mask, &empty, &full, &any);
     never_empty = false;
+    if (!for_is_parallel(loop))
+      trim_by_scan(m, loop, any);
   }
   bool never_full = mask_sconst(full, &c) && c == 0;
   if (!never_empty)
