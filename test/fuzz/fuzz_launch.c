@@ -4,16 +4,19 @@
  * decoded into a kernel info (a sane one built from a few choices, or every
  * field raw: hand-built infos must be refused, not trusted) and the
  * arguments: dims, strides, pointers as integers, dtypes, the decode
- * cache's block table and its host copies, the backward's workspace. Values
+ * cache's block table and its host copies, the backward's workspace, the
+ * declared run-time inputs and their bindings (docs/abi.md). Values
  * come from a table of edge cases (0, -1, INT64_MAX, 2^62, ...) or raw
  * bytes. The first byte picks the entry point: bit 0 decode, else bit 1
  * backward, else forward.
  *
  * Oracle: a launch the checks accept keeps its contract (flashc_runtime.h):
  * no tensor's bytes reach 2^62, the outputs (O, LSE; dQ, dK, dV and the
- * workspace) do not overlap an input or each other, pointers are aligned;
+ * workspace) do not overlap an input or each other (a bound run-time input
+ * included), pointers are aligned;
  * the backward's plan then succeeds within the CUDA grid limits. */
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +73,17 @@ static void *pickptr(FuzzIn *in) {
 }
 
 /* A kernel info: sane from a few choices, or (flag) every field raw. */
+/* A byte range of a launch: a tensor, LSE, a table. */
+typedef struct Range {
+  const char *name;
+  __int128 lo, len;
+} Range;
+
+static __int128 extent(const fa_tensor *t, int elem);
+static Range range(const char *name, const void *p, __int128 len);
+static void make_tensor(FuzzIn *in, fa_tensor *t, fa_dtype dtype, const int64_t want[4]);
+static void make_decls(FuzzIn *in, fa_kernel_info *info, int decode);
+
 static void make_info(FuzzIn *in, fa_kernel_info *info, int decode) {
   memset(info, 0, sizeof *info);
   strcpy(info->kernel, "k");
@@ -88,6 +102,7 @@ static void make_info(FuzzIn *in, fa_kernel_info *info, int decode) {
     d->combine_threads = pick32(in);
     if (fuzz_u8(in) & 1)
       strcpy(d->combine_kernel, "c");
+    make_decls(in, info, decode);
     return;
   }
   uint8_t b = fuzz_u8(in);
@@ -101,6 +116,7 @@ static void make_info(FuzzIn *in, fa_kernel_info *info, int decode) {
   info->tile_kv = 16 << (fuzz_u8(in) % 4);
   info->threads = 32 * (1 + fuzz_u8(in) % 8);
   info->workspace_floats_per_row = fuzz_u8(in) % 4 == 0 ? 2 * info->v_head_dim : 0;
+  make_decls(in, info, decode);
   if (!decode)
     return;
   uint8_t c = fuzz_u8(in);
@@ -115,6 +131,100 @@ static void make_info(FuzzIn *in, fa_kernel_info *info, int decode) {
 }
 
 /* dims (shared ones, or raw), then strides: contiguous or raw. */
+/* ------------------------------------------------------- run-time inputs */
+
+/* The kernel's declared inputs: none, up to three sane ones (dims of the
+ * launch's symbols or small constants), or every field raw (a hand-built
+ * info must be refused, not trusted). */
+static void make_decls(FuzzIn *in, fa_kernel_info *info, int decode) {
+  uint8_t f = fuzz_u8(in);
+  if (f % 3 == 0)
+    return;
+  if (f % 7 == 0) { /* raw */
+    info->ninputs = f & 8 ? pick32(in) : fuzz_u8(in) % (FA_MAX_INPUTS + 2);
+    for (int i = 0; i < FA_MAX_INPUTS; i++) {
+      fa_input_info *x = &info->inputs[i];
+      for (size_t c = 0; c + 1 < sizeof x->name && c < 4; c++)
+        x->name[c] = (char)fuzz_u8(in);
+      x->dtype = (fa_dtype)pick32(in);
+      x->rank = pick32(in);
+      for (int d = 0; d < 4; d++)
+        x->dims[d] = pick32(in);
+    }
+    info->require_q_le_k = fuzz_u8(in) & 1, info->require_k_le_q = fuzz_u8(in) & 1;
+    return;
+  }
+  static const fa_dtype types[4] = {FA_DTYPE_I32, FA_DTYPE_F32, FA_DTYPE_F16, FA_DTYPE_BF16};
+  info->ninputs = 1 + f % 3;
+  for (int i = 0; i < info->ninputs; i++) {
+    fa_input_info *x = &info->inputs[i];
+    snprintf(x->name, sizeof x->name, "in%d", i);
+    x->dtype = types[fuzz_u8(in) % 4];
+    x->rank = (x->dtype == FA_DTYPE_I32 || x->dtype == FA_DTYPE_F32 ? 0 : 1) + fuzz_u8(in) % 4;
+    for (int d = 0; d < x->rank; d++) {
+      uint8_t c = fuzz_u8(in) % (decode ? 3 : 4);
+      x->dims[d] = c == 0 ? FA_INPUT_DIM_BATCH : c == 1 ? FA_INPUT_DIM_SEQLEN_Q
+                 : c == 2 ? 1 + fuzz_u8(in) : FA_INPUT_DIM_SEQLEN_K;
+    }
+  }
+  if (!decode)
+    info->require_q_le_k = f >> 4 & 1, info->require_k_le_q = f >> 5 & 1;
+}
+
+static int dtype_bytes(fa_dtype d) { return d == FA_DTYPE_F16 || d == FA_DTYPE_BF16 ? 2 : 4; }
+
+/* Bindings for the launch (batch, sq, sk): mostly the declared names with
+ * tensors near their declared dims, sometimes an unknown or NULL name, a
+ * wrong count, scalar values from the edge cases. */
+static int make_bindings(FuzzIn *in, const fa_kernel_info *info, int64_t batch, int64_t sq,
+                         int64_t sk, fa_input *b, char names[][8]) {
+  int decl = info->ninputs >= 0 && info->ninputs <= FA_MAX_INPUTS ? info->ninputs : 0;
+  int n = fuzz_u8(in) % (decl + 2);
+  static const double values[6] = {1.5, NAN, INFINITY, -3, 1099511627776.0, 7};
+  for (int i = 0; i < n; i++) {
+    memset(&b[i], 0, sizeof b[i]);
+    uint8_t f = fuzz_u8(in);
+    const fa_input_info *x = i < decl ? &info->inputs[f & 1 ? i : (i + 1) % decl] : NULL;
+    snprintf(names[i], 8, "%s", f & 2 ? "zz" : x ? x->name : "in0");
+    b[i].name = f % 29 == 0 ? NULL : names[i];
+    b[i].value = values[fuzz_u8(in) % 6];
+    int64_t want[4] = {1, 1, 1, 1};
+    for (int d = 0; x && d < x->rank && d < 4; d++)
+      want[d] = x->dims[d] == FA_INPUT_DIM_BATCH     ? batch
+                : x->dims[d] == FA_INPUT_DIM_SEQLEN_Q ? sq
+                : x->dims[d] == FA_INPUT_DIM_SEQLEN_K ? sk
+                                                      : x->dims[d];
+    make_tensor(in, &b[i].tensor, x ? x->dtype : FA_DTYPE_F32, want);
+  }
+  return n;
+}
+
+/* An accepted launch's bound tensor inputs stay below 2^62 bytes and off
+ * the outputs (ranges `out`, n of them). */
+static void check_inputs(const char *what, const fa_kernel_info *info, const fa_input *b, int nb,
+                         const Range *out, int nout) {
+  for (int i = 0; i < nb; i++) {
+    const fa_input_info *x = NULL;
+    for (int j = 0; j < info->ninputs && j < FA_MAX_INPUTS; j++)
+      if (b[i].name && strcmp(b[i].name, info->inputs[j].name) == 0)
+        x = &info->inputs[j];
+    FUZZ_CHECK(x != NULL);
+    if (x->rank == 0)
+      continue;
+    fa_tensor t = b[i].tensor;
+    for (int d = x->rank; d < 4; d++)
+      t.dim[d] = 1, t.stride[d] = 0;
+    __int128 e = extent(&t, dtype_bytes(x->dtype));
+    FUZZ_CHECK(e < ((__int128)1 << 62));
+    Range r = range(x->name, t.data, e);
+    for (int o = 0; o < nout; o++)
+      if (r.len && out[o].len && r.lo < out[o].lo + out[o].len && out[o].lo < r.lo + r.len) {
+        fprintf(stderr, "%s accepted input '%s' overlapping %s\n", what, x->name, out[o].name);
+        FUZZ_CHECK(0);
+      }
+  }
+}
+
 static void make_tensor(FuzzIn *in, fa_tensor *t, fa_dtype dtype, const int64_t want[4]) {
   uint8_t f = fuzz_u8(in);
   t->data = pickptr(in);
@@ -140,11 +250,6 @@ static __int128 extent(const fa_tensor *t, int elem) {
     off += (__int128)(t->dim[d] - 1) * t->stride[d];
   return (off + 1) * elem;
 }
-
-typedef struct Range {
-  const char *name;
-  __int128 lo, len;
-} Range;
 
 static Range range(const char *name, const void *p, __int128 len) {
   Range r = {name, (__int128)(uintptr_t)p, len};
@@ -218,6 +323,10 @@ static void forward(FuzzIn *in) {
   fa_tensor *t[4] = {&a.q, &a.k, &a.v, &a.o};
   make_tensors(in, &info, batch, sq, batch, sk, t);
   a.lse = pickptr(in);
+  fa_input binds[FA_MAX_INPUTS + 2];
+  char names[FA_MAX_INPUTS + 2][8];
+  a.num_inputs = make_bindings(in, &info, batch, sq, sk, binds, names);
+  a.inputs = fuzz_u8(in) % 17 == 0 ? NULL : binds;
   char msg[256];
   size_t msglen = fuzz_u8(in) & 1 ? sizeof msg : 1 + fuzz_u8(in) % 16;
   fa_status st = fa_forward_check(&info, &a, msg, msglen);
@@ -227,6 +336,10 @@ static void forward(FuzzIn *in) {
     return;
   check_accepted("fa_forward_check", t, a.lse,
                  (__int128)a.q.dim[0] * info.heads * a.q.dim[1] * 4, NULL, 0);
+  Range outs[2] = {range("o", a.o.data, extent(&a.o, 2)),
+                   range("lse", a.lse, (__int128)a.q.dim[0] * info.heads * a.q.dim[1] * 4)};
+  if (a.inputs)
+    check_inputs("fa_forward_check", &info, a.inputs, a.num_inputs, outs, 2);
   unsigned grid[3];
   FUZZ_CHECK(fa_forward_grid(&info, a.q.dim[0], a.q.dim[1], grid) == FA_OK);
 }
@@ -250,6 +363,10 @@ static void decode(FuzzIn *in) {
   a.bt_stride = fuzz_u8(in) & 1 ? pick64(in) : 0;
   a.max_seqlen = fuzz_u8(in) & 1 ? pick64(in) : 0;
   a.nsplit = fuzz_u8(in) & 1 ? pick32(in) : 0;
+  fa_input binds[FA_MAX_INPUTS + 2];
+  char names[FA_MAX_INPUTS + 2][8];
+  a.num_inputs = make_bindings(in, &info, batch, ql, 0, binds, names);
+  a.inputs = binds;
   /* Host copies: as many entries as the contract says they hold. */
   int32_t *lens = NULL, *table = NULL;
   int64_t b = a.q.dim[0], stride = a.bt_stride ? a.bt_stride : a.max_pages, nt;
@@ -277,6 +394,9 @@ static void decode(FuzzIn *in) {
                             paged ? ((__int128)(b - 1) * stride + a.max_pages) * 4 : 0)};
     check_accepted("fa_decode_check", t, a.lse, (__int128)b * info.heads * a.q.dim[1] * 4,
                    extra, 2);
+    Range outs[2] = {range("o", a.o.data, extent(&a.o, 2)),
+                     range("lse", a.lse, (__int128)b * info.heads * a.q.dim[1] * 4)};
+    check_inputs("fa_decode_check", &info, a.inputs, a.num_inputs, outs, 2);
     int nsplit = 0, wide = 0;
     size_t ws = 0;
     if (fa_decode_plan(&info, &a, 1 + fuzz_u8(in), &nsplit, &ws, &wide) == FA_OK)
