@@ -10,7 +10,8 @@ packed documents, causal within each), PrefixLM (2048), softcap 50 (causal
 and full), ALiBi (causal); and with run-time inputs (`input NAME: ...`, bound
 at each launch): the document mask from a tensor of document ids, T5's
 relative bias table (32 log-spaced buckets per head, causal), a full additive
-bias [B, H, S, S] (bf16), softcap 50 with the cap a run-time scalar. Each is
+bias [B, H, S, S] (bf16), softcap 50 with the cap a run-time scalar, a block-sparse
+layout (128 x 128 blocks, a 0/1 table per head: the diagonal and ~20%). Each is
 one flashc spec (grad = true) and the same
 math as a FlexAttention mask_mod / score_mod with its BlockMask; flashc runs
 through the Python package (flashc.attention, so fwd+bwd is autograd's).
@@ -63,7 +64,11 @@ VARIANTS = {
                   "  score(s, b, h, q, k) = s + bias[b, h, q, k];", []),
     "softcap_rt_causal": ("input cap: f32;\n  mask = causal;\n"
                           "  score(s, b, h, q, k) = cap * tanh(s / cap);", []),
+    "block_sparse": ("input blocks: i32[heads, 64, 64];\n"
+                     "  mask(b, h, q, k) = blocks[h, min(floor(q / 128), 63), "
+                     "min(floor(k / 128), 63)] != 0;", []),
 }
+PER_HEAD = {"block_sparse"}  # masks that read h
 SPEC_OF = {"document_noskip": "document", "document_rt_noskip": "document_rt"}
 
 
@@ -110,6 +115,10 @@ def runtime_inputs(name, torch):
         return {"bias": torch.randn(B, H, S, S, device="cuda", dtype=torch.bfloat16, generator=g)}
     if name == "softcap_rt_causal":
         return {"cap": 50.0}
+    if name == "block_sparse":  # 128 x 128 blocks: the diagonal and ~20% of the others
+        nb = S // 128
+        blocks = (torch.rand(H, nb, nb, device="cuda", generator=g) < 0.2).int()
+        return {"blocks": blocks | torch.eye(nb, dtype=torch.int32, device="cuda")}
     return None
 
 
@@ -134,6 +143,7 @@ def flex_mods(name, torch, ins=None):
         "t5_bias": causal,
         "full_bias": None,
         "softcap_rt_causal": causal,
+        "block_sparse": lambda b, h, q, k: ins["blocks"][h, q // 128, k // 128] != 0,
     }
     scores = {
         "softcap50_causal": lambda s, b, h, q, k: 50 * torch.tanh(s / 50),
@@ -151,8 +161,9 @@ def density(mask_mod, torch):
         return 1.0
     q = torch.arange(S, device="cuda").view(S, 1)
     k = torch.arange(S, device="cuda").view(1, S)
-    zero = torch.zeros((), dtype=torch.long, device="cuda")
-    return mask_mod(zero, zero, q, k).float().mean().item()
+    return sum(mask_mod(torch.zeros((), dtype=torch.long, device="cuda"),
+                        torch.full((), h, dtype=torch.long, device="cuda"), q, k).float().mean().item()
+               for h in range(H)) / H
 
 
 def main():
@@ -198,7 +209,10 @@ def main():
         out = ours_fwd()
         bm = None
         if not a.no_flex:
-            bm = (create_block_mask(mask_mod, B=None, H=None, Q_LEN=S, KV_LEN=S, device="cuda")
+            # a mask that reads the head needs a BlockMask per head (H=None
+            # evaluates it for head 0 only and broadcasts that)
+            bm = (create_block_mask(mask_mod, B=None, H=H if name in PER_HEAD else None,
+                                    Q_LEN=S, KV_LEN=S, device="cuda")
                   if mask_mod else None)
             flex_fwd = lambda: flex(q, k, v, score_mod=score_mod, block_mask=bm)  # noqa: E731
             ref = flex_fwd()
