@@ -146,6 +146,11 @@ void lw_free_all(Lowerer *L) {
 }
 
 void lw_bind_param(Lowerer *L, const char *name, MlirValue v, bool ptr) {
+  for (int i = 0; i < L->nparam; i++) /* a rebinding (mem_varlen.c) */
+    if (L->param[i].ptr == ptr && strcmp(L->param[i].name, name) == 0) {
+      L->param[i].v = v;
+      return;
+    }
   if (L->nparam == (int)(sizeof L->param / sizeof L->param[0])) {
     lw_error(L, NULL, "too many kernel parameters of its own (%s)", name);
     return;

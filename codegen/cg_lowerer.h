@@ -126,7 +126,11 @@ struct Lowerer {
   /* Kernel parameters (docs/abi.md), bound from the kernel kind's ABI
    * table (walk.c); null where the kind's ABI has none. */
   MlirValue p_q, p_k, p_v, p_o, p_lse, p_ws;
-  MlirValue batch, seqlen_q, seqlen_k; /* i64 */
+  MlirValue batch, seqlen_q, seqlen_k; /* i64; varlen: this block's sequence's */
+  /* varlen kernels (mem_varlen.c): the launch's longest sequences, which
+   * size the padded workspaces, and the packed LSE's row count; null
+   * otherwise */
+  MlirValue max_seqlen_q, max_seqlen_k, total_q;
   MlirValue strides[4][3];             /* q, k, v, o: b, s, h (i64) */
   /* The kind's other parameters (cache_seqlens, block_table, q_len,
    * capacity, nsplit, bt_stride), by name (lw_param). */
@@ -180,7 +184,8 @@ MlirType lw_elem_type(Lowerer *L, ElemType e);
 MlirType lw_val_type(Lowerer *L, Type t); /* index tiles: i32 elements */
 CgVal *lw_scalar(Lowerer *L, Type t, MlirValue v);
 /* A parameter of the kind's ABI with no field in Lowerer: v, a generic
- * pointer (ptr) or an i64 (an i32 size widened, or a stride). */
+ * pointer (ptr) or an i64 (an i32 size widened, or a stride). Binding a
+ * name again replaces its value. */
 void lw_bind_param(Lowerer *L, const char *name, MlirValue v, bool ptr);
 /* Its value (a pointer parameter only when ptr); null when none. */
 MlirValue lw_param(const Lowerer *L, const char *name, bool ptr);

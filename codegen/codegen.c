@@ -100,6 +100,8 @@ static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
     cg_strbuf_printf(sb, "// flashc.meta dropout %.9g\n", attr_float(a, "dropout", 0));
   if (attr_get(a, "dropout_mask")) /* PyTorch's keep decision (docs/dropout.md) */
     cg_strbuf_printf(sb, "// flashc.meta dropout_mask %s\n", attr_str(a, "dropout_mask", ""));
+  if (strcmp(attr_str(a, "layout", "padded"), "varlen") == 0) /* packed sequences: cu_seqlens parameters (docs/abi.md) */
+    cg_strbuf_puts(sb, "// flashc.meta layout varlen\n");
   cg_strbuf_printf(sb, "// flashc.meta dtype %s\n", attr_str(a, "dtype", "bf16"));
   cg_strbuf_printf(sb, "// flashc.meta head_dim %d\n", hd);
   cg_strbuf_printf(sb, "// flashc.meta v_head_dim %d\n", (int)attr_int(a, "v_head_dim", hd));

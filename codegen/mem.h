@@ -6,6 +6,7 @@
  *                   map, the load/store entry every kernel kind calls
  *   mem_stage.c     global -> shared: cp.async staging (StagePlan, RowStream)
  *   mem_ldmatrix.c  shared -> registers: ldmatrix lane addresses
+ *   mem_varlen.c    packed sequences: each block's sequence bound at entry
  */
 #ifndef FLASHC_MEM_H
 #define FLASHC_MEM_H
@@ -33,6 +34,16 @@ bool lw_tensor_ref(Lowerer *L, const Op *op, const Value *tv, TensorRef *r);
 MlirValue lw_row_offset(Lowerer *L, const TensorRef *t, MlirValue bi, MlirValue hi, MlirValue row);
 /* Floats per (batch, head, query row) of the FA1 workspaces (metadata). */
 int lw_workspace_floats_per_row(const Func *f);
+
+/* ------------------------------------------------------------ varlen */
+
+/* Is f's layout varlen (attribute `layout`, docs/abi.md)? */
+bool lw_is_varlen(const Func *f);
+/* After the parameters are bound (the kind's, then cu_seqlens_q,
+ * cu_seqlens_k, total_q, total_k: walk_kernel.c): this block's sequence
+ * (grid z) becomes seqlen_q/k, the packed tensors' pointers move to its
+ * first rows. */
+void lw_varlen_bind(Lowerer *L);
 
 /* ------------------------------------------------------------ row map */
 

@@ -47,6 +47,16 @@ static MlirValue dim_value(Lowerer *L, int d) {
   }
 }
 
+/* A dim's size for a layout's strides: as dim_value, but a varlen kernel's
+ * workspaces are padded to the launch's longest sequences (mem_varlen.c). */
+static MlirValue dim_size(Lowerer *L, int d) {
+  if ((d == DIM_SEQLEN_Q || d == DIM_Q_LEN) && !mlirValueIsNull(L->max_seqlen_q))
+    return L->max_seqlen_q;
+  if ((d == DIM_SEQLEN_K || d == DIM_CAPACITY) && !mlirValueIsNull(L->max_seqlen_k))
+    return L->max_seqlen_k;
+  return dim_value(L, d);
+}
+
 static const Value *find_arg(const Func *f, const char *name) {
   for (int i = 0; i < f->nargs; i++)
     if (f->args[i]->name && strcmp(f->args[i]->name, name) == 0)
@@ -58,22 +68,23 @@ static const Value *find_arg(const Func *f, const char *name) {
 static MlirValue tensor_floats(Lowerer *L, const Value *a) {
   MlirValue n = cg_const_i64(&L->b, a ? 1 : 0);
   for (int i = 0; a && i < a->type.rank; i++)
-    n = cg_muli(&L->b, n, dim_value(L, a->type.dims[i]));
+    n = cg_muli(&L->b, n, dim_size(L, a->type.dims[i]));
   return n;
 }
 
-/* Contiguous strides of [B, S, H, D] (rank 4) or [B, H, S] (rank 3). */
+/* Contiguous strides of [B, S, H, D] (rank 4) or [B, H, S] (rank 3), padded
+ * to the longest sequence in a varlen kernel. */
 static void contiguous_strides(Lowerer *L, const Type *t, TensorRef *r) {
   CgBuilder *b = &L->b;
   if (t->rank == 4) {
     MlirValue d = cg_const_i64(b, t->dims[3]);
     r->sh = d;
-    r->ss = cg_muli(b, dim_value(L, t->dims[2]), d);
-    r->sb = cg_muli(b, dim_value(L, t->dims[1]), r->ss);
+    r->ss = cg_muli(b, dim_size(L, t->dims[2]), d);
+    r->sb = cg_muli(b, dim_size(L, t->dims[1]), r->ss);
   } else {
     r->ss = cg_const_i64(b, 1);
-    r->sh = dim_value(L, t->dims[2]);
-    r->sb = cg_muli(b, dim_value(L, t->dims[1]), r->sh);
+    r->sh = dim_size(L, t->dims[2]);
+    r->sb = cg_muli(b, dim_size(L, t->dims[1]), r->sh);
   }
 }
 
@@ -127,6 +138,10 @@ bool lw_tensor_ref(Lowerer *L, const Op *op, const Value *tv, TensorRef *r) {
   if (strcmp(n, "lse") == 0) {
     ptr = L->p_lse;
     contiguous_strides(L, t, r);
+    if (!mlirValueIsNull(L->total_q)) { /* varlen: [heads, total_q], moved to the sequence */
+      r->sb = cg_const_i64(b, 0);
+      r->sh = L->total_q;
+    }
   }
   /* Workspace parts: the FA1 schedule's o_acc, m_buf, l_buf, or split-kv's
    * o_part, lse_part, one after the other from the workspace pointer. */

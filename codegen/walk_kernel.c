@@ -51,6 +51,13 @@ static const LwParam dropout_params[] = {
     {LW_U32, "offset_hi"}, {LW_U32, "keep_threshold"}, {LW_F32, "keep_scale"},
 };
 
+/* A varlen kernel's (docs/abi.md "Variable-length batches"), right after
+ * its kind's: the prefix sums of the sequences' lengths and the packed
+ * tensors' row counts. */
+static const LwParam varlen_params[] = {
+    {LW_PTR, "cu_seqlens_q"}, {LW_PTR, "cu_seqlens_k"}, {LW_I32, "total_q"}, {LW_I32, "total_k"}};
+enum { NVARLEN = sizeof varlen_params / sizeof varlen_params[0] };
+
 /* The run-time inputs' parameters (docs/abi.md), after dropout's: per
  * argument %in_NAME in order, a tensor's pointer and one i64 stride per dim
  * (elements), or an f32 / i32 scalar. Returns the new count, -1 when over
@@ -79,15 +86,18 @@ static int input_params(Lowerer *L, LwParam *out, int n) {
   return n;
 }
 
-/* The kernel's parameters in ABI order: its kind's, dropout's where the
- * kernel has dropout, the run-time inputs'. Returns the count, -1 when
- * over LW_MAX_PARAMS. */
+/* The kernel's parameters in ABI order: its kind's, varlen's where the
+ * kernel is varlen, dropout's where it has dropout, the run-time inputs'.
+ * Returns the count, -1 when over LW_MAX_PARAMS. */
 static int kernel_params(Lowerer *L, const LwKind *K, LwParam *out) {
   int n = 0, nd = attr_get(&L->f->attrs, "dropout") ? 6 : 0;
-  if (K->nparams + nd > LW_MAX_PARAMS)
+  int nv = lw_is_varlen(L->f) ? NVARLEN : 0;
+  if (K->nparams + nv + nd > LW_MAX_PARAMS)
     return -1;
   for (int i = 0; i < K->nparams; i++)
     out[n++] = K->params[i];
+  for (int i = 0; i < nv; i++)
+    out[n++] = varlen_params[i];
   for (int i = 0; i < nd; i++)
     out[n++] = dropout_params[i];
   return input_params(L, out, n);
@@ -114,6 +124,8 @@ static void bind_params(Lowerer *L, const LwKind *K, const LwParam *ps, int n, M
   }
   for (int i = 0; i < n; i++)
     bind_param(L, &ps[i], a[i]);
+  if (lw_is_varlen(L->f)) /* before the kind's: it sees this block's sequence */
+    lw_varlen_bind(L);
   if (K->bind)
     K->bind(L);
 }

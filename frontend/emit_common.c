@@ -348,6 +348,8 @@ void em_set_attrs(Lower *L, const char *target) {
   attr_set_word(L->m, a, "mask", em_mask_word(k->mask_kind));
   attr_set_word(L->m, a, "mode", em_mode_word(k->mode));
   attr_set_word(L->m, a, "target", target ? target : "sm_90a");
+  if (k->varlen) /* every kernel of the spec, the backward's too (docs/abi.md) */
+    attr_set_word(L->m, a, "layout", "varlen");
   if (k->dropout_torch) /* every kernel of the spec: fa_dropout_mask reads any one's */
     attr_set_word(L->m, a, "dropout_mask", "torch");
   if (k->mode == MODE_DECODE) {

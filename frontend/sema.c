@@ -24,13 +24,13 @@
 typedef enum Field {
   F_DTYPE, F_HEAD_DIM, F_V_HEAD_DIM, F_HEADS, F_KV_HEADS, F_MASK, F_SCALE,
   F_DROPOUT, F_MODE, F_GRAD, F_SPLIT, F_CACHE, F_UNIFIED_MAX, F_Q_LEN_MAX, F_DROPOUT_MASK,
-  NFIELDS
+  F_VARLEN, NFIELDS
 } Field;
 
 static const char *const field_names[] = {
     "dtype", "head_dim", "v_head_dim", "heads", "kv_heads", "mask",
     "scale", "dropout", "mode", "grad", "split", "cache", "unified_max", "q_len_max",
-    "dropout_mask", NULL};
+    "dropout_mask", "varlen", NULL};
 
 /* An integer literal field, optionally negated (so `heads = -1` gets a range
  * error rather than a syntax one). */
@@ -490,7 +490,7 @@ static void q_len_max_field(Sema *S, const AstStmt *s, KernelSpec *k) {
 
 /* Phase 2c: the mode, grad, and the fields only a decode kernel has.
  * Checks: mode is forward or decode (`backward` says what replaced it);
- * grad is true or false and only on a forward kernel; split, cache,
+ * grad and varlen are true or false and only on a forward kernel; split, cache,
  * q_len_max and unified_max appear only with mode = decode, and the first
  * three have valid values (unified_max is an expression: phase 3 reads it). */
 static void mode_fields(Sema *S, const Stmts *st, KernelSpec *k) {
@@ -514,6 +514,16 @@ static void mode_fields(Sema *S, const Stmts *st, KernelSpec *k) {
       diag_note(&S->diag, NOLOC, "a decode kernel has no backward; train with a forward kernel");
     } else {
       k->grad = g == 1;
+    }
+  }
+  if (field[F_VARLEN]) {
+    int v = word_field(S, field[F_VARLEN], bools, "true or false");
+    if (v == 1 && k->mode == MODE_DECODE) {
+      diag_error(&S->diag, field[F_VARLEN]->loc, "varlen = true needs a forward kernel");
+      diag_note(&S->diag, NOLOC, "a decode kernel's sequences already have their own lengths "
+                                 "(cache_seqlens, docs/decode.md)");
+    } else {
+      k->varlen = v == 1;
     }
   }
   if (field[F_SPLIT] && decode_only(S, field[F_SPLIT], k,
@@ -617,6 +627,11 @@ static void resolve_statements(Sema *S, const AstItem *it, const Stmts *st, Kern
       dropout_field(S, &sc, s, k);
   }
   dropout_mask_field(S, field[F_DROPOUT_MASK], k);
+  if (k->varlen && k->dropout > 0) {
+    diag_error(&S->diag, field[F_DROPOUT]->loc, "dropout in a varlen spec is not supported yet");
+    diag_note(&S->diag, NOLOC, "compile the dropout kernel from a spec without `varlen = true` "
+                               "and pad the batch");
+  }
   free_lets(sc.lets);
 }
 

@@ -104,6 +104,15 @@ static void declare_input(Sema *S, const AstStmt *s, KernelSpec *k) {
                                  "min(k, N - 1)");
       ok = false;
     }
+  for (int d = 0; ok && d < in.rank; d++)
+    if (k->varlen && (in.dims[d] == SPEC_DIM_SEQLEN_Q || in.dims[d] == SPEC_DIM_SEQLEN_K)) {
+      diag_error(&S->diag, s->type_loc,
+                 "in a varlen spec each sequence has its own length: a dim cannot be %s",
+                 in.dims[d] == SPEC_DIM_SEQLEN_Q ? "seqlen_q" : "seqlen_k");
+      diag_note(&S->diag, NOLOC, "index inputs by batch, heads or a constant extent (clamp the "
+                                 "position, e.g. min(q, N - 1))");
+      ok = false;
+    }
   if (!ok) {
     free((char *)in.name);
     return;

@@ -109,6 +109,8 @@ typedef struct KernelSpec {
   bool dropout_torch; /* dropout_mask = torch: PyTorch's flash-backend mask (docs/dropout.md) */
   Mode mode;
   bool grad;         /* also compile the backward (docs/backward.md); forward only */
+  bool varlen;       /* packed sequences of different lengths (cu_seqlens, docs/abi.md
+                        "Variable-length batches"); forward only */
   int split;         /* decode: 0 = auto, N > 0 = forced number of KV splits */
   MaskKind mask_kind;
   int window_left, window_right; /* MASK_WINDOW: keys q'-left .. q'+right kept (q' aligned) */

@@ -185,8 +185,11 @@ static void print_kernel(FILE *out, const KernelSpec *k) {
   if (k->dropout_torch)
     fputs(" (mask torch)", out);
   fprintf(out, "\n  mode       %s\n", mode_name(k->mode));
-  if (k->mode == MODE_FORWARD)
+  if (k->mode == MODE_FORWARD) {
     fprintf(out, "  grad       %s\n", k->grad ? "true" : "false");
+    if (k->varlen)
+      fputs("  varlen     true\n", out);
+  }
   if (k->split)
     fprintf(out, "  split      %d\n", k->split);
   else

@@ -774,6 +774,23 @@ static void verify_block(Verifier *v, const Block *b, int depth) {
   }
 }
 
+/* `layout = varlen` (packed sequences, docs/abi.md): the kernel's rows are
+ * found through cu_seqlens, which forward and backward kernels take and
+ * whose batch is the outermost parallel loop (codegen binds each block's
+ * sequence from blockIdx.z). */
+static void check_layout(Verifier *v, const Func *f) {
+  const Attr *a = attr_get(&f->attrs, "layout");
+  if (!a)
+    return;
+  const char *l = attr_str(&f->attrs, "layout", "");
+  const char *mode = attr_str(&f->attrs, "mode", "forward");
+  if (strcmp(l, "varlen") != 0 && strcmp(l, "padded") != 0)
+    report(v, NULL, "layout must be varlen or padded; got '%s'", l);
+  else if (strcmp(l, "varlen") == 0 && strcmp(mode, "forward") != 0 &&
+           strcmp(mode, "backward") != 0)
+    report(v, NULL, "layout = varlen needs a forward or backward kernel (mode = %s)", mode);
+}
+
 static int verify_func(const Func *f, const char *after, FILE *diag) {
   Verifier v = {.f = f, .after = after, .diag = diag};
   v.symbolic_ok = attr_get(&f->attrs, "tile_q") == NULL;
@@ -789,6 +806,7 @@ static int verify_func(const Func *f, const char *after, FILE *diag) {
         report(&v, NULL, "kernel argument %s must be a tensor or an index, u32 or f32 scalar",
                names_get(&v.names, f->args[i]));
     }
+    check_layout(&v, f);
     verify_block(&v, f->body, 0);
     const Op *t = f->body->last;
     if (!t || t->kind != OP_RETURN)
