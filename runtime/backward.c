@@ -96,7 +96,7 @@ typedef struct BCtx {
   const fa_backward_args *a;
   fa_launch_tensors lt;
   Layout ws;     /* set once the sizes are checked */
-  int64_t rows;  /* batch * heads * seqlen_q */
+  int64_t rows;  /* the LSE's: batch * heads * seqlen_q (varlen: heads * total_q) */
 } BCtx;
 
 static fa_status check_flags(BCtx *c) {
@@ -109,19 +109,22 @@ static fa_status check_flags(BCtx *c) {
   return FA_OK;
 }
 
-/* The i32 parameters, the LSE / delta row index, the grid's y and z. */
+/* The i32 parameters, the LSE / delta row index, the grid's y and z (a
+ * varlen launch's grid and workspace: num_seqs x max_seqlen_q). */
 static fa_status check_sizes(BCtx *c) {
   const fa_kernel_info *in = c->info;
-  int64_t batch = c->a->q.dim[0];
-  fa_status st = fa_check_int32_sizes(&c->lt, in);
-  if (st != FA_OK) return st;
-  if (batch > MAX_GRID_YZ || in->heads > MAX_GRID_YZ) {
+  const fa_backward_args *a = c->a;
+  fa_sizes sz = fa_launch_sizes_(a->varlen, &a->q, &a->k);
+  fa_status st = fa_check_varlen_sizes_(in, a->varlen, &c->lt);
+  if (st != FA_OK || (st = fa_check_int32_sizes(&c->lt, in))) return st;
+  if (sz.batch > MAX_GRID_YZ || in->heads > MAX_GRID_YZ) {
     fa_fmt(c->lt.msg, c->lt.len, "grid: %d heads x %" PRId64 " batch exceeds the CUDA grid "
-           "limits (grid y and z at most 65535)", in->heads, batch);
+           "limits (grid y and z at most 65535)", in->heads, sz.batch);
     return FA_ERR_TOO_LARGE;
   }
-  c->rows = batch * in->heads * c->a->q.dim[1];
-  layout(in, batch, c->a->q.dim[1], launches_deterministic(c->a->mode), &c->ws); /* rows <= 2^31 */
+  c->rows = a->q.dim[0] * in->heads * a->q.dim[1];
+  /* rows <= 2^31 (a varlen launch's padded ones: fa_check_varlen_sizes_) */
+  layout(in, sz.batch, sz.seqlen_q, launches_deterministic(a->mode), &c->ws);
   return FA_OK;
 }
 
@@ -132,8 +135,8 @@ static fa_status check_pointers(BCtx *c) {
   size_t len = c->lt.len;
   uintptr_t lse = (uintptr_t)a->lse, ws = (uintptr_t)a->workspace;
   if (!a->lse && c->rows > 0) {
-    fa_fmt(msg, len, "lse: pointer is NULL; the backward needs the forward's LSE (float32 "
-           "[batch, heads, seqlen_q])");
+    fa_fmt(msg, len, "lse: pointer is NULL; the backward needs the forward's LSE (float32 %s)",
+           a->varlen ? "[heads, total_q]" : "[batch, heads, seqlen_q]");
     return FA_ERR_NULL_POINTER;
   }
   if (!a->workspace && a->workspace_bytes) {
@@ -170,22 +173,23 @@ static fa_status check_workspace_size(BCtx *c) {
 }
 
 /* The outputs (dq, dk, dv and the workspace's used part) must not share
- * memory with an input (q, k, v, o, lse, dout, the run-time inputs) or each
- * other: a block could overwrite what another still reads. Address ranges,
- * as check.c's. */
+ * memory with an input (q, k, v, o, lse, dout, a varlen launch's
+ * cu_seqlens, the run-time inputs) or each other: a block could overwrite
+ * what another still reads. Address ranges, as check.c's. */
 static fa_status check_aliasing(BCtx *c, const int64_t ext[NT]) {
   const fa_backward_args *a = c->a;
-  fa_range in[6] = {{"q", (uintptr_t)a->q.data, ext[Q]},
+  fa_range in[8] = {{"q", (uintptr_t)a->q.data, ext[Q]},
                     {"k", (uintptr_t)a->k.data, ext[K]},
                     {"v", (uintptr_t)a->v.data, ext[V]},
                     {"o", (uintptr_t)a->o.data, ext[O]},
                     {"lse", (uintptr_t)a->lse, a->lse ? c->rows * 4 : 0},
                     {"dout", (uintptr_t)a->dout.data, ext[DOUT]}};
+  int nin = 6 + fa_varlen_ranges_(a->varlen, in + 6);
   fa_range out[4] = {{"dq", (uintptr_t)a->dq.data, ext[DQ]},
                      {"dk", (uintptr_t)a->dk.data, ext[DK]},
                      {"dv", (uintptr_t)a->dv.data, ext[DV]},
                      {"workspace", (uintptr_t)a->workspace, a->workspace ? c->ws.total : 0}};
-  fa_status st = fa_check_disjoint(in, 6, out, 4, c->lt.msg, c->lt.len);
+  fa_status st = fa_check_disjoint(in, nin, out, 4, c->lt.msg, c->lt.len);
   return st ? st : fa_check_input_memory_(c->info, a->inputs, a->num_inputs, out, 4, c->lt.msg,
                                           c->lt.len);
 }
@@ -208,19 +212,24 @@ fa_status fa_backward_check(const fa_kernel_info *info, const fa_backward_args *
              info->dtype, msg, msglen, NT},
             {0, 0, 0, 0, 0}, 0};
   int64_t ext[FA_MAX_LAUNCH_TENSORS];
+  const fa_varlen *vl = a->varlen;
   if ((st = fa_check_kernel_info(info, msg, msglen)) || (st = fa_check_nulls(&c.lt)) ||
       (st = fa_check_dtypes(&c.lt)) || (st = fa_check_nonnegative(&c.lt)) ||
+      (st = fa_check_varlen_(info, vl, &c.lt)) ||
       (st = fa_check_meta_dims(&c.lt, info, sides)) || (st = fa_check_cross_dims(&c.lt, sides)) ||
       (st = check_flags(&c)) || (st = fa_check_dropout_(a->dropout_p, msg, msglen)) ||
-      (st = fa_check_inputs_(info, a->inputs, a->num_inputs, &a->q, &a->k, msg, msglen)))
+      (st = fa_check_inputs_(info, a->inputs, a->num_inputs, &a->q, &a->k, vl, msg, msglen)))
     return st;
-  /* Nothing is launched without a batch; its pointers and strides are never used. */
-  if (a->q.dim[0] == 0) return FA_OK;
+  /* Nothing is launched without a batch (a varlen launch: without a
+   * sequence); its pointers and strides are never used. */
+  if (a->q.dim[0] == 0 || (vl && vl->num_seqs == 0)) return FA_OK;
   if ((st = check_sizes(&c)) || (st = check_pointers(&c)) || (st = fa_check_strides(&c.lt)) ||
       (st = fa_check_alignment(&c.lt, a->lse)) || (st = fa_check_extents(&c.lt, ext)) ||
       (st = fa_check_self_overlap(&c.lt, DQ)) || (st = fa_check_self_overlap(&c.lt, DK)) ||
       (st = fa_check_self_overlap(&c.lt, DV)) || (st = check_workspace_size(&c)) ||
-      (st = check_aliasing(&c, ext)))
+      (st = check_aliasing(&c, ext)) ||
+      (vl && (st = fa_check_varlen_values_(info, vl, vl->host_cu_seqlens_q,
+                                           vl->host_cu_seqlens_k, &a->q, &a->k, msg, msglen))))
     return st;
   return FA_OK;
 }
@@ -346,7 +355,8 @@ fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
   }
   plan->ninputs = kernels[idx[0]].ninputs; /* 0..FA_MAX_INPUTS: checked */
   memcpy(plan->inputs, kernels[idx[0]].inputs, sizeof plan->inputs);
-  int64_t batch = args->q.dim[0], sq = args->q.dim[1], sk = args->k.dim[1];
+  fa_sizes sz = fa_launch_sizes_(args->varlen, &args->q, &args->k);
+  int64_t batch = sz.batch, sq = sz.seqlen_q, sk = sz.seqlen_k;
   if (batch == 0) return FA_OK;
   Layout l;
   layout(&kernels[idx[0]], batch, sq, det, &l); /* checked */
@@ -378,6 +388,7 @@ fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
     p->smem = (unsigned)in->smem_bytes;
     p->dropout = in->dropout > 0;
     p->dropout_torch = in->dropout_torch;
+    p->varlen = in->varlen != 0;
   }
   return FA_OK;
 }
@@ -464,10 +475,13 @@ static void put_tensor_ptrs(fa_plist *l, const fa_backward_args *a, const int *w
   for (int i = 0; i < n; i++) put_ptr(l, names[which[i]], addr(t[which[i]]->data));
 }
 
+/* The launch's batch, seqlen_q, seqlen_k (a varlen one's num_seqs and
+ * longest lengths). */
 static void put_sizes(fa_plist *l, const fa_backward_args *a) {
-  fa_put_(l, FA_PARAM_I32, "batch", a->q.dim[0]);
-  fa_put_(l, FA_PARAM_I32, "seqlen_q", a->q.dim[1]);
-  fa_put_(l, FA_PARAM_I32, "seqlen_k", a->k.dim[1]);
+  fa_sizes sz = fa_launch_sizes_(a->varlen, &a->q, &a->k);
+  fa_put_(l, FA_PARAM_I32, "batch", sz.batch);
+  fa_put_(l, FA_PARAM_I32, "seqlen_q", sz.seqlen_q);
+  fa_put_(l, FA_PARAM_I32, "seqlen_k", sz.seqlen_k);
 }
 
 /* Batch, seq and head strides (elements) of each tensor in `which`. */
@@ -488,7 +502,7 @@ fa_status fa_backward_params(const fa_backward_schedule *plan, int step,
   if (count) *count = 0;
   if (!plan || !args || !params || !count) return FA_ERR_NULL_POINTER;
   if (step < 0 || step >= plan->nsteps || step >= FA_BACKWARD_MAX_STEPS ||
-      plan->step[step].op != FA_BACKWARD_LAUNCH)
+      plan->step[step].op != FA_BACKWARD_LAUNCH || (plan->step[step].varlen && !args->varlen))
     return FA_ERR_INVALID_ARGUMENT;
   const fa_backward_args *a = args;
   fa_plist l = {params, 0};
@@ -538,6 +552,8 @@ fa_status fa_backward_params(const fa_backward_schedule *plan, int step,
   }
   default: return FA_ERR_INVALID_ARGUMENT;
   }
+  /* After the kind's own, before dropout's and the inputs' (docs/abi.md). */
+  if (plan->step[step].varlen) fa_put_varlen_(&l, a->varlen, &a->q, &a->k);
   if (plan->step[step].dropout)
     fa_put_dropout_(&l, a->dropout_p, a->seed, a->offset, plan->step[step].dropout_torch);
   fa_put_inputs_(&l, plan->inputs, plan->ninputs, a->inputs, a->num_inputs);
@@ -571,8 +587,10 @@ fa_status fa_backward(fa_module *mod, const fa_backward_args *args) {
   fa_status st = fa_backward_plan(kernels, n, args, &plan, msg, msglen);
   if (st != FA_OK || plan.nsteps == 0) return st;
   if ((st = fa_module_enter_(mod))) return st;
+  /* plan.nsteps > 0: kernels[0] and its backward kernels agree on the layout */
+  st = fa_varlen_check_device_(mod, &kernels[0], args->varlen, &args->q, &args->k, args->stream);
   uint64_t ws = addr(args->workspace);
-  if (!args->workspace && plan.workspace_bytes)
+  if (st == FA_OK && !args->workspace && plan.workspace_bytes)
     st = fa_module_scratch_(mod, plan.workspace_bytes, &ws);
   for (int i = 0; i < plan.nsteps && st == FA_OK; i++) {
     const fa_backward_step *s = &plan.step[i];

@@ -31,12 +31,14 @@ enum { Q, K, V, O };
 /* q, k, v, o: which sizes each has (tensor_check.c). */
 static const unsigned char sides[4] = {0, FA_SIDE_KV, FA_SIDE_KV | FA_SIDE_VDIM, FA_SIDE_VDIM};
 
-/* The i32 kernel parameters, the LSE index and the grid. */
+/* The i32 kernel parameters, the LSE index and the grid (a varlen
+ * launch's: num_seqs x max_seqlen_q). */
 static fa_status check_sizes(Ctx *c) {
   const fa_kernel_info *in = c->info;
-  int64_t batch = c->t[Q]->dim[0], sq = c->t[Q]->dim[1];
-  fa_status st = fa_check_int32_sizes(&c->lt, in);
-  if (st != FA_OK) return st;
+  fa_sizes sz = fa_launch_sizes_(c->a->varlen, c->t[Q], c->t[K]);
+  int64_t batch = sz.batch, sq = sz.seqlen_q;
+  fa_status st = fa_check_varlen_sizes_(in, c->a->varlen, &c->lt);
+  if (st != FA_OK || (st = fa_check_int32_sizes(&c->lt, in))) return st;
   unsigned grid[3];
   if (fa_forward_grid(in, batch, sq, grid) == FA_OK) return FA_OK;
   int64_t tiles = in->grid == FA_GRID_ONE ? 1 : (sq + in->tile_q - 1) / in->tile_q;
@@ -47,17 +49,23 @@ static fa_status check_sizes(Ctx *c) {
   return FA_ERR_TOO_LARGE;
 }
 
-/* The outputs (O, LSE) must not share memory with an input (Q, K, V, the
- * run-time inputs) or each other. */
+/* The outputs (O, LSE) must not share memory with an input (Q, K, V, a
+ * varlen launch's cu_seqlens, the run-time inputs) or each other. */
 static fa_status check_aliasing(Ctx *c, const int64_t ext[4]) {
   const fa_forward_args *a = c->a;
+  /* [batch, heads, seqlen_q], or a varlen launch's [heads, total_q] (dim 0 is 1) */
   int64_t lse_bytes = a->lse ? a->q.dim[0] * c->info->heads * a->q.dim[1] * 4 : 0;
-  fa_range in[3] = {{"q", (uintptr_t)a->q.data, ext[Q]}, {"k", (uintptr_t)a->k.data, ext[K]},
+  fa_range in[5] = {{"q", (uintptr_t)a->q.data, ext[Q]}, {"k", (uintptr_t)a->k.data, ext[K]},
                     {"v", (uintptr_t)a->v.data, ext[V]}};
+  int nin = 3 + fa_varlen_ranges_(a->varlen, in + 3);
   fa_range out[2] = {{"o", (uintptr_t)a->o.data, ext[O]}, {"lse", (uintptr_t)a->lse, lse_bytes}};
-  fa_status st = fa_check_disjoint(in, 3, out, 2, c->msg, c->len);
+  fa_status st = fa_check_disjoint(in, nin, out, 2, c->msg, c->len);
   return st ? st : fa_check_input_memory_(c->info, a->inputs, a->num_inputs, out, 2, c->msg,
                                           c->len);
+}
+
+int fa_forward_empty_(const fa_forward_args *a) {
+  return a->q.dim[0] == 0 || a->q.dim[1] == 0 || (a->varlen && a->varlen->num_seqs == 0);
 }
 
 fa_status fa_forward_grid(const fa_kernel_info *info, int64_t batch, int64_t seqlen_q,
@@ -113,16 +121,21 @@ fa_status fa_forward_check(const fa_kernel_info *info, const fa_forward_args *ar
   if ((st = fa_check_kernel_info(info, msg, msglen)) ||
       (st = fa_check_dropout_(args->dropout_p, msg, msglen)) || (st = fa_check_nulls(&c.lt)) ||
       (st = fa_check_dtypes(&c.lt)) || (st = fa_check_nonnegative(&c.lt)) ||
+      (st = fa_check_varlen_(info, args->varlen, &c.lt)) ||
       (st = fa_check_meta_dims(&c.lt, info, sides)) || (st = fa_check_cross_dims(&c.lt, sides)) ||
-      (st = fa_check_inputs_(info, args->inputs, args->num_inputs, &args->q, &args->k, msg,
-                             msglen)))
+      (st = fa_check_inputs_(info, args->inputs, args->num_inputs, &args->q, &args->k,
+                             args->varlen, msg, msglen)))
     return st;
   /* Nothing is launched for an empty Q; its pointers and strides are never used. */
-  if (args->q.dim[0] == 0 || args->q.dim[1] == 0) return FA_OK;
+  if (fa_forward_empty_(args)) return FA_OK;
+  const fa_varlen *vl = args->varlen;
   if ((st = check_sizes(&c)) || (st = fa_check_strides(&c.lt)) ||
       (st = fa_check_alignment(&c.lt, args->lse)) || (st = fa_check_extents(&c.lt, ext)) ||
       (st = fa_check_self_overlap(&c.lt, O)) ||
-      (st = check_aliasing(&c, ext)))
+      (st = check_aliasing(&c, ext)) ||
+      (vl && (st = fa_check_varlen_values_(info, vl, vl->host_cu_seqlens_q,
+                                           vl->host_cu_seqlens_k, &args->q, &args->k, msg,
+                                           msglen))))
     return st;
   return FA_OK;
 }

@@ -47,14 +47,19 @@ static int has_combine(const fa_kernel_info *in) { return in->decode.combine_ker
 
 /* A decode kernel's inputs are sized by batch and q_len only: its key
  * count is per sequence, so a seqlen_k dim or a require has no launch
- * value to be checked against (the metadata parser refuses both; a
- * hand-built info is refused here). */
+ * value to be checked against; nor is it ever packed (layout varlen). The
+ * metadata parser refuses all three; a hand-built info is refused here. */
 static fa_status check_decode_inputs(DCtx *c) {
   const fa_kernel_info *in = c->info;
   int seqlen_k = 0;
   for (int i = 0; i < in->ninputs && i < FA_MAX_INPUTS; i++)
     for (int d = 0; d < in->inputs[i].rank && d < 4; d++)
       seqlen_k |= in->inputs[i].dims[d] == FA_INPUT_DIM_SEQLEN_K;
+  if (in->varlen) {
+    fa_fmt(c->msg, c->len, "decode kernel %s says layout varlen, which decode kernels do not "
+           "take (their sequences' lengths are cache_seqlens): use fa_meta_parse", in->kernel);
+    return FA_ERR_META;
+  }
   if (!seqlen_k && !in->require_q_le_k && !in->require_k_le_q) return FA_OK;
   fa_fmt(c->msg, c->len, "decode kernel %s declares a run-time input with a seqlen_k dim or a "
          "require, which a decode launch cannot check (the key count is per sequence): use "
@@ -322,7 +327,7 @@ fa_status fa_decode_check(const fa_kernel_info *info, const fa_decode_args *args
   if ((st = check_info(&c)) || (st = fa_check_nulls(&c.lt)) || (st = fa_check_dtypes(&c.lt)) ||
       (st = fa_check_nonnegative(&c.lt)) || (st = check_meta_dims(&c)) ||
       (st = check_cross_dims(&c)) || (st = check_q_len(&c)) ||
-      (st = fa_check_inputs_(info, args->inputs, args->num_inputs, &args->q, &args->k, msg,
+      (st = fa_check_inputs_(info, args->inputs, args->num_inputs, &args->q, &args->k, NULL, msg,
                              msglen)) ||
       (st = check_nsplit(&c)))
     return st;

@@ -170,7 +170,9 @@ typedef struct fa_decode_info {
  * (forward), v_head_dim (head_dim), mask (none), tile_kv, warps, stages (0 =
  * not given), workspace_floats_per_row (0), scale (0 = not given, the spec's
  * default 1/sqrt(head_dim) is meant), target, passes (""), input and
- * require (one line each; none by default). Mode backward
+ * require (one line each; none by default), layout (padded; varlen for a
+ * `varlen = true` spec's kernels, never with mode decode, the dropout keys
+ * or an input's seqlen dim). Mode backward
  * requires role and forward (and tile_kv with grid k_tiles,kv_heads,batch).
  * Unknown keys are ignored. */
 typedef struct fa_kernel_info {
@@ -213,6 +215,11 @@ typedef struct fa_kernel_info {
   fa_input_info inputs[FA_MAX_INPUTS]; /* inputs[0..ninputs) */
   int require_q_le_k;                  /* `require seqlen_q<=seqlen_k` */
   int require_k_le_q;                  /* `require seqlen_k<=seqlen_q` */
+  /* Key layout (docs/abi.md, "Variable-length batches"): 1 for `layout
+   * varlen`, a kernel of a `varlen = true` spec (forward and backward
+   * kernels): packed sequences, launched with fa_varlen; 0 for `layout
+   * padded` or no layout line (a padded batch). A module's kernels agree. */
+  int varlen;
 } fa_kernel_info;
 
 /* Parses metadata lines from `len` bytes of `text` (a whole PTX file or the
@@ -274,6 +281,39 @@ typedef struct fa_input {
   double value;
 } fa_input;
 
+/* ---- variable-length batches (docs/abi.md, "Variable-length batches") -- */
+
+/* The sequences of a launch of a varlen kernel (fa_kernel_info.varlen;
+ * FlashAttention's varlen API): num_seqs sequences packed one after another
+ * without padding, sequence i holding query rows [cu_seqlens_q[i],
+ * cu_seqlens_q[i+1]) of q, o, dout, dq and key rows [cu_seqlens_k[i],
+ * cu_seqlens_k[i+1]) of k, v, dk, dv. Those tensors are then [1, total_q,
+ * heads, d] and [1, total_k, kv_heads, d] (dim[0] must be 1; stride[0] is
+ * not used), and the LSE is float32 [heads, total_q], contiguous. The
+ * kernels run a padded batch's grid of num_seqs x max_seqlen_q (x
+ * max_seqlen_k), and the workspaces (the forward's when
+ * workspace_floats_per_row > 0, the backward's: fa_backward_workspace_size
+ * of num_seqs, max_seqlen_q, max_seqlen_k) are sized as that padded batch's.
+ *   cu_seqlens_q, cu_seqlens_k: device int32 [num_seqs + 1], 4-byte aligned:
+ *     the prefix sums of the lengths (cu[0] = 0, non-decreasing,
+ *     cu[num_seqs] = total_q = q.dim[1], resp. total_k = k.dim[1]).
+ *   host_cu_seqlens_q, host_cu_seqlens_k: optional host copies of the same
+ *     values. Given, the checks (fa_forward_check, fa_backward_check)
+ *     validate them; without one, fa_forward and fa_backward synchronize
+ *     the args' stream and copy the device array to the host to validate it
+ *     before launching: pass the host copies to avoid that synchronization.
+ *   num_seqs: the sequences, 0..65535 (grid z); 0 launches nothing.
+ *   max_seqlen_q, max_seqlen_k: the longest sequence's lengths (or any
+ *     bound on them), 1..2^31-1: every cu[i+1] - cu[i] must be at most
+ *     these. They size the grid, the batch's padded workspace and the
+ *     kernels' seqlen_q / seqlen_k parameters. */
+typedef struct fa_varlen {
+  const int32_t *cu_seqlens_q, *cu_seqlens_k;           /* device, [num_seqs + 1] prefix sums */
+  const int32_t *host_cu_seqlens_q, *host_cu_seqlens_k; /* optional host copies of them */
+  int num_seqs;
+  int64_t max_seqlen_q, max_seqlen_k;
+} fa_varlen;
+
 /* Arguments of one forward launch.
  *   q [batch, seqlen_q, heads,    head_dim]
  *   k [batch, seqlen_k, kv_heads, head_dim]
@@ -298,9 +338,14 @@ typedef struct fa_forward_args {
   double dropout_p;
   uint64_t seed, offset;
   /* The kernel's run-time inputs (fa_input): every declared one bound
-   * once; none (NULL, 0: a zeroed struct) for a kernel without. */
+   * once; none (NULL, 0: a zeroed struct) for a kernel without. In a
+   * varlen launch their batch dims are num_seqs. */
   const fa_input *inputs;
   int num_inputs;
+  /* The sequences of a varlen kernel's launch (fa_varlen): required by a
+   * kernel compiled with `varlen = true` (fa_kernel_info.varlen), refused
+   * by any other; NULL (a zeroed struct) for a padded batch. */
+  const fa_varlen *varlen;
 } fa_forward_args;
 
 /* Fills `t` as a contiguous [d0, d1, d2, d3] tensor of `dtype` at `data`
@@ -325,17 +370,28 @@ FA_API fa_tensor *fa_tensor_contiguous(fa_tensor *t, void *data, fa_dtype dtype,
  * NULL (unless empty) and aligned to its element size, its extent below
  * 2^62 bytes and not overlapping O or LSE; a scalar finite within f32
  * range (f32) or an integer within int32 range (i32); the kernel's
- * `require`s of seqlen_q and seqlen_k. Returns FA_OK or the first
+ * `require`s of seqlen_q and seqlen_k. A varlen kernel (info->varlen)
+ * needs args->varlen and a padded one refuses it; a varlen launch is
+ * checked as docs/abi.md "Variable-length batches" says: num_seqs, the
+ * cu_seqlens pointers (not NULL, 4-byte aligned), max_seqlen_q/k in
+ * 1..2^31-1, every tensor's dim[0] 1, total_q and total_k (q's and k's dim
+ * 1) and heads * total_q within int32, the padded num_seqs x heads x
+ * max_seqlen_q rows too, and, given host copies, the cu_seqlens values
+ * (starting at 0, non-decreasing, ending at the totals, no sequence longer
+ * than its max_seqlen, the requires per sequence); its run-time inputs'
+ * batch dims are num_seqs. Returns FA_OK or the first
  * failure's status and writes a message such as
  * "k: head_dim is 64 but the kernel was compiled for 128" into msg (when not
- * NULL). A launch with batch == 0 or seqlen_q == 0 is valid (FA_OK) and
- * fa_forward launches nothing for it; seqlen_k == 0 is valid too and is
- * launched: every row is fully masked (O = 0, LSE = -inf). */
+ * NULL). A launch with batch == 0 or seqlen_q == 0 (varlen: num_seqs == 0
+ * or total_q == 0) is valid (FA_OK) and fa_forward launches nothing for it;
+ * seqlen_k == 0 is valid too and is launched: every row is fully masked
+ * (O = 0, LSE = -inf). */
 FA_API fa_status fa_forward_check(const fa_kernel_info *info, const fa_forward_args *args, char *msg,
                            size_t msglen);
 
 /* The launch geometry fa_forward uses for `batch` x `seqlen_q` (grid[3] =
- * x, y, z; block = info->threads). Returns FA_ERR_TOO_LARGE when a grid
+ * x, y, z; block = info->threads); a varlen launch's is num_seqs x
+ * max_seqlen_q's. Returns FA_ERR_TOO_LARGE when a grid
  * dimension exceeds the CUDA limits, FA_ERR_NULL_POINTER for NULL. */
 FA_API fa_status fa_forward_grid(const fa_kernel_info *info, int64_t batch, int64_t seqlen_q,
                           unsigned grid[3]);
@@ -423,6 +479,11 @@ FA_API const fa_kernel_info *fa_module_kernel_info(const fa_module *mod, int i);
  * needs more, freed by fa_module_destroy) and launches the kernel on
  * args->stream. Asynchronous: errors inside the kernel show at the next
  * synchronization. batch == 0 or seqlen_q == 0 launches nothing.
+ * A varlen launch (fa_varlen) without a host copy of cu_seqlens_q or
+ * cu_seqlens_k first synchronizes args->stream and copies the device array
+ * to the host (cuMemcpyDtoH) to validate its values as fa_forward_check
+ * validates host copies (a failure returns its status, nothing launched);
+ * its LSE scratch (args->lse NULL) is heads x total_q floats.
  * The scratch is shared by all launches of mod: launches that use it on
  * different streams must be ordered by the caller. */
 FA_API fa_status fa_forward(fa_module *mod, const fa_forward_args *args);
@@ -560,7 +621,8 @@ FA_API const char *fa_decode_last_kernel(const fa_module *mod);
 /* Arguments of one backward launch: the gradients of a forward launch's
  * loss with respect to q, k and v, given the upstream gradient dout. The
  * sizes are the forward's: batch = q.dim[0], seqlen_q = q.dim[1],
- * seqlen_k = k.dim[1].
+ * seqlen_k = k.dim[1] (a varlen launch: num_seqs, max_seqlen_q and
+ * max_seqlen_k of varlen, the tensors packed and lse [heads, total_q]).
  *   q, k, v, o: the forward's inputs and output, as in fa_forward_args
  *   lse: the forward's LSE, float32 [batch, heads, seqlen_q], contiguous,
  *     4-byte aligned (required: give fa_forward an lse to write it into)
@@ -612,6 +674,10 @@ typedef struct fa_backward_args {
    * (a learned bias's is not computed). */
   const fa_input *inputs;
   int num_inputs;
+  /* The forward launch's sequences (fa_varlen) for the backward of a
+   * varlen kernel: the same values; lse is then its [heads, total_q] and
+   * dq, dk, dv are packed like q, k, v. NULL for a padded batch. */
+  const fa_varlen *varlen;
 } fa_backward_args;
 
 /* The workspace a backward launch of `mode` (fa_backward_mode) needs, in
@@ -621,7 +687,9 @@ typedef struct fa_backward_args {
  * aligned (fa_backward_plan gives the offsets). `info` is the forward
  * kernel's metadata or any of its backward kernels' (they agree on heads
  * and head_dim). seqlen_k does not change the size; it is checked as the
- * launch would be. 0 when batch or seqlen_q is 0. Returns
+ * launch would be. 0 when batch or seqlen_q is 0. For a varlen launch
+ * (fa_varlen) pass num_seqs, max_seqlen_q and max_seqlen_k: its workspace
+ * is that padded batch's. Returns
  * FA_ERR_NULL_POINTER, FA_ERR_INVALID_ARGUMENT (a negative size or
  * a mode not in fa_backward_mode), FA_ERR_META (an info fa_meta_parse would not
  * give), FA_ERR_UNSUPPORTED (a decode kernel), FA_ERR_TOO_LARGE (the size,
@@ -645,12 +713,14 @@ FA_API fa_status fa_backward_workspace_size(const fa_kernel_info *info, int64_t 
  * launch uses not overlapping any input (q, k, v, o, lse, dout) nor each
  * other (address ranges, as fa_forward_check); the run-time inputs as
  * fa_forward_check checks them, none overlapping dq, dk, dv or a caller's
- * workspace. Returns FA_OK or the first
+ * workspace; a varlen launch (args->varlen) as fa_forward_check checks it,
+ * of all eight tensors, the workspace sized for num_seqs x max_seqlen_q.
+ * Returns FA_OK or the first
  * failure's status with a message naming the argument and the numbers in
  * msg (when not NULL), e.g. "dv: heads is 32 but the kernel was compiled
  * for kv_heads = 8 (...)". FA_ERR_UNSUPPORTED for a decode kernel.
- * batch == 0 is valid and launches nothing; seqlen_q == 0 or seqlen_k == 0
- * are valid and launched (fa_backward_plan). */
+ * batch == 0 (varlen: num_seqs == 0) is valid and launches nothing;
+ * seqlen_q == 0 or seqlen_k == 0 are valid and launched (fa_backward_plan). */
 FA_API fa_status fa_backward_check(const fa_kernel_info *info, const fa_backward_args *args, char *msg,
                             size_t msglen);
 
@@ -670,6 +740,8 @@ typedef struct fa_backward_step {
   int dropout;            /* LAUNCH: the kernel takes dropout's parameters (metadata dropout) */
   int dropout_torch;      /* LAUNCH: its keep decision is PyTorch's (metadata dropout_mask) */
   size_t offset, bytes;   /* ZERO: the range of the workspace */
+  int varlen;             /* LAUNCH: the kernel takes a varlen launch's four parameters
+                           * (metadata layout varlen; fa_backward_params) */
 } fa_backward_step;
 
 #define FA_BACKWARD_MAX_STEPS 5
@@ -699,7 +771,8 @@ typedef struct fa_backward_schedule {
  * (dv where the module has a kernel of role dv: split-dkdv)
  * grids: pre, post, q: (ceil(seqlen_q / tile_q), heads, batch) with each
  * kernel's own tile_q; main, kv: (ceil(seqlen_k / tile_kv), kv_heads,
- * batch). A kernel whose grid is empty is left out, and writes nothing it
+ * batch); a varlen launch's with num_seqs, max_seqlen_q and max_seqlen_k
+ * (its workspace too). A kernel whose grid is empty is left out, and writes nothing it
  * would have to: batch == 0 plans nothing; seqlen_q == 0 plans main (or
  * kv) alone, which writes dk = dv = 0 (no query to sum over); seqlen_k ==
  * 0 plans ZERO, pre and post (or pre and q), which write dq = 0. Returns
@@ -726,13 +799,17 @@ typedef struct fa_param {
   int64_t value;          /* the address for PTR (0 for null); F32: the float's IEEE bits */
 } fa_param;
 
-/* The longest list: 30 parameters (main, kv), 6 of dropout's, 5 for each of
- * FA_MAX_INPUTS run-time inputs of rank 4. */
+/* The longest list: 30 parameters (main, kv), 6 of dropout's, 4 of a
+ * varlen launch's (never beside dropout's in a compiled module), 5 for
+ * each of FA_MAX_INPUTS run-time inputs of rank 4. */
 #define FA_BACKWARD_MAX_PARAMS 80
 
 /* The parameter list of step `step` of `plan` (a LAUNCH step) in the ABI
  * order of docs/backward.md: pointers, then batch, seqlen_q, seqlen_k
  * (i32), then each tensor's batch/seq/head strides in elements (i64), then,
+ * for a varlen kernel (step.varlen), cu_seqlens_q, cu_seqlens_k (ptr),
+ * total_q, total_k (i32: q's and k's dim 1; batch, seqlen_q and seqlen_k
+ * are then num_seqs, max_seqlen_q and max_seqlen_k of args->varlen), then,
  * for a kernel with dropout (step.dropout), seed_lo, seed_hi, offset_lo,
  * offset_hi, keep_threshold (u32) and keep_scale (f32), then one group per
  * run-time input of plan->inputs, in order, bound from args->inputs by
@@ -741,7 +818,8 @@ typedef struct fa_param {
  * `workspace` is the device address of the workspace the plan's offsets
  * are from (args->workspace, or the module's scratch). Fills params and
  * *count (at most FA_BACKWARD_MAX_PARAMS). FA_ERR_INVALID_ARGUMENT for a
- * step that is not a launch; FA_ERR_NULL_POINTER for NULL. */
+ * step that is not a launch, or a varlen step without args->varlen;
+ * FA_ERR_NULL_POINTER for NULL. */
 FA_API fa_status fa_backward_params(const fa_backward_schedule *plan, int step,
                              const fa_backward_args *args, uint64_t workspace,
                              fa_param params[FA_BACKWARD_MAX_PARAMS], int *count);
@@ -758,11 +836,29 @@ FA_API fa_status fa_decode_params(const fa_kernel_info *info, const fa_decode_ar
                                   int nsplit, uint64_t lse, uint64_t workspace,
                                   fa_param params[FA_BACKWARD_MAX_PARAMS], int *count);
 
+/* fa_forward's parameter list of kernel `info` (the module's forward
+ * kernel, or its NAME_dropout when args->dropout_p > 0) in the order of
+ * docs/abi.md: q, k, v, o, lse, workspace (ptr), batch, seqlen_q, seqlen_k
+ * (i32), the q, k, v, o batch/seq/head strides (i64); then, for a varlen
+ * kernel (info->varlen), cu_seqlens_q, cu_seqlens_k (ptr), total_q,
+ * total_k (i32), batch, seqlen_q and seqlen_k being num_seqs, max_seqlen_q
+ * and max_seqlen_k of args->varlen; then dropout's six for a kernel with
+ * dropout (info->dropout), and one group per run-time input of info (as
+ * fa_backward_params). `lse` and `workspace` are the device addresses
+ * fa_forward passes (the caller's LSE or the module's scratch).
+ * FA_ERR_INVALID_ARGUMENT for a varlen kernel without args->varlen;
+ * FA_ERR_NULL_POINTER for NULL. Touches no GPU. */
+FA_API fa_status fa_forward_params(const fa_kernel_info *info, const fa_forward_args *args,
+                                   uint64_t lse, uint64_t workspace,
+                                   fa_param params[FA_BACKWARD_MAX_PARAMS], int *count);
+
 /* Validates and plans the backward of mod's forward kernel
  * (fa_backward_plan over the module's kernels; failures return their status
  * and leave the message in mod), makes sure the workspace exists (the
  * module's scratch when args->workspace is NULL) and runs the plan's steps
- * on args->stream in order. FA_ERR_UNSUPPORTED, with a message saying so,
+ * on args->stream in order. A varlen launch without host copies of its
+ * cu_seqlens synchronizes args->stream and copies them to the host first,
+ * to validate them as fa_forward does. FA_ERR_UNSUPPORTED, with a message saying so,
  * when the module was compiled without `grad = true`; FA_ERR_CUDA when
  * the atomic launch's memset is missing from the driver (use
  * FA_BACKWARD_DETERMINISTIC). Asynchronous, like fa_forward: errors inside the kernels show at the

@@ -138,12 +138,15 @@ fa_status fa_check_int32_sizes(const fa_launch_tensors *c, const fa_kernel_info 
 
 /* The binding of the input called `name` among inputs[0..n); NULL when none. */
 const fa_input *fa_find_input_(const fa_input *inputs, int n, const char *name);
-/* What needs no memory: in's declarations sane (a hand-built info); every
- * declared input bound once by inputs[0..n) and nothing else bound; a
- * tensor's dtype and dims (sizes from q and k, checked before), a scalar's
- * value; the requires. */
+/* What needs no memory: in's declarations sane (a hand-built info; a
+ * varlen kernel's have no seqlen dims); every declared input bound once by
+ * inputs[0..n) and nothing else bound; a tensor's dtype and dims (sizes
+ * from q and k, checked before; batch = vl->num_seqs in a varlen launch,
+ * vl NULL otherwise), a scalar's value; the requires (a varlen launch's are
+ * per sequence: fa_check_varlen_values_). */
 fa_status fa_check_inputs_(const fa_kernel_info *in, const fa_input *inputs, int n,
-                           const fa_tensor *q, const fa_tensor *k, char *msg, size_t len);
+                           const fa_tensor *q, const fa_tensor *k, const fa_varlen *vl,
+                           char *msg, size_t len);
 /* What a launch's tensor inputs must be in memory (after fa_check_inputs_,
  * for launches that run): data not NULL unless empty, strides >= 0, data
  * aligned to the element size, extents below 2^62 bytes and within the
@@ -178,5 +181,57 @@ typedef struct fa_param_values {
   void *ptr[FA_BACKWARD_MAX_PARAMS];
 } fa_param_values;
 void fa_param_values_(const fa_param *p, int n, fa_param_values *v);
+
+/* ---- variable-length batches (varlen.c; docs/abi.md) ---- */
+
+/* A launch's kernel parameters batch, seqlen_q and seqlen_k (and so its
+ * grids and workspaces): q's dim 0, q's dim 1 and k's dim 1 for a padded
+ * batch (vl NULL); num_seqs, max_seqlen_q and max_seqlen_k for a varlen one. */
+typedef struct fa_sizes {
+  int64_t batch, seqlen_q, seqlen_k;
+} fa_sizes;
+fa_sizes fa_launch_sizes_(const fa_varlen *vl, const fa_tensor *q, const fa_tensor *k);
+/* What a `layout varlen` block cannot go with, for the metadata parser: -2
+ * nothing; -1 another key (mode decode, dropout), why says so; i >= 0 input
+ * i (a seqlen dim). */
+int fa_varlen_meta_conflict_(const fa_kernel_info *in, char *why, size_t len);
+/* A launch's layout against its kernel's (vl given exactly for a varlen
+ * kernel); then vl's fields: num_seqs in 0..65535, the device arrays not
+ * NULL, both copies 4-byte aligned, max_seqlen_q/k in 1..INT32_MAX; every
+ * tensor of c packed (dim[0] 1). Before the cross-tensor dims. */
+fa_status fa_check_varlen_(const fa_kernel_info *in, const fa_varlen *vl,
+                           const fa_launch_tensors *c);
+/* After them: total_q and total_k (c's q and k dim 1), heads x total_q
+ * and the padded num_seqs x heads x max_seqlen_q within int32. */
+fa_status fa_check_varlen_sizes_(const fa_kernel_info *in, const fa_varlen *vl,
+                                 const fa_launch_tensors *c);
+/* The prefix sums' values, of host arrays cq and ck (either NULL: not
+ * checked): cu[0] 0, non-decreasing, cu[num_seqs] = q's (k's) dim 1, no
+ * sequence longer than its max_seqlen; with both, in's requires per
+ * sequence. FA_OK for vl NULL or num_seqs 0. */
+fa_status fa_check_varlen_values_(const fa_kernel_info *in, const fa_varlen *vl,
+                                  const int32_t *cq, const int32_t *ck, const fa_tensor *q,
+                                  const fa_tensor *k, char *msg, size_t len);
+/* The cu_seqlens arrays as memory the launch reads, into r: 2 ranges, or 0
+ * for vl NULL. */
+int fa_varlen_ranges_(const fa_varlen *vl, fa_range r[2]);
+/* The four parameters after a varlen kernel's kind's: cu_seqlens_q,
+ * cu_seqlens_k, total_q (q's dim 1), total_k (k's dim 1). */
+void fa_put_varlen_(fa_plist *l, const fa_varlen *vl, const fa_tensor *q, const fa_tensor *k);
+/* fa_forward's and fa_backward's check of the device arrays the caller
+ * gave no host copy of (the module's context current): synchronizes
+ * `stream`, copies them to the host and checks them as
+ * fa_check_varlen_values_ (message in m). FA_OK at once with both copies. */
+fa_status fa_varlen_check_device_(fa_module *m, const fa_kernel_info *in, const fa_varlen *vl,
+                                  const fa_tensor *q, const fa_tensor *k, void *stream);
+/* runtime.c: synchronizes `stream`, then copies n int32 from device address
+ * src to dst (cuStreamSynchronize, cuMemcpyDtoH); `what` names the array
+ * in a failure's message (in m). The module's context current. */
+fa_status fa_module_copy_i32_(fa_module *m, const int32_t *src, size_t n, void *stream,
+                              int32_t *dst, const char *what);
+/* Whether a forward launch computes nothing (no query row: batch or
+ * seqlen_q 0, a varlen launch's num_seqs or total_q 0): checked, nothing
+ * launched (check.c). */
+int fa_forward_empty_(const fa_forward_args *a);
 
 #endif

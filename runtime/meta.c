@@ -59,6 +59,8 @@ enum {
   K_ROLE, K_FORWARD,
   /* dropout keys (docs/dropout.md) */
   K_DROPOUT, K_DROPOUT_OF, K_DROPOUT_MASK,
+  /* packed sequences (docs/abi.md, "Variable-length batches") */
+  K_LAYOUT,
   /* run-time inputs (docs/abi.md): the only keys a block may repeat */
   K_INPUT, K_REQUIRE, K_COUNT
 };
@@ -71,8 +73,8 @@ static const char *const key_names[K_COUNT] = {
   "workspace_floats_per_row", "target", "passes",
   "cache", "page_size", "split", "q_len_max", "combine_kernel", "combine_threads", "unified_max",
   "combine_pdl", "combine_fused", "wide_kernel", "wide_tile_kv", "wide_threads",
-  "wide_smem_bytes", "role", "forward", "dropout", "dropout_of", "dropout_mask", "input",
-  "require",
+  "wide_smem_bytes", "role", "forward", "dropout", "dropout_of", "dropout_mask", "layout",
+  "input", "require",
 };
 
 static const int required_keys[] = {K_VERSION, K_KERNEL, K_DTYPE, K_HEAD_DIM, K_HEADS,
@@ -294,6 +296,11 @@ static fa_status set_key(Parser *p, int k, const char *v) {
     static const char *const n[] = {"exact", "torch", NULL};
     static const int val[] = {0, 1};
     return parse_enum(p, key, v, n, val, "exact, torch", &in->dropout_torch);
+  }
+  case K_LAYOUT: {
+    static const char *const n[] = {"padded", "varlen", NULL};
+    static const int val[] = {0, 1};
+    return parse_enum(p, key, v, n, val, "padded, varlen", &in->varlen);
   }
   default: return set_decode_key(p, k, v);
   }
@@ -614,6 +621,17 @@ static fa_status check_input_keys(Parser *p) {
   return FA_OK;
 }
 
+/* `layout varlen` and the keys it cannot go with (varlen.c says which):
+ * names the layout line, or the input line with a seqlen dim. */
+static fa_status check_layout_key(Parser *p) {
+  char why[200];
+  int input = fa_varlen_meta_conflict_(p->info, why, sizeof why);
+  if (input == -2) return FA_OK;
+  if (input == -1) return fail_key(p, K_LAYOUT, "%s", why);
+  p->line = p->lines.input[input];
+  return fail(p, "input", "%s", why);
+}
+
 /* Cross-key rules, checked once every line of the block is read. */
 static fa_status check_complete(Parser *p) {
   fa_kernel_info *in = p->info;
@@ -640,7 +658,8 @@ static fa_status check_complete(Parser *p) {
   fa_status st = check_decode_keys(p);
   if (!st) st = check_backward_keys(p);
   if (!st) st = check_input_keys(p);
-  return st ? st : check_dropout_keys(p);
+  if (!st) st = check_dropout_keys(p);
+  return st ? st : check_layout_key(p);
 }
 
 /* ---- a module's blocks together ------------------------------------------- */
@@ -671,16 +690,17 @@ static fa_status same_attention(Module *m, int b, int ref) {
   const fa_kernel_info *x = &m->k[b], *y = &m->k[ref];
   const char *of = x->forward[0] ? "the backward of" : "the dropout kernel of";
   const char *base = x->forward[0] ? x->forward : x->dropout_of;
-  struct { int key; int differs; char have[40], want[40]; } f[6] = {
+  struct { int key; int differs; char have[40], want[40]; } f[7] = {
     {K_DTYPE, x->dtype != y->dtype, "", ""},
     {K_HEAD_DIM, x->head_dim != y->head_dim, "", ""},
     {K_V_HEAD_DIM, x->v_head_dim != y->v_head_dim, "", ""},
     {K_HEADS, x->heads != y->heads, "", ""},
     {K_KV_HEADS, x->kv_heads != y->kv_heads, "", ""},
     {K_MASK, x->mask != y->mask, "", ""},
+    {K_LAYOUT, !x->varlen != !y->varlen, "", ""},
   };
   static const char *const masks[] = {"none", "causal", "window", "expr"};
-  for (int i = 0; i < 6; i++) {
+  for (int i = 0; i < 7; i++) {
     if (!f[i].differs) continue;
     int key = f[i].key;
     if (key == K_DTYPE) {
@@ -689,6 +709,9 @@ static fa_status same_attention(Module *m, int b, int ref) {
     } else if (key == K_MASK) {
       fa_fmt(f[i].have, sizeof f[i].have, "%s", masks[x->mask & 3]);
       fa_fmt(f[i].want, sizeof f[i].want, "%s", masks[y->mask & 3]);
+    } else if (key == K_LAYOUT) {
+      fa_fmt(f[i].have, sizeof f[i].have, "%s", x->varlen ? "varlen" : "padded");
+      fa_fmt(f[i].want, sizeof f[i].want, "%s", y->varlen ? "varlen" : "padded");
     } else {
       const int *vx = key == K_HEAD_DIM ? &x->head_dim : key == K_V_HEAD_DIM ? &x->v_head_dim
                       : key == K_HEADS ? &x->heads : &x->kv_heads;

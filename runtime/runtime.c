@@ -39,6 +39,9 @@ typedef struct Driver {
                            unsigned, unsigned, CUstream, void **, void **);
   CUresult (*MemAlloc)(CUdeviceptr *, size_t);
   CUresult (*MemFree)(CUdeviceptr);
+  /* A varlen launch's prefix sums read back for validation (fa_forward). */
+  CUresult (*StreamSynchronize)(CUstream);
+  CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
   /* Optional (CUDA 11.8+): NULL on older drivers, which launch the combine
    * kernel the plain way. */
   CUresult (*LaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
@@ -110,6 +113,8 @@ static fa_status load_symbols(Driver *cu, char *err, size_t errlen) {
     {(void **)&cu->LaunchKernel, "cuLaunchKernel"},
     {(void **)&cu->MemAlloc, "cuMemAlloc_v2"},
     {(void **)&cu->MemFree, "cuMemFree_v2"},
+    {(void **)&cu->StreamSynchronize, "cuStreamSynchronize"},
+    {(void **)&cu->MemcpyDtoH, "cuMemcpyDtoH_v2"},
   };
   for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
     /* POSIX's way to turn dlsym's void * into a function pointer. */
@@ -515,27 +520,30 @@ static int forward_kernel(fa_module *m, const fa_forward_args *a) {
   return -1;
 }
 
-/* Kernel i's parameters in docs/abi.md order: the pointers, the sizes, the
- * batch/seq/head strides of q, k, v, o, then dropout's (a kernel with
- * dropout) and the run-time inputs' groups. */
-static void forward_params(const fa_kernel_info *in, const fa_forward_args *a, CUdeviceptr lse,
-                           CUdeviceptr ws, fa_param p[FA_BACKWARD_MAX_PARAMS], int *n) {
+fa_status fa_forward_params(const fa_kernel_info *in, const fa_forward_args *a, uint64_t lse,
+                            uint64_t ws, fa_param p[FA_BACKWARD_MAX_PARAMS], int *n) {
   static const char *const names[4] = {"q", "k", "v", "o"};
   static const char *const strides[4][3] = {{"q.sb", "q.ss", "q.sh"}, {"k.sb", "k.ss", "k.sh"},
                                             {"v.sb", "v.ss", "v.sh"}, {"o.sb", "o.ss", "o.sh"}};
+  if (n) *n = 0;
+  if (!in || !a || !p || !n) return FA_ERR_NULL_POINTER;
+  if (in->varlen && !a->varlen) return FA_ERR_INVALID_ARGUMENT;
   const fa_tensor *t[4] = {&a->q, &a->k, &a->v, &a->o};
+  fa_sizes sz = fa_launch_sizes_(in->varlen ? a->varlen : NULL, &a->q, &a->k);
   fa_plist l = {p, 0};
   for (int j = 0; j < 4; j++) fa_put_(&l, FA_PARAM_PTR, names[j], (int64_t)devptr(t[j]->data));
   fa_put_(&l, FA_PARAM_PTR, "lse", (int64_t)lse);
   fa_put_(&l, FA_PARAM_PTR, "workspace", (int64_t)ws);
-  fa_put_(&l, FA_PARAM_I32, "batch", a->q.dim[0]);
-  fa_put_(&l, FA_PARAM_I32, "seqlen_q", a->q.dim[1]);
-  fa_put_(&l, FA_PARAM_I32, "seqlen_k", a->k.dim[1]);
+  fa_put_(&l, FA_PARAM_I32, "batch", sz.batch);
+  fa_put_(&l, FA_PARAM_I32, "seqlen_q", sz.seqlen_q);
+  fa_put_(&l, FA_PARAM_I32, "seqlen_k", sz.seqlen_k);
   for (int j = 0; j < 4; j++)
     for (int d = 0; d < 3; d++) fa_put_(&l, FA_PARAM_I64, strides[j][d], t[j]->stride[d]);
+  if (in->varlen) fa_put_varlen_(&l, a->varlen, &a->q, &a->k);
   if (in->dropout > 0) fa_put_dropout_(&l, a->dropout_p, a->seed, a->offset, in->dropout_torch);
   fa_put_inputs_(&l, in->inputs, in->ninputs, a->inputs, a->num_inputs);
   *n = l.n;
+  return FA_OK;
 }
 
 /* Kernel i of the module launched on the current context. */
@@ -543,11 +551,12 @@ static fa_status launch(fa_module *m, int i, const fa_forward_args *a, CUdevicep
                         CUdeviceptr ws) {
   const fa_kernel_info *in = &m->kernels[i];
   unsigned grid[3];
-  fa_forward_grid(in, a->q.dim[0], a->q.dim[1], grid); /* checked by fa_forward_check */
+  fa_sizes sz = fa_launch_sizes_(a->varlen, &a->q, &a->k);
+  fa_forward_grid(in, sz.batch, sz.seqlen_q, grid); /* checked by fa_forward_check */
   fa_param p[FA_BACKWARD_MAX_PARAMS];
   fa_param_values v;
   int n = 0;
-  forward_params(in, a, lse, ws, p, &n);
+  fa_forward_params(in, a, lse, ws, p, &n);
   fa_param_values_(p, n, &v);
   CUresult r = m->ctx->cu.LaunchKernel(m->fns[i], grid[0], grid[1], grid[2],
                                        (unsigned)in->threads, 1, 1, (unsigned)in->smem_bytes,
@@ -571,15 +580,20 @@ fa_status fa_forward(fa_module *mod, const fa_forward_args *args) {
   const fa_kernel_info *in = &mod->kernels[ki];
   /* The dropout kernel has tiles (and so a grid) of its own: check it too. */
   if (ki > 0 && (st = fa_forward_check(in, args, mod->errmsg, sizeof mod->errmsg))) return st;
-  if (args->q.dim[0] == 0 || args->q.dim[1] == 0) return FA_OK; /* nothing to compute */
-  /* Scratch layout: [LSE rows when the caller wants none][workspace]. */
+  if (fa_forward_empty_(args)) return FA_OK; /* nothing to compute */
+  /* Scratch layout: [LSE rows when the caller wants none][workspace]. The
+   * LSE's rows are q's (a varlen launch's: heads x total_q, dim 0 being 1),
+   * the workspace's the padded batch's (num_seqs x heads x max_seqlen_q). */
   size_t rows = (size_t)args->q.dim[0] * (size_t)in->heads * (size_t)args->q.dim[1];
+  fa_sizes sz = fa_launch_sizes_(args->varlen, &args->q, &args->k);
+  size_t ws_rows = (size_t)sz.batch * (size_t)in->heads * (size_t)sz.seqlen_q;
   /* The workspace starts 256-byte aligned so kernels may use vector accesses. */
   size_t lse_bytes = args->lse ? 0 : (rows * sizeof(float) + 255) & ~(size_t)255;
-  size_t ws_bytes = rows * (size_t)in->workspace_floats_per_row * sizeof(float);
+  size_t ws_bytes = ws_rows * (size_t)in->workspace_floats_per_row * sizeof(float);
   fa_context *c = mod->ctx;
   if ((st = push(c, mod->errmsg, sizeof mod->errmsg)) != FA_OK) return st;
-  st = ensure_scratch(mod, lse_bytes + ws_bytes);
+  st = fa_varlen_check_device_(mod, in, args->varlen, &args->q, &args->k, args->stream);
+  if (st == FA_OK) st = ensure_scratch(mod, lse_bytes + ws_bytes);
   if (st == FA_OK) {
     CUdeviceptr lse = args->lse ? devptr(args->lse) : mod->scratch;
     CUdeviceptr ws = ws_bytes ? mod->scratch + lse_bytes : 0;
@@ -615,6 +629,25 @@ fa_status fa_module_memset_(fa_module *m, uint64_t dst, size_t bytes, void *stre
   cuda_msg(cu, head, sizeof head, "cuMemsetD32Async", r);
   fa_fmt(m->errmsg, sizeof m->errmsg, "zeroing %s (%zu bytes at 0x%llx): %s", what, bytes,
          (unsigned long long)dst, head);
+  return FA_ERR_CUDA;
+}
+
+fa_status fa_module_copy_i32_(fa_module *m, const int32_t *src, size_t n, void *stream,
+                              int32_t *dst, const char *what) {
+  Driver *cu = &m->ctx->cu;
+  /* The caller may have written the array on its stream just before. */
+  CUresult r = cu->StreamSynchronize((CUstream)stream);
+  const char *call = "cuStreamSynchronize";
+  if (r == CUDA_SUCCESS) {
+    r = cu->MemcpyDtoH(dst, devptr(src), n * sizeof *dst);
+    call = "cuMemcpyDtoH";
+  }
+  if (r == CUDA_SUCCESS) return FA_OK;
+  char head[256];
+  cuda_msg(cu, head, sizeof head, call, r);
+  fa_fmt(m->errmsg, sizeof m->errmsg, "reading %s (%zu int32 at 0x%llx) to validate it: %s; pass "
+         "its host copy (fa_varlen) to skip this read", what, n, (unsigned long long)devptr(src),
+         head);
   return FA_ERR_CUDA;
 }
 

@@ -338,7 +338,8 @@ static fa_status check_declarations(const fa_kernel_info *in, char *msg, size_t 
          (x->rank ? fa_dtype_size(x->dtype) != 0
                   : x->dtype == FA_DTYPE_F32 || x->dtype == FA_DTYPE_I32);
     for (int d = 0; ok && d < x->rank; d++)
-      ok = x->dims[d] > 0 || (x->dims[d] <= FA_INPUT_DIM_BATCH && x->dims[d] >= FA_INPUT_DIM_SEQLEN_K);
+      ok = x->dims[d] > 0 || x->dims[d] == FA_INPUT_DIM_BATCH ||
+           (!in->varlen && x->dims[d] >= FA_INPUT_DIM_SEQLEN_K && x->dims[d] < 0);
   }
   if (ok) return FA_OK;
   fa_fmt(msg, len, "kernel %s: its run-time input declarations are inconsistent (ninputs %d): "
@@ -405,36 +406,39 @@ static fa_status check_bindings(const fa_kernel_info *in, const fa_input *inputs
   return FA_OK;
 }
 
-/* A declared dim's size at this launch: a constant, or batch = q's dim 0,
- * seqlen_q = q's dim 1, seqlen_k = k's dim 1. */
-static int64_t launch_dim(int dim, const fa_tensor *q, const fa_tensor *k) {
+/* A declared dim's size at this launch: a constant, or batch = q's dim 0
+ * (a varlen launch's num_seqs), seqlen_q = q's dim 1, seqlen_k = k's dim 1
+ * (never in a varlen kernel: check_declarations). */
+static int64_t launch_dim(int dim, const fa_tensor *q, const fa_tensor *k, const fa_varlen *vl) {
   return dim > 0                         ? dim
-         : dim == FA_INPUT_DIM_BATCH     ? q->dim[0]
+         : dim == FA_INPUT_DIM_BATCH     ? (vl ? vl->num_seqs : q->dim[0])
          : dim == FA_INPUT_DIM_SEQLEN_Q  ? q->dim[1]
                                          : k->dim[1];
 }
 
-/* `decode`: the launch is a decode one, whose seqlen_q is q_len (named so
- * in messages: a decode caller knows no seqlen_q). */
+/* `kind`: 0 a forward or backward launch, 1 a decode one, whose seqlen_q
+ * is q_len, 2 a varlen one, whose batch is num_seqs (named so in messages:
+ * a decode caller knows no seqlen_q, a varlen one no batch). */
 static fa_status check_tensor_input(const fa_input_info *x, const fa_tensor *t,
-                                    const fa_tensor *q, const fa_tensor *k, int decode,
-                                    char *msg, size_t len) {
-  static const char *const sizes[2][3] = {{"batch", "seqlen_q", "seqlen_k"},
-                                          {"batch", "seqlen_q (q_len)", "seqlen_k"}};
+                                    const fa_tensor *q, const fa_tensor *k, const fa_varlen *vl,
+                                    int kind, char *msg, size_t len) {
+  static const char *const sizes[3][3] = {{"batch", "seqlen_q", "seqlen_k"},
+                                          {"batch", "seqlen_q (q_len)", "seqlen_k"},
+                                          {"batch (num_seqs)", "seqlen_q", "seqlen_k"}};
   if (t->dtype != x->dtype) {
     fa_fmt(msg, len, "input '%s': dtype is %s but the kernel declares %s", x->name,
            fa_dtype_name(t->dtype), fa_dtype_name(x->dtype));
     return FA_ERR_DTYPE;
   }
   for (int d = 0; d < x->rank; d++) {
-    int64_t want = launch_dim(x->dims[d], q, k);
+    int64_t want = launch_dim(x->dims[d], q, k, vl);
     if (t->dim[d] == want) continue;
     if (x->dims[d] > 0)
       fa_fmt(msg, len, "input '%s': dim %d is %" PRId64 ", the kernel declares %d", x->name, d,
              t->dim[d], x->dims[d]);
     else
       fa_fmt(msg, len, "input '%s': dim %d is %" PRId64 ", the launch's %s is %" PRId64, x->name,
-             d, t->dim[d], sizes[decode][-x->dims[d] - 1], want);
+             d, t->dim[d], sizes[kind][-x->dims[d] - 1], want);
     return FA_ERR_SHAPE;
   }
   return FA_OK;
@@ -471,19 +475,22 @@ static fa_status check_requires(const fa_kernel_info *in, const fa_tensor *q, co
 }
 
 fa_status fa_check_inputs_(const fa_kernel_info *in, const fa_input *inputs, int n,
-                           const fa_tensor *q, const fa_tensor *k, char *msg, size_t len) {
+                           const fa_tensor *q, const fa_tensor *k, const fa_varlen *vl,
+                           char *msg, size_t len) {
   fa_status st;
   if ((st = check_declarations(in, msg, len)) || (st = check_bindings(in, inputs, n, msg, len)))
     return st;
-  int decode = in->mode == FA_MODE_DECODE;
+  int kind = in->mode == FA_MODE_DECODE ? 1 : vl ? 2 : 0;
   for (int i = 0; i < in->ninputs; i++) {
     const fa_input_info *x = &in->inputs[i];
     const fa_input *b = fa_find_input_(inputs, n, x->name);
-    st = x->rank ? check_tensor_input(x, &b->tensor, q, k, decode, msg, len)
+    st = x->rank ? check_tensor_input(x, &b->tensor, q, k, vl, kind, msg, len)
                  : check_scalar_input(x, b->value, msg, len);
     if (st != FA_OK) return st;
   }
-  return check_requires(in, q, k, msg, len);
+  /* A varlen launch's q and k hold every sequence: its requires are per
+   * sequence, on the prefix sums' values (fa_check_varlen_values_). */
+  return vl ? FA_OK : check_requires(in, q, k, msg, len);
 }
 
 /* "4x4096" of a tensor input's first `rank` dims (or strides). */

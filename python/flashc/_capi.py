@@ -1,7 +1,7 @@
 """ctypes declarations of the C API (runtime/flashc_runtime.h, jit/flashc_jit.h)
 and how the libraries are found. Struct layouts mirror the headers; the CI test
-test/python/compile.test checks their sizes (and the run-time inputs' field
-offsets) against the C compiler's."""
+test/python/compile.test checks their sizes (and the offsets of the run-time
+inputs' and the varlen fields) against the C compiler's."""
 import ctypes
 import ctypes.util
 import os
@@ -47,7 +47,8 @@ class KernelInfo(ctypes.Structure):
                 ("forward", ctypes.c_char * FA_NAME_MAX), ("dropout", ctypes.c_double),
                 ("dropout_of", ctypes.c_char * FA_NAME_MAX), ("dropout_torch", ctypes.c_int),
                 ("ninputs", ctypes.c_int), ("inputs", InputInfo * MAX_INPUTS),
-                ("require_q_le_k", ctypes.c_int), ("require_k_le_q", ctypes.c_int)]
+                ("require_q_le_k", ctypes.c_int), ("require_k_le_q", ctypes.c_int),
+                ("varlen", ctypes.c_int)]
 
 
 class Tensor(ctypes.Structure):
@@ -60,16 +61,28 @@ class Input(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("tensor", Tensor), ("value", ctypes.c_double)]
 
 
+class Varlen(ctypes.Structure):
+    """fa_varlen: the sequences of a varlen launch (docs/abi.md, "Variable-length
+    batches"): device prefix sums, optional host copies, their count and the
+    longest lengths."""
+    _fields_ = [("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p),
+                ("host_cu_seqlens_q", ctypes.c_void_p), ("host_cu_seqlens_k", ctypes.c_void_p),
+                ("num_seqs", ctypes.c_int), ("max_seqlen_q", ctypes.c_int64),
+                ("max_seqlen_k", ctypes.c_int64)]
+
+
 _DROPOUT_FIELDS = [("dropout_p", ctypes.c_double), ("seed", ctypes.c_uint64),
                    ("offset", ctypes.c_uint64)]
 # the last fields of fa_forward_args, fa_backward_args and fa_decode_args
 _INPUT_FIELDS = [("inputs", ctypes.POINTER(Input)), ("num_inputs", ctypes.c_int)]
+# after them in fa_forward_args and fa_backward_args
+_VARLEN_FIELDS = [("varlen", ctypes.POINTER(Varlen))]
 
 
 class ForwardArgs(ctypes.Structure):
     _fields_ = [("q", Tensor), ("k", Tensor), ("v", Tensor), ("o", Tensor),
                 ("lse", ctypes.c_void_p), ("stream", ctypes.c_void_p)] + _DROPOUT_FIELDS + \
-        _INPUT_FIELDS
+        _INPUT_FIELDS + _VARLEN_FIELDS
 
 
 class BackwardArgs(ctypes.Structure):
@@ -77,7 +90,7 @@ class BackwardArgs(ctypes.Structure):
                 ("lse", ctypes.c_void_p), ("dout", Tensor), ("dq", Tensor), ("dk", Tensor),
                 ("dv", Tensor), ("workspace", ctypes.c_void_p),
                 ("workspace_bytes", ctypes.c_size_t), ("stream", ctypes.c_void_p),
-                ("mode", ctypes.c_int)] + _DROPOUT_FIELDS + _INPUT_FIELDS
+                ("mode", ctypes.c_int)] + _DROPOUT_FIELDS + _INPUT_FIELDS + _VARLEN_FIELDS
 
 
 class DecodeArgs(ctypes.Structure):
@@ -119,7 +132,8 @@ def info_dict(k):
             "decode": _decode_dict(k.decode) if k.mode == 2 else None,
             "inputs": [input_tuple(k.inputs[i]) for i in range(k.ninputs)],
             "requires": [r for r, on in (("seqlen_q<=seqlen_k", k.require_q_le_k),
-                                         ("seqlen_k<=seqlen_q", k.require_k_le_q)) if on]}
+                                         ("seqlen_k<=seqlen_q", k.require_k_le_q)) if on],
+            "layout": "varlen" if k.varlen else "padded"}
 
 
 def input_tuple(x):
@@ -223,6 +237,8 @@ def declare(lib):
         "fa_module_kernel_info": (KI, [P, I]),
         "fa_meta_parse": (I, [ctypes.c_char_p, S, KI, ctypes.c_char_p, S]),
         "fa_forward_check": (I, [KI, ctypes.POINTER(ForwardArgs), ctypes.c_char_p, S]),
+        "fa_forward_params": (I, [KI, ctypes.POINTER(ForwardArgs), U64, U64, P,
+                                  ctypes.POINTER(I)]),
         "fa_forward": (I, [P, ctypes.POINTER(ForwardArgs)]),
         "fa_backward_workspace_size": (I, [KI, I64, I64, I64, I, ctypes.POINTER(S)]),
         "fa_backward_check": (I, [KI, ctypes.POINTER(BackwardArgs), ctypes.c_char_p, S]),

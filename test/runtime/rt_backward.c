@@ -5,8 +5,9 @@
  *       parses every kernel's block (fa_meta_parse_module) and prints one
  *       line a kernel: index, name, mode, role, forward, grid, tile_q,
  *       tile_kv, threads, smem_bytes (and dropout P, dropout_of NAME, the
- *       run-time inputs' names and the requires where given)
- *   flashc-rt-backward check FILE [--batch=N] [--sq=N] [--sk=N] [--info=I] [--params] [MOD...]
+ *       run-time inputs' names, the requires and layout varlen where given)
+ *   flashc-rt-backward check FILE [--batch=N] [--sq=N] [--sk=N] [--info=I] [--params]
+ *                      [--cu_q=LIST] [--cu_k=LIST] [MOD...]
  *       builds a valid backward launch for FILE's kernels (contiguous
  *       tensors at fake aligned device addresses 2^36 apart: q, k, v, o,
  *       lse, dout, dq, dk, dv, then a caller workspace of exactly the size
@@ -25,11 +26,17 @@
  *         p=X seed=N offset=N (dropout, docs/dropout.md)
  *         an edit of the run-time inputs (rt_inputs_mod: every input kernel 0
  *             declares is bound, tensors contiguous from 0x1b000000000 on,
- *             2^32 apart)
+ *             2^32 apart; batch dims num_seqs in a varlen launch)
+ *         an edit of a varlen launch (rt_varlen_mod)
+ *       --cu_q=0,3,10 / --cu_k=...: a varlen launch (rt_varlen: every tensor
+ *       packed [1, total, heads, d], host copies of the prefix sums given,
+ *       device arrays at 0x1c000000000 and 0x1c000100000; the workspace
+ *       sized for num_seqs x max_seqlen_q)
  *   flashc-rt-backward size FILE BATCH SEQLEN_Q SEQLEN_K MODE [INFO_INDEX]
  *       prints fa_backward_workspace_size
  *   flashc-rt-backward api
- *       every new entry point with NULL and out-of-range arguments
+ *       every new entry point with NULL and out-of-range arguments (and
+ *       fa_forward_params')
  *   flashc-rt-backward mask FILE P SEED OFFSET BATCH SEQLEN_Q SEQLEN_K
  *       fa_dropout_mask with the first kernel's heads: the status, how many
  *       of the elements are kept, and the first row's first 64 decisions
@@ -87,6 +94,7 @@ static int cmd_meta(int argc, char **argv) {
     }
     if (k[i].require_q_le_k) printf(" require seqlen_q<=seqlen_k");
     if (k[i].require_k_le_q) printf(" require seqlen_k<=seqlen_q");
+    if (k[i].varlen) printf(" layout varlen");
     printf("\n");
   }
   return 0;
@@ -97,6 +105,7 @@ static int cmd_meta(int argc, char **argv) {
 typedef struct Launch {
   fa_backward_args a;
   rt_inputs in;
+  rt_varlen vl;
   int null_args, null_info, nkernels, info;
 } Launch;
 
@@ -108,11 +117,21 @@ static void tensors(fa_backward_args *a, fa_tensor *t[NT]) {
   memcpy(t, all, sizeof all);
 }
 
-/* The valid launch described at the top. */
+/* The valid launch described at the top (l->vl's options taken already). */
 static void base_launch(const fa_kernel_info *in, int64_t b, int64_t sq, int64_t sk, Launch *l) {
   char *base = (char *)(uintptr_t)(UINT64_C(1) << 40);
   int64_t gap = INT64_C(1) << 36;
+  rt_varlen vl = l->vl;
   memset(l, 0, sizeof *l);
+  l->vl = vl;
+  /* the kernels' sizes: a varlen launch's are num_seqs and its longest */
+  int64_t batch = b, wq = sq, wk = sk;
+  if (rt_varlen_on(&l->vl)) {
+    long long tq, tk;
+    rt_varlen_finish(&l->vl, UINT64_C(0x1c000000000), &tq, &tk);
+    b = 1, sq = tq, sk = tk;
+    batch = l->vl.v.num_seqs, wq = l->vl.v.max_seqlen_q, wk = l->vl.v.max_seqlen_k;
+  }
   fa_backward_args *a = &l->a;
   fa_tensor *t[NT];
   tensors(a, t);
@@ -125,8 +144,8 @@ static void base_launch(const fa_kernel_info *in, int64_t b, int64_t sq, int64_t
   a->lse = (const float *)(base + 4 * gap);
   a->workspace = base + 9 * gap;
   a->mode = FA_BACKWARD_ATOMIC;
-  fa_backward_workspace_size(in, b, sq, sk, a->mode, &a->workspace_bytes);
-  rt_inputs_bind(&l->in, in, b, sq, sk, (uint64_t)(uintptr_t)base + 11 * (uint64_t)gap);
+  fa_backward_workspace_size(in, batch, wq, wk, a->mode, &a->workspace_bytes);
+  rt_inputs_bind(&l->in, in, batch, sq, sk, (uint64_t)(uintptr_t)base + 11 * (uint64_t)gap);
 }
 
 static int apply_mod(Launch *l, const char *mod) {
@@ -153,7 +172,8 @@ static int apply_mod(Launch *l, const char *mod) {
 #undef IS
   fa_tensor *t[NT];
   tensors(a, t);
-  return rt_tensor_mod(t, tnames, NT, mod) || rt_inputs_mod(&l->in, mod);
+  return rt_tensor_mod(t, tnames, NT, mod) || rt_inputs_mod(&l->in, mod) ||
+         rt_varlen_mod(&l->vl, mod);
 }
 
 static void print_params(const fa_backward_schedule *p, int step, const fa_backward_args *a,
@@ -192,6 +212,7 @@ static int cmd_check(int argc, char **argv) {
   if (rc) return rc;
   int64_t b = 2, sq = 128, sk = 256;
   int params = 0, info = 0;
+  static Launch l;
   for (int i = 1; i < argc; i++) { /* options first, wherever they are */
     if (strncmp(argv[i], "--", 2) != 0) continue;
     if (strncmp(argv[i], "--batch=", 8) == 0) b = rt_num(argv[i] + 8, "--batch");
@@ -199,10 +220,9 @@ static int cmd_check(int argc, char **argv) {
     else if (strncmp(argv[i], "--sk=", 5) == 0) sk = rt_num(argv[i] + 5, "--sk");
     else if (strncmp(argv[i], "--info=", 7) == 0) info = (int)rt_num(argv[i] + 7, "--info");
     else if (strcmp(argv[i], "--params") == 0) params = 1;
-    else return usage();
+    else if (!rt_varlen_option(&l.vl, argv[i])) return usage();
   }
   if (info < 0 || info >= n) return usage();
-  static Launch l;
   base_launch(&k[0], b, sq, sk, &l);
   l.nkernels = n;
   for (int i = 1; i < argc; i++)
@@ -211,6 +231,7 @@ static int cmd_check(int argc, char **argv) {
       return 2;
     }
   rt_inputs_args(&l.in, &l.a.inputs, &l.a.num_inputs);
+  l.a.varlen = rt_varlen_args(&l.vl);
   char msg[512];
   const fa_backward_args *a = l.null_args ? NULL : &l.a;
   fa_status st = fa_backward_check(l.null_info ? NULL : &k[info], a, msg, sizeof msg);
@@ -306,6 +327,18 @@ static int cmd_api(void) {
   printf("roles");
   for (int r = -1; r <= FA_ROLE_COUNT_; r++) printf(" %s", fa_role_name((fa_role)r));
   printf("\n");
+  /* a varlen kernel's list needs the launch's fa_varlen (docs/abi.md) */
+  plan.ninputs = 0;
+  plan.step[0].varlen = 1;
+  printf("fa_backward_params(varlen step, args.varlen NULL): %s\n",
+         rt_status_name(fa_backward_params(&plan, 0, &a, 0, params, &n)));
+  fa_forward_args fa;
+  memset(&fa, 0, sizeof fa);
+  printf("fa_forward_params(NULL): %s\n",
+         rt_status_name(fa_forward_params(NULL, &fa, 0, 0, params, &n)));
+  info.varlen = 1;
+  printf("fa_forward_params(varlen kernel, args.varlen NULL): %s\n",
+         rt_status_name(fa_forward_params(&info, &fa, 0, 0, params, &n)));
   return 0;
 }
 

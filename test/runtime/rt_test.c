@@ -2,15 +2,23 @@
  *
  *   flashc-rt-test meta FILE [--drop=KEY] [--set=KEY=VALUE] [--add=LINE]
  *       parses the metadata in FILE (after the edits) and prints the fields
- *   flashc-rt-test check FILE [--batch=N] [--sq=N] [--sk=N] [--layout=L] [MOD...]
+ *   flashc-rt-test check FILE [--batch=N] [--sq=N] [--sk=N] [--layout=L]
+ *                     [--cu_q=LIST] [--cu_k=LIST] [--params] [MOD...]
  *       builds a valid forward launch for the kernel in FILE (contiguous
  *       tensors at fake aligned addresses; layout contig, packed or bhsd),
- *       applies MODs and prints what fa_forward_check says. MOD is one of
+ *       applies MODs and prints what fa_forward_check says (and the grid;
+ *       with --params, fa_forward_params' list, lse at the tensor's address
+ *       or the scratch's 0x7700000000, workspace 0x7800000000 when the
+ *       kernel has one). --cu_q=0,3,10 / --cu_k=...: a varlen launch
+ *       (rt_varlen: the tensors packed [1, total, heads, d], host copies of
+ *       the prefix sums given, device arrays at 0x1c000000000 and
+ *       0x1c000100000). MOD is one of
  *       T.dimI=N  T.strideI=N  T.data=null|0xHEX|+N  T.dtype=f16|bf16|f32|i32|N
  *       (T = q, k, v, o; I = 0..3), lse=null|0xHEX|+N, args=null, info=null,
- *       p=X (dropout_p), or an edit of the run-time inputs (rt_inputs_mod:
+ *       p=X (dropout_p), an edit of the run-time inputs (rt_inputs_mod:
  *       every declared input is bound, tensors contiguous from 0x1a000000000
- *       on, 2^32 apart)
+ *       on, 2^32 apart; batch dims num_seqs in a varlen launch), or of the
+ *       varlen launch (rt_varlen_mod)
  *   flashc-rt-test context [DEVICE]     fa_context_create on a device
  *   flashc-rt-test load FILE [DEVICE]   context + fa_module_load_ptx_file
  *   flashc-rt-test load-cubin CUBIN META [DEVICE]   context + fa_module_load_cubin
@@ -49,6 +57,7 @@ static void print_info(const fa_kernel_info *in) {
   printf("smem_bytes %d\ngrid %s\nworkspace_floats_per_row %d\ntarget %s\npasses %s\n",
          in->smem_bytes, grids[in->grid & 3], in->workspace_floats_per_row, in->target,
          in->passes);
+  printf("layout %s\n", in->varlen ? "varlen" : "padded");
   if (in->mode == FA_MODE_BACKWARD) printf("role %s\nforward %s\n", fa_role_name(in->role),
                                            in->forward);
   rt_print_inputs(in);
@@ -112,8 +121,8 @@ static void base_args(const fa_kernel_info *in, const char *layout, int64_t b, i
 }
 
 /* Applies one MOD; returns 0 when it is not understood. */
-static int apply_mod(fa_forward_args *a, rt_inputs *in, const char *mod, int *null_args,
-                     int *null_info) {
+static int apply_mod(fa_forward_args *a, rt_inputs *in, rt_varlen *vl, const char *mod,
+                     int *null_args, int *null_info) {
   const char *eq = strchr(mod, '=');
   if (!eq) return 0;
   const char *val = eq + 1;
@@ -127,7 +136,20 @@ static int apply_mod(fa_forward_args *a, rt_inputs *in, const char *mod, int *nu
     return a->dropout_p = strtod(val, NULL), 1;
   fa_tensor *ts[4] = {&a->q, &a->k, &a->v, &a->o};
   static const char *const names[4] = {"q", "k", "v", "o"};
-  return rt_tensor_mod(ts, names, 4, mod) || rt_inputs_mod(in, mod);
+  return rt_tensor_mod(ts, names, 4, mod) || rt_inputs_mod(in, mod) || rt_varlen_mod(vl, mod);
+}
+
+/* fa_forward_params of an accepted launch: lse the caller's or the
+ * scratch's, the workspace where the kernel has one (fake addresses). */
+static void print_params(const fa_kernel_info *info, const fa_forward_args *a) {
+  fa_param p[FA_BACKWARD_MAX_PARAMS];
+  int n = 0;
+  uint64_t lse = a->lse ? (uint64_t)(uintptr_t)a->lse : UINT64_C(0x7700000000);
+  uint64_t ws = info->workspace_floats_per_row ? UINT64_C(0x7800000000) : 0;
+  fa_status st = fa_forward_params(info, a, lse, ws, p, &n);
+  printf("params:");
+  if (st != FA_OK) printf(" %s", rt_status_name(st));
+  rt_print_params(p, n);
 }
 
 static int cmd_check(int argc, char **argv) {
@@ -137,32 +159,44 @@ static int cmd_check(int argc, char **argv) {
   if (rc) return rc;
   int64_t b = 2, sq = 128, sk = 256;
   const char *layout = "contig";
-  int i = 1;
+  static rt_varlen vl;
+  int i = 1, params = 0;
   for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
     if (strncmp(argv[i], "--batch=", 8) == 0) b = rt_num(argv[i] + 8, "--batch");
     else if (strncmp(argv[i], "--sq=", 5) == 0) sq = rt_num(argv[i] + 5, "--sq");
     else if (strncmp(argv[i], "--sk=", 5) == 0) sk = rt_num(argv[i] + 5, "--sk");
     else if (strncmp(argv[i], "--layout=", 9) == 0) layout = argv[i] + 9;
-    else return usage();
+    else if (strcmp(argv[i], "--params") == 0) params = 1;
+    else if (!rt_varlen_option(&vl, argv[i])) return usage();
+  }
+  int64_t batch = b; /* the inputs' batch: num_seqs in a varlen launch */
+  if (rt_varlen_on(&vl)) {
+    long long tq, tk;
+    rt_varlen_finish(&vl, UINT64_C(0x1c000000000), &tq, &tk);
+    b = 1, sq = tq, sk = tk, batch = vl.v.num_seqs;
   }
   fa_forward_args a;
   base_args(&info, layout, b, sq, sk, &a);
   static rt_inputs in;
-  rt_inputs_bind(&in, &info, b, sq, sk, UINT64_C(0x1a000000000));
+  rt_inputs_bind(&in, &info, batch, sq, sk, UINT64_C(0x1a000000000));
   int null_args = 0, null_info = 0;
   for (; i < argc; i++)
-    if (!apply_mod(&a, &in, argv[i], &null_args, &null_info)) {
+    if (!apply_mod(&a, &in, &vl, argv[i], &null_args, &null_info)) {
       fprintf(stderr, "flashc-rt-test: bad modification '%s'\n", argv[i]);
       return 2;
     }
   rt_inputs_args(&in, &a.inputs, &a.num_inputs);
+  a.varlen = rt_varlen_args(&vl);
   char msg[512];
   fa_status st = fa_forward_check(null_info ? NULL : &info, null_args ? NULL : &a, msg,
                                   sizeof msg);
   unsigned grid[3];
-  if (st == FA_OK && fa_forward_grid(&info, a.q.dim[0], a.q.dim[1], grid) == FA_OK)
+  int64_t gb = a.varlen ? a.varlen->num_seqs : a.q.dim[0];
+  int64_t gq = a.varlen ? a.varlen->max_seqlen_q : a.q.dim[1];
+  if (st == FA_OK && fa_forward_grid(&info, gb, gq, grid) == FA_OK)
     printf("grid: %u %u %u block %d smem %d\n", grid[0], grid[1], grid[2], info.threads,
            info.smem_bytes);
+  if (st == FA_OK && params) print_params(&info, &a);
   return rt_report(st, msg);
 }
 

@@ -277,3 +277,86 @@ void rt_print_params(const fa_param *p, int n) {
   }
   printf(" (%d)\n", n);
 }
+
+/* ---- variable-length batches ---------------------------------------------- */
+
+/* "0,3,10" into v (at most RT_MAX_SEQS + 1 values); their count. */
+static int parse_list(const char *s, int32_t *v, const char *what) {
+  int n = 0;
+  for (const char *p = s;; p++) {
+    char *end;
+    long long x = strtoll(p, &end, 0);
+    if (end == p || n > RT_MAX_SEQS || (*end && *end != ',')) {
+      fprintf(stderr, "bad list '%s' for %s (at most %d numbers, comma separated)\n", s, what,
+              RT_MAX_SEQS + 1);
+      exit(2);
+    }
+    v[n++] = (int32_t)x;
+    if (!*end) return n;
+    p = end;
+  }
+}
+
+int rt_varlen_option(rt_varlen *r, const char *opt) {
+  if (strncmp(opt, "--cu_q=", 7) == 0) return r->nq = parse_list(opt + 7, r->host_q, "--cu_q"), 1;
+  if (strncmp(opt, "--cu_k=", 7) == 0) return r->nk = parse_list(opt + 7, r->host_k, "--cu_k"), 1;
+  return 0;
+}
+
+int rt_varlen_on(const rt_varlen *r) { return r->nq > 0 || r->nk > 0; }
+
+/* The longest step of cu[0..n), at least 1. */
+static int64_t longest(const int32_t *cu, int n) {
+  int64_t m = 1;
+  for (int i = 0; i + 1 < n; i++)
+    if ((int64_t)cu[i + 1] - cu[i] > m) m = (int64_t)cu[i + 1] - cu[i];
+  return m;
+}
+
+void rt_varlen_finish(rt_varlen *r, unsigned long long base, long long *total_q,
+                      long long *total_k) {
+  if (!r->nq) r->nq = r->nk, memcpy(r->host_q, r->host_k, sizeof r->host_q);
+  if (!r->nk) r->nk = r->nq, memcpy(r->host_k, r->host_q, sizeof r->host_k);
+  r->v.num_seqs = r->nq - 1;
+  r->v.max_seqlen_q = longest(r->host_q, r->nq);
+  r->v.max_seqlen_k = longest(r->host_k, r->nk);
+  r->v.cu_seqlens_q = (const int32_t *)(uintptr_t)base;
+  r->v.cu_seqlens_k = (const int32_t *)(uintptr_t)(base + (1u << 20));
+  r->v.host_cu_seqlens_q = r->host_q;
+  r->v.host_cu_seqlens_k = r->host_k;
+  *total_q = r->host_q[r->nq - 1];
+  *total_k = r->host_k[r->nk - 1];
+}
+
+/* Parses "[I]=V" after a q or k: the host copy's value I. */
+static int host_value(int32_t *host, const char *s) {
+  char *end;
+  long i = strtol(s + 1, &end, 10);
+  if (s[0] != '[' || end[0] != ']' || end[1] != '=' || i < 0 || i > RT_MAX_SEQS) return 0;
+  host[i] = (int32_t)rt_num(end + 2, s);
+  return 1;
+}
+
+int rt_varlen_mod(rt_varlen *r, const char *mod) {
+  const char *eq = strchr(mod, '=');
+  if (!eq) return 0;
+  const char *val = eq + 1;
+  fa_varlen *v = &r->v;
+  if (strncmp(mod, "varlen=", 7) == 0) return r->null = 1;
+  if (strncmp(mod, "cu_q=", 5) == 0) return v->cu_seqlens_q = rt_ptr_value(val, v->cu_seqlens_q), 1;
+  if (strncmp(mod, "cu_k=", 5) == 0) return v->cu_seqlens_k = rt_ptr_value(val, v->cu_seqlens_k), 1;
+  if (strncmp(mod, "host_q=", 7) == 0)
+    return v->host_cu_seqlens_q = rt_ptr_value(val, v->host_cu_seqlens_q), 1;
+  if (strncmp(mod, "host_k=", 7) == 0)
+    return v->host_cu_seqlens_k = rt_ptr_value(val, v->host_cu_seqlens_k), 1;
+  if (strncmp(mod, "num_seqs=", 9) == 0) return v->num_seqs = (int)rt_num(val, mod), 1;
+  if (strncmp(mod, "max_q=", 6) == 0) return v->max_seqlen_q = rt_num(val, mod), 1;
+  if (strncmp(mod, "max_k=", 6) == 0) return v->max_seqlen_k = rt_num(val, mod), 1;
+  if (mod[0] == 'q' && mod[1] == '[') return host_value(r->host_q, mod + 1);
+  if (mod[0] == 'k' && mod[1] == '[') return host_value(r->host_k, mod + 1);
+  return 0;
+}
+
+const fa_varlen *rt_varlen_args(rt_varlen *r) {
+  return rt_varlen_on(r) && !r->null ? &r->v : NULL;
+}

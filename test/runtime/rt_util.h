@@ -68,4 +68,39 @@ void rt_input_names(const fa_kernel_info *in, char *buf, size_t len);
  * pointers in hex, an f32 as its float. */
 void rt_print_params(const fa_param *p, int n);
 
+/* ---- variable-length batches (docs/abi.md, "Variable-length batches") ---- */
+
+#define RT_MAX_SEQS 64
+
+/* The sequences of a test launch (fa_varlen): the prefix sums given by the
+ * options --cu_q=0,3,10 and --cu_k=0,5,12 (host copies of the same values
+ * passed), num_seqs and the longest lengths from them; the device arrays
+ * at fake addresses (never read). rt_varlen_mod edits them. */
+typedef struct rt_varlen {
+  fa_varlen v;
+  int32_t host_q[RT_MAX_SEQS + 1], host_k[RT_MAX_SEQS + 1];
+  int nq, nk;      /* entries given by --cu_q, --cu_k */
+  int null;        /* varlen=null: the args get NULL */
+} rt_varlen;
+
+/* Takes option OPT when it is --cu_q=LIST or --cu_k=LIST (1), else 0;
+ * exits 2 on a bad list. */
+int rt_varlen_option(rt_varlen *r, const char *opt);
+/* Whether the options made a varlen launch (--cu_q or --cu_k). */
+int rt_varlen_on(const rt_varlen *r);
+/* Completes r after its options: a list not given is the other's;
+ * num_seqs (entries - 1), max_seqlen_q/k (the longest step, at least 1;
+ * unless a MOD sets them later), host copies, device arrays at `base` and
+ * base + 2^20; *total_q, *total_k: the lists' last values (the packed
+ * tensors' dim 1). */
+void rt_varlen_finish(rt_varlen *r, unsigned long long base, long long *total_q,
+                      long long *total_k);
+/* Applies MOD: varlen=null; cu_q=null|0xHEX|+N and cu_k=... (the device
+ * pointers); host_q=null|+N and host_k=... (the host copies: null drops
+ * one, +N moves it N bytes); num_seqs=N; max_q=N, max_k=N; q[I]=V and
+ * k[I]=V (a host copy's value I). 0 when MOD is none of these. */
+int rt_varlen_mod(rt_varlen *r, const char *mod);
+/* The args' varlen: NULL without one (or after varlen=null). */
+const fa_varlen *rt_varlen_args(rt_varlen *r);
+
 #endif
