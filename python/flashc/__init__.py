@@ -7,6 +7,7 @@ torch tensors, and train through them (docs/python.md).
     out = flashc.attention(q, k, v, m)   # differentiable, torch.compile-able (torch.library ops)
     out, lse = m.forward(q, k, v); dq, dk, dv = m.backward(dout, q, k, v, out, lse)
     out = m.decode(q, k_cache, v_cache, cache_seqlens, block_table)
+    out = flashc.attention(q, k, v, m, cu_seqlens_q=cu, cu_seqlens_k=cu)  # varlen = true: packed
 
 compile() goes through libflashc_jit.so (the compiler and the runtime in one
 library; LLVM/MLIR 22 where it compiles) and its kernel cache. A spec with
@@ -38,7 +39,9 @@ CompiledModule = Module  # compile() returns a Module; the old name stays valid
 
 def attention(q, k, v, module, **kw):
     """Attention through `module`'s kernels as a differentiable torch op
-    (flashc.ops.attention: layout, dropout_p, backward_mode, return_lse)."""
+    (flashc.ops.attention: layout, dropout_p, backward_mode, return_lse,
+    inputs, and cu_seqlens_q / cu_seqlens_k / max_seqlen_q / max_seqlen_k
+    for a varlen module's packed sequences)."""
     from . import ops
     return ops.attention(q, k, v, module, **kw)
 

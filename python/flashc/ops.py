@@ -1,13 +1,18 @@
 """flashc kernels as PyTorch operators (torch.library), with autograd.
 
     out = flashc.attention(q, k, v, module, layout="bshd", dropout_p=0.0, inputs=None)
+    out = flashc.attention(q, k, v, module, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)  # varlen
 
 Three operators, defined once per process when this module is imported:
 
     flashc::fwd(q, k, v, module, dropout_p, bwd_mode=0, input_names=None,
-                input_tensors=None, scalar_names=None, scalar_values=[]) -> (out, lse, rng)
+                input_tensors=None, scalar_names=None, scalar_values=[],
+                cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0,
+                max_seqlen_k=0) -> (out, lse, rng)
     flashc::bwd(dout, q, k, v, out, lse, rng, module, dropout_p, mode, input_names=None,
-                input_tensors=None, scalar_names=None, scalar_values=[]) -> (dq, dk, dv)
+                input_tensors=None, scalar_names=None, scalar_values=[],
+                cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0,
+                max_seqlen_k=0) -> (dq, dk, dv)
     flashc::decode(q, k_cache, v_cache, cache_seqlens, block_table?, module, nsplit,
                    input_names=None, input_tensors=None, scalar_names=None,
                    scalar_values=[]) -> (out, lse)
@@ -28,6 +33,16 @@ same lists, its inputs' dims batch and q_len). fwd saves them for bwd, which get
 the same values. They get no gradient: a learned bias's is not computed
 (the op's backward returns None for each).
 
+Variable-length batches (a module of a `varlen = true` spec; docs/abi.md
+"Variable-length batches", FlashAttention's flash_attn_varlen_func): q [total_q,
+heads, head_dim], k, v [total_k, kv_heads, d], cu_seqlens_q / cu_seqlens_k
+int32 [num_seqs + 1] on q's device, max_seqlen_q / max_seqlen_k ints (0 in the
+ops, None in attention: computed by the launch from a host copy of the prefix
+sums, which then also spares the runtime its own read of them). out is
+[total_q, heads, v_head_dim], lse [heads, total_q], the gradients packed like
+q, k, v; fwd saves the prefix sums for bwd. The fakes read the shapes alone,
+so a varlen op traces under torch.compile like a padded one.
+
 Dropout draws (seed, offset) from torch's CUDA generator of q's device as
 SDPA's flash backend does (seed = initial_seed, offset advanced by
 batch * heads * 32), so a spec with `dropout_mask = torch` reproduces SDPA's
@@ -44,10 +59,12 @@ _lib = torch.library.Library("flashc", "DEF")
 _TAGS = (torch.Tag.nondeterministic_seeded,)
 _INPUTS = ("str[]? input_names=None, Tensor[]? input_tensors=None, str[]? scalar_names=None, "
            "float[] scalar_values=[]")
+_VARLEN = ("Tensor? cu_seqlens_q=None, Tensor? cu_seqlens_k=None, int max_seqlen_q=0, "
+           "int max_seqlen_k=0")
 _lib.define("fwd(Tensor q, Tensor k, Tensor v, int module, float dropout_p, int bwd_mode=0, "
-            f"{_INPUTS}) -> (Tensor out, Tensor lse, Tensor rng)", tags=_TAGS)
+            f"{_INPUTS}, {_VARLEN}) -> (Tensor out, Tensor lse, Tensor rng)", tags=_TAGS)
 _lib.define("bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor rng, "
-            f"int module, float dropout_p, int mode, {_INPUTS}) "
+            f"int module, float dropout_p, int mode, {_INPUTS}, {_VARLEN}) "
             "-> (Tensor dq, Tensor dk, Tensor dv)")
 _lib.define("decode(Tensor q, Tensor k_cache, Tensor v_cache, Tensor cache_seqlens, "
             f"Tensor? block_table, int module, int nsplit, {_INPUTS}) "
@@ -65,9 +82,23 @@ def _module(module_id):
 
 def _out_shapes(q, m):
     """out [b, sq, heads, v_head_dim] and lse [b, heads, sq] (q's sizes, the
-    kernel's v_head_dim); the C runtime checks the rest at launch."""
+    kernel's v_head_dim); a varlen launch's q [total_q, heads, d]: out
+    [total_q, heads, v_head_dim], lse [heads, total_q]. The C runtime checks
+    the rest at launch."""
+    if q.dim() == 3:
+        total, h = q.shape[0], q.shape[1]
+        return (total, h, m.info["v_head_dim"]), (h, total)
     b, sq, h = q.shape[0], q.shape[1], q.shape[2]
     return (b, sq, h, m.info["v_head_dim"]), (b, h, sq)
+
+
+def _varlen(q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+    """The ops' varlen arguments as the launches' VarlenBatch (None for a
+    padded launch); a max_seqlen of 0 is computed from the prefix sums."""
+    if cu_seqlens_q is None and cu_seqlens_k is None:
+        return None
+    return runtime._varlen_of(q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q or None,
+                              max_seqlen_k or None)
 
 
 def _draw_rng(q, dropout_p):
@@ -105,15 +136,20 @@ def _inputs(input_names, input_tensors, scalar_names, scalar_values):
 
 
 def _fwd_cuda(q, k, v, module, dropout_p, bwd_mode=0, input_names=None, input_tensors=None,
-              scalar_names=None, scalar_values=()):
+              scalar_names=None, scalar_values=(), cu_seqlens_q=None, cu_seqlens_k=None,
+              max_seqlen_q=0, max_seqlen_k=0):
     m = _module(module)
     inputs = _inputs(input_names, input_tensors, scalar_names, scalar_values)
+    varlen = _varlen(q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    if varlen is not None and dropout_p > 0:  # before the generator advances
+        raise ValueError("flashc: dropout is not supported with varlen batches (a varlen spec "
+                         "has no dropout kernel)")
     out_shape, lse_shape = _out_shapes(q, m)
     out = q.new_empty(out_shape)
     lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
     seed, offset = _draw_rng(q, dropout_p)
     m.on(q).forward(q, k, v, out, lse, dropout_p=dropout_p, seed=seed, offset=offset,
-                    inputs=inputs)
+                    inputs=inputs, varlen=varlen)
     # int64 holds the u64 seed's bits
     rng = torch.tensor([seed - _U64 if seed >= 1 << 63 else seed, offset], dtype=torch.int64)
     return out, lse, rng
@@ -124,7 +160,8 @@ _lib.impl("fwd", _fwd_cuda, "CUDA")
 
 @torch.library.register_fake("flashc::fwd")
 def _fwd_fake(q, k, v, module, dropout_p, bwd_mode=0, input_names=None, input_tensors=None,
-              scalar_names=None, scalar_values=()):
+              scalar_names=None, scalar_values=(), cu_seqlens_q=None, cu_seqlens_k=None,
+              max_seqlen_q=0, max_seqlen_k=0):
     m = _module(module)
     out_shape, lse_shape = _out_shapes(q, m)
     return (q.new_empty(out_shape), q.new_empty(lse_shape, dtype=torch.float32),
@@ -132,16 +169,19 @@ def _fwd_fake(q, k, v, module, dropout_p, bwd_mode=0, input_names=None, input_te
 
 
 def _bwd_cuda(dout, q, k, v, out, lse, rng, module, dropout_p, mode, input_names=None,
-              input_tensors=None, scalar_names=None, scalar_values=()):
+              input_tensors=None, scalar_names=None, scalar_values=(), cu_seqlens_q=None,
+              cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0):
     m = _module(module)
     inputs = _inputs(input_names, input_tensors, scalar_names, scalar_values)
     # autograd may hand a broadcast or strided gradient (e.g. of out.sum()):
     # the kernels need the last dim contiguous and 16-byte rows
-    if dout.stride(-1) != 1 or any(s % 8 for s in dout.stride()[:3]) or dout.data_ptr() % 16:
+    if dout.stride(-1) != 1 or any(s % 8 for s in dout.stride()[:-1]) or dout.data_ptr() % 16:
         dout = dout.contiguous()
     seed, offset = (int(x) for x in rng.tolist())
     dq, dk, dv = m.backward(dout, q, k, v, out, lse, mode=mode, dropout_p=dropout_p,
-                            seed=seed % _U64, offset=offset, inputs=inputs)
+                            seed=seed % _U64, offset=offset, inputs=inputs,
+                            cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                            max_seqlen_q=max_seqlen_q or None, max_seqlen_k=max_seqlen_k or None)
     return dq, dk, dv
 
 
@@ -150,7 +190,8 @@ _lib.impl("bwd", _bwd_cuda, "CUDA")
 
 @torch.library.register_fake("flashc::bwd")
 def _bwd_fake(dout, q, k, v, out, lse, rng, module, dropout_p, mode, input_names=None,
-              input_tensors=None, scalar_names=None, scalar_values=()):
+              input_tensors=None, scalar_names=None, scalar_values=(), cu_seqlens_q=None,
+              cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
@@ -173,24 +214,34 @@ def _decode_fake(q, k_cache, v_cache, cache_seqlens, block_table, module, nsplit
 
 
 def _setup_context(ctx, inputs, output):
-    # all ten arguments: torch fills in the defaults the call left out
+    # all fourteen arguments: torch fills in the defaults the call left out
     q, k, v, module, dropout_p, bwd_mode = inputs[:6]
     input_names, input_tensors, scalar_names, scalar_values = inputs[6:10]
+    cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k = inputs[10:14]
     out, lse, rng = output
-    ctx.save_for_backward(q, k, v, out, lse, rng, *(input_tensors or ()))
+    # the varlen launch's prefix sums after the run-time inputs' tensors
+    cu = tuple(t for t in (cu_seqlens_q, cu_seqlens_k) if t is not None)
+    ctx.save_for_backward(q, k, v, out, lse, rng, *(input_tensors or ()), *cu)
     ctx.module, ctx.dropout_p, ctx.mode = module, dropout_p, bwd_mode
     ctx.input_names, ctx.scalar_names = input_names, scalar_names
     ctx.scalar_values = list(scalar_values)
+    ctx.ncu, ctx.max_seqlen_q, ctx.max_seqlen_k = len(cu), max_seqlen_q, max_seqlen_k
     ctx.mark_non_differentiable(lse, rng)
 
 
 def _backward(ctx, dout, dlse, drng):
-    q, k, v, out, lse, rng, *input_tensors = ctx.saved_tensors
+    q, k, v, out, lse, rng, *rest = ctx.saved_tensors
+    split = len(rest) - ctx.ncu
+    input_tensors, cu = rest[:split], rest[split:]
+    # both prefix sums or neither: a launch with one is refused before it saves
+    varlen = dict(zip(("cu_seqlens_q", "cu_seqlens_k"), cu))
+    if varlen:
+        varlen.update(max_seqlen_q=ctx.max_seqlen_q, max_seqlen_k=ctx.max_seqlen_k)
     dq, dk, dv = torch.ops.flashc.bwd(dout, q, k, v, out, lse, rng, ctx.module, ctx.dropout_p,
                                       ctx.mode, ctx.input_names, input_tensors, ctx.scalar_names,
-                                      ctx.scalar_values)
-    # module, dropout_p, bwd_mode and the run-time inputs get no gradient (a
-    # learned bias's is not computed). One per argument the call passed, in
+                                      ctx.scalar_values, **varlen)
+    # module, dropout_p, bwd_mode, the run-time inputs and the varlen
+    # arguments get no gradient (a learned bias's is not computed). One per argument the call passed, in
     # its structure: needs_input_grad has that shape, a list where autograd
     # sees one (a list of tensors, and an empty list of anything); the
     # dispatcher drops trailing arguments equal to their defaults, so it may
@@ -225,8 +276,32 @@ def _split_inputs(inputs):
     return names or None, tensors or None, scalar_names or None, values
 
 
+def _varlen_kwargs(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, layout, dropout_p):
+    """attention's varlen arguments as fwd's keywords ({} for a padded
+    launch: the op as without them); refuses what cannot go together."""
+    if cu_seqlens_q is None and cu_seqlens_k is None:
+        if max_seqlen_q is not None or max_seqlen_k is not None:
+            raise ValueError("flashc: max_seqlen_q / max_seqlen_k go with cu_seqlens_q and "
+                             "cu_seqlens_k (a varlen launch)")
+        return {}
+    if cu_seqlens_q is None or cu_seqlens_k is None:
+        raise ValueError("flashc: a varlen launch takes both cu_seqlens_q and cu_seqlens_k")
+    if layout != "bshd":
+        raise ValueError(f"flashc: a varlen launch's tensors are packed [total, heads, "
+                         f"head_dim]: layout must be 'bshd', got {layout!r}")
+    if dropout_p > 0:
+        raise ValueError("flashc: dropout is not supported with varlen batches (a varlen spec "
+                         "has no dropout kernel)")
+    for name, m in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+            raise ValueError(f"flashc: {name} must be a positive int or None, got {m!r}")
+    return {"cu_seqlens_q": cu_seqlens_q, "cu_seqlens_k": cu_seqlens_k,
+            "max_seqlen_q": max_seqlen_q or 0, "max_seqlen_k": max_seqlen_k or 0}
+
+
 def attention(q, k, v, module, *, layout="bshd", dropout_p=0.0, backward_mode="auto",
-              return_lse=False, inputs=None):
+              return_lse=False, inputs=None, cu_seqlens_q=None, cu_seqlens_k=None,
+              max_seqlen_q=None, max_seqlen_k=None):
     """Attention of q, k, v through `module` (a flashc.Module compiled from a
     spec; its heads, kv_heads, head dims, dtype, mask, score modifier and
     scale), differentiable when the module has `grad = true`.
@@ -237,19 +312,30 @@ def attention(q, k, v, module, *, layout="bshd", dropout_p=0.0, backward_mode="a
     inputs: the module's run-time inputs (module.inputs), a dict name ->
     tensor on q's device (as declared, whatever the layout) or number; they
     get no gradient. Returns out in the layout given (and lse float32
-    [batch, heads, seqlen_q] with return_lse)."""
+    [batch, heads, seqlen_q] with return_lse).
+    Varlen (a module compiled with `varlen = true`; FlashAttention's
+    flash_attn_varlen_func): q [total_q, heads, head_dim], k, v [total_k,
+    kv_heads, d] with cu_seqlens_q, cu_seqlens_k (int32 [num_seqs + 1] on
+    q's device, the prefix sums of the lengths) and max_seqlen_q,
+    max_seqlen_k (ints; None: computed at the launch from a host copy of the
+    prefix sums); layout "bshd", no dropout. out is [total_q, heads,
+    v_head_dim] (lse [heads, total_q]); the gradients are packed like q, k, v."""
     if layout not in ("bshd", "bhsd"):
         raise ValueError(f"flashc: layout must be 'bshd' or 'bhsd', got {layout!r}")
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"flashc: dropout_p must be in [0, 1), got {dropout_p}")
+    varlen = _varlen_kwargs(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, layout,
+                            dropout_p)
+    rank = 3 if varlen else 4
     for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.dim() != 4:
-            raise ValueError(f"flashc: {name} must be 4-D ({layout}), got shape {tuple(t.shape)}")
+        if t.dim() != rank:
+            shape = "3-D [total, heads, head_dim] (varlen)" if varlen else f"4-D ({layout})"
+            raise ValueError(f"flashc: {name} must be {shape}, got shape {tuple(t.shape)}")
     if layout == "bhsd":
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
     extra = _split_inputs(inputs) if inputs else ()  # none: the op as without inputs
     out, lse, _ = fwd(q, k, v, module.id, float(dropout_p), runtime.BACKWARD_MODES[backward_mode],
-                      *extra)
+                      *extra, **varlen)
     if layout == "bhsd":
         out = out.transpose(1, 2)
     return (out, lse) if return_lse else out

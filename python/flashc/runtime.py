@@ -5,6 +5,7 @@
     dq, dk, dv = mod.backward(dout, q, k, v, out, lse)
     out = mod.decode(q, k_cache, v_cache, cache_seqlens, block_table=None)
     out, lse = mod.forward(q, k, v, inputs={"doc": doc_ids, "softcap": 30.0})  # run-time inputs
+    out, lse = mod.forward(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)  # varlen: q [total_q, h, d]
 
 Module holds the image (PTX with its metadata, or a cubin with the metadata
 text beside it) and is loaded on a GPU the first time a launch needs it there
@@ -23,7 +24,7 @@ import threading
 from . import _capi
 
 __all__ = ["FlashcError", "Module", "load", "load_bundle", "tensor_desc", "input_array",
-           "LoadedModule"]
+           "LoadedModule", "VarlenBatch"]
 
 BACKWARD_MODES = {"auto": 0, "deterministic": 1, "atomic": 2}
 
@@ -76,13 +77,20 @@ def _dtype_code(t):
 _I64x4 = ctypes.c_int64 * 4
 
 
-def tensor_desc(t):
+def tensor_desc(t, packed=False):
     """The fa_tensor of a 4-D torch tensor: its address, dtype, sizes and
-    strides (in elements), no copy."""
-    if t.dim() != 4:
-        raise ValueError(f"flashc: expected a 4-D tensor [batch, seqlen, heads, head_dim], "
-                         f"got shape {tuple(t.shape)}")
-    return _capi.Tensor(t.data_ptr() or None, _dtype_code(t), _I64x4(*t.shape), _I64x4(*t.stride()))
+    strides (in elements), no copy. packed: a varlen launch's 3-D [total,
+    heads, head_dim] tensor, as the [1, total, heads, head_dim] fa_tensor the
+    runtime takes (its batch stride 0: never used)."""
+    rank = 3 if packed else 4
+    if t.dim() != rank:
+        want = ("3-D [total, heads, head_dim] (varlen: the sequences packed)" if packed
+                else "4-D [batch, seqlen, heads, head_dim]")
+        raise ValueError(f"flashc: expected a {want} tensor, got shape {tuple(t.shape)}")
+    shape, stride = tuple(t.shape), tuple(t.stride())
+    if packed:
+        shape, stride = (1,) + shape, (0,) + stride
+    return _capi.Tensor(t.data_ptr() or None, _dtype_code(t), _I64x4(*shape), _I64x4(*stride))
 
 
 def _error(status, message):
@@ -156,25 +164,123 @@ def _set_inputs(a, info, inputs, q):
     a._keep = (arr, keep)
 
 
+class VarlenBatch:
+    """The sequences of a varlen launch (fa_varlen; docs/abi.md, "Variable-length
+    batches"): cu_seqlens_q and cu_seqlens_k, int32 CUDA tensors [num_seqs + 1]
+    on the launch's device (the prefix sums of the lengths), and the longest
+    lengths max_seqlen_q, max_seqlen_k. A max_seqlen left None is computed
+    from a host copy of its prefix sums (one device-to-host copy), and that
+    copy goes to the runtime too, which then validates it without reading
+    the device array again (it reads and checks the arrays it has no copy
+    of: one synchronization per launch either way). host_cu_seqlens_q /
+    host_cu_seqlens_k: the same values on the host (a list of ints or a CPU
+    tensor), when the caller has them: no device read at all then."""
+
+    def __init__(self, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None,
+                 device=None, host_cu_seqlens_q=None, host_cu_seqlens_k=None):
+        for name, t in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+            _check_cu_seqlens(name, t, device)
+        n_q, n_k = cu_seqlens_q.shape[0], cu_seqlens_k.shape[0]
+        if n_q != n_k:
+            raise _error("FA_ERR_SHAPE", f"cu_seqlens_q has {n_q} entries but cu_seqlens_k "
+                         f"{n_k}: both are [num_seqs + 1]")
+        self.cu_seqlens_q, self.cu_seqlens_k = cu_seqlens_q, cu_seqlens_k
+        self.num_seqs = n_q - 1
+        self.max_seqlen_q, self.host_q = _longest("max_seqlen_q", max_seqlen_q, cu_seqlens_q,
+                                                  host_cu_seqlens_q)
+        self.max_seqlen_k, self.host_k = _longest("max_seqlen_k", max_seqlen_k, cu_seqlens_k,
+                                                  host_cu_seqlens_k)
+
+    def struct(self):
+        """The fa_varlen (a _capi.Varlen) of this batch; it points at the
+        host copies this object holds, so keep the object alive across the C
+        call."""
+        v = _capi.Varlen()
+        v.cu_seqlens_q, v.cu_seqlens_k = self.cu_seqlens_q.data_ptr(), self.cu_seqlens_k.data_ptr()
+        v.host_cu_seqlens_q = ctypes.addressof(self.host_q) if self.host_q is not None else None
+        v.host_cu_seqlens_k = ctypes.addressof(self.host_k) if self.host_k is not None else None
+        v.num_seqs, v.max_seqlen_q, v.max_seqlen_k = (self.num_seqs, self.max_seqlen_q,
+                                                      self.max_seqlen_k)
+        return v
+
+    def __repr__(self):
+        return (f"<VarlenBatch {self.num_seqs} sequences, max_seqlen_q {self.max_seqlen_q}, "
+                f"max_seqlen_k {self.max_seqlen_k}, host copies "
+                f"{'q' if self.host_q is not None else '-'}{'k' if self.host_k is not None else '-'}>")
+
+
+def _check_cu_seqlens(name, t, device):
+    """What fa_varlen's bare pointers cannot tell the C checks: an int32
+    tensor, 1-D, contiguous, with at least one entry, on the launch's device."""
+    if not hasattr(t, "data_ptr"):
+        raise TypeError(f"flashc: {name} must be an int32 tensor [num_seqs + 1], got "
+                        f"{type(t).__name__}")
+    if _dtype_code(t) != 3:
+        raise _error("FA_ERR_DTYPE", f"{name}: dtype is {t.dtype}, must be int32")
+    if t.dim() != 1 or t.shape[0] < 1 or not t.is_contiguous():
+        raise _error("FA_ERR_SHAPE", f"{name} must be a contiguous 1-D tensor of num_seqs + 1 "
+                     f"prefix sums, got shape {tuple(t.shape)}")
+    if device is not None and t.device != device:
+        raise _error("FA_ERR_INVALID_ARGUMENT", f"{name} is on {t.device}, the launch's tensors "
+                     f"on {device}: the prefix sums must be on the same device")
+
+
+def _longest(name, given, cu, host):
+    """(max_seqlen, host copy): the given max, or for None the longest step
+    of the prefix sums (at least 1); the host copy an int32 ctypes array of
+    `host`'s values (a list or a CPU tensor), or for None, when the max must
+    be computed, of cu's (cu.tolist(): a device-to-host copy), else None."""
+    if given is not None and (isinstance(given, bool) or not isinstance(given, int)):
+        raise TypeError(f"flashc: {name} must be an int or None, got {type(given).__name__}")
+    if host is None and given is not None:
+        return given, None
+    src = cu if host is None else host
+    values = [int(x) for x in (src.tolist() if hasattr(src, "tolist") else src)]
+    if len(values) != cu.shape[0]:
+        raise _error("FA_ERR_SHAPE", f"host_cu_seqlens_{name[-1]} has {len(values)} values but "
+                     f"cu_seqlens_{name[-1]} {cu.shape[0]}: the host copy holds the same values")
+    if not all(-2**31 <= x < 2**31 for x in values):
+        raise _error("FA_ERR_INVALID_ARGUMENT", f"host_cu_seqlens_{name[-1]}: a value is "
+                     "outside int32 range")
+    longest = max((b - a for a, b in zip(values, values[1:])), default=0)
+    return (given if given is not None else max(longest, 1)), (ctypes.c_int32 * len(values))(*values)
+
+
+def _set_varlen(a, varlen):
+    """Points args a at varlen's fa_varlen (None: a padded batch), kept alive
+    in a._varlen with the batch whose host copies it points at."""
+    if varlen is None:
+        a.varlen = None
+        return
+    v = varlen.struct()
+    a.varlen = ctypes.pointer(v)
+    a._varlen = (v, varlen)
+
+
 def forward_args(info, q, k, v, o, lse=None, stream=None, dropout_p=0.0, seed=0, offset=0,
-                 inputs=None):
+                 inputs=None, varlen=None):
     """The ForwardArgs (fa_forward_args) of a launch of kernel `info` (a
-    KernelInfo: whose run-time inputs `inputs` binds) on torch tensors."""
+    KernelInfo: whose run-time inputs `inputs` binds) on torch tensors;
+    varlen: a VarlenBatch for a varlen kernel, whose q, k, v, o are then
+    packed [total, heads, head_dim]."""
     a = _capi.ForwardArgs()
-    a.q, a.k, a.v, a.o = (tensor_desc(t) for t in (q, k, v, o))
+    packed = varlen is not None
+    a.q, a.k, a.v, a.o = (tensor_desc(t, packed) for t in (q, k, v, o))
     a.lse = _ptr(lse)
     a.stream = _stream(q, stream)
     a.dropout_p, a.seed, a.offset = dropout_p, seed, offset
     _set_inputs(a, info, inputs, q)
+    _set_varlen(a, varlen)
     return a
 
 
 def backward_args(info, q, k, v, o, lse, dout, dq, dk, dv, mode=0, workspace=None, stream=None,
-                  dropout_p=0.0, seed=0, offset=0, inputs=None):
+                  dropout_p=0.0, seed=0, offset=0, inputs=None, varlen=None):
     """The BackwardArgs (fa_backward_args) of a launch, as forward_args."""
     a = _capi.BackwardArgs()
-    a.q, a.k, a.v, a.o = (tensor_desc(t) for t in (q, k, v, o))
-    a.dout, a.dq, a.dk, a.dv = (tensor_desc(t) for t in (dout, dq, dk, dv))
+    packed = varlen is not None
+    a.q, a.k, a.v, a.o = (tensor_desc(t, packed) for t in (q, k, v, o))
+    a.dout, a.dq, a.dk, a.dv = (tensor_desc(t, packed) for t in (dout, dq, dk, dv))
     a.lse = _ptr(lse)
     if workspace is not None:
         a.workspace, a.workspace_bytes = workspace.data_ptr() or None, workspace.numel()
@@ -182,6 +288,7 @@ def backward_args(info, q, k, v, o, lse, dout, dq, dk, dv, mode=0, workspace=Non
     a.mode = int(mode)
     a.dropout_p, a.seed, a.offset = dropout_p, seed, offset
     _set_inputs(a, info, inputs, q)
+    _set_varlen(a, varlen)
     return a
 
 
@@ -295,19 +402,24 @@ class LoadedModule:
         return (_capi.STATUS[st] if 0 <= st < len(_capi.STATUS) else str(st)), msg
 
     def forward_args(self, q, k, v, o, lse=None, stream=None, dropout_p=0.0, seed=0, offset=0,
-                     inputs=None):
-        return forward_args(self._info0, q, k, v, o, lse, stream, dropout_p, seed, offset, inputs)
+                     inputs=None, varlen=None):
+        return forward_args(self._info0, q, k, v, o, lse, stream, dropout_p, seed, offset, inputs,
+                            varlen)
 
     def forward(self, q, k, v, o, lse=None, stream=None, dropout_p=0.0, seed=0, offset=0,
-                check=True, inputs=None):
+                check=True, inputs=None, varlen=None):
         """fa_forward into o (and lse: float32 [b, heads, seqlen_q] or None).
         inputs: the kernel's run-time inputs, a dict name -> tensor (on q's
-        device) or number. Raises FlashcError on a refused launch
-        (check=False: returns (status name, message) instead)."""
-        a = self.forward_args(q, k, v, o, lse, stream, dropout_p, seed, offset, inputs)
+        device) or number; varlen: a VarlenBatch for a varlen kernel, q, k,
+        v, o then packed [total, heads, d] and lse [heads, total_q]. Raises
+        FlashcError on a refused launch (check=False: returns (status name,
+        message) instead)."""
+        a = self.forward_args(q, k, v, o, lse, stream, dropout_p, seed, offset, inputs, varlen)
         return self._result(self.lib.fa_forward(self.handle, ctypes.byref(a)), check)
 
     def backward_workspace_size(self, batch, seqlen_q, seqlen_k, mode=0):
+        """fa_backward_workspace_size in bytes; a varlen launch's is its
+        padded batch's: pass num_seqs, max_seqlen_q, max_seqlen_k."""
         n = ctypes.c_size_t()
         st = self.lib.fa_backward_workspace_size(self.lib.fa_module_info(self.handle), batch,
                                                  seqlen_q, seqlen_k, int(mode), ctypes.byref(n))
@@ -317,13 +429,14 @@ class LoadedModule:
         return n.value
 
     def backward(self, q, k, v, o, lse, dout, dq, dk, dv, mode=0, workspace=None, stream=None,
-                 dropout_p=0.0, seed=0, offset=0, inputs=None):
+                 dropout_p=0.0, seed=0, offset=0, inputs=None, varlen=None):
         """fa_backward into dq, dk, dv. mode: fa_backward_mode (0 auto, 1
         deterministic, 2 atomic); workspace: a uint8 CUDA tensor of at least
         backward_workspace_size bytes, or None for the module's own scratch;
-        inputs: the forward's run-time inputs (the same values)."""
+        inputs: the forward's run-time inputs (the same values); varlen: the
+        forward's VarlenBatch (every tensor packed, lse [heads, total_q])."""
         a = backward_args(self._info0, q, k, v, o, lse, dout, dq, dk, dv, mode, workspace, stream,
-                          dropout_p, seed, offset, inputs)
+                          dropout_p, seed, offset, inputs, varlen)
         st = self.lib.fa_backward(self.handle, ctypes.byref(a))
         if st:
             self._raise(st)
@@ -377,6 +490,30 @@ def _need_4d(**tensors):
         if t.dim() != 4:
             raise ValueError(f"flashc: {name} must be 4-D [batch, seqlen, heads, head_dim], got "
                              f"shape {tuple(t.shape)}")
+
+
+def _need_packed(**tensors):
+    for name, t in tensors.items():
+        if t.dim() != 3:
+            raise ValueError(f"flashc: {name} must be 3-D [total, heads, head_dim] in a varlen "
+                             f"launch (the sequences packed), got shape {tuple(t.shape)}")
+
+
+def _varlen_of(q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, host_q=None,
+               host_k=None):
+    """The VarlenBatch of a launch given cu_seqlens (None: a padded launch)."""
+    if cu_seqlens_q is None and cu_seqlens_k is None:
+        if any(x is not None for x in (max_seqlen_q, max_seqlen_k, host_q, host_k)):
+            raise ValueError("flashc: max_seqlen_q / max_seqlen_k / host_cu_seqlens_q / "
+                             "host_cu_seqlens_k go with cu_seqlens_q and cu_seqlens_k (a varlen "
+                             "launch)")
+        return None
+    if cu_seqlens_q is None or cu_seqlens_k is None:
+        raise ValueError("flashc: a varlen launch takes both cu_seqlens_q and cu_seqlens_k "
+                         f"({'cu_seqlens_q' if cu_seqlens_q is None else 'cu_seqlens_k'} is "
+                         "missing)")
+    return VarlenBatch(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q.device, host_q,
+                       host_k)
 
 
 class Module:
@@ -474,44 +611,77 @@ class Module:
 
     # ---- launches that allocate their outputs (torch tensors) ----
 
+    @property
+    def varlen(self):
+        """Whether the module's kernels take packed sequences (`varlen =
+        true`: metadata layout varlen); its launches then take cu_seqlens."""
+        return self.info["layout"] == "varlen"
+
     def forward(self, q, k, v, dropout_p=0.0, seed=0, offset=0, out=None, lse=None,
-                inputs=None):
+                inputs=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
+                max_seqlen_k=None, host_cu_seqlens_q=None, host_cu_seqlens_k=None):
         """Forward on [batch, seqlen, heads, head_dim] tensors: returns (out,
         lse), out [b, seqlen_q, heads, v_head_dim] in q's dtype, lse float32
         [b, heads, seqlen_q]. dropout (p, seed, offset) as fa_forward_args;
         inputs: the run-time inputs (Module.inputs), a dict name -> tensor
         on q's device (int32, float32, float16 or bfloat16 as declared, any
-        strides) or number. No autograd: flashc.attention is the
-        differentiable op."""
+        strides) or number. A varlen module (Module.varlen) takes its
+        sequences packed, FlashAttention's flash_attn_varlen_func layout: q
+        [total_q, heads, head_dim], k, v [total_k, kv_heads, d],
+        cu_seqlens_q / cu_seqlens_k int32 [num_seqs + 1] on q's device and
+        max_seqlen_q / max_seqlen_k ints (None: computed from a host copy of
+        the prefix sums, which the runtime then validates without another
+        read; host_cu_seqlens_q / host_cu_seqlens_k: host copies, when the
+        caller has them: VarlenBatch); out is then [total_q, heads,
+        v_head_dim] and lse [heads, total_q]. No autograd:
+        flashc.attention is the differentiable op."""
         torch = _torch()
-        _need_4d(q=q, k=k, v=v)
+        varlen = _varlen_of(q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                            host_cu_seqlens_q, host_cu_seqlens_k)
+        if varlen is not None:
+            _need_packed(q=q, k=k, v=v)
+            lse_shape = (q.shape[1], q.shape[0])
+        else:
+            _need_4d(q=q, k=k, v=v)
+            lse_shape = (q.shape[0], q.shape[2], q.shape[1])
         if out is None:
-            out = q.new_empty(q.shape[:3] + (self.info["v_head_dim"],))
+            out = q.new_empty(tuple(q.shape[:-1]) + (self.info["v_head_dim"],))
         if lse is None:
-            lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32,
-                              device=q.device)
+            lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
         self.on(q).forward(q, k, v, out, lse, dropout_p=dropout_p, seed=seed, offset=offset,
-                           inputs=inputs)
+                           inputs=inputs, varlen=varlen)
         return out, lse
 
     def backward(self, dout, q, k, v, out, lse, mode="auto", dropout_p=0.0, seed=0, offset=0,
-                 dq=None, dk=None, dv=None, inputs=None):
+                 dq=None, dk=None, dv=None, inputs=None, cu_seqlens_q=None, cu_seqlens_k=None,
+                 max_seqlen_q=None, max_seqlen_k=None, host_cu_seqlens_q=None,
+                 host_cu_seqlens_k=None):
         """Backward (needs a module compiled with `grad = true`): returns (dq,
         dk, dv) shaped and strided as q, k, v. mode: "auto",
         "deterministic" or "atomic" (fa_backward_mode); the workspace comes
         from torch's caching allocator; inputs: the forward's run-time
-        inputs (no gradient is computed for them)."""
+        inputs (no gradient is computed for them); a varlen module's
+        cu_seqlens and max_seqlens are the forward's (every tensor packed,
+        lse [heads, total_q]; its workspace is the padded batch's, num_seqs
+        x max_seqlen_q)."""
         torch = _torch()
+        varlen = _varlen_of(q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                            host_cu_seqlens_q, host_cu_seqlens_k)
         m = self.on(q)
         code = BACKWARD_MODES[mode] if isinstance(mode, str) else int(mode)
         dq = torch.empty_like(q) if dq is None else dq
         dk = torch.empty_like(k) if dk is None else dk
         dv = torch.empty_like(v) if dv is None else dv
-        _need_4d(dout=dout, q=q, k=k, v=v, out=out)
-        n = m.backward_workspace_size(q.shape[0], q.shape[1], k.shape[1], code)
+        if varlen is not None:
+            _need_packed(dout=dout, q=q, k=k, v=v, out=out)
+            sizes = (varlen.num_seqs, varlen.max_seqlen_q, varlen.max_seqlen_k)
+        else:
+            _need_4d(dout=dout, q=q, k=k, v=v, out=out)
+            sizes = (q.shape[0], q.shape[1], k.shape[1])
+        n = m.backward_workspace_size(*sizes, code)
         ws = torch.empty(max(n, 1), dtype=torch.uint8, device=q.device)
         m.backward(q, k, v, out, lse, dout, dq, dk, dv, mode=code, workspace=ws,
-                   dropout_p=dropout_p, seed=seed, offset=offset, inputs=inputs)
+                   dropout_p=dropout_p, seed=seed, offset=offset, inputs=inputs, varlen=varlen)
         return dq, dk, dv
 
     def decode(self, q, k_cache, v_cache, cache_seqlens, block_table=None, nsplit=0,

@@ -15,40 +15,9 @@ import sys
 import flashc
 from flashc import _capi, runtime
 
-FAKE_DTYPES = {"float16": 0, "bfloat16": 1, "float32": 2, "int32": 3, "int64": 99}
+from stand_ins import CUDA0, FAKE_DTYPES, Fake  # test/python/stand_ins.py
+
 runtime._DTYPE_CODES = FAKE_DTYPES  # what _dtype_code maps torch's dtypes to
-CUDA0 = "cuda:0"
-
-
-class Fake:
-    """A contiguous tensor of `shape` at device address `addr`."""
-
-    def __init__(self, addr, dtype, *shape, device=CUDA0, strides=None):
-        self.addr, self.dtype, self.shape, self.device = addr, dtype, tuple(shape), device
-        if strides is None:
-            strides, n = [], 1
-            for d in reversed(shape):
-                strides.insert(0, n)
-                n *= d
-        self._strides = tuple(strides)
-
-    def data_ptr(self):
-        return self.addr
-
-    def dim(self):
-        return len(self.shape)
-
-    def stride(self, d=None):
-        return self._strides if d is None else self._strides[d]
-
-    def item(self):
-        return 2.0
-
-    def is_contiguous(self):
-        return True
-
-    def new_empty(self, shape):
-        return Fake(self.addr + (1 << 35), self.dtype, *shape, device=self.device)
 
 
 m = flashc.load(sys.argv[1])

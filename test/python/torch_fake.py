@@ -4,7 +4,11 @@ the output shapes, dtypes and strides from a module's metadata (what
 torch.compile traces with), gradients' fakes follow q, k, v's strides, and a
 CPU tensor is refused by the dispatcher (the ops have CUDA kernels only).
 Run-time inputs (argv[3]: inputs_probe.ptx) travel through fwd, bwd and
-decode as their four lists; the fakes' shapes do not depend on them."""
+decode as their four lists; the fakes' shapes do not depend on them. A varlen
+module (argv[4]: varlen_probe.ptx) takes packed [total, heads, d] tensors and
+cu_seqlens: out [total_q, heads, dv], lse [heads, total_q], gradients packed
+like q, k, v, also through autograd (the prefix sums saved for bwd); what
+cannot go with them is refused before any launch."""
 import sys
 
 import torch
@@ -13,13 +17,18 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 import flashc
 import flashc.ops
 
-train, decode, probe = (flashc.load(p) for p in sys.argv[1:4])
+train, decode, probe, vprobe = (flashc.load(p) for p in sys.argv[1:5])
 print("ops:", ", ".join(str(getattr(torch.ops.flashc, n).default._schema).split("(")[0]
                         for n in ("fwd", "bwd", "decode")))
 print("fwd tags:", [str(t).split(".")[-1] for t in torch.ops.flashc.fwd.default.tags])
+INPUT_ARGS = ("input_names", "input_tensors", "scalar_names", "scalar_values")
+VARLEN_ARGS = ("cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k")
 for n in ("fwd", "bwd", "decode"):
-    print(f"{n} inputs:", [f"{a.name}={a.default_value}"
-                           for a in getattr(torch.ops.flashc, n).default._schema.arguments[-4:]])
+    args = getattr(torch.ops.flashc, n).default._schema.arguments
+    print(f"{n} inputs:", [f"{a.name}={a.default_value}" for a in args if a.name in INPUT_ARGS])
+for n in ("fwd", "bwd"):
+    args = getattr(torch.ops.flashc, n).default._schema.arguments
+    print(f"{n} varlen:", [f"{a.name}={a.default_value}" for a in args if a.name in VARLEN_ARGS])
 with FakeTensorMode():
     q = torch.empty(3, 8, 77, 64, device="cuda", dtype=torch.bfloat16)   # SDPA's layout
     k = torch.empty(3, 2, 91, 64, device="cuda", dtype=torch.bfloat16)
@@ -52,6 +61,38 @@ with FakeTensorMode():
     o, l, rng = torch.ops.flashc.fwd(qp, kp, kp, probe.id, 0.0, 1, *lists)
     dq, dk, dv = torch.ops.flashc.bwd(o, qp, kp, kp, o, l, rng, probe.id, 0.0, 1, *lists)
     print("inputs: fwd out", tuple(o.shape), "bwd dk", tuple(dk.shape))
+    # varlen: 3 sequences, 301 queries, 1000 keys, GQA 4/2, d64; w f32 [num_seqs]
+    vq = torch.empty(301, 4, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    vk = torch.empty(1000, 2, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    vv = torch.empty(1000, 2, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    cq = torch.empty(4, device="cuda", dtype=torch.int32)
+    ck = torch.empty(4, device="cuda", dtype=torch.int32)
+    w = torch.empty(3, device="cuda", dtype=torch.float32)
+    out, lse = flashc.attention(vq, vk, vv, vprobe, cu_seqlens_q=cq, cu_seqlens_k=ck,
+                                max_seqlen_q=200, max_seqlen_k=700, inputs={"w": w},
+                                return_lse=True)
+    print("varlen: attention out", tuple(out.shape), "lse", tuple(lse.shape), lse.dtype)
+    out.float().sum().backward()
+    print("varlen: autograd dq", tuple(vq.grad.shape), "dk", tuple(vk.grad.shape), "dv",
+          tuple(vv.grad.shape))
+    o, l, rng = torch.ops.flashc.fwd(vq, vk, vv, vprobe.id, 0.0, 1, ["w"], [w], None, [], cq,
+                                     ck)  # the maxima left 0: the launch computes them
+    dq, dk, dv = torch.ops.flashc.bwd(o, vq, vk, vv, o, l, rng, vprobe.id, 0.0, 1, ["w"], [w],
+                                      None, [], cq, ck)
+    print("varlen: fwd out", tuple(o.shape), "lse", tuple(l.shape), "bwd dq", tuple(dq.shape),
+          "dk", tuple(dk.shape))
+    for label, kw in (("one cu_seqlens", dict(cu_seqlens_q=cq)),
+                      ("bhsd", dict(cu_seqlens_q=cq, cu_seqlens_k=ck, layout="bhsd")),
+                      ("dropout", dict(cu_seqlens_q=cq, cu_seqlens_k=ck, dropout_p=0.1)),
+                      ("max 0", dict(cu_seqlens_q=cq, cu_seqlens_k=ck, max_seqlen_q=0)),
+                      ("max alone", dict(max_seqlen_q=200)),
+                      ("4-D", dict(cu_seqlens_q=cq, cu_seqlens_k=ck, q4=True))):
+        try:
+            qq = vq[None] if kw.pop("q4", False) else vq
+            flashc.attention(qq, vk, vv, vprobe, **kw)
+            print(f"varlen {label}: accepted")
+        except ValueError as e:
+            print(f"varlen {label}: ValueError: {e}")
 try:
     flashc.attention(torch.zeros(1, 64, 8, 64, dtype=torch.bfloat16),
                      torch.zeros(1, 64, 2, 64, dtype=torch.bfloat16),
