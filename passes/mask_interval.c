@@ -94,8 +94,20 @@ static bool loop_bound_lt(Value *x, Value *y) {
   return false;
 }
 
+/* y = x + c (either order) with c a nonzero constant: y != x everywhere. */
+static bool offset_of(Value *x, Value *y) {
+  Op *d = y->def;
+  double c;
+  if (!d || d->kind != OP_ADD)
+    return false;
+  return (d->operands[0] == x && mask_sconst(d->operands[1], &c) && c != 0) ||
+         (d->operands[1] == x && mask_sconst(d->operands[0], &c) && c != 0);
+}
+
 static Value *emit_cmp(Ana *a, const char *pred, Value *x, Value *y) {
   double cx, cy;
+  if ((!strcmp(pred, "eq") || !strcmp(pred, "ne")) && (offset_of(x, y) || offset_of(y, x)))
+    return konst(a, ELEM_I1, !strcmp(pred, "ne")); /* a tile's first and last index */
   if ((!strcmp(pred, "lt") && loop_bound_lt(x, y)) || (!strcmp(pred, "gt") && loop_bound_lt(y, x)))
     return konst(a, ELEM_I1, 1);
   if ((!strcmp(pred, "ge") && loop_bound_lt(x, y)) || (!strcmp(pred, "le") && loop_bound_lt(y, x)))
@@ -260,6 +272,48 @@ static Ival iv_select(Ana *a, Op *d) {
   return (Ival){true, lo, hi};
 }
 
+/* gather(t, i, ...): an element of a run-time input. Where every index is
+ * one value over the whole tile pair (lo == hi at run time: a block table
+ * read at q / 128 on 128-row tiles, a per-sequence prefix length at b),
+ * the element is that one value, read once as a scalar (and only then: the
+ * point is one of the tile's own indices, so inside the input); elsewhere
+ * an i32 input's element is any i32. Float inputs are not modelled: their
+ * unknown bounds would be infinities, whose sums can be NaN, and a NaN
+ * bound would make a comparison claim a tile empty. */
+static Ival iv_gather(Ana *a, Op *d, Value *v) {
+  if (d->noperands < 2 || d->noperands > 5)
+    return UNKNOWN_IV;
+  Value *at[4], *point = NULL;
+  for (int i = 1; i < d->noperands; i++) {
+    Ival x = ival(a, d->operands[i]);
+    if (!x.known)
+      return UNKNOWN_IV;
+    at[i - 1] = x.lo;
+    Value *same = x.lo == x.hi ? konst(a, ELEM_I1, 1) : emit_cmp(a, "eq", x.lo, x.hi);
+    point = point ? emit_bin(a, OP_AND, point, same) : same;
+  }
+  double c;
+  if (mask_sconst(point, &c) && c != 0) /* scalar indices (b, h, constants) */
+    return exact(build_gather(&a->b, d->operands[0], at, d->noperands - 1));
+  if (v->type.elem != ELEM_INDEX)
+    return UNKNOWN_IV;
+  Value *imin = konst(a, ELEM_INDEX, -2147483648.0), *imax = konst(a, ELEM_INDEX, 2147483647.0);
+  if (mask_sconst(point, &c)) /* never one point: any i32 */
+    return (Ival){true, imin, imax};
+  Type t = type_index();
+  Op *fi = build_if(&a->b, point, &t, 1);
+  Builder tb = builder_at_end(a->m, fi->regions[0]);
+  tb.loc = a->b.loc;
+  Value *g = build_gather(&tb, d->operands[0], at, d->noperands - 1);
+  build_yield(&tb, &g, 1);
+  Builder eb = builder_at_end(a->m, fi->regions[1]);
+  Value *zero = build_const(&eb, t, 0);
+  build_yield(&eb, &zero, 1);
+  Value *e = fi->results[0];
+  e->name = "point";
+  return (Ival){true, emit_select(a, point, e, imin), emit_select(a, point, e, imax)};
+}
+
 static Ival ival_op(Ana *a, Op *d, Value *v) {
   double c;
   switch (d->kind) {
@@ -292,6 +346,8 @@ static Ival ival_op(Ana *a, Op *d, Value *v) {
   }
   case OP_SELECT:
     return iv_select(a, d);
+  case OP_GATHER:
+    return iv_gather(a, d, v);
   case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MIN: case OP_MAX: {
     Ival x = ival(a, d->operands[0]), y = ival(a, d->operands[1]);
     if (!x.known || !y.known)

@@ -355,83 +355,163 @@ static void search_bounds(Module *m, Op *loop, Value *cond) {
 
 /* ------------------------------------------------ run-time classification */
 
-/* Does v read a run-time input (a gather: document ids, prefix lengths)? */
-static bool reads_inputs(Value *v, int depth) {
+/* Does v read a run-time input (a gather: document ids, prefix lengths)?
+ * With `tiles`: one at tile indices (ids at q or k, a block table), which
+ * the analysis knows only where all of a tile's indices meet in one point. */
+static bool reads_inputs(Value *v, bool tiles, int depth) {
   Op *d = v->def;
   if (!d || depth > 64 || d->nregions)
     return false;
-  if (d->kind == OP_GATHER)
+  if (d->kind == OP_GATHER && (!tiles || d->results[0]->type.kind == TYPE_TILE))
     return true;
   for (int i = 0; i < d->noperands; i++)
-    if (reads_inputs(d->operands[i], depth + 1))
+    if (reads_inputs(d->operands[i], tiles, depth + 1))
       return true;
   return false;
 }
 
 /* Adds to `need` v's def when it is a pure op of `step` itself, and what it
- * needs in turn: the ops that compute the mask's condition tile. */
-static void needed_in(Block *step, Value *v, OpList *need, int depth) {
+ * needs in turn: the ops that compute the mask's condition tile. With
+ * `regions`, also ops with regions (the analysis' point reads, the
+ * run-time classification) and what their regions' ops read from the step. */
+static void needed_in(Block *step, Value *v, OpList *need, bool regions, int depth);
+
+static void needed_by_block(Block *step, Block *blk, OpList *need, int depth) {
+  for (Op *o = blk->first; o; o = o->next) {
+    for (int i = 0; i < o->noperands; i++)
+      needed_in(step, o->operands[i], need, true, depth + 1);
+    for (int r = 0; r < o->nregions; r++)
+      needed_by_block(step, o->regions[r], need, depth + 1);
+  }
+}
+
+/* An if whose regions only compute (pure ops, reductions, pure ifs):
+ * cloning it elsewhere computes the same. */
+static bool pure_if(const Op *o, int depth) {
+  if (o->kind != OP_IF || depth > 16)
+    return false;
+  for (int r = 0; r < o->nregions; r++)
+    for (const Op *p = o->regions[r]->first; p; p = p->next)
+      if (p->kind != OP_YIELD && !op_is_pure(p) && !pure_if(p, depth + 1))
+        return false;
+  return true;
+}
+
+static void needed_in(Block *step, Value *v, OpList *need, bool regions, int depth) {
   Op *d = v->def;
-  if (!d || d->parent != step || d->nregions || !op_is_pure(d) || depth > 256 ||
-      oplist_has(need, d))
+  if (!d || d->parent != step || depth > 256 || oplist_has(need, d))
+    return;
+  if (d->nregions ? !(regions && pure_if(d, 0)) : !op_is_pure(d))
     return;
   oplist_push(need, d);
   for (int i = 0; i < d->noperands; i++)
-    needed_in(step, d->operands[i], need, depth + 1);
+    needed_in(step, d->operands[i], need, regions, depth + 1);
+  for (int r = 0; r < d->nregions; r++)
+    needed_by_block(step, d->regions[r], need, depth + 1);
 }
 
-/* A mask that reads run-time inputs is unknown to the interval analysis on
- * every tile pair. Its condition tile is computed first in the step
- * instead (with the index tiles and gathers it needs, moved up in their
- * order), and block-wide reductions over it classify the pair at run time:
- *   %empty = %empty || !any(cond),  %full = %full || all(cond)
- * (two barrier reductions of a flag per tile pair; the mask then reuses the
- * tile). Returns the first op of the step's remaining work. */
-static Op *classify_at_run_time(Module *m, Block *step, Op *first, Op *mask, Value **empty,
-                                Value **full, Value **any_kept) {
-  Value *cond = mask->operands[1];
-  OpList need = {0};
-  needed_in(step, cond, &need, 0);
+/* The analysis never decides (document ids at q and k: no tile reads one
+ * point): the condition tile is computed first in the step (the ops `need`,
+ * moved up in their order) and the mask reuses it:
+ *   %empty_rt = not any(cond), %all_kept = all(cond). */
+static Op *classify_every_step(Module *m, Op *first, Op *mask, OpList *need,
+                               Value **empty, Value **full, Value **any_kept) {
   Op *anchor = first;
-  while (anchor && oplist_has(&need, anchor))
+  while (anchor && oplist_has(need, anchor))
     anchor = anchor->next;
   for (Op *o = anchor, *next; o; o = next) {
     next = o->next;
-    if (oplist_has(&need, o))
+    if (oplist_has(need, o))
       op_move_before(o, anchor);
   }
-  oplist_free(&need);
+  oplist_free(need);
   Builder b = builder_before(m, anchor);
   b.loc = mask->loc;
   Type t = type_scalar(ELEM_I1);
+  Value *cond = mask->operands[1];
   Op *any = build_op(&b, OP_REDUCE, &cond, 1, &t, 1, 0);
   op_set_attr_word(any, "kind", "max");
   Op *all = build_op(&b, OP_REDUCE, &cond, 1, &t, 1, 0);
   op_set_attr_word(all, "kind", "min");
   *any_kept = named(any->results[0], "any_kept");
-  Value *none = build_unary(&b, OP_NOT, *any_kept);
-  Value *every = named(all->results[0], "all_kept");
-  double c;
-  /* (a statically false part adds nothing: no `or false, x`) */
-  *empty = mask_sconst(*empty, &c) && c == 0 ? none : build_binary(&b, OP_OR, *empty, none);
-  *full = mask_sconst(*full, &c) && c == 0 ? every : build_binary(&b, OP_OR, *full, every);
-  named(*empty, "empty_rt");
-  if (*full != every)
-    named(*full, "full_rt");
+  *empty = named(build_unary(&b, OP_NOT, *any_kept), "empty_rt");
+  *full = named(all->results[0], "all_kept");
   return anchor;
 }
 
-/* Whether the ops `need` (in step order) can be cloned outside `loop`:
- * each operand is the loop's iv, defined outside the loop, or made by one
- * of them. */
+/* A mask that reads run-time inputs is unknown to the interval analysis
+ * wherever its inputs are read at more than one place of the tile pair
+ * (document ids at q and k); where each read is one element (a block
+ * table at q / 128 on 128-row tiles, prefix[b]) the analysis reads it and
+ * decides. Where it has not decided, the condition tile is computed (a copy
+ * of its ops, with the index tiles and gathers it needs) and block-wide
+ * reductions over it classify the pair at run time:
+ *   %any, %all = if %unknown { cond; yield any(cond), all(cond) }
+ *                else { yield not %empty, %full }
+ *   %empty = not %any, %full = %all
+ * (two barrier reductions of a flag, only on undecided tile pairs; the mask
+ * computes its own condition on partial ones). Returns the first op of the
+ * step's remaining work. */
+static Op *classify_at_run_time(Module *m, Block *step, Op *first, Op *mask, Value **empty,
+                                Value **full, Value **any_kept) {
+  Value *cond = mask->operands[1];
+  OpList need = {0};
+  needed_in(step, cond, &need, false, 0);
+  double c0, c1;
+  if (mask_sconst(*empty, &c0) && c0 == 0 && mask_sconst(*full, &c1) && c1 == 0)
+    return classify_every_step(m, first, mask, &need, empty, full, any_kept);
+  Builder b = first ? builder_before(m, first) : builder_at_end(m, step);
+  b.loc = mask->loc;
+  Value *decided = build_binary(&b, OP_OR, *empty, *full);
+  Value *unknown = named(build_unary(&b, OP_NOT, decided), "undecided");
+  Type t[2] = {type_scalar(ELEM_I1), type_scalar(ELEM_I1)};
+  Op *fi = build_if(&b, unknown, t, 2);
+  Builder tb = builder_at_end(m, fi->regions[0]);
+  tb.loc = mask->loc;
+  ValueMap map = {0};
+  for (Op *o = step->first; o; o = o->next) /* step order: defs before uses */
+    if (oplist_has(&need, o))
+      op_clone(&tb, o, &map);
+  oplist_free(&need);
+  Value *c = valuemap_get(&map, cond);
+  Op *any = build_op(&tb, OP_REDUCE, &c, 1, &t[0], 1, 0);
+  op_set_attr_word(any, "kind", "max");
+  Op *all = build_op(&tb, OP_REDUCE, &c, 1, &t[0], 1, 0);
+  op_set_attr_word(all, "kind", "min");
+  Value *r[2] = {any->results[0], all->results[0]};
+  build_yield(&tb, r, 2);
+  Builder eb = builder_at_end(m, fi->regions[1]);
+  eb.loc = mask->loc;
+  Value *d[2] = {build_unary(&eb, OP_NOT, *empty), *full};
+  build_yield(&eb, d, 2);
+  *any_kept = named(fi->results[0], "any_kept");
+  *full = named(fi->results[1], "full_rt");
+  *empty = named(build_unary(&b, OP_NOT, *any_kept), "empty_rt");
+  return first;
+}
+
+/* Whether the ops `need` (in step order), their regions included, can be
+ * cloned outside `loop`: each value they read is the loop's iv, defined
+ * outside the loop, made by one of them or inside their regions. */
+static bool reads_ok(const OpList *need, Op *loop, Op *o) {
+  for (int i = 0; i < o->noperands; i++) {
+    Value *v = o->operands[i];
+    if (v != for_iv(loop) && !value_defined_outside(v, loop) &&
+        !(v->def && oplist_has(need, v->def)) && !(v->block && v->block->parent_op != loop) &&
+        !(v->def && v->def->parent != for_body(loop)))
+      return false;
+  }
+  for (int r = 0; r < o->nregions; r++)
+    for (Op *p = o->regions[r]->first; p; p = p->next)
+      if (!reads_ok(need, loop, p))
+        return false;
+  return true;
+}
+
 static bool clonable(const OpList *need, Op *loop) {
   for (int i = 0; i < need->n; i++)
-    for (int o = 0; o < need->v[i]->noperands; o++) {
-      Value *v = need->v[i]->operands[o];
-      if (v != for_iv(loop) && !value_defined_outside(v, loop) &&
-          !(v->def && oplist_has(need, v->def)))
-        return false;
-    }
+    if (!reads_ok(need, loop, need->v[i]))
+      return false;
   return true;
 }
 
@@ -480,7 +560,7 @@ static Value *scan_for_kept(Module *m, Op *loop, const OpList *need, Value *any,
  * kept step. */
 static void trim_by_scan(Module *m, Op *loop, Value *any) {
   OpList need = {0};
-  needed_in(for_body(loop), any, &need, 0);
+  needed_in(for_body(loop), any, &need, true, 0);
   OpList ordered = {0};
   for (Op *o = for_body(loop)->first; o; o = o->next)
     if (oplist_has(&need, o))
@@ -533,12 +613,15 @@ int pass_mask_skip(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
    * parts it cannot bound (has_nonaffine), search for the empty steps at
    * the ends. */
   bool narrowed = loop->operands[0] != lo0 || loop->operands[1] != hi0;
-  if (!for_is_parallel(loop) && !never_empty && (!narrowed || has_nonaffine(mask->operands[1], 0)))
+  /* (Not over inputs read at tile indices: a range of steps reads them at
+   * many places, where the analysis knows nothing; the scans below trim.) */
+  if (!for_is_parallel(loop) && !never_empty && (!narrowed || has_nonaffine(mask->operands[1], 0)) &&
+      !reads_inputs(mask->operands[1], true, 0))
     search_bounds(m, loop, mask->operands[1]);
   Value *full = named(mask_not(&a, t.cf), "full");
   free(a.memo);
   Op *first = a.b.before; /* everything from here on is per-tile work */
-  if (reads_inputs(mask->operands[1], 0)) {
+  if (reads_inputs(mask->operands[1], true, 0)) {
     Value *any = NULL;
     first = classify_at_run_time(m, step, first, mask, &empty, &full, &any);
     never_empty = false;
