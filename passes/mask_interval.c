@@ -277,12 +277,37 @@ static Ival iv_select(Ana *a, Op *d) {
  * read at q / 128 on 128-row tiles, a per-sequence prefix length at b),
  * the element is that one value, read once as a scalar (and only then: the
  * point is one of the tile's own indices, so inside the input); elsewhere
- * an i32 input's element is any i32. Float inputs are not modelled: their
+ * an i32 input's element is any i32 (without a test where an index cannot
+ * meet in one point: coarsens). Float inputs are not modelled: their
  * unknown bounds would be infinities, whose sums can be NaN, and a NaN
  * bound would make a comparison claim a tile empty. */
+/* Can tile value v take one value over a whole tile? Only through a
+ * division or floor on its way from the positions (q / 128): sums,
+ * differences, casts and clamps of a position take a tile's rows apart
+ * (they meet only where a clamp folds the rows past a sequence's end). */
+static bool coarsens(Value *v, int depth) {
+  Op *d = v->def;
+  if (!d || depth > 64 || v->type.kind != TYPE_TILE)
+    return false;
+  if (d->kind == OP_DIV || d->kind == OP_FLOOR || d->kind == OP_CEILDIV)
+    return true;
+  for (int i = 0; i < d->noperands; i++)
+    if (coarsens(d->operands[i], depth + 1))
+      return true;
+  return false;
+}
+
 static Ival iv_gather(Ana *a, Op *d, Value *v) {
   if (d->noperands < 2 || d->noperands > 5)
     return UNKNOWN_IV;
+  bool may_point = true;
+  for (int i = 1; i < d->noperands; i++)
+    if (d->operands[i]->type.kind == TYPE_TILE && !coarsens(d->operands[i], 0))
+      may_point = false;
+  if (!may_point) /* document ids at q and k: read at many places, any i32 */
+    return v->type.elem == ELEM_INDEX
+               ? (Ival){true, konst(a, ELEM_INDEX, -2147483648.0), konst(a, ELEM_INDEX, 2147483647.0)}
+               : UNKNOWN_IV;
   Value *at[4], *point = NULL;
   for (int i = 1; i < d->noperands; i++) {
     Ival x = ival(a, d->operands[i]);

@@ -410,10 +410,11 @@ static void needed_in(Block *step, Value *v, OpList *need, bool regions, int dep
     needed_by_block(step, d->regions[r], need, depth + 1);
 }
 
-/* The analysis never decides (document ids at q and k: no tile reads one
- * point): the condition tile is computed first in the step (the ops `need`,
- * moved up in their order) and the mask reuses it:
- *   %empty_rt = not any(cond), %all_kept = all(cond). */
+/* The analysis can never prove a pair full (document ids at q and k: no
+ * tile reads one point), so every pair it does not find empty needs the
+ * condition tile anyway: it is computed first in the step (the ops `need`,
+ * moved up in their order), the mask reuses it, and
+ *   %empty_rt = %empty || not any(cond), %all_kept = all(cond). */
 static Op *classify_every_step(Module *m, Op *first, Op *mask, OpList *need,
                                Value **empty, Value **full, Value **any_kept) {
   Op *anchor = first;
@@ -434,7 +435,10 @@ static Op *classify_every_step(Module *m, Op *first, Op *mask, OpList *need,
   Op *all = build_op(&b, OP_REDUCE, &cond, 1, &t, 1, 0);
   op_set_attr_word(all, "kind", "min");
   *any_kept = named(any->results[0], "any_kept");
-  *empty = named(build_unary(&b, OP_NOT, *any_kept), "empty_rt");
+  Value *none = build_unary(&b, OP_NOT, *any_kept);
+  double c;
+  *empty = named(mask_sconst(*empty, &c) && c == 0 ? none : build_binary(&b, OP_OR, *empty, none),
+                 "empty_rt");
   *full = named(all->results[0], "all_kept");
   return anchor;
 }
@@ -457,8 +461,8 @@ static Op *classify_at_run_time(Module *m, Block *step, Op *first, Op *mask, Val
   Value *cond = mask->operands[1];
   OpList need = {0};
   needed_in(step, cond, &need, false, 0);
-  double c0, c1;
-  if (mask_sconst(*empty, &c0) && c0 == 0 && mask_sconst(*full, &c1) && c1 == 0)
+  double never_full;
+  if (mask_sconst(*full, &never_full) && never_full == 0)
     return classify_every_step(m, first, mask, &need, empty, full, any_kept);
   Builder b = first ? builder_before(m, first) : builder_at_end(m, step);
   b.loc = mask->loc;
@@ -635,5 +639,6 @@ int pass_mask_skip(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
     split_full(m, mask, full);
   dce_block(step); /* classification ops nobody needed */
   cse_block(step);
+  dce_func(f); /* ... and in the scans' copies (their all-kept reductions) */
   return 0;
 }
