@@ -23,12 +23,13 @@ against Flex's (max |diff| under 2e-2 and no NaN: a sanity check; the GPU
 suites hold the accuracy rule). `document_noskip` is the document spec
 compiled with -disable-pass=mask-skip: what classifying its tiles is worth.
 """
-import argparse
 import json
 import math
 import os
 import sys
 import time
+
+from table import cell, peer_args, ratio, write_specs
 
 B, H, S, D = 2, 16, 8192, 128
 DOC_LENGTHS = (1000, 1500, 500, 2200, 1700, 1292)  # 6 documents, 8192 tokens
@@ -79,11 +80,9 @@ def spec_text(name):
             f"  {body}\n}}\n")
 
 
-def write_specs(d):
-    os.makedirs(d, exist_ok=True)
+def write_variant_specs(d):
+    write_specs(d, VARIANTS, spec_text)
     for name in VARIANTS:
-        with open(os.path.join(d, name + ".fa"), "w") as f:
-            f.write(spec_text(name))
         flags = VARIANTS[name][1]
         with open(os.path.join(d, name + ".flags"), "w") as f:
             f.write(" ".join(flags) + "\n")
@@ -167,16 +166,9 @@ def density(mask_mod, torch):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--write-specs")
-    ap.add_argument("--ptx-dir")
-    ap.add_argument("--json")
-    ap.add_argument("--no-bwd", action="store_true")
-    ap.add_argument("--no-flex", action="store_true")
-    ap.add_argument("--only", default="")
-    a = ap.parse_args()
+    a = peer_args()
     if a.write_specs:
-        write_specs(a.write_specs)
+        write_variant_specs(a.write_specs)
         return
     import torch
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
@@ -239,16 +231,10 @@ def main():
                 row["flex_fwdbwd_tflops"] = 3.5 * flops / row["flex_fwdbwd_ms"] / 1e9
         rows.append(row)
 
-        def cell(key):
-            return f"{row[key]:8.1f}" if key in row else f"{'-':>8s}"
-
-        def ratio(ours, theirs):
-            return f"{row[theirs] / row[ours]:5.2f}" if theirs in row and ours in row else f"{'-':>5s}"
-
-        print(f"{name:18s} {dens:7.3f} {row['fwd_ms']:8.3f} {cell('fwd_tflops')} "
-              f"{cell('flex_fwd_tflops')} {ratio('fwd_ms', 'flex_fwd_ms')} | "
-              f"{row.get('fwdbwd_ms', float('nan')):9.3f} {cell('fwdbwd_tflops')} "
-              f"{cell('flex_fwdbwd_tflops')} {ratio('fwdbwd_ms', 'flex_fwdbwd_ms')} | "
+        print(f"{name:18s} {dens:7.3f} {row['fwd_ms']:8.3f} {cell(row, 'fwd_tflops')} "
+              f"{cell(row, 'flex_fwd_tflops')} {ratio(row, 'fwd_ms', 'flex_fwd_ms')} | "
+              f"{row.get('fwdbwd_ms', float('nan')):9.3f} {cell(row, 'fwdbwd_tflops')} "
+              f"{cell(row, 'flex_fwdbwd_tflops')} {ratio(row, 'fwdbwd_ms', 'flex_fwdbwd_ms')} | "
               f"{row.get('check', '-')}", flush=True)
         del q, k, v, do
         torch.cuda.empty_cache()

@@ -7,7 +7,8 @@
 # kernel with the forward and its _bwd_* kernels) -> .device/bench_bwd, once
 # more with -mma=sync -> .device/bench_bwd/mma-sync, the causal ones with
 # -disable-pass=mask-skip -> .device/bench_bwd/no-mask-skip; the variants benchmark's
-# (bench/bench_variants.py) -> .device/bench_variants.
+# (bench/bench_variants.py) -> .device/bench_variants; the varlen benchmark's
+# (bench/bench_varlen.py) -> .device/bench_varlen.
 set -e
 FLASHC=${FLASHC:-build/tools/flashc}
 OUT=${OUT_DIR:-.device/bench}
@@ -69,3 +70,10 @@ for spec in "$VOUT"/*.fa; do
   "$FLASHC" "$spec" -emit=ptx --target=sm_90a "$@" $(cat "$VOUT/$name.flags") -o "$VOUT/$name.ptx"
 done
 echo "variants bench: $(ls "$VOUT"/*.ptx | wc -l) PTX in $VOUT"
+# The varlen benchmark's kernels (bench/bench_varlen.py) -> .device/bench_varlen.
+LOUT=${VARLEN_OUT_DIR:-.device/bench_varlen}
+python3 bench/bench_varlen.py --write-specs "$LOUT" >/dev/null
+for spec in "$LOUT"/*.fa; do
+  "$FLASHC" "$spec" -emit=ptx --target=sm_90a "$@" -o "$LOUT/$(basename "$spec" .fa).ptx"
+done
+echo "varlen bench: $(ls "$LOUT"/*.ptx | wc -l) PTX in $LOUT"

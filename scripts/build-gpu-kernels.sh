@@ -39,6 +39,8 @@ compile test/gpu/dropout_specs .device/dropout dropout || status=1
 compile test/gpu/torch_specs .device/torch torch || status=1
 # Run-time inputs (test/gpu/inputs.py) -> .device/inputs.
 compile test/gpu/input_specs .device/inputs inputs || status=1
+# Packed sequences (test/gpu/varlen.py) -> .device/varlen.
+compile test/gpu/varlen_specs .device/varlen varlen || status=1
 # ... and one of the torch specs as a CLI bundle with its cubin (the AOT path's loads).
 rm -rf .device/torch/bundle
 "$FLASHC" test/gpu/torch_specs/tor_gqa_causal_bf16.fa --bundle=.device/torch/bundle ||

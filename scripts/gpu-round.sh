@@ -164,6 +164,8 @@ suite dropout test/gpu/dropout.py ${DROPOUT_DIR:-.device/dropout} ${DROPOUT_ARGS
 suite torch_ops test/gpu/torch_ops.py ${TORCH_OPS_DIR:-.device/torch} ${TORCH_OPS_ARGS:-}
 # Run-time inputs (input NAME: ...) through the package's ops.
 suite inputs test/gpu/inputs.py ${INPUTS_DIR:-.device/inputs} ${INPUTS_ARGS:-}
+# Packed sequences (varlen = true) through the package's ops.
+suite varlen test/gpu/varlen.py ${VARLEN_DIR:-.device/varlen} ${VARLEN_ARGS:-}
 # ... and what the kernels receive: a probe module that writes its parameters back.
 step "inputs ABI probe"
 if FLASHC_LIB_DIR=$BUILD python3 test/python/inputs_gpu.py 2>&1 | tee $OUT/inputs_probe.log; then
@@ -247,6 +249,18 @@ if [ "${BENCH_DROPOUT:-0}" = 1 ] && ls .device/bench_dropout/*.ptx >/dev/null 2>
     note "bench dropout: $(tail -1 $OUT/bench_dropout.log)"
   else
     note "bench dropout: $(tail -1 $OUT/bench_dropout.log) (FAILED)"; status=1
+  fi
+fi
+
+# BENCH_VARLEN=1: packed sequences beside FA2's varlen kernels and Flex
+# (bench/bench_varlen.py over .device/bench_varlen).
+if [ "${BENCH_VARLEN:-0}" = 1 ] && ls .device/bench_varlen/*.ptx >/dev/null 2>&1; then
+  step "varlen benchmark"
+  if FLASHC_LIB_DIR=$BUILD python3 bench/bench_varlen.py --ptx-dir .device/bench_varlen \
+       --json $OUT/bench_varlen.json ${BENCH_VARLEN_ARGS:-} 2>&1 | tee $OUT/bench_varlen.log; then
+    note "bench varlen: $(tail -1 $OUT/bench_varlen.log)"
+  else
+    note "bench varlen: $(tail -1 $OUT/bench_varlen.log) (FAILED)"; status=1
   fi
 fi
 

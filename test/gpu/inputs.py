@@ -13,6 +13,8 @@ and zero gradients. New input values reuse the same kernel (no recompile),
 strides 0 and transposed views are read as given, and bad bindings are
 refused with the C runtime's message (a `require` broken, a wrong dim or
 dtype, a missing or unknown input).
+A block-sparse table (inp_blocks: 128 x 128 blocks, one entry per tile pair)
+reads the same way as the other masks, and an all-zero table gives zeros.
 Decode: inp_dec_d128_bf16 (slopes, a softcap value and a per-query bias)
 through Module.decode against the same reference per sequence, forward only.
 Prints PASS/FAIL lines and `inputs: N passed, N failed`.
@@ -23,25 +25,10 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_check import DT, err, finish, parse_args, rand, report  # noqa: E402
 import flashc  # noqa: E402
 import flashc.ops  # noqa: E402
-
-DT = {"bf16": torch.bfloat16, "f16": torch.float16}
-results = []
-
-
-def report(ok, name, msg):
-    results.append(ok)
-    print(f"{'PASS' if ok else 'FAIL'} {name:40s} {msg}", flush=True)
-
-
-def err(a, b):
-    return (a.double() - b.double()).abs().max().item()
-
-
-def rand(*shape, dtype):
-    return torch.randn(*shape, device="cuda", dtype=torch.float32).to(dtype)
 
 
 # ---- each spec's math: (score modifier, keep mask) over [b, h, sq, sk] ----
@@ -76,6 +63,11 @@ def bias_math(s, ins, B, H, Q, K):
 
 def prefix_math(s, ins, B, H, Q, K):
     return s, (K <= Q) | (K < ins["prefix"].long()[:, None, None, None])
+
+
+def blocks_math(s, ins, B, H, Q, K):
+    qb, kb = (Q // 128).clamp(max=15), (K // 128).clamp(max=15)
+    return s, ins["blocks"].long()[H, qb, kb] != 0
 
 
 def temp_math(s, ins, B, H, Q, K):
@@ -136,6 +128,13 @@ def case_inputs(name, b, sq, sk, H, gen, variant=""):
         return {"bias": bias, "cap": float(torch.rand(1, generator=gen)) * 20 + 5}
     if name.startswith("inp_prefix"):
         return {"prefix": torch.randint(0, sk + 1, (b,), generator=gen).to(torch.int32).cuda()}
+    if name.startswith("inp_blocks"):  # ~30% of the blocks, the diagonal's always (no empty rows)
+        t = (torch.rand(H, 16, 16, generator=gen) < 0.3).to(torch.int32)
+        if variant == "empty":
+            t.zero_()
+        else:
+            t |= torch.eye(16, dtype=torch.int32)[None]
+        return {"blocks": t.cuda()}
     if name.startswith("inp_temp"):
         return {"temp": float(torch.rand(1, generator=gen)) * 1.5 + 0.25,
                 "cap": float(torch.rand(1, generator=gen)) * 20 + 5}
@@ -143,13 +142,14 @@ def case_inputs(name, b, sq, sk, H, gen, variant=""):
 
 
 MATH = {"inp_doc": doc_math, "inp_t5": t5_math, "inp_bias": bias_math, "inp_prefix": prefix_math,
-        "inp_temp": temp_math}
+        "inp_temp": temp_math, "inp_blocks": blocks_math}
 CASES = {  # (batch, seqlen_q, seqlen_k, variant)
     "inp_doc_d128_bf16": [(2, 1023, 1023, ""), (1, 4096, 4096, ""), (2, 113, 203, "")],
     "inp_t5_d64_f16": [(2, 1025, 1025, ""), (1, 203, 1023, ""), (1, 113, 113, "empty")],
     "inp_bias_d64_bf16": [(2, 513, 1023, ""), (3, 203, 203, "broadcast")],
     "inp_prefix_d128_bf16": [(3, 1023, 1023, ""), (2, 17, 1025, "")],
     "inp_temp_d64_bf16": [(2, 1023, 1023, ""), (1, 203, 4096, "")],
+    "inp_blocks_d64_bf16": [(2, 2048, 2048, ""), (1, 1000, 1900, ""), (1, 300, 300, "empty")],
 }
 
 
@@ -241,7 +241,7 @@ def check_decode(mod, gen):
             pt = attention_ref(qi, ki, vi, info["scale"], math, ins)
             e, bd = err(out[i:i + 1], ref), 2 * err(pt, ref) + 1e-5
             worst, bound, ok = max(worst, e), max(bound, bd), ok and e <= bd
-        report(ok, f"inp_dec_d128_bf16 decode", f"b={b} q_len={ql} lens={lens} nsplit={nsplit}: "
+        report(ok, "inp_dec_d128_bf16 decode", f"b={b} q_len={ql} lens={lens} nsplit={nsplit}: "
                f"out {worst:.1e}/{bound:.1e}")
 
 
@@ -264,11 +264,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("ptx_dir")
     ap.add_argument("--seed", type=int, default=int.from_bytes(os.urandom(4), "little"))
-    ap.add_argument("--lib", default=None, help="the runtime library (default: the package's "
-                    "search: FLASHC_LIB_DIR, the repository's build folders)")
-    a = ap.parse_args()
-    if a.lib:
-        os.environ["FLASHC_LIB_DIR"] = os.path.dirname(os.path.abspath(a.lib))
+    a = parse_args(ap)
     print(f"inputs: seed {a.seed}")
     torch.manual_seed(a.seed)
     gen = torch.Generator().manual_seed(a.seed)
@@ -296,9 +292,7 @@ def main():
     if "inp_doc_d128_bf16" in mods and "inp_t5_d64_f16" in mods:
         check_refusals(mods)
         check_reuse(mods, gen)
-    npass = sum(results)
-    print(f"inputs: {npass} passed, {len(results) - npass} failed")
-    sys.exit(0 if npass == len(results) else 1)
+    finish("inputs")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ the device has no LLVM/MLIR, so the package runs runtime-only) and checks:
 Prints PASS/FAIL lines and `torch_ops: N passed, N failed`.
 """
 import argparse
-import math
 import os
 import sys
 import time
@@ -37,21 +36,10 @@ import time
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_check import DT, err, finish, parse_args, report  # noqa: E402
 import flashc  # noqa: E402
 import flashc.ops  # noqa: E402
-
-DT = {"bf16": torch.bfloat16, "f16": torch.float16}
-results = []
-
-
-def report(ok, name, msg):
-    results.append(ok)
-    print(f"{'PASS' if ok else 'FAIL'} {name:34s} {msg}", flush=True)
-
-
-def err(a, b):
-    return (a.double() - b.double()).abs().max().item()
 
 
 def ref_attention(q, k, v, causal, scale, keep=None, p=0.0):
@@ -374,15 +362,11 @@ def check_bundle(mods, bundle_dir):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("ptx_dir")
-    ap.add_argument("--lib", default=None, help="the runtime library (default: the package's "
-                    "search: FLASHC_LIB_DIR, the repository's build folders)")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile check")
     ap.add_argument("--bundle", default=None, help="a `flashc --bundle` directory with cubins "
                     "of some of the same specs (default: PTX_DIR/bundle when it exists)")
-    a = ap.parse_args()
-    if a.lib:
-        os.environ["FLASHC_LIB_DIR"] = os.path.dirname(os.path.abspath(a.lib))
+    a = parse_args(ap)
     seed = a.seed if a.seed is not None else int(time.time()) % 100000
     print(f"torch_ops: torch {torch.__version__}, seed {seed} (rerun with --seed {seed}), "
           f"runtime {flashc.runtime.runtime_library()._name}")
@@ -408,9 +392,7 @@ def main():
     if not a.no_compile:
         check_compile(gqa, "tor_gqa_causal_bf16")
     torch.cuda.synchronize()
-    n_ok = sum(results)
-    print(f"torch_ops: {n_ok} passed, {len(results) - n_ok} failed")
-    sys.exit(0 if n_ok == len(results) else 1)
+    finish("torch_ops")
 
 
 if __name__ == "__main__":
