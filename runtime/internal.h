@@ -18,9 +18,60 @@ void fa_fmt(char *buf, size_t len, const char *fmt, ...)
 /* Size in bytes of one element of dtype (0 when out of range). */
 size_t fa_dtype_size(fa_dtype dtype);
 
+/* ---- run-time inputs, requires and the layout in metadata (meta_inputs.c) ---- */
+
 /* A run-time input as its metadata line spells it after the key:
- * "doc i32 batch,seqlen_k", "softcap f32" (meta.c). */
+ * "doc i32 batch,seqlen_k", "softcap f32". */
 void fa_input_text_(const fa_input_info *x, char *buf, size_t len);
+
+/* The lines of one kernel's metadata block that the functions below record
+ * or name in a message: 1-based, 0 = not given. The fa_meta_take_*_
+ * functions record input, require and layout; meta.c sets kernel. */
+typedef struct fa_meta_lines {
+  int kernel;               /* `kernel NAME` */
+  int input[FA_MAX_INPUTS]; /* each `input` line, in ABI order */
+  int require;              /* the first `require` line */
+  int layout;               /* the `layout` line */
+} fa_meta_lines;
+
+/* One line of a kernel's block: `val` is the text after the key, `line` its
+ * line number, recorded in `lines`. Into `in`:
+ *  - input NAME DTYPE [DIMS]: one more run-time input, in ABI order (a C
+ *    identifier not used before, at most FA_MAX_INPUTS, dims batch,
+ *    seqlen_q, seqlen_k or constants, scalars f32 or i32);
+ *  - require seqlen_q<=seqlen_k | seqlen_k<=seqlen_q (may repeat);
+ *  - layout padded | varlen (in->varlen; meta.c refuses it twice).
+ * FA_ERR_META with "metadata line L: KEY: what" in err[len] otherwise. */
+fa_status fa_meta_take_input_(fa_kernel_info *in, fa_meta_lines *lines, int line,
+                              const char *val, char *err, size_t len);
+fa_status fa_meta_take_require_(fa_kernel_info *in, fa_meta_lines *lines, int line,
+                                const char *val, char *err, size_t len);
+fa_status fa_meta_take_layout_(fa_kernel_info *in, fa_meta_lines *lines, int line,
+                               const char *val, char *err, size_t len);
+
+/* The rules within a whole block (meta.c calls them once it is read, after
+ * the backward keys and after the dropout keys respectively): a decode
+ * kernel has no input with a seqlen_k dim and no require; `layout varlen`
+ * and what it cannot go with (fa_varlen_meta_conflict_). The message names
+ * the offending input, require or layout line. */
+fa_status fa_meta_check_inputs_(const fa_kernel_info *in, const fa_meta_lines *lines,
+                                char *err, size_t len);
+fa_status fa_meta_check_layout_(const fa_kernel_info *in, const fa_meta_lines *lines,
+                                char *err, size_t len);
+
+/* The rules across a module's kernels: kernel x (a backward kernel or
+ * NAME_dropout, lines xl) against ref (its forward or plain forward kernel,
+ * or the first backward kernel of the same forward; lines refl), since one
+ * launch's bindings and fa_varlen feed them all. same_inputs: the same
+ * run-time inputs in the same order (naming x's first input line that
+ * differs, its kernel line when it has too few), then the same requires;
+ * same_layout: the same layout (naming x's layout line, else its kernel's). */
+fa_status fa_meta_same_inputs_(const fa_kernel_info *x, const fa_meta_lines *xl,
+                               const fa_kernel_info *ref, const fa_meta_lines *refl, char *err,
+                               size_t len);
+fa_status fa_meta_same_layout_(const fa_kernel_info *x, const fa_meta_lines *xl,
+                               const fa_kernel_info *ref, const fa_meta_lines *refl, char *err,
+                               size_t len);
 
 /* runtime.c's driver services for decode.c, which has no access to the
  * handles' insides. enter/leave bracket the others (the module's context

@@ -3,7 +3,8 @@
  * Strict on purpose: a value that does not parse, is out of range, or a key
  * given twice is an error (but input and require, one line each), because a
  * wrong number here becomes a wrong launch. Unknown keys are ignored so that
- * a newer compiler can add keys.
+ * a newer compiler can add keys. The keys input, require and layout, and
+ * their rules within a block and across a module, are meta_inputs.c's.
  */
 #include <errno.h>
 #include <limits.h>
@@ -81,10 +82,11 @@ static const int required_keys[] = {K_VERSION, K_KERNEL, K_DTYPE, K_HEAD_DIM, K_
                                     K_KV_HEADS, K_TILE_Q, K_THREADS, K_SMEM, K_GRID};
 
 /* Where a block's lines are: each key's (the first input and require
- * line for the repeated keys) and each run-time input's; 0 = not given. */
+ * line for the repeated keys), and those meta_inputs.c names; 0 = not
+ * given. */
 typedef struct Lines {
   int key[K_COUNT];
-  int input[FA_MAX_INPUTS];
+  fa_meta_lines run; /* kernel, each run-time input, require, layout */
 } Lines;
 
 /* The parser of one block (one kernel's lines). */
@@ -297,11 +299,6 @@ static fa_status set_key(Parser *p, int k, const char *v) {
     static const int val[] = {0, 1};
     return parse_enum(p, key, v, n, val, "exact, torch", &in->dropout_torch);
   }
-  case K_LAYOUT: {
-    static const char *const n[] = {"padded", "varlen", NULL};
-    static const int val[] = {0, 1};
-    return parse_enum(p, key, v, n, val, "padded, varlen", &in->varlen);
-  }
   default: return set_decode_key(p, k, v);
   }
 }
@@ -346,133 +343,17 @@ static fa_status split_line(Parser *p, const char *s, const char *e, int *k, cha
   return FA_OK;
 }
 
-/* ---- run-time inputs (docs/abi.md, "Run-time inputs") --------------------- */
-
-void fa_input_text_(const fa_input_info *x, char *buf, size_t len) {
-  static const char *const sizes[] = {"batch", "seqlen_q", "seqlen_k"};
-  fa_fmt(buf, len, "%s %s", x->name, fa_dtype_name(x->dtype));
-  for (int d = 0; d < x->rank && d < 4; d++) {
-    size_t n = strlen(buf);
-    int v = x->dims[d];
-    if (v < 0 && v >= FA_INPUT_DIM_SEQLEN_K)
-      fa_fmt(buf + n, len - n, "%s%s", d ? "," : " ", sizes[-v - 1]);
-    else
-      fa_fmt(buf + n, len - n, "%s%d", d ? "," : " ", v);
-  }
-}
-
-/* A C identifier of at most FA_INPUT_NAME_MAX - 1 characters. */
-static int is_c_identifier(const char *v) {
-  size_t n = strlen(v);
-  if (n == 0 || n >= FA_INPUT_NAME_MAX || (v[0] >= '0' && v[0] <= '9')) return 0;
-  for (size_t i = 0; i < n; i++) {
-    char c = v[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (c >= '0' && c <= '9')))
-      return 0;
-  }
-  return 1;
-}
-
-/* One dim of a tensor input: batch, seqlen_q, seqlen_k, or a positive
- * decimal integer below 2^31 (digits only: no sign, no spaces). */
-static int parse_input_dim(const char *t, int *out) {
-  static const char *const sizes[] = {"batch", "seqlen_q", "seqlen_k"};
-  for (int i = 0; i < 3; i++)
-    if (strcmp(t, sizes[i]) == 0) return *out = -1 - i, 1;
-  long long x = 0;
-  if (!*t) return 0;
-  for (const char *c = t; *c; c++) {
-    if (*c < '0' || *c > '9') return 0;
-    x = x * 10 + (*c - '0');
-    if (x > INT_MAX) return 0;
-  }
-  return x > 0 ? (*out = (int)x, 1) : 0;
-}
-
-/* DIMS of `input NAME DTYPE DIMS`: 1 to 4 dims, comma separated. */
-static fa_status parse_input_dims(Parser *p, char *dims, fa_input_info *x) {
-  char msg[200];
-  for (char *t = dims, *comma;; t = comma + 1) {
-    comma = strchr(t, ',');
-    if (comma) *comma = '\0';
-    if (x->rank == 4) {
-      fa_fmt(msg, sizeof msg, "'%s' has more than 4 dims", x->name);
-      return fail(p, "input", "%s", msg);
-    }
-    if (!parse_input_dim(t, &x->dims[x->rank])) {
-      fa_fmt(msg, sizeof msg, "'%s': dim '%.40s' is not batch, seqlen_q, seqlen_k or a "
-             "positive integer below 2^31", x->name, t);
-      return fail(p, "input", "%s", msg);
-    }
-    x->rank++;
-    if (!comma) return FA_OK;
-  }
-}
-
-/* Splits `v` at blanks into at most `max` words (in place); their count,
- * or max + 1 when there are more. */
-static int split_words(char *v, char **w, int max) {
-  int n = 0;
-  for (char *s = v; *s;) {
-    while (is_space(*s)) *s++ = '\0';
-    if (!*s) break;
-    if (n == max) return max + 1;
-    w[n++] = s;
-    while (*s && !is_space(*s)) s++;
-  }
-  return n;
-}
-
-/* `input NAME DTYPE [DIMS]`: one more run-time input, in ABI order. */
-static fa_status take_input(Parser *p, const char *val) {
-  fa_kernel_info *in = p->info;
-  char buf[1024], msg[200], *w[3];
-  fa_fmt(buf, sizeof buf, "%s", val);
-  int nw = split_words(buf, w, 3);
-  if (nw < 2 || nw > 3) return fail(p, "input", "'%.80s' is not NAME DTYPE [DIMS]", val);
-  if (!is_c_identifier(w[0]))
-    return fail(p, "input", "'%.80s' is not a C identifier of at most 63 characters", w[0]);
-  for (int i = 0; i < in->ninputs; i++)
-    if (strcmp(in->inputs[i].name, w[0]) == 0) {
-      fa_fmt(msg, sizeof msg, "'%s' is already the input of line %d", w[0], p->lines.input[i]);
-      return fail(p, "input", "%s", msg);
-    }
-  if (in->ninputs == FA_MAX_INPUTS)
-    return fail(p, "input", "%sa kernel takes at most 8 run-time inputs (FA_MAX_INPUTS)", "");
-  fa_input_info x;
-  memset(&x, 0, sizeof x);
-  memcpy(x.name, w[0], strlen(w[0]) + 1);
-  static const char *const n[] = {"i32", "f32", "f16", "bf16", NULL};
-  static const int vals[] = {FA_DTYPE_I32, FA_DTYPE_F32, FA_DTYPE_F16, FA_DTYPE_BF16};
-  int dt = 0;
-  fa_status st = parse_enum(p, "input", w[1], n, vals, "i32, f32, f16, bf16", &dt);
-  if (st != FA_OK) return st;
-  x.dtype = (fa_dtype)dt;
-  if (nw == 3 && (st = parse_input_dims(p, w[2], &x))) return st;
-  if (x.rank == 0 && x.dtype != FA_DTYPE_F32 && x.dtype != FA_DTYPE_I32) {
-    fa_fmt(msg, sizeof msg, "'%s' is a scalar of dtype %s (a scalar is f32 or i32)",
-           x.name, fa_dtype_name(x.dtype));
-    return fail(p, "input", "%s", msg);
-  }
-  p->lines.input[in->ninputs] = p->line;
-  in->inputs[in->ninputs++] = x;
-  return FA_OK;
-}
-
-/* `require seqlen_q<=seqlen_k` or `require seqlen_k<=seqlen_q`. */
-static fa_status take_require(Parser *p, const char *val) {
-  if (strcmp(val, "seqlen_q<=seqlen_k") == 0) return p->info->require_q_le_k = 1, FA_OK;
-  if (strcmp(val, "seqlen_k<=seqlen_q") == 0) return p->info->require_k_le_q = 1, FA_OK;
-  return fail(p, "require", "'%.80s' is not seqlen_q<=seqlen_k or seqlen_k<=seqlen_q", val);
-}
-
 static fa_status take_key(Parser *p, int k, const char *val) {
   int repeats = k == K_INPUT || k == K_REQUIRE;
   if ((p->seen & (1ull << k)) && !repeats) return fail(p, key_names[k], "%sgiven twice", "");
   if (!(p->seen & (1ull << k))) p->lines.key[k] = p->line;
   p->seen |= 1ull << k;
-  if (k == K_INPUT) return take_input(p, val);
-  if (k == K_REQUIRE) return take_require(p, val);
+  fa_meta_lines *run = &p->lines.run;
+  if (k == K_INPUT) return fa_meta_take_input_(p->info, run, p->line, val, p->err, p->errlen);
+  if (k == K_REQUIRE)
+    return fa_meta_take_require_(p->info, run, p->line, val, p->err, p->errlen);
+  if (k == K_LAYOUT) return fa_meta_take_layout_(p->info, run, p->line, val, p->err, p->errlen);
+  if (k == K_KERNEL) run->kernel = p->line;
   return set_key(p, k, val);
 }
 
@@ -599,39 +480,6 @@ static fa_status check_dropout_keys(Parser *p) {
   return FA_OK;
 }
 
-/* A decode kernel's launch sizes are batch and q_len (q's dims 0 and 1,
- * which the input lines call seqlen_q); its key count is per sequence
- * (cache_seqlens[b]), so no input can have a seqlen_k dim and no launch
- * condition can compare against one: such lines are refused, naming the
- * first input line with a seqlen_k dim. */
-static fa_status check_input_keys(Parser *p) {
-  const fa_kernel_info *in = p->info;
-  if (in->mode != FA_MODE_DECODE) return FA_OK;
-  for (int i = 0; i < in->ninputs; i++)
-    for (int d = 0; d < in->inputs[i].rank; d++) {
-      if (in->inputs[i].dims[d] != FA_INPUT_DIM_SEQLEN_K) continue;
-      p->line = p->lines.input[i];
-      return fail(p, "input", "'%s': dim seqlen_k is not valid with mode decode (the key count "
-                  "is per sequence; a decode input's dims are batch, seqlen_q = q_len or "
-                  "constants)", in->inputs[i].name);
-    }
-  if (seen(p, K_REQUIRE))
-    return fail_key(p, K_REQUIRE, "%snot valid with mode decode (a decode kernel has no "
-                    "seqlen_k to compare)", "");
-  return FA_OK;
-}
-
-/* `layout varlen` and the keys it cannot go with (varlen.c says which):
- * names the layout line, or the input line with a seqlen dim. */
-static fa_status check_layout_key(Parser *p) {
-  char why[200];
-  int input = fa_varlen_meta_conflict_(p->info, why, sizeof why);
-  if (input == -2) return FA_OK;
-  if (input == -1) return fail_key(p, K_LAYOUT, "%s", why);
-  p->line = p->lines.input[input];
-  return fail(p, "input", "%s", why);
-}
-
 /* Cross-key rules, checked once every line of the block is read. */
 static fa_status check_complete(Parser *p) {
   fa_kernel_info *in = p->info;
@@ -657,9 +505,9 @@ static fa_status check_complete(Parser *p) {
   }
   fa_status st = check_decode_keys(p);
   if (!st) st = check_backward_keys(p);
-  if (!st) st = check_input_keys(p);
+  if (!st) st = fa_meta_check_inputs_(in, &p->lines.run, p->err, p->errlen);
   if (!st) st = check_dropout_keys(p);
-  return st ? st : check_layout_key(p);
+  return st ? st : fa_meta_check_layout_(in, &p->lines.run, p->err, p->errlen);
 }
 
 /* ---- a module's blocks together ------------------------------------------- */
@@ -690,17 +538,16 @@ static fa_status same_attention(Module *m, int b, int ref) {
   const fa_kernel_info *x = &m->k[b], *y = &m->k[ref];
   const char *of = x->forward[0] ? "the backward of" : "the dropout kernel of";
   const char *base = x->forward[0] ? x->forward : x->dropout_of;
-  struct { int key; int differs; char have[40], want[40]; } f[7] = {
+  struct { int key; int differs; char have[40], want[40]; } f[6] = {
     {K_DTYPE, x->dtype != y->dtype, "", ""},
     {K_HEAD_DIM, x->head_dim != y->head_dim, "", ""},
     {K_V_HEAD_DIM, x->v_head_dim != y->v_head_dim, "", ""},
     {K_HEADS, x->heads != y->heads, "", ""},
     {K_KV_HEADS, x->kv_heads != y->kv_heads, "", ""},
     {K_MASK, x->mask != y->mask, "", ""},
-    {K_LAYOUT, !x->varlen != !y->varlen, "", ""},
   };
   static const char *const masks[] = {"none", "causal", "window", "expr"};
-  for (int i = 0; i < 7; i++) {
+  for (int i = 0; i < 6; i++) {
     if (!f[i].differs) continue;
     int key = f[i].key;
     if (key == K_DTYPE) {
@@ -709,9 +556,6 @@ static fa_status same_attention(Module *m, int b, int ref) {
     } else if (key == K_MASK) {
       fa_fmt(f[i].have, sizeof f[i].have, "%s", masks[x->mask & 3]);
       fa_fmt(f[i].want, sizeof f[i].want, "%s", masks[y->mask & 3]);
-    } else if (key == K_LAYOUT) {
-      fa_fmt(f[i].have, sizeof f[i].have, "%s", x->varlen ? "varlen" : "padded");
-      fa_fmt(f[i].want, sizeof f[i].want, "%s", y->varlen ? "varlen" : "padded");
     } else {
       const int *vx = key == K_HEAD_DIM ? &x->head_dim : key == K_V_HEAD_DIM ? &x->v_head_dim
                       : key == K_HEADS ? &x->heads : &x->kv_heads;
@@ -726,6 +570,9 @@ static fa_status same_attention(Module *m, int b, int ref) {
            f[i].want, of, base);
     return module_fail(m, b, key, what);
   }
+  fa_status st = fa_meta_same_layout_(x, &m->line[b].run, y, &m->line[ref].run, m->err,
+                                      m->errlen);
+  if (st != FA_OK) return st;
   if (x->scale > 0 && y->scale > 0 && x->scale != y->scale) {
     char what[400];
     fa_fmt(what, sizeof what, "%.9g but kernel %s (line %d) says %.9g: %s %s must "
@@ -736,61 +583,11 @@ static fa_status same_attention(Module *m, int b, int ref) {
   return FA_OK;
 }
 
-static int same_input(const fa_input_info *x, const fa_input_info *y) {
-  if (strcmp(x->name, y->name) != 0 || x->dtype != y->dtype || x->rank != y->rank) return 0;
-  for (int d = 0; d < x->rank; d++)
-    if (x->dims[d] != y->dims[d]) return 0;
-  return 1;
-}
-
-/* Run-time input i of kernel k as its metadata line says it, quoted; or
- * "no input N" past its inputs. */
-static void quote_input(const fa_kernel_info *k, int i, char *buf, size_t len) {
-  char text[160];
-  if (i >= k->ninputs) {
-    fa_fmt(buf, len, "no input %d", i + 1);
-    return;
-  }
-  fa_input_text_(&k->inputs[i], text, sizeof text);
-  fa_fmt(buf, len, "'%s'", text);
-}
-
-static const char *requires_text(const fa_kernel_info *k) {
-  return k->require_q_le_k && k->require_k_le_q ? "seqlen_q<=seqlen_k and seqlen_k<=seqlen_q"
-         : k->require_q_le_k                    ? "seqlen_q<=seqlen_k"
-         : k->require_k_le_q                    ? "seqlen_k<=seqlen_q"
-                                                : "none";
-}
-
-/* Kernel b (a backward kernel or NAME_dropout) against `ref` (its forward
- * kernel, or the first backward kernel of the same forward): the same
- * run-time inputs in the same order, and the same requires, since one
- * launch's bindings (fa_input) feed them all. Names the line of b's first
- * input that differs (its kernel line when it has too few). */
+/* Kernel b against `ref` (same_attention's): the same run-time inputs and
+ * requires (meta_inputs.c). */
 static fa_status same_inputs(Module *m, int b, int ref) {
-  const fa_kernel_info *x = &m->k[b], *y = &m->k[ref];
-  const char *of = x->forward[0] ? "the backward of" : "the dropout kernel of";
-  const char *base = x->forward[0] ? x->forward : x->dropout_of;
-  char have[200], want[200];
-  int n = x->ninputs > y->ninputs ? x->ninputs : y->ninputs;
-  for (int i = 0; i < n; i++) {
-    if (i < x->ninputs && i < y->ninputs && same_input(&x->inputs[i], &y->inputs[i])) continue;
-    quote_input(x, i, have, sizeof have);
-    quote_input(y, i, want, sizeof want);
-    int line = i < x->ninputs ? m->line[b].input[i] : m->line[b].key[K_KERNEL];
-    int ref_line = i < y->ninputs ? m->line[ref].input[i] : m->line[ref].key[K_KERNEL];
-    fa_fmt(m->err, m->errlen, "metadata line %d: input: %s but kernel %s (line %d) says %s: %s "
-           "%s must declare the same run-time inputs, in the same order", line, have, y->kernel,
-           ref_line, want, of, base);
-    return FA_ERR_META;
-  }
-  if (x->require_q_le_k == y->require_q_le_k && x->require_k_le_q == y->require_k_le_q)
-    return FA_OK;
-  int line = m->line[b].key[K_REQUIRE] ? m->line[b].key[K_REQUIRE] : m->line[b].key[K_KERNEL];
-  fa_fmt(m->err, m->errlen, "metadata line %d: require: %s but kernel %s (line %d) requires %s: "
-         "%s %s must have the same requires", line, requires_text(x), y->kernel,
-         m->line[ref].key[K_KERNEL], requires_text(y), of, base);
-  return FA_ERR_META;
+  return fa_meta_same_inputs_(&m->k[b], &m->line[b].run, &m->k[ref], &m->line[ref].run, m->err,
+                              m->errlen);
 }
 
 /* Kernel names differ; a backward kernel's forward kernel, when the module
