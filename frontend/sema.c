@@ -627,10 +627,11 @@ static void resolve_statements(Sema *S, const AstItem *it, const Stmts *st, Kern
       dropout_field(S, &sc, s, k);
   }
   dropout_mask_field(S, field[F_DROPOUT_MASK], k);
-  if (k->varlen && k->dropout > 0) {
-    diag_error(&S->diag, field[F_DROPOUT]->loc, "dropout in a varlen spec is not supported yet");
-    diag_note(&S->diag, NOLOC, "compile the dropout kernel from a spec without `varlen = true` "
-                               "and pad the batch");
+  if (k->varlen && k->dropout_torch) {
+    diag_error(&S->diag, field[F_DROPOUT_MASK]->loc,
+               "dropout_mask = torch is not supported with varlen = true");
+    diag_note(&S->diag, NOLOC, "PyTorch's varlen kernels number their dropout counters their own "
+                               "way; flashc's exact mask (dropout_mask = exact) is per sequence");
   }
   free_lets(sc.lets);
 }

@@ -36,8 +36,9 @@ int fa_varlen_meta_conflict_(const fa_kernel_info *in, char *why, size_t len) {
            "their lengths in cache_seqlens)");
     return -1;
   }
-  if (in->dropout > 0 || in->dropout_of[0] || in->dropout_torch) {
-    fa_fmt(why, len, "varlen is not valid with the dropout keys (a varlen spec has no dropout)");
+  if (in->dropout_torch) {
+    fa_fmt(why, len, "varlen is not valid with dropout_mask torch (flashc's exact mask only: "
+           "element (b, h, q, k) of sequence b at its own positions)");
     return -1;
   }
   for (int i = 0; i < in->ninputs; i++)

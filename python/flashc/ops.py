@@ -101,9 +101,10 @@ def _varlen(q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
                               max_seqlen_k or None)
 
 
-def _draw_rng(q, dropout_p):
+def _draw_rng(q, dropout_p, varlen=None):
     """(seed, offset) from the CUDA generator of q's device, advanced as
-    SDPA's flash backend advances it; (0, 0) without dropout."""
+    SDPA's flash backend advances it (batch x heads x 32; a varlen launch's
+    batch is its sequences); (0, 0) without dropout."""
     if dropout_p == 0.0:
         return 0, 0
     if torch.cuda.is_current_stream_capturing():
@@ -112,7 +113,8 @@ def _draw_rng(q, dropout_p):
     gen = torch.cuda.default_generators[q.device.index if q.device.index is not None
                                         else torch.cuda.current_device()]
     seed, offset = gen.initial_seed(), gen.get_offset()
-    gen.set_offset(offset + q.shape[0] * q.shape[2] * 32)
+    batch, heads = (varlen.num_seqs, q.shape[1]) if varlen is not None else (q.shape[0], q.shape[2])
+    gen.set_offset(offset + batch * heads * 32)
     return seed, offset
 
 
@@ -141,13 +143,10 @@ def _fwd_cuda(q, k, v, module, dropout_p, bwd_mode=0, input_names=None, input_te
     m = _module(module)
     inputs = _inputs(input_names, input_tensors, scalar_names, scalar_values)
     varlen = _varlen(q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    if varlen is not None and dropout_p > 0:  # before the generator advances
-        raise ValueError("flashc: dropout is not supported with varlen batches (a varlen spec "
-                         "has no dropout kernel)")
     out_shape, lse_shape = _out_shapes(q, m)
     out = q.new_empty(out_shape)
     lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
-    seed, offset = _draw_rng(q, dropout_p)
+    seed, offset = _draw_rng(q, dropout_p, varlen)
     m.on(q).forward(q, k, v, out, lse, dropout_p=dropout_p, seed=seed, offset=offset,
                     inputs=inputs, varlen=varlen)
     # int64 holds the u64 seed's bits
@@ -276,7 +275,7 @@ def _split_inputs(inputs):
     return names or None, tensors or None, scalar_names or None, values
 
 
-def _varlen_kwargs(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, layout, dropout_p):
+def _varlen_kwargs(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, layout):
     """attention's varlen arguments as fwd's keywords ({} for a padded
     launch: the op as without them); refuses what cannot go together."""
     if cu_seqlens_q is None and cu_seqlens_k is None:
@@ -289,9 +288,6 @@ def _varlen_kwargs(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, layou
     if layout != "bshd":
         raise ValueError(f"flashc: a varlen launch's tensors are packed [total, heads, "
                          f"head_dim]: layout must be 'bshd', got {layout!r}")
-    if dropout_p > 0:
-        raise ValueError("flashc: dropout is not supported with varlen batches (a varlen spec "
-                         "has no dropout kernel)")
     for name, m in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
         if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
             raise ValueError(f"flashc: {name} must be a positive int or None, got {m!r}")
@@ -324,8 +320,7 @@ def attention(q, k, v, module, *, layout="bshd", dropout_p=0.0, backward_mode="a
         raise ValueError(f"flashc: layout must be 'bshd' or 'bhsd', got {layout!r}")
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"flashc: dropout_p must be in [0, 1), got {dropout_p}")
-    varlen = _varlen_kwargs(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, layout,
-                            dropout_p)
+    varlen = _varlen_kwargs(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, layout)
     rank = 3 if varlen else 4
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != rank:

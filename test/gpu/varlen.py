@@ -10,7 +10,8 @@ dout [total, heads, d], against the spec's math applied to each sequence on
 its own (positions from 0, seqlen_q / seqlen_k its own lengths), in float64
 (ref) and in the input dtype (pt). FlashAttention's rule: max|out - ref| <=
 2 max|pt - ref| + 1e-5, gradients 3x, no NaN; sequences with no keys give
-out = 0 and zero gradients. The LSE ([heads, total_q], FlashAttention's
+out = 0 and zero gradients; dropout (vl_drop) per sequence against
+fa_dropout_mask's decision at each sequence's own positions. The LSE ([heads, total_q], FlashAttention's
 varlen layout) is checked against the float64 logsumexp. Then: lengths that
 lie on the device (the kernel clamps them: nothing outside O is written),
 and bad launches refused with the runtime's message (non-monotonic prefix
@@ -51,13 +52,14 @@ def alibi_in_math(s, ins, i, H, Q, K, sq, sk):
     return s / ins["temp"][i].to(s.dtype) - slope * (qa - K).to(s.dtype), K <= qa
 
 
-MATH = {"vl_causal": causal_math, "vl_full": full_math, "vl_window": window_softcap_math,
+MATH = {"vl_drop": causal_math, "vl_causal": causal_math, "vl_full": full_math, "vl_window": window_softcap_math,
         "vl_alibi": alibi_in_math}
 
 
-def seq_attention(q, k, v, scale, math, ins, i):
+def seq_attention(q, k, v, scale, math, ins, i, drop_keep=None, p_drop=0.0):
     """One sequence: q [sq, h, d], k, v [sk, kh, d] -> (out [sq, h, dv],
-    lse [h, sq]); GQA by repeating k, v; rows with no key give 0 (lse -inf)."""
+    lse [h, sq]); GQA by repeating k, v; rows with no key give 0 (lse -inf);
+    drop_keep [h, sq, sk] (dropout): P's kept elements scaled by 1 / (1 - p)."""
     sq, h, _ = q.shape
     sk, kh = k.shape[0], k.shape[1]
     if sq == 0 or sk == 0:  # no queries, or no keys: 0 rows (lse -inf); keep the graph
@@ -81,22 +83,27 @@ def seq_attention(q, k, v, scale, math, ins, i):
     p = torch.exp(s - m)
     l = p.sum(dim=-1, keepdim=True)
     p = p / torch.where(l == 0, torch.ones_like(l), l)
+    if drop_keep is not None:
+        p = p * drop_keep[None].to(p.dtype) / (1 - p_drop)
     return (p @ vv)[0].transpose(0, 1), lse[0, :, :, 0]
 
 
-def packed_attention(q, k, v, cq, ck, scale, math, ins):
+def packed_attention(q, k, v, cq, ck, scale, math, ins, keep=None, p_drop=0.0):
+    """keep: fa_dropout_mask over (num_seqs, max lengths); sequence i's mask
+    is its [i, :, :len_q, :len_k] slice (the decision is per (b, h, q, k))."""
     outs, lses = [], []
     for i in range(len(cq) - 1):
+        ki = keep[i, :, :cq[i + 1] - cq[i], :ck[i + 1] - ck[i]] if keep is not None else None
         o, l = seq_attention(q[cq[i]:cq[i + 1]], k[ck[i]:ck[i + 1]], v[ck[i]:ck[i + 1]],
-                             scale, math, ins, i)
+                             scale, math, ins, i, ki, p_drop)
         outs.append(o)
         lses.append(l)
     return torch.cat(outs, 0), torch.cat(lses, 1)
 
 
-def ref_grads(q, k, v, do, cq, ck, scale, math, ins, dtype):
+def ref_grads(q, k, v, do, cq, ck, scale, math, ins, dtype, keep=None, p_drop=0.0):
     xs = [t.detach().to(dtype).requires_grad_() for t in (q, k, v)]
-    o, lse = packed_attention(*xs, cq, ck, scale, math, ins)
+    o, lse = packed_attention(*xs, cq, ck, scale, math, ins, keep, p_drop)
     o.backward(do.to(dtype))
     return [o.detach()] + [x.grad for x in xs], lse.detach()
 
@@ -169,6 +176,40 @@ def check_case(mod, name, lens_q, lens_k, gen):
         ok &= out.detach()[rows].abs().max().item() == 0 and args[0].grad[rows].abs().max().item() == 0
         lines.append(f"{len(empty_rows)} keyless rows 0")
     report(ok, f"{name} {len(lens_q)} seqs", f"total {cq[-1]}/{ck[-1]}: " + ", ".join(lines))
+
+
+def check_dropout(mod, gen_seed):
+    """Dropout per sequence: after torch.manual_seed the op draws (seed, 0)
+    and advances the generator by num_seqs x heads x 32 (SDPA's rule, a
+    varlen batch's batch being its sequences); its keep decision is
+    fa_dropout_mask's over (num_seqs, the longest lengths), each sequence's
+    mask the slice at its own positions. Out and gradients against float64
+    with that mask (2x / 3x rule); two calls draw different masks."""
+    info = mod.info
+    H, KH, D, p = info["heads"], info["kv_heads"], info["head_dim"], mod.dropout
+    lens = (1, 130, 257, 64)
+    c = prefix(lens)
+    q, k, v, do = (rand(c[-1], n, D, dtype=torch.bfloat16) for n in (H, KH, KH, H))
+    gen = torch.cuda.default_generators[torch.cuda.current_device()]
+    torch.manual_seed(gen_seed)
+    args = [x.clone().requires_grad_() for x in (q, k, v)]
+    kw = dict(cu_seqlens_q=cu(c), cu_seqlens_k=cu(c), max_seqlen_q=max(lens), max_seqlen_k=max(lens))
+    out = flashc.attention(*args, mod, dropout_p=p, **kw)
+    advanced = gen.get_offset() == len(lens) * H * 32
+    out.backward(do)
+    keep = mod.dropout_mask(p, gen_seed, 0, len(lens), max(lens), max(lens)).cuda()
+    ref, _ = ref_grads(q, k, v, do, c, c, info["scale"], causal_math, None, torch.float64, keep, p)
+    pt, _ = ref_grads(q, k, v, do, c, c, info["scale"], causal_math, None, torch.bfloat16, keep, p)
+    ok, lines = advanced, []
+    for label, g, r, p_, mult in zip(("out", "dq", "dk", "dv"), [out] + [a.grad for a in args], ref, pt,
+                                     (2, 3, 3, 3)):
+        e, bound = err(g, r), mult * err(p_, r) + 1e-5
+        ok &= e <= bound and not torch.isnan(g).any().item()
+        lines.append(f"{label} {e:.1e}/{bound:.1e}")
+    o2 = flashc.attention(q, k, v, mod, dropout_p=p, **kw)
+    ok &= not torch.equal(o2, out.detach())
+    report(ok, f"{mod.info['kernel']} dropout p={p}", f"offset advanced {advanced}; "
+           + ", ".join(lines) + "; a second call's mask differs")
 
 
 def check_clamped(mod):
@@ -252,6 +293,10 @@ def main():
                 check_case(mods[name], name, lq, lk, gen)
             except Exception as e:  # noqa: BLE001 - a failing case is reported, the rest run
                 report(False, f"{name} {len(lq)} seqs", f"{type(e).__name__}: {str(e)[:200]}")
+    if "vl_drop_d64_bf16" in mods:
+        check_dropout(mods["vl_drop_d64_bf16"], a.seed % 100000)
+    else:
+        report(False, "vl_drop_d64_bf16", "no kernel (scripts/build-gpu-kernels.sh)")
     check_clamped(mods["vl_causal_d128_bf16"])
     check_refusals(mods, flashc.load(a.padded) if os.path.exists(a.padded) else None)
     finish("varlen")

@@ -83,7 +83,6 @@ with FakeTensorMode():
           "dk", tuple(dk.shape))
     for label, kw in (("one cu_seqlens", dict(cu_seqlens_q=cq)),
                       ("bhsd", dict(cu_seqlens_q=cq, cu_seqlens_k=ck, layout="bhsd")),
-                      ("dropout", dict(cu_seqlens_q=cq, cu_seqlens_k=ck, dropout_p=0.1)),
                       ("max 0", dict(cu_seqlens_q=cq, cu_seqlens_k=ck, max_seqlen_q=0)),
                       ("max alone", dict(max_seqlen_q=200)),
                       ("4-D", dict(cu_seqlens_q=cq, cu_seqlens_k=ck, q4=True))):
