@@ -4,8 +4,10 @@
  * sane module: the invariants its header documents hold for every kernel, a
  * plain contiguous launch of each passes fa_forward_check / fa_decode_check
  * (and fa_decode_plan) / fa_backward_check with every declared run-time
- * input bound (lengths that meet its `require`), and fa_meta_parse gives
- * the module's first kernel. */
+ * input bound (lengths that meet its `require`; a `layout varlen` kernel's
+ * launch is two packed sequences with host copies of their prefix sums,
+ * whose four parameters fa_forward_params puts after the kind's), and
+ * fa_meta_parse gives the module's first kernel. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -75,24 +77,73 @@ static void plain_lengths(const fa_kernel_info *in, int64_t *sq, int64_t *sk) {
     *sk = 77;
 }
 
+/* A plain launch's sequences: a padded batch of 2 (plain_lengths), or for
+ * a varlen kernel 2 packed sequences, of those lengths and of 5 and 5, with
+ * host copies of the prefix sums (cu_seqlens at ADDR(20), ADDR(21)). *tb,
+ * *sq, *sk: the tensors' dims 0 and 1 (1 and the totals when packed). */
+typedef struct PlainBatch {
+  fa_varlen vl;
+  int32_t cq[3], ck[3];
+} PlainBatch;
+
+static const fa_varlen *plain_batch(const fa_kernel_info *in, PlainBatch *p, int64_t *tb,
+                                    int64_t *sq, int64_t *sk) {
+  plain_lengths(in, sq, sk);
+  *tb = 2;
+  if (!in->varlen)
+    return NULL;
+  memset(p, 0, sizeof *p);
+  p->cq[1] = (int32_t)*sq, p->cq[2] = (int32_t)*sq + 5;
+  p->ck[1] = (int32_t)*sk, p->ck[2] = (int32_t)*sk + 5;
+  p->vl = (fa_varlen){ADDR(20), ADDR(21), p->cq, p->ck, 2, *sq, *sk};
+  *tb = 1, *sq = p->cq[2], *sk = p->ck[2];
+  return &p->vl;
+}
+
+/* A plain varlen launch's parameter list: batch, seqlen_q, seqlen_k are
+ * num_seqs and the maxima; cu_seqlens_q, cu_seqlens_k, total_q, total_k
+ * come right after the kind's strides (`first`: where they start). */
+static void expect_varlen_params(const fa_param *p, int n, int first, const fa_varlen *vl,
+                                 int64_t tq, int64_t tk) {
+  static const char *const names[4] = {"cu_seqlens_q", "cu_seqlens_k", "total_q", "total_k"};
+  int64_t want[4] = {(int64_t)(uintptr_t)vl->cu_seqlens_q, (int64_t)(uintptr_t)vl->cu_seqlens_k,
+                     tq, tk};
+  FUZZ_CHECK(first >= 1 && first + 4 <= n && p[first - 1].kind == FA_PARAM_I64);
+  for (int i = 0; i < 4; i++)
+    FUZZ_CHECK(strcmp(p[first + i].name, names[i]) == 0 && p[first + i].value == want[i] &&
+               p[first + i].kind == (i < 2 ? FA_PARAM_PTR : FA_PARAM_I32));
+  int64_t sizes[3] = {vl->num_seqs, vl->max_seqlen_q, vl->max_seqlen_k};
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < 3; j++)
+      if (strcmp(p[i].name, (const char *[]){"batch", "seqlen_q", "seqlen_k"}[j]) == 0)
+        FUZZ_CHECK(p[i].value == sizes[j]);
+}
+
 static void forward_launch(const fa_kernel_info *in) {
   fa_forward_args a;
   memset(&a, 0, sizeof a);
-  int64_t b = 2, sq, sk;
-  plain_lengths(in, &sq, &sk);
-  plain_tensors(in, b, sq, sk, (fa_tensor *const[]){&a.q, &a.k, &a.v, &a.o}, 4);
+  PlainBatch pb;
+  int64_t tb, sq, sk;
+  a.varlen = plain_batch(in, &pb, &tb, &sq, &sk);
+  plain_tensors(in, tb, sq, sk, (fa_tensor *const[]){&a.q, &a.k, &a.v, &a.o}, 4);
   a.lse = ADDR(5);
   fa_input ins[FA_MAX_INPUTS];
   bool fits;
   a.inputs = ins;
-  a.num_inputs = plain_inputs(in, b, sq, sk, ins, &fits);
+  a.num_inputs = plain_inputs(in, 2, sq, sk, ins, &fits); /* batch: 2 (or num_seqs 2) */
   char msg[512];
   fa_status st = fa_forward_check(in, &a, msg, sizeof msg);
   if (fits)
     expect_ok(st, "forward", msg);
   unsigned grid[3];
-  FUZZ_CHECK(fa_forward_grid(in, b, sq, grid) == FA_OK);
-  FUZZ_CHECK(grid[1] == (unsigned)in->heads && grid[2] == (unsigned)b && grid[0] >= 1);
+  FUZZ_CHECK(fa_forward_grid(in, 2, a.varlen ? a.varlen->max_seqlen_q : sq, grid) == FA_OK);
+  FUZZ_CHECK(grid[1] == (unsigned)in->heads && grid[2] == 2 && grid[0] >= 1);
+  fa_param p[FA_BACKWARD_MAX_PARAMS];
+  int n = 0;
+  FUZZ_CHECK(fa_forward_params(in, &a, 0, 0, p, &n) == FA_OK);
+  FUZZ_CHECK(n >= 21 && n <= FA_BACKWARD_MAX_PARAMS);
+  if (a.varlen) /* q, k, v, o, lse, workspace, 3 sizes, 12 strides: then the four */
+    expect_varlen_params(p, n, 21, a.varlen, sq, sk);
 }
 
 static void decode_launch(const fa_kernel_info *in) {
@@ -139,9 +190,10 @@ static void decode_launch(const fa_kernel_info *in) {
 static void backward_launch(const fa_kernel_info *in) {
   fa_backward_args a;
   memset(&a, 0, sizeof a);
-  int64_t sq, sk;
-  plain_lengths(in, &sq, &sk);
-  plain_tensors(in, 2, sq, sk,
+  PlainBatch pb;
+  int64_t tb, sq, sk;
+  a.varlen = plain_batch(in, &pb, &tb, &sq, &sk);
+  plain_tensors(in, tb, sq, sk,
                 (fa_tensor *const[]){&a.q, &a.k, &a.v, &a.o, &a.dout, &a.dq, &a.dk, &a.dv}, 8);
   a.lse = ADDR(5);
   fa_input ins[FA_MAX_INPUTS];
