@@ -61,6 +61,11 @@ typedef struct Rows {
   MlirValue b, h, row0; /* i64 */
   MlirValue limit;      /* rows at or past it are missing (i64) */
   bool slice;           /* slice rows (see above) */
+  /* load {skip_past = 1} (the software pipeline's, for a step mask-skip
+   * may skip): when every row is missing (row0 past the extent: the step is
+   * skipped, or past the loop's end) no copy is issued at all, and the
+   * staged buffer keeps whatever it held (no step reads it) */
+  bool skip_when_past;
   int pack;             /* G query heads per K/V head; 0: not packed */
   int page;             /* page size; 0: not paged */
   MlirValue bt_row;     /* paged: !llvm.ptr<1> to block_table[b, 0] */

@@ -307,6 +307,7 @@ void lw_load(Lowerer *L, const Op *op, Rows *m) {
     return;
   }
   CgVal *s = lw_stage_begin(L, op);
+  m->skip_when_past = attr_int(&op->attrs, "skip_past", 0) != 0;
   lw_stage_rows(L, m, s);
   lw_stage_end(L, op, s);
 }

@@ -157,10 +157,31 @@ static void tile_chunk(Lowerer *L, void *ctx, int it, MlirValue r, MlirValue cc,
   *src = cg_gep(b, t->base, goff, t->et);
 }
 
+static void stage_tile_copies(Lowerer *L, const TensorRef *t, MlirValue bi, MlirValue hi,
+                              MlirValue row0, CgVal *s);
+
 /* Copies rows row0.. of (batch, head) into a staged tile; rows past the end
- * are zero-filled (their copy reads nothing, from the tensor's row 0). */
+ * are zero-filled (their copy reads nothing, from the tensor's row 0). With
+ * skip_when_past, a tile whose rows are all past the end (row0 >= extent)
+ * issues no copy (Rows.skip_when_past). */
 static void stage_tile(Lowerer *L, const TensorRef *t, MlirValue bi, MlirValue hi,
-                       MlirValue row0, CgVal *s) {
+                       MlirValue row0, CgVal *s, bool skip_when_past) {
+  CgBuilder *b = &L->b;
+  MlirBlock outer = b->block;
+  if (skip_when_past) {
+    MlirBlock some;
+    cg_if(b, cg_cmpi(b, "slt", row0, t->extent), NULL, 0, false, &some, NULL);
+    cg_builder_set_block(b, some);
+  }
+  stage_tile_copies(L, t, bi, hi, row0, s);
+  if (skip_when_past) {
+    cg_yield(b, NULL, 0);
+    cg_builder_set_block(b, outer);
+  }
+}
+
+static void stage_tile_copies(Lowerer *L, const TensorRef *t, MlirValue bi, MlirValue hi,
+                              MlirValue row0, CgVal *s) {
   CgBuilder *b = &L->b;
   MlirValue bh = lw_row_offset(L, t, bi, hi, cg_const_i64(b, 0));
   StagePlan p = lw_stage_plan(L, s);
@@ -243,7 +264,7 @@ static bool paged_stream(Lowerer *L, Rows *m, const StagePlan *p, int R, RowStre
  * kernels: 1.2 KB of spills, docs/perf-log.md P22). */
 void lw_stage_rows(Lowerer *L, Rows *m, CgVal *s) {
   if (m->slice) {
-    stage_tile(L, &m->t, m->b, m->h, m->row0, s);
+    stage_tile(L, &m->t, m->b, m->h, m->row0, s, m->skip_when_past);
     return;
   }
   StagePlan p = lw_stage_plan(L, s);

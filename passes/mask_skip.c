@@ -452,7 +452,7 @@ static Op *classify_every_step(Module *m, Op *first, Op *mask, OpList *need,
  * reductions over it classify the pair at run time:
  *   %any, %all = if %unknown { cond; yield any(cond), all(cond) }
  *                else { yield not %empty, %full }
- *   %empty = not %any, %full = %all
+ *   %empty_rt = %empty or not %any, %full = %all
  * (two barrier reductions of a flag, only on undecided tile pairs; the mask
  * computes its own condition on partial ones). Returns the first op of the
  * step's remaining work. */
@@ -490,7 +490,9 @@ static Op *classify_at_run_time(Module *m, Block *step, Op *first, Op *mask, Val
   build_yield(&eb, d, 2);
   *any_kept = named(fi->results[0], "any_kept");
   *full = named(fi->results[1], "full_rt");
-  *empty = named(build_unary(&b, OP_NOT, *any_kept), "empty_rt");
+  /* (%empty or: the same value, spelled so that the analysis' part stands
+   * alone: the software pipeline tests it for the next step's prefetch) */
+  *empty = named(build_binary(&b, OP_OR, *empty, build_unary(&b, OP_NOT, *any_kept)), "empty_rt");
   return first;
 }
 

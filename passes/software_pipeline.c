@@ -53,6 +53,12 @@
  * the carried copies made the K/V-outer kernels spill (GQA 150-180 B) and
  * not carrying them measured +4-12% there, flat at d256 full (P42).
  *
+ * A load the step only needs where mask-skip's `if %empty` does not skip
+ * it is prefetched (or hoisted) with that test where a part of it is
+ * rebuildable from scalars and reads a run-time input (a block table's
+ * point reads): a skipped step's copy names the row past the tensor's end,
+ * {skip_past = 1}, and codegen issues no copy for it (see skip_prefetch).
+ *
  * The pass fires on a sequential loop with no loop inside whose staged loads
  * take their operands from values defined outside the loop, the induction
  * variable and pure scalar ops of those. It does nothing with stages < 2, on
@@ -135,6 +141,226 @@ static Value *clone_load(Builder *b, Op *ld, Op *loop, Value *iv) {
   return c->results[0];
 }
 
+/* ---- prefetches of steps the loop skips ----------------------------------
+ *
+ * mask-skip wraps a step's work in `if %empty { state } else { work }`, so
+ * the tiles its loads read are only needed where %empty is false. Where a
+ * part of %empty (a disjunct of its `or`s) is computed by scalar ops from
+ * the induction variable and values from outside (the mask's interval
+ * analysis with a block table's point reads), the prefetch of step j' asks
+ * it at j': when it holds, step j' is skipped, and the copy names a row past
+ * the tensor's end (its extent, the kernel's %seqlen_k / %seqlen_q), which
+ * codegen does not copy at all (Rows.skip_when_past). A block-sparse
+ * layout's empty steps then cost no K/V traffic. */
+
+/* Ops of blk compute scalars only (an if of mask-skip's point reads). */
+static bool scalar_block(const Block *blk, int depth) {
+  for (const Op *o = blk->first; o; o = o->next) {
+    if (o->kind == OP_YIELD)
+      continue;
+    if (depth > 8 || (!op_is_pure(o) && o->kind != OP_IF))
+      return false;
+    for (int r = 0; r < o->nresults; r++)
+      if (o->results[r]->type.kind != TYPE_SCALAR)
+        return false;
+    for (int r = 0; r < o->nregions; r++)
+      if (!scalar_block(o->regions[r], depth + 1))
+        return false;
+  }
+  return true;
+}
+
+static bool test_rebuildable(Value *v, Op *loop, int depth);
+
+/* The values block blk's ops read from the loop's body (outside blk) are
+ * rebuildable. */
+static bool region_reads_ok(Block *blk, Op *loop, int depth) {
+  for (Op *o = blk->first; o; o = o->next) {
+    for (int i = 0; i < o->noperands; i++) {
+      Value *v = o->operands[i];
+      bool inside = v->def ? v->def->parent == blk : v->block == blk;
+      if (!inside && !test_rebuildable(v, loop, depth + 1))
+        return false;
+    }
+    for (int r = 0; r < o->nregions; r++)
+      if (!region_reads_ok(o->regions[r], loop, depth + 1))
+        return false;
+  }
+  return true;
+}
+
+/* As rebuildable, and through scalar ifs (their regions' reads too). */
+static bool test_rebuildable(Value *v, Op *loop, int depth) {
+  if (depth > 48)
+    return false;
+  if (value_defined_outside(v, loop) || v == for_iv(loop))
+    return true;
+  Op *d = v->def;
+  if (!d || d->parent != for_body(loop) || v->type.kind != TYPE_SCALAR)
+    return false;
+  if (d->nregions) {
+    if (d->kind != OP_IF)
+      return false;
+    for (int r = 0; r < d->nregions; r++)
+      if (!scalar_block(d->regions[r], 0) || !region_reads_ok(d->regions[r], loop, depth))
+        return false;
+  } else if (!op_is_pure(d) || d->kind == OP_LOAD || d->kind == OP_LOAD_PAGED) {
+    return false;
+  }
+  for (int i = 0; i < d->noperands; i++)
+    if (!test_rebuildable(d->operands[i], loop, depth + 1))
+      return false;
+  return true;
+}
+
+static Value *rebuild_test(Builder *b, Value *v, Op *loop, Value *iv, ValueMap *map);
+
+/* Maps what blk's ops read from the loop's body to its rebuilt values. */
+static void rebuild_region_reads(Builder *b, Block *blk, Op *loop, Value *iv, ValueMap *map) {
+  for (Op *o = blk->first; o; o = o->next) {
+    for (int i = 0; i < o->noperands; i++) {
+      Value *v = o->operands[i];
+      bool inside = v->def ? v->def->parent == blk : v->block == blk;
+      if (!inside) {
+        Value *r = rebuild_test(b, v, loop, iv, map);
+        if (r != v)
+          valuemap_put(b->m, map, v, r);
+      }
+    }
+    for (int r = 0; r < o->nregions; r++)
+      rebuild_region_reads(b, o->regions[r], loop, iv, map);
+  }
+}
+
+/* As rebuild, through scalar ifs. */
+static Value *rebuild_test(Builder *b, Value *v, Op *loop, Value *iv, ValueMap *map) {
+  if (v == for_iv(loop))
+    return iv;
+  if (value_defined_outside(v, loop))
+    return v;
+  Value *got = valuemap_get(map, v);
+  if (got != v)
+    return got;
+  Op *d = v->def;
+  for (int i = 0; i < d->noperands; i++) {
+    Value *o = rebuild_test(b, d->operands[i], loop, iv, map);
+    if (o != d->operands[i])
+      valuemap_put(b->m, map, d->operands[i], o);
+  }
+  for (int r = 0; r < d->nregions; r++)
+    rebuild_region_reads(b, d->regions[r], loop, iv, map);
+  Op *c = op_clone(b, d, map);
+  for (int r = 0; r < d->nresults; r++)
+    valuemap_put(b->m, map, d->results[r], c->results[r]);
+  return c->results[v->result_index];
+}
+
+/* The rebuildable disjuncts of e (through its `or`s) into out. */
+static void skip_parts(Value *e, Op *loop, OpList *out, int depth) {
+  Op *d = e->def;
+  if (depth < 16 && d && d->kind == OP_OR && d->parent == for_body(loop)) {
+    skip_parts(d->operands[0], loop, out, depth + 1);
+    skip_parts(d->operands[1], loop, out, depth + 1);
+  } else if (d && test_rebuildable(e, loop, 0) && !value_defined_outside(e, loop)) {
+    oplist_push(out, d); /* its result e: d's only result (pure ops, ifs of one) */
+  }
+}
+
+/* The `if %empty` directly in the loop's body whose `else` holds load ld,
+ * or NULL. */
+static Op *skip_wrap(Op *loop, Op *ld) {
+  Block *in = ld->parent;
+  Op *wrap = in ? in->parent_op : NULL;
+  if (wrap && wrap->kind == OP_IF && wrap->parent == for_body(loop) && wrap->nregions == 2 &&
+      wrap->regions[1] == in)
+    return wrap;
+  return NULL;
+}
+
+/* The kernel's index argument named `name`, or NULL. */
+static Value *func_arg_named(Func *f, const char *name) {
+  for (int i = 0; i < f->nargs; i++)
+    if (f->args[i]->name && strcmp(f->args[i]->name, name) == 0 &&
+        f->args[i]->type.kind == TYPE_SCALAR)
+      return f->args[i];
+  return NULL;
+}
+
+/* Does v's computation read a run-time input (a gather, maybe inside the
+ * regions of an if of point reads)? */
+static bool reads_input(Value *v, int depth) {
+  Op *d = v->def;
+  if (!d || depth > 64)
+    return false;
+  if (d->kind == OP_GATHER)
+    return true;
+  for (int r = 0; r < d->nregions; r++)
+    for (Op *o = d->regions[r]->first; o; o = o->next)
+      for (int i = 0; i < o->nresults; i++)
+        if (reads_input(o->results[i], depth + 1))
+          return true;
+  for (int i = 0; i < d->noperands; i++)
+    if (reads_input(d->operands[i], depth + 1))
+      return true;
+  return false;
+}
+
+/* The skip test of one `if %empty` at step iv, made once for the loads it
+ * wraps (K and V share it). */
+typedef struct SkipTest {
+  Op *wrap;
+  Value *skip; /* NULL: no rebuildable part */
+} SkipTest;
+
+/* The cloned prefetch `next` (a slice load: tensor, b, h, row0) of load ld
+ * names a row past its tensor's end where ld's step iv is skipped. */
+static void skip_prefetch(Module *m, Op *loop, Op *ld, Op *next, Value *iv, SkipTest *st) {
+  const Value *t = next->operands[0];
+  Func *f = op_func(loop);
+  Op *wrap = skip_wrap(loop, ld);
+  /* Forward kernels only: in the backward's Q-outer dQ kernel the H100
+   * computed a wrong dQ with it (PrefixLM from prefix[b], test/gpu/inputs.py;
+   * the interpreter, which zero-fills, agrees with the reference), not yet
+   * understood. */
+  if (strcmp(attr_str(&f->attrs, "mode", "forward"), "forward") != 0)
+    return;
+  if (!wrap || next->kind != OP_LOAD || next->noperands != 4 || t->type.rank != 4)
+    return;
+  int d = t->type.dims[1];
+  Value *extent = func_arg_named(f, d == DIM_SEQLEN_K ? "seqlen_k"
+                                       : d == DIM_SEQLEN_Q ? "seqlen_q" : "");
+  if (!extent)
+    return;
+  Builder b = builder_before(m, next); /* the test, then the row, before the copy */
+  b.loc = next->loc;
+  if (st->wrap != wrap) {
+    OpList parts = {0};
+    skip_parts(wrap->operands[0], loop, &parts, 0);
+    /* Only a test that reads an input (a block table): an affine mask's
+     * empty steps are cut from the loop's bounds already (mask-skip), so
+     * its test would cost every step and skip none. */
+    bool any_input = false;
+    for (int i = 0; i < parts.n; i++)
+      any_input |= reads_input(parts.v[i]->results[0], 0);
+    if (!any_input)
+      parts.n = 0;
+    ValueMap map = {0};
+    st->wrap = wrap;
+    st->skip = NULL;
+    for (int i = 0; i < parts.n; i++) {
+      Value *p = rebuild_test(&b, parts.v[i]->results[0], loop, iv, &map);
+      st->skip = st->skip ? build_binary(&b, OP_OR, st->skip, p) : p;
+    }
+    oplist_free(&parts);
+  }
+  if (!st->skip)
+    return;
+  Value *row = build_select(&b, st->skip, extent, next->operands[3]);
+  row->name = "row_or_past";
+  op_set_operand(next, 3, row);
+  op_set_attr_int(next, "skip_past", 1);
+}
+
 /* A register load of a row or column vector (the backward's per-query LSE
  * and D beside a K/V-outer kernel's S^T): a few words a thread, read from
  * global memory at the point of use, so its latency sits in front of the
@@ -208,7 +434,8 @@ static const char *suffixed(Module *m, const char *name, const char *suffix, int
  * hoisted loads) and yielded. Each load becomes `depth` body arguments,
  * this step's tile (`_cur`) and the ones after it (`_cur1` ...), which the
  * yield shifts down by one. */
-static void carry_loads(Module *m, Op *loop, OpList *carried, int depth, Op *top, Op *term) {
+static void carry_loads(Module *m, Op *loop, OpList *carried, int depth, Op *top, Op *term,
+                        bool skip_prefetches) {
   Block *body = for_body(loop);
   Value *pro[4][16];
   for (int p = 0; p < depth; p++)
@@ -224,6 +451,7 @@ static void carry_loads(Module *m, Op *loop, OpList *carried, int depth, Op *top
     }
   Builder nb = builder_before(m, top);
   Value *jn = NULL;
+  SkipTest st = {0};
   for (int i = 0; i < carried->n; i++) {
     Op *ld = carried->v[i];
     nb.loc = ld->loc;
@@ -231,6 +459,8 @@ static void carry_loads(Module *m, Op *loop, OpList *carried, int depth, Op *top
       jn = build_binary(&nb, OP_ADD, for_iv(loop), build_index(&nb, depth));
     Value *next = clone_load(&nb, ld, loop, jn);
     op_set_attr_int(next->def, "prefetch", depth);
+    if (skip_prefetches)
+      skip_prefetch(m, loop, ld, next->def, jn, &st);
     next->name = suffixed(m, ld->results[0]->name, "_next", 0);
     Value *args[4];
     for (int p = 0; p < depth; p++) {
@@ -302,23 +532,26 @@ static bool pipeline_loop(Module *m, Op *loop, int stages, bool carry_all, int t
   int depth = stages - 1;
   int ncarry = carry_all || depth > 1 ? ok.n : 1;
   Op *top = body->first;
-  /* Hoisted tiles of this step, in order, at the top of the body. */
+  /* Hoisted tiles of this step, in order, at the top of the body (with the
+   * skip test of this step where the step may skip them). */
+  SkipTest here = {0};
   for (int i = ncarry; i < ok.n; i++) {
     Builder b = builder_before(m, top);
     b.loc = ok.v[i]->loc;
     Value *nv = clone_load(&b, ok.v[i], loop, for_iv(loop));
+    skip_prefetch(m, loop, ok.v[i], nv->def, for_iv(loop), &here);
     value_replace_all_uses(ok.v[i]->results[0], nv);
     op_erase(ok.v[i]);
   }
   OpList carried = {0};
   for (int i = 0; i < ncarry; i++)
     oplist_push(&carried, ok.v[i]);
-  carry_loads(m, loop, &carried, depth, top, term);
+  carry_loads(m, loop, &carried, depth, top, term, true);
   /* Vector loads: one step ahead whatever the depth (each carried copy
    * holds registers through the whole step), issued after the staged
    * copies. */
   if (vec.n && carried_register_bytes(loop, threads) <= VECTOR_CARRY_MAX_BYTES)
-    carry_loads(m, loop, &vec, 1, top, term);
+    carry_loads(m, loop, &vec, 1, top, term, false);
   op_set_attr_int(loop, "pipelined", stages);
   oplist_free(&carried);
   oplist_free(&ok);
