@@ -107,32 +107,15 @@ static bool rebuildable(Value *v, Op *loop, int depth) {
 }
 
 /* Clones the computation of v at b's point with the induction variable
- * replaced by `iv` (memoised in map). */
-static Value *rebuild(Builder *b, Value *v, Op *loop, Value *iv, ValueMap *map) {
-  if (v == for_iv(loop))
-    return iv;
-  if (value_defined_outside(v, loop))
-    return v;
-  Value *got = valuemap_get(map, v);
-  if (got != v)
-    return got;
-  Op *d = v->def;
-  for (int i = 0; i < d->noperands; i++) {
-    Value *o = rebuild(b, d->operands[i], loop, iv, map);
-    if (o != d->operands[i])
-      valuemap_put(b->m, map, d->operands[i], o);
-  }
-  Op *c = op_clone(b, d, map);
-  for (int r = 0; r < d->nresults; r++)
-    valuemap_put(b->m, map, d->results[r], c->results[r]);
-  return c->results[v->result_index];
-}
+ * replaced by `iv` (memoised in map; through the scalar ifs of a skip
+ * test too: rebuild_test, below). */
+static Value *rebuild_test(Builder *b, Value *v, Op *loop, Value *iv, ValueMap *map);
 
 /* A clone of load `ld` at b's point, its operands rebuilt for `iv`. */
 static Value *clone_load(Builder *b, Op *ld, Op *loop, Value *iv) {
   ValueMap map = {0};
   for (int i = 0; i < ld->noperands; i++) {
-    Value *o = rebuild(b, ld->operands[i], loop, iv, &map);
+    Value *o = rebuild_test(b, ld->operands[i], loop, iv, &map);
     if (o != ld->operands[i])
       valuemap_put(b->m, &map, ld->operands[i], o);
   }
@@ -213,8 +196,6 @@ static bool test_rebuildable(Value *v, Op *loop, int depth) {
   return true;
 }
 
-static Value *rebuild_test(Builder *b, Value *v, Op *loop, Value *iv, ValueMap *map);
-
 /* Maps what blk's ops read from the loop's body to its rebuilt values. */
 static void rebuild_region_reads(Builder *b, Block *blk, Op *loop, Value *iv, ValueMap *map) {
   for (Op *o = blk->first; o; o = o->next) {
@@ -232,7 +213,7 @@ static void rebuild_region_reads(Builder *b, Block *blk, Op *loop, Value *iv, Va
   }
 }
 
-/* As rebuild, through scalar ifs. */
+/* rebuild_test: as declared above. */
 static Value *rebuild_test(Builder *b, Value *v, Op *loop, Value *iv, ValueMap *map) {
   if (v == for_iv(loop))
     return iv;
