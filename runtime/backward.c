@@ -133,7 +133,7 @@ static fa_status check_pointers(BCtx *c) {
   const fa_backward_args *a = c->a;
   char *msg = c->lt.msg;
   size_t len = c->lt.len;
-  uintptr_t lse = (uintptr_t)a->lse, ws = (uintptr_t)a->workspace;
+  uintptr_t ws = (uintptr_t)a->workspace;
   if (!a->lse && c->rows > 0) {
     fa_fmt(msg, len, "lse: pointer is NULL; the backward needs the forward's LSE (float32 %s)",
            a->varlen ? "[heads, total_q]" : "[batch, heads, seqlen_q]");
@@ -149,18 +149,8 @@ static fa_status check_pointers(BCtx *c) {
            WS_ALIGN, (unsigned)(ws % WS_ALIGN));
     return FA_ERR_ALIGNMENT;
   }
-  int64_t lse_bytes = c->rows * 4;
-  if (a->lse && lse > UINTPTR_MAX - (uint64_t)lse_bytes) {
-    fa_fmt(msg, len, "lse: memory [0x%" PRIxPTR ", +%" PRId64 ") runs past the end of the "
-           "address space", lse, lse_bytes);
-    return FA_ERR_INVALID_ARGUMENT;
-  }
-  if (a->workspace && ws > UINTPTR_MAX - (uint64_t)c->ws.total) {
-    fa_fmt(msg, len, "workspace: memory [0x%" PRIxPTR ", +%" PRId64 ") runs past the end of the "
-           "address space", ws, c->ws.total);
-    return FA_ERR_INVALID_ARGUMENT;
-  }
-  return FA_OK;
+  fa_status st = fa_check_in_space_("lse", a->lse, c->rows * 4, msg, len);
+  return st ? st : fa_check_in_space_("workspace", a->workspace, c->ws.total, msg, len);
 }
 
 static fa_status check_workspace_size(BCtx *c) {

@@ -49,12 +49,19 @@ static fa_status check_sizes(Ctx *c) {
   return FA_ERR_TOO_LARGE;
 }
 
+/* The caller's LSE in bytes (0 without one): float32 [batch, heads,
+ * seqlen_q], or a varlen launch's [heads, total_q] (dim 0 is 1); below 2^33
+ * after check_sizes. */
+static int64_t lse_bytes_of(const Ctx *c) {
+  const fa_forward_args *a = c->a;
+  return a->lse ? a->q.dim[0] * c->info->heads * a->q.dim[1] * 4 : 0;
+}
+
 /* The outputs (O, LSE) must not share memory with an input (Q, K, V, a
  * varlen launch's cu_seqlens, the run-time inputs) or each other. */
 static fa_status check_aliasing(Ctx *c, const int64_t ext[4]) {
   const fa_forward_args *a = c->a;
-  /* [batch, heads, seqlen_q], or a varlen launch's [heads, total_q] (dim 0 is 1) */
-  int64_t lse_bytes = a->lse ? a->q.dim[0] * c->info->heads * a->q.dim[1] * 4 : 0;
+  int64_t lse_bytes = lse_bytes_of(c);
   fa_range in[5] = {{"q", (uintptr_t)a->q.data, ext[Q]}, {"k", (uintptr_t)a->k.data, ext[K]},
                     {"v", (uintptr_t)a->v.data, ext[V]}};
   int nin = 3 + fa_varlen_ranges_(a->varlen, in + 3);
@@ -131,6 +138,7 @@ fa_status fa_forward_check(const fa_kernel_info *info, const fa_forward_args *ar
   const fa_varlen *vl = args->varlen;
   if ((st = check_sizes(&c)) || (st = fa_check_strides(&c.lt)) ||
       (st = fa_check_alignment(&c.lt, args->lse)) || (st = fa_check_extents(&c.lt, ext)) ||
+      (st = fa_check_in_space_("lse", args->lse, lse_bytes_of(&c), msg, msglen)) ||
       (st = fa_check_self_overlap(&c.lt, O)) ||
       (st = check_aliasing(&c, ext)) ||
       (vl && (st = fa_check_varlen_values_(info, vl, vl->host_cu_seqlens_q,

@@ -362,7 +362,8 @@ FA_API fa_tensor *fa_tensor_contiguous(fa_tensor *t, void *data, fa_dtype dtype,
  * overlapping itself, O/LSE not overlapping an input), alignment (data 16
  * bytes, strides multiples of 8 elements, lse 4 bytes) and sizes (batch,
  * seqlens <= INT32_MAX; batch*heads*seqlen_q <= INT32_MAX; every byte offset
- * < 2^62; grid y/z <= 65535, grid x <= 2^31-1) and dropout_p in [0, 1)
+ * < 2^62; the tensors' and lse's bytes within the address space; grid y/z
+ * <= 65535, grid x <= 2^31-1) and dropout_p in [0, 1)
  * (whether the module has a dropout kernel is fa_forward's check), and the
  * run-time inputs (fa_input; docs/abi.md, "Run-time inputs"): each
  * declared input bound exactly once and no other; a tensor's dtype, its
@@ -373,7 +374,8 @@ FA_API fa_tensor *fa_tensor_contiguous(fa_tensor *t, void *data, fa_dtype dtype,
  * `require`s of seqlen_q and seqlen_k. A varlen kernel (info->varlen)
  * needs args->varlen and a padded one refuses it; a varlen launch is
  * checked as docs/abi.md "Variable-length batches" says: num_seqs, the
- * cu_seqlens pointers (not NULL, 4-byte aligned), max_seqlen_q/k in
+ * cu_seqlens pointers (not NULL, 4-byte aligned, the num_seqs + 1 int32 of
+ * each array and host copy within the address space), max_seqlen_q/k in
  * 1..2^31-1, every tensor's dim[0] 1, total_q and total_k (q's and k's dim
  * 1) and heads * total_q within int32, the padded num_seqs x heads x
  * max_seqlen_q rows too, and, given host copies, the cu_seqlens values

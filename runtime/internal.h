@@ -138,7 +138,13 @@ fa_status fa_check_dtypes(const fa_launch_tensors *c);
 fa_status fa_check_nonnegative(const fa_launch_tensors *c);
 fa_status fa_check_strides(const fa_launch_tensors *c);
 fa_status fa_check_alignment(const fa_launch_tensors *c, const void *lse);
-/* ext[i] receives tensor i's extent in bytes. */
+/* [p, p + bytes) ends within the address space (bytes <= 0: nothing to
+ * check); else FA_ERR_INVALID_ARGUMENT, "NAME: memory [P, +BYTES) runs past
+ * the end of the address space". */
+fa_status fa_check_in_space_(const char *name, const void *p, int64_t bytes, char *msg,
+                             size_t len);
+/* ext[i] receives tensor i's extent in bytes (each checked to end within
+ * the address space). */
 fa_status fa_check_extents(const fa_launch_tensors *c, int64_t ext[FA_MAX_LAUNCH_TENSORS]);
 /* Tensor i (an output) never has two elements at one address. */
 fa_status fa_check_self_overlap(const fa_launch_tensors *c, int i);
@@ -248,7 +254,8 @@ fa_sizes fa_launch_sizes_(const fa_varlen *vl, const fa_tensor *q, const fa_tens
 int fa_varlen_meta_conflict_(const fa_kernel_info *in, char *why, size_t len);
 /* A launch's layout against its kernel's (vl given exactly for a varlen
  * kernel); then vl's fields: num_seqs in 0..65535, the device arrays not
- * NULL, both copies 4-byte aligned, max_seqlen_q/k in 1..INT32_MAX; every
+ * NULL, both copies 4-byte aligned, max_seqlen_q/k in 1..INT32_MAX, the
+ * num_seqs + 1 int32 of every array within the address space; every
  * tensor of c packed (dim[0] 1). Before the cross-tensor dims. */
 fa_status fa_check_varlen_(const fa_kernel_info *in, const fa_varlen *vl,
                            const fa_launch_tensors *c);

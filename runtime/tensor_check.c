@@ -130,15 +130,20 @@ static int64_t extent_of(const fa_tensor *t, int rank) {
 
 static int64_t extent_bytes(const fa_tensor *t) { return extent_of(t, 4); }
 
+fa_status fa_check_in_space_(const char *name, const void *p, int64_t bytes, char *msg,
+                             size_t len) {
+  uintptr_t a = (uintptr_t)p;
+  if (bytes <= 0 || a <= UINTPTR_MAX - (uint64_t)bytes) return FA_OK;
+  fa_fmt(msg, len, "%s: memory [0x%" PRIxPTR ", +%" PRId64 ") runs past the end of the address "
+         "space", name, a, bytes);
+  return FA_ERR_INVALID_ARGUMENT;
+}
+
 fa_status fa_check_extents(const fa_launch_tensors *c, int64_t ext[FA_MAX_LAUNCH_TENSORS]) {
   for (int i = 0; i < c->n; i++) {
     ext[i] = extent_bytes(c->t[i]);
-    uintptr_t p = (uintptr_t)c->t[i]->data;
-    if (ext[i] > 0 && p > UINTPTR_MAX - (uint64_t)ext[i]) {
-      fa_fmt(c->msg, c->len, "%s: memory [0x%" PRIxPTR ", +%" PRId64
-             ") runs past the end of the address space", c->name[i], p, ext[i]);
-      return FA_ERR_INVALID_ARGUMENT;
-    }
+    fa_status st = fa_check_in_space_(c->name[i], c->t[i]->data, ext[i], c->msg, c->len);
+    if (st != FA_OK) return st;
     if (ext[i] < 0) {
       const fa_tensor *t = c->t[i];
       fa_fmt(c->msg, c->len,
@@ -532,11 +537,10 @@ static fa_status check_input_tensor_memory(const fa_input_info *x, const fa_tens
            "more than 2^62 bytes", x->name, dims, strides);
     return FA_ERR_TOO_LARGE;
   }
-  if (ext > 0 && p > UINTPTR_MAX - (uint64_t)ext) {
-    fa_fmt(msg, len, "input '%s': memory [0x%" PRIxPTR ", +%" PRId64 ") runs past the end of "
-           "the address space", x->name, p, ext);
-    return FA_ERR_INVALID_ARGUMENT;
-  }
+  char name[FA_INPUT_NAME_MAX + 16];
+  fa_fmt(name, sizeof name, "input '%s'", x->name);
+  fa_status st = fa_check_in_space_(name, t->data, ext, msg, len);
+  if (st != FA_OK) return st;
   for (int o = 0; o < nout; o++)
     if (fa_ranges_meet(p, ext, out[o].p, out[o].len)) {
       fa_fmt(msg, len, "input '%s': memory [0x%" PRIxPTR ", +%" PRId64 ") overlaps %s [0x%"

@@ -90,6 +90,22 @@ static fa_status check_array(const int32_t *dev, const int32_t *host, const char
   return FA_OK;
 }
 
+/* The four arrays' num_seqs + 1 int32 (num_seqs in 0..65535) end within
+ * the address space: the kernels read the device ones, the checks the host
+ * copies (a NULL copy: none). */
+static fa_status check_arrays_in_space(const fa_varlen *vl, char *msg, size_t len) {
+  static const char *const names[4] = {"cu_seqlens_q", "host_cu_seqlens_q", "cu_seqlens_k",
+                                       "host_cu_seqlens_k"};
+  const int32_t *p[4] = {vl->cu_seqlens_q, vl->host_cu_seqlens_q, vl->cu_seqlens_k,
+                         vl->host_cu_seqlens_k};
+  int64_t bytes = ((int64_t)vl->num_seqs + 1) * 4;
+  for (int i = 0; i < 4; i++) {
+    fa_status st = fa_check_in_space_(names[i], p[i], bytes, msg, len);
+    if (st != FA_OK) return st;
+  }
+  return FA_OK;
+}
+
 /* A longest length: the kernels' i32 seqlen parameter, at least 1. */
 static fa_status check_max(int64_t v, const char *name, char *msg, size_t len) {
   if (v >= 1 && v <= INT32_MAX) return FA_OK;
@@ -133,7 +149,7 @@ fa_status fa_check_varlen_(const fa_kernel_info *in, const fa_varlen *vl,
            "sequence a block row)", vl->num_seqs, MAX_GRID_YZ);
     return FA_ERR_TOO_LARGE;
   }
-  return check_packed(c);
+  return (st = check_arrays_in_space(vl, c->msg, c->len)) ? st : check_packed(c);
 }
 
 /* What the i32 parameters and indices of a varlen launch must hold: the

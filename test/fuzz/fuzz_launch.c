@@ -21,6 +21,8 @@
  * no tensor's bytes reach 2^62, the outputs (O, LSE; dQ, dK, dV and the
  * workspace) do not overlap an input or each other (a bound run-time input
  * and a varlen launch's cu_seqlens included), pointers are aligned; a
+ * forward or backward launch's ranges (tensors, LSE, workspace, cu_seqlens,
+ * bound inputs; a decode launch's inputs) end within the address space; a
  * varlen launch's struct is given exactly to a varlen kernel, its fields
  * are in range, every tensor is packed, the int32 totals and padded rows
  * fit, and host copies hold valid prefix sums meeting the requires per
@@ -95,6 +97,7 @@ typedef struct Range {
 
 static __int128 extent(const fa_tensor *t, int elem);
 static Range range(const char *name, const void *p, __int128 len);
+static void check_in_space(const char *what, const Range *r, int n);
 static void make_tensor(FuzzIn *in, fa_tensor *t, fa_dtype dtype, const int64_t want[4]);
 /* What a launch is: a forward (or backward) one of a padded batch, a decode
  * one, a variable-length batch's forward or backward. */
@@ -222,8 +225,8 @@ static int make_bindings(FuzzIn *in, const fa_kernel_info *info, int64_t batch, 
   return n;
 }
 
-/* An accepted launch's bound tensor inputs stay below 2^62 bytes and off
- * the outputs (ranges `out`, n of them). */
+/* An accepted launch's bound tensor inputs stay below 2^62 bytes, within
+ * the address space and off the outputs (ranges `out`, n of them). */
 static void check_inputs(const char *what, const fa_kernel_info *info, const fa_input *b, int nb,
                          const Range *out, int nout) {
   for (int i = 0; i < nb; i++) {
@@ -240,6 +243,7 @@ static void check_inputs(const char *what, const fa_kernel_info *info, const fa_
     __int128 e = extent(&t, dtype_bytes(x->dtype));
     FUZZ_CHECK(e < ((__int128)1 << 62));
     Range r = range(x->name, t.data, e);
+    check_in_space(what, &r, 1);
     for (int o = 0; o < nout; o++)
       if (r.len && out[o].len && r.lo < out[o].lo + out[o].len && out[o].lo < r.lo + r.len) {
         fprintf(stderr, "%s accepted input '%s' overlapping %s\n", what, x->name, out[o].name);
@@ -304,6 +308,20 @@ static void check_disjoint(const char *what, const Range *r, int n, const int *i
     }
 }
 
+/* Every range r[0..n) of an accepted launch (a forward's or backward's
+ * tensors, LSE, workspace and cu_seqlens; any launch's bound inputs) ends
+ * within the address space: its last byte below 2^64, one past it a
+ * pointer. */
+static void check_in_space(const char *what, const Range *r, int n) {
+  for (int i = 0; i < n; i++)
+    if (r[i].len && r[i].lo + r[i].len > (__int128)UINT64_MAX) {
+      fprintf(stderr, "%s accepted a launch whose %s [0x%llx, +0x%llx) runs past the end of "
+              "the address space\n", what, r[i].name, (unsigned long long)r[i].lo,
+              (unsigned long long)r[i].len);
+      FUZZ_CHECK(0);
+    }
+}
+
 /* Tensor i's range, checked to stay below 2^62 bytes and be aligned. */
 static Range tensor_range(const char *name, const fa_tensor *t) {
   __int128 e = extent(t, 2);
@@ -312,9 +330,10 @@ static Range tensor_range(const char *name, const fa_tensor *t) {
   return range(name, t->data, e);
 }
 
-/* What an accepted forward or decode launch promises about its memory. */
+/* What an accepted forward or decode launch promises about its memory;
+ * with in_space (a forward), every range within the address space too. */
 static void check_accepted(const char *what, fa_tensor *const t[4], const void *lse,
-                           __int128 lse_bytes, Range extra[2], int nextra) {
+                           __int128 lse_bytes, Range extra[2], int nextra, int in_space) {
   Range r[7];
   int n = 0, is_out[7] = {0, 0, 0, 1, 1, 0, 0};
   for (int i = 0; i < 4; i++)
@@ -323,6 +342,8 @@ static void check_accepted(const char *what, fa_tensor *const t[4], const void *
   for (int i = 0; i < nextra; i++)
     r[n++] = extra[i];
   check_disjoint(what, r, n, is_out, t, 4);
+  if (in_space)
+    check_in_space(what, r, n);
 }
 
 /* q, k, v, o of one launch: q/o [bq, sq, heads, head_dim / v_head_dim],
@@ -626,7 +647,7 @@ static void forward_accepted(const fa_kernel_info *info, fa_forward_args *a) {
   int nextra = varlen_ranges(a->varlen, extra);
   /* [batch, heads, seqlen_q], or a varlen launch's [heads, total_q] (dim 0 is 1) */
   __int128 lse_bytes = (__int128)a->q.dim[0] * info->heads * a->q.dim[1] * 4;
-  check_accepted("fa_forward_check", t, a->lse, lse_bytes, extra, nextra);
+  check_accepted("fa_forward_check", t, a->lse, lse_bytes, extra, nextra, 1);
   Range outs[2] = {range("o", a->o.data, extent(&a->o, 2)), range("lse", a->lse, lse_bytes)};
   if (a->inputs)
     check_inputs("fa_forward_check", info, a->inputs, a->num_inputs, outs, 2);
@@ -728,7 +749,7 @@ static void decode(FuzzIn *in) {
                       range("block_table", a.block_table,
                             paged ? ((__int128)(b - 1) * stride + a.max_pages) * 4 : 0)};
     check_accepted("fa_decode_check", t, a.lse, (__int128)b * info.heads * a.q.dim[1] * 4,
-                   extra, 2);
+                   extra, 2, 0);
     Range outs[2] = {range("o", a.o.data, extent(&a.o, 2)),
                      range("lse", a.lse, (__int128)b * info.heads * a.q.dim[1] * 4)};
     check_inputs("fa_decode_check", &info, a.inputs, a.num_inputs, outs, 2);
@@ -798,6 +819,7 @@ static void backward_accepted(const fa_kernel_info *info, fa_backward_args *a) {
   r[9] = range("workspace", a->workspace, a->workspace ? (__int128)need : 0);
   int nr = 10 + varlen_ranges(a->varlen, r + 10);
   check_disjoint("fa_backward_check", r, nr, is_out, t, 8);
+  check_in_space("fa_backward_check", r, nr);
   Range outs[4] = {r[5], r[6], r[7], r[9]}; /* dq, dk, dv, the workspace */
   if (a->inputs)
     check_inputs("fa_backward_check", info, a->inputs, a->num_inputs, outs, 4);

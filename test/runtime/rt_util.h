@@ -96,8 +96,9 @@ int rt_varlen_on(const rt_varlen *r);
 void rt_varlen_finish(rt_varlen *r, unsigned long long base, long long *total_q,
                       long long *total_k);
 /* Applies MOD: varlen=null; cu_q=null|0xHEX|+N and cu_k=... (the device
- * pointers); host_q=null|+N and host_k=... (the host copies: null drops
- * one, +N moves it N bytes); num_seqs=N; max_q=N, max_k=N; q[I]=V and
+ * pointers); host_q=null|0xHEX|+N and host_k=... (the host copies: null
+ * drops one, +N moves it N bytes, an address is never read when the
+ * checks refuse it); num_seqs=N; max_q=N, max_k=N; q[I]=V and
  * k[I]=V (a host copy's value I). 0 when MOD is none of these. */
 int rt_varlen_mod(rt_varlen *r, const char *mod);
 /* The args' varlen: NULL without one (or after varlen=null). */
