@@ -167,17 +167,21 @@ static void stage_tile_copies(Lowerer *L, const TensorRef *t, MlirValue bi, Mlir
 static void stage_tile(Lowerer *L, const TensorRef *t, MlirValue bi, MlirValue hi,
                        MlirValue row0, CgVal *s, bool skip_when_past) {
   CgBuilder *b = &L->b;
-  MlirBlock outer = b->block;
-  if (skip_when_past) {
-    MlirBlock some;
-    cg_if(b, cg_cmpi(b, "slt", row0, t->extent), NULL, 0, false, &some, NULL);
-    cg_builder_set_block(b, some);
+  if (!skip_when_past) {
+    stage_tile_copies(L, t, bi, hi, row0, s);
+    return;
   }
+  /* Either path commits one cp.async group (the copies' own, or an empty
+   * one): the waits count groups (wait_group N at a tile's first use). */
+  MlirBlock outer = b->block, some, none;
+  cg_if(b, cg_cmpi(b, "slt", row0, t->extent), NULL, 0, true, &some, &none);
+  cg_builder_set_block(b, some);
   stage_tile_copies(L, t, bi, hi, row0, s);
-  if (skip_when_past) {
-    cg_yield(b, NULL, 0);
-    cg_builder_set_block(b, outer);
-  }
+  cg_yield(b, NULL, 0);
+  cg_builder_set_block(b, none);
+  cg_cp_async_commit(b);
+  cg_yield(b, NULL, 0);
+  cg_builder_set_block(b, outer);
 }
 
 static void stage_tile_copies(Lowerer *L, const TensorRef *t, MlirValue bi, MlirValue hi,

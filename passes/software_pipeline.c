@@ -299,14 +299,6 @@ static void skip_prefetch(Module *m, Op *loop, Op *ld, Op *next, Value *iv, Skip
   const Value *t = next->operands[0];
   Func *f = op_func(loop);
   Op *wrap = skip_wrap(loop, ld);
-  /* Forward kernels only: in the backward the H100 computed a wrong dQ with
-   * it (PrefixLM from prefix[b], test/gpu/inputs.py, 4-warp kernels with V
-   * hoisted). The rewritten IR is right there (the same kernels with the
-   * copies zero-filled instead of skipped pass, as does the interpreter):
-   * some step reads a staged buffer whose copy codegen skipped; not found
-   * yet (docs/perf-log.md P58). */
-  if (strcmp(attr_str(&f->attrs, "mode", "forward"), "forward") != 0)
-    return;
   if (!wrap || next->kind != OP_LOAD || next->noperands != 4 || t->type.rank != 4)
     return;
   int d = t->type.dims[1];
