@@ -243,6 +243,28 @@ static fa_status check_aliasing(DCtx *c, const int64_t ext[4]) {
                                           c->len);
 }
 
+/* The int32 arrays and the LSE end within the address space: the kernels
+ * read cache_seqlens and block_table and write the LSE (float32 [batch,
+ * heads, q_len]), the checks read the host copies (a NULL one: none). The
+ * table's rows are bt_stride apart, its last max_pages long; a contiguous
+ * cache has none (check_cache refused one). */
+static fa_status check_in_space(DCtx *c) {
+  const fa_decode_args *a = c->a;
+  int64_t batch = c->t[Q]->dim[0], stride = a->bt_stride ? a->bt_stride : a->max_pages;
+  int64_t bt_bytes = c->paged ? ((batch - 1) * stride + a->max_pages) * 4 : 0;
+  const char *const names[5] = {"lse", "cache_seqlens", "host_cache_seqlens", "block_table",
+                                "host_block_table"};
+  const void *p[5] = {a->lse, a->cache_seqlens, a->host_cache_seqlens, a->block_table,
+                      a->host_block_table};
+  int64_t bytes[5] = {batch * c->info->heads * c->t[Q]->dim[1] * 4, batch * 4, batch * 4,
+                      bt_bytes, bt_bytes};
+  for (int i = 0; i < 5; i++) {
+    fa_status st = fa_check_in_space_(names[i], p[i], bytes[i], c->msg, c->len);
+    if (st != FA_OK) return st;
+  }
+  return FA_OK;
+}
+
 /* Every length in [0, capacity] (and <= max_seqlen when given). */
 static fa_status check_host_seqlens(DCtx *c) {
   const int32_t *len = c->a->host_cache_seqlens;
@@ -335,7 +357,8 @@ fa_status fa_decode_check(const fa_kernel_info *info, const fa_decode_args *args
   if (args->q.dim[0] == 0 || args->q.dim[1] == 0) return FA_OK;
   if ((st = check_cache(&c)) || (st = check_sizes(&c)) || (st = fa_check_strides(&c.lt)) ||
       (st = fa_check_alignment(&c.lt, args->lse)) || (st = fa_check_extents(&c.lt, ext)) ||
-      (st = fa_check_self_overlap(&c.lt, O)) || (st = check_aliasing(&c, ext)))
+      (st = check_in_space(&c)) || (st = fa_check_self_overlap(&c.lt, O)) ||
+      (st = check_aliasing(&c, ext)))
     return st;
   if (args->host_cache_seqlens && (st = check_host_seqlens(&c))) return st;
   if (c.paged && args->host_block_table && (st = check_host_block_table(&c)))

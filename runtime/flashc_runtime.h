@@ -562,8 +562,10 @@ typedef struct fa_decode_args {
  * metadata and each other, strides, alignment, overlap of the outputs,
  * sizes) plus q_len in 1..q_len_max, the cache layout (page_size against
  * k/v's dim 1, block table dims, capacity <= INT32_MAX), the int32
- * pointers' alignment, nsplit, and with host copies every cache length in
- * [0, capacity] and every needed block-table entry in [0, num_pages);
+ * pointers' alignment, lse, cache_seqlens and block_table (and the host
+ * copies) within the address space, nsplit, and with host copies every
+ * cache length in [0, capacity] and every needed block-table entry in
+ * [0, num_pages);
  * the run-time inputs' bindings as fa_forward_check's (seqlen_q = q_len;
  * a decode kernel declares no seqlen_k dim and no require).
  * batch == 0 or q_len == 0 is valid and launches nothing. Returns FA_OK or

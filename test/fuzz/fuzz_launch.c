@@ -20,13 +20,13 @@
  * Oracle: a launch the checks accept keeps its contract (flashc_runtime.h):
  * no tensor's bytes reach 2^62, the outputs (O, LSE; dQ, dK, dV and the
  * workspace) do not overlap an input or each other (a bound run-time input
- * and a varlen launch's cu_seqlens included), pointers are aligned; a
- * forward or backward launch's ranges (tensors, LSE, workspace, cu_seqlens,
- * bound inputs; a decode launch's inputs) end within the address space; a
- * varlen launch's struct is given exactly to a varlen kernel, its fields
- * are in range, every tensor is packed, the int32 totals and padded rows
- * fit, and host copies hold valid prefix sums meeting the requires per
- * sequence; fa_forward_params and the backward plan's fa_backward_params
+ * and a varlen launch's cu_seqlens included), pointers are aligned; every
+ * range (tensors, LSE, the backward's workspace, cu_seqlens, a decode
+ * launch's cache_seqlens and block_table, bound inputs) ends within the
+ * address space; a varlen launch's struct is given exactly to a varlen
+ * kernel, its fields are in range, every tensor is packed, the int32
+ * totals and padded rows fit, and host copies hold valid prefix sums
+ * meeting the requires per sequence; fa_forward_params and the backward plan's fa_backward_params
  * give i32 values in range, batch / seqlen_q / seqlen_k as the launch's
  * sizes (num_seqs and the maxima for varlen) and a varlen kernel's four
  * parameters right after the kind's; the backward's plan succeeds within
@@ -308,10 +308,10 @@ static void check_disjoint(const char *what, const Range *r, int n, const int *i
     }
 }
 
-/* Every range r[0..n) of an accepted launch (a forward's or backward's
- * tensors, LSE, workspace and cu_seqlens; any launch's bound inputs) ends
- * within the address space: its last byte below 2^64, one past it a
- * pointer. */
+/* Every range r[0..n) of an accepted launch (its tensors and LSE, the
+ * backward's workspace, cu_seqlens, a decode launch's cache_seqlens and
+ * block_table, bound inputs) ends within the address space: its last byte
+ * below 2^64, one past it a pointer. */
 static void check_in_space(const char *what, const Range *r, int n) {
   for (int i = 0; i < n; i++)
     if (r[i].len && r[i].lo + r[i].len > (__int128)UINT64_MAX) {
@@ -330,10 +330,10 @@ static Range tensor_range(const char *name, const fa_tensor *t) {
   return range(name, t->data, e);
 }
 
-/* What an accepted forward or decode launch promises about its memory;
- * with in_space (a forward), every range within the address space too. */
+/* What an accepted forward or decode launch promises about its memory,
+ * every range within the address space too. */
 static void check_accepted(const char *what, fa_tensor *const t[4], const void *lse,
-                           __int128 lse_bytes, Range extra[2], int nextra, int in_space) {
+                           __int128 lse_bytes, Range extra[2], int nextra) {
   Range r[7];
   int n = 0, is_out[7] = {0, 0, 0, 1, 1, 0, 0};
   for (int i = 0; i < 4; i++)
@@ -342,8 +342,7 @@ static void check_accepted(const char *what, fa_tensor *const t[4], const void *
   for (int i = 0; i < nextra; i++)
     r[n++] = extra[i];
   check_disjoint(what, r, n, is_out, t, 4);
-  if (in_space)
-    check_in_space(what, r, n);
+  check_in_space(what, r, n);
 }
 
 /* q, k, v, o of one launch: q/o [bq, sq, heads, head_dim / v_head_dim],
@@ -647,7 +646,7 @@ static void forward_accepted(const fa_kernel_info *info, fa_forward_args *a) {
   int nextra = varlen_ranges(a->varlen, extra);
   /* [batch, heads, seqlen_q], or a varlen launch's [heads, total_q] (dim 0 is 1) */
   __int128 lse_bytes = (__int128)a->q.dim[0] * info->heads * a->q.dim[1] * 4;
-  check_accepted("fa_forward_check", t, a->lse, lse_bytes, extra, nextra, 1);
+  check_accepted("fa_forward_check", t, a->lse, lse_bytes, extra, nextra);
   Range outs[2] = {range("o", a->o.data, extent(&a->o, 2)), range("lse", a->lse, lse_bytes)};
   if (a->inputs)
     check_inputs("fa_forward_check", info, a->inputs, a->num_inputs, outs, 2);
@@ -749,7 +748,7 @@ static void decode(FuzzIn *in) {
                       range("block_table", a.block_table,
                             paged ? ((__int128)(b - 1) * stride + a.max_pages) * 4 : 0)};
     check_accepted("fa_decode_check", t, a.lse, (__int128)b * info.heads * a.q.dim[1] * 4,
-                   extra, 2, 0);
+                   extra, 2);
     Range outs[2] = {range("o", a.o.data, extent(&a.o, 2)),
                      range("lse", a.lse, (__int128)b * info.heads * a.q.dim[1] * 4)};
     check_inputs("fa_decode_check", &info, a.inputs, a.num_inputs, outs, 2);

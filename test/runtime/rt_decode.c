@@ -16,6 +16,9 @@
  *         T.dimI=N  T.strideI=N  T.data=null|0xHEX|+N  T.dtype=f16|bf16|f32
  *             (T = q, k, v, o; I = 0..3)
  *         lse=null|+N  seqlens=null|+N  bt=null|+N  max_pages=N  bt_stride=N
+ *             (each pointer also =0xHEX)
+ *         host_seqlens=null|0xHEX|+N  host_bt=... (the host copies; an
+ *             address is never read when the checks refuse it)
  *         len[B]=N (host length)  bt[B][P]=N (host table entry)
  *         host=none (no host copies)  host=table (the table's only)  max_seqlen=N
  *         nsplit=N  args=null  info=null
@@ -122,6 +125,10 @@ static int apply_mod(Launch *l, const char *mod) {
   if (strncmp(mod, "lse=", 4) == 0) a->lse = rt_ptr_value(val, a->lse);
   else if (strncmp(mod, "seqlens=", 8) == 0) a->cache_seqlens = rt_ptr_value(val, a->cache_seqlens);
   else if (strncmp(mod, "bt=", 3) == 0) a->block_table = rt_ptr_value(val, a->block_table);
+  else if (strncmp(mod, "host_seqlens=", 13) == 0)
+    a->host_cache_seqlens = rt_ptr_value(val, a->host_cache_seqlens);
+  else if (strncmp(mod, "host_bt=", 8) == 0)
+    a->host_block_table = rt_ptr_value(val, a->host_block_table);
   else if (strncmp(mod, "max_pages=", 10) == 0) a->max_pages = rt_num(val, mod);
   else if (strncmp(mod, "bt_stride=", 10) == 0) a->bt_stride = rt_num(val, mod);
   else if (strncmp(mod, "max_seqlen=", 11) == 0) a->max_seqlen = rt_num(val, mod);
