@@ -415,6 +415,17 @@ static void needed_in(Block *step, Value *v, OpList *need, bool regions, int dep
  * condition tile anyway: it is computed first in the step (the ops `need`,
  * moved up in their order), the mask reuses it, and
  *   %empty_rt = %empty || not any(cond), %all_kept = all(cond). */
+/* any(cond) and all(cond) at b: block-wide OR and AND of an i1 tile. */
+static void any_all(Builder *b, Value *cond, Value **any, Value **all) {
+  Type t = type_scalar(ELEM_I1);
+  Op *a = build_op(b, OP_REDUCE, &cond, 1, &t, 1, 0);
+  op_set_attr_word(a, "kind", "max");
+  Op *e = build_op(b, OP_REDUCE, &cond, 1, &t, 1, 0);
+  op_set_attr_word(e, "kind", "min");
+  *any = a->results[0];
+  *all = e->results[0];
+}
+
 static Op *classify_every_step(Module *m, Op *first, Op *mask, OpList *need,
                                Value **empty, Value **full, Value **any_kept) {
   Op *anchor = first;
@@ -428,18 +439,14 @@ static Op *classify_every_step(Module *m, Op *first, Op *mask, OpList *need,
   oplist_free(need);
   Builder b = builder_before(m, anchor);
   b.loc = mask->loc;
-  Type t = type_scalar(ELEM_I1);
-  Value *cond = mask->operands[1];
-  Op *any = build_op(&b, OP_REDUCE, &cond, 1, &t, 1, 0);
-  op_set_attr_word(any, "kind", "max");
-  Op *all = build_op(&b, OP_REDUCE, &cond, 1, &t, 1, 0);
-  op_set_attr_word(all, "kind", "min");
-  *any_kept = named(any->results[0], "any_kept");
+  Value *any, *all;
+  any_all(&b, mask->operands[1], &any, &all);
+  *any_kept = named(any, "any_kept");
   Value *none = build_unary(&b, OP_NOT, *any_kept);
   double c;
   *empty = named(mask_sconst(*empty, &c) && c == 0 ? none : build_binary(&b, OP_OR, *empty, none),
                  "empty_rt");
-  *full = named(all->results[0], "all_kept");
+  *full = named(all, "all_kept");
   return anchor;
 }
 
@@ -478,11 +485,8 @@ static Op *classify_at_run_time(Module *m, Block *step, Op *first, Op *mask, Val
       op_clone(&tb, o, &map);
   oplist_free(&need);
   Value *c = valuemap_get(&map, cond);
-  Op *any = build_op(&tb, OP_REDUCE, &c, 1, &t[0], 1, 0);
-  op_set_attr_word(any, "kind", "max");
-  Op *all = build_op(&tb, OP_REDUCE, &c, 1, &t[0], 1, 0);
-  op_set_attr_word(all, "kind", "min");
-  Value *r[2] = {any->results[0], all->results[0]};
+  Value *r[2];
+  any_all(&tb, c, &r[0], &r[1]);
   build_yield(&tb, r, 2);
   Builder eb = builder_at_end(m, fi->regions[1]);
   eb.loc = mask->loc;
