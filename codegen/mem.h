@@ -115,6 +115,8 @@ void lw_store(Lowerer *L, const Op *op, Rows *m);
 void lw_load_scalar(Lowerer *L, const Op *op, MlirValue ptr);
 /* gather of a run-time input (%in_NAME: its pointer and stride parameters). */
 void lw_gather(Lowerer *L, const Op *op);
+/* scatter %blk_NAME, indices, value: one i32 element of a block list */
+void lw_scatter(Lowerer *L, const Op *op);
 
 /* ----------------------------------------------- global -> shared */
 

@@ -418,3 +418,35 @@ void lw_gather(Lowerer *L, const Op *op) {
   free(mi);
   lw_set(L, op->results[0], r);
 }
+
+/* scatter %blk_NAME, i0 .. i(r-1), %v: the element's offset as gather's,
+ * and one i32 store by thread 0 (every thread holds the same scalars). */
+void lw_scatter(Lowerer *L, const Op *op) {
+  CgBuilder *b = &L->b;
+  const Value *t = op->operands[0];
+  int rank = t->type.rank;
+  MlirValue base = t->name ? lw_param(L, t->name, true) : (MlirValue){NULL};
+  MlirValue off = cg_const_int(b, b->i64, 0);
+  for (int d = 0; d < rank && !mlirValueIsNull(base); d++) {
+    char name[96];
+    snprintf(name, sizeof name, "%s.s%d", t->name, d);
+    MlirValue stride = lw_param(L, name, false);
+    if (mlirValueIsNull(stride))
+      base = (MlirValue){NULL};
+    else
+      off = cg_addi(b, off, cg_muli(b, lw_scalar_operand(L, op, 1 + d), stride));
+  }
+  if (mlirValueIsNull(base) || op->noperands != 2 + rank || t->type.elem != ELEM_I32) {
+    lw_error(L, op, "writes only the kernel's i32 block lists (%%blk_NAME arguments)");
+    return;
+  }
+  base = cg_addrspacecast(b, base, b->gptr);
+  MlirValue v = cg_int_cast(b, lw_scalar_operand(L, op, 1 + rank), b->i32);
+  MlirBlock wr;
+  cg_if(b, cg_cmpi(b, "eq", L->tid, cg_const_i32(b, 0)), NULL, 0, false, &wr, NULL);
+  MlirBlock outer = b->block;
+  cg_builder_set_block(b, wr);
+  cg_store(b, v, cg_gep(b, base, off, b->i32), 4);
+  cg_yield(b, NULL, 0);
+  cg_builder_set_block(b, outer);
+}

@@ -505,6 +505,7 @@ static void lower_op(Lowerer *L, const Op *op) {
   case OP_STORE: K->store(L, op); break;
   case OP_LOAD_SCALAR: lw_load_scalar(L, op, scalar_tensor(L, op->operands[0])); break;
   case OP_GATHER: lw_gather(L, op); break;
+  case OP_SCATTER: lw_scatter(L, op); break;
   case OP_REDUCE: lw_reduce(L, op); break;
   case OP_MATMUL: lw_matmul(L, op); break;
   case OP_ROWMAX:

@@ -60,12 +60,13 @@ enum { NVARLEN = sizeof varlen_params / sizeof varlen_params[0] };
 
 /* The run-time inputs' parameters (docs/abi.md), after dropout's: per
  * argument %in_NAME in order, a tensor's pointer and one i64 stride per dim
- * (elements), or an f32 / i32 scalar. Returns the new count, -1 when over
- * LW_MAX_PARAMS. */
+ * (elements), or an f32 / i32 scalar; then the block lists' (%blk_list,
+ * %blk_count, passes/block_lists.c: after the inputs), alike. Returns the
+ * new count, -1 when over LW_MAX_PARAMS. */
 static int input_params(Lowerer *L, LwParam *out, int n) {
   for (int i = 0; i < L->f->nargs; i++) {
     const Value *a = L->f->args[i];
-    if (!value_is_input_arg(a))
+    if (!value_is_input_arg(a) && !value_is_block_list_arg(a))
       continue;
     Type t = a->type;
     if (n + 1 + (t.kind == TYPE_TENSOR ? t.rank : 0) > LW_MAX_PARAMS)

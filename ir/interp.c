@@ -84,6 +84,14 @@ int64_t interp_resolve_dim(const Interp *I, int d) {
   case DIM_NUM_PAGES: return I->sz.num_pages;
   case DIM_MAX_PAGES: return I->sz.max_pages;
   case DIM_BATCH_NSPLIT: return I->batch * I->sz.nsplit;
+  case DIM_ROW_TILES: case DIM_LIST_LEN: { /* block lists: the kernel's tiles */
+    bool rows = strcmp(attr_str(&I->f->attrs, "blocks", "rows"), "rows") == 0;
+    int64_t tq = attr_int(&I->f->attrs, "tile_q", 1), tk = attr_int(&I->f->attrs, "tile_kv", 1);
+    int64_t nq = (I->sq + tq - 1) / tq, nk = (I->sk + tk - 1) / tk;
+    if (d == DIM_ROW_TILES)
+      return rows ? nq : nk;
+    return (rows ? nk : nq) + 1;
+  }
   default: return d;
   }
 }
@@ -596,6 +604,7 @@ static void exec_op(Interp *I, const Op *op) {
   case OP_LOAD_SCALAR: interp_exec_load_scalar(I, op); break;
   case OP_LOAD_PAGED: interp_exec_load_paged(I, op); break;
   case OP_GATHER: interp_exec_gather(I, op); break;
+  case OP_SCATTER: interp_exec_scatter(I, op); break;
   case OP_REDUCE: exec_reduce(I, op); break;
   case OP_FOR: exec_for(I, op); break;
   case OP_IF: exec_if(I, op); break;

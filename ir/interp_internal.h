@@ -94,6 +94,7 @@ void interp_exec_store(Interp *I, const Op *op);
 void interp_exec_load_scalar(Interp *I, const Op *op);
 void interp_exec_load_paged(Interp *I, const Op *op);
 void interp_exec_gather(Interp *I, const Op *op);
+void interp_exec_scatter(Interp *I, const Op *op);
 /* The grad op (interp_grad.c). */
 void interp_exec_grad(Interp *I, const Op *op);
 

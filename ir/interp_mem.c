@@ -262,3 +262,31 @@ void interp_exec_gather(Interp *I, const Op *op) {
         interp_set_scalar(out, x);
     }
 }
+
+/* scatter %t, i0 .. i(r-1), %v: one element written (bounds checked, the
+ * value an exact i32). */
+void interp_exec_scatter(Interp *I, const Op *op) {
+  Tensor *t = op->noperands >= 3 ? tensor_operand(I, op, 0) : NULL;
+  if (!t)
+    return;
+  if (op->noperands != 2 + t->rank) {
+    interp_fail(I, op, "needs %d indices and a value", t->rank);
+    return;
+  }
+  int64_t off = 0;
+  for (int i = 0; i < t->rank; i++) {
+    int64_t k = (int64_t)interp_val(I, op->operands[1 + i])->s;
+    if (k < 0 || k >= t->dims[i]) {
+      interp_fail(I, op, "index %d is %lld, outside [0, %lld)", i, (long long)k,
+                  (long long)t->dims[i]);
+      return;
+    }
+    off += k * t->strides[i];
+  }
+  double x = interp_val(I, op->operands[1 + t->rank])->s;
+  if (x != (double)(int32_t)x) {
+    interp_fail(I, op, "value %g is not an i32", x);
+    return;
+  }
+  t->data[off] = x;
+}

@@ -129,6 +129,8 @@ static int dim_str(char *buf, int len, int d) {
   case DIM_NUM_PAGES: return snprintf(buf, len, "num_pages");
   case DIM_MAX_PAGES: return snprintf(buf, len, "max_pages");
   case DIM_BATCH_NSPLIT: return snprintf(buf, len, "batch_nsplit");
+  case DIM_ROW_TILES: return snprintf(buf, len, "row_tiles");
+  case DIM_LIST_LEN: return snprintf(buf, len, "list_len");
   default: return snprintf(buf, len, "%d", d);
   }
 }
@@ -411,6 +413,11 @@ Func *func_clone(Module *m, Func *f, const char *name) {
 bool value_is_input_arg(const Value *v) {
   return v && !v->def && v->block && v->block->parent_func && v->name &&
          strncmp(v->name, "in_", 3) == 0;
+}
+
+bool value_is_block_list_arg(const Value *v) {
+  return v && !v->def && v->block && v->block->parent_func && v->name &&
+         strncmp(v->name, "blk_", 4) == 0;
 }
 
 Value *func_arg(Func *f, const char *name) {

@@ -97,6 +97,10 @@ enum { DIM_BATCH = -10, DIM_SEQLEN_Q = -11, DIM_SEQLEN_K = -12 };
  * paged cache, and batch * nsplit (the rows of split-kv's partial outputs). */
 enum { DIM_Q_LEN = -13, DIM_CAPACITY = -14, DIM_NUM_PAGES = -15, DIM_MAX_PAGES = -16,
        DIM_BATCH_NSPLIT = -17 };
+/* Block lists (passes/block_lists.c, docs/abi.md "Block lists"): the tiles
+ * of a list's rows (Q tiles of a row list, K/V tiles of a column list) and
+ * the entries a row holds (the steps of the other dim, plus one sentinel). */
+enum { DIM_ROW_TILES = -18, DIM_LIST_LEN = -19 };
 
 typedef struct Type {
   TypeKind kind;
@@ -147,6 +151,10 @@ const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial", "warp" 
  *    for f16 / bf16), index for i32 ones. The frontend proved (or the
  *    runtime checks) every index inside its dim: a run-time input
  *    (docs/abi.md), a kernel argument named %in_NAME.
+ *  - `scatter %t, %i0, ..., %i(r-1), %v`: writes the scalar v into element
+ *    [i0, ..., i(r-1)] of a rank r i32 tensor (index v, exact below 2^31):
+ *    the block lists a classifier kernel writes (passes/block_lists.c). Every
+ *    thread of a block computes the same scalars, so one writes.
  *  - `load_paged %cache, %block_table, %b, %h, %row0, %limit {page_size = P}`:
  *    logical row R of sequence b is slot R % P of physical page
  *    block_table[b, R / P] of the cache [num_pages, P, heads, C]; rows at or
@@ -190,6 +198,7 @@ const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial", "warp" 
   X(OP_LOAD_SCALAR, "load_scalar")  /* i32 tensor [n], i -> index: element i (cache_seqlens[b]) */ \
   X(OP_LOAD_PAGED,  "load_paged")   /* cache, block_table, b, h, row0, limit {page_size} -> tile */ \
   X(OP_GATHER,      "gather")       /* tensor, i0 .. i(rank-1) -> its elements there (a run-time input) */ \
+  X(OP_SCATTER,     "scatter")      /* tensor, i0 .. i(rank-1), value: writes one element (a block list) */ \
   X(OP_REDUCE,      "reduce")       /* {kind = max|min|sum} tile -> scalar (i1: max = any, min = all) */ \
   X(OP_MATMUL,      "matmul")       /* a, b [, acc] {transpose_a, transpose_b, b_col0} -> f32 tile: acc + op(a)*op(b) (b_col0: b's columns b_col0.. only) */ \
   X(OP_ROWMAX,      "rowmax")       /* R x C -> R x 1 */                       \
@@ -324,6 +333,8 @@ Func *func_clone(Module *m, Func *f, const char *name);
 Value *func_arg(Func *f, const char *name);
 /* Is v a run-time input, a kernel argument named %in_NAME (docs/abi.md)? */
 bool value_is_input_arg(const Value *v);
+/* Is v a block list, a kernel argument named %blk_NAME (passes/block_lists.c)? */
+bool value_is_block_list_arg(const Value *v);
 
 /* --------------------------------------------------------- attributes */
 

@@ -552,7 +552,7 @@ static bool parse_tile_type(Parser *p, Type *t) {
 }
 
 /* tensor-dim := [0-9]+ | 'batch' | 'seqlen_q' | 'seqlen_k' | 'q_len' | 'capacity'
- *             | 'num_pages' | 'max_pages' | 'batch_nsplit' */
+ *             | 'num_pages' | 'max_pages' | 'batch_nsplit' | 'row_tiles' | 'list_len' */
 static bool parse_tensor_dim(Parser *p, int *out) {
   static const struct {
     const char *word;
@@ -560,7 +560,8 @@ static bool parse_tensor_dim(Parser *p, int *out) {
   } words[] = {{"batch", DIM_BATCH},         {"seqlen_q", DIM_SEQLEN_Q},
                {"seqlen_k", DIM_SEQLEN_K},   {"q_len", DIM_Q_LEN},
                {"capacity", DIM_CAPACITY},   {"num_pages", DIM_NUM_PAGES},
-               {"max_pages", DIM_MAX_PAGES}, {"batch_nsplit", DIM_BATCH_NSPLIT}};
+               {"max_pages", DIM_MAX_PAGES}, {"batch_nsplit", DIM_BATCH_NSPLIT},
+               {"row_tiles", DIM_ROW_TILES},   {"list_len", DIM_LIST_LEN}};
   if (p->cur.kind == T_INT && p->cur.ival > 0 && p->cur.ival <= INT_MAX) {
     *out = (int)p->cur.ival;
     advance(p);

@@ -65,7 +65,7 @@ static bool valid_tile_dim(Verifier *v, int d) {
 }
 
 static bool valid_tensor_dim(int d) {
-  return d > 0 || (d <= DIM_BATCH && d >= DIM_BATCH_NSPLIT);
+  return d > 0 || (d <= DIM_BATCH && d >= DIM_LIST_LEN);
 }
 
 /* Reports a malformed type of a value that op defines (or a kernel arg). */
@@ -408,6 +408,22 @@ static void check_gather(Verifier *v, const Op *op) {
            want == ELEM_INDEX ? "index" : "f32");
 }
 
+/* scatter tensor, i0 .. i(rank-1), value: an i32 tensor, index scalars */
+static void check_scatter(Verifier *v, const Op *op) {
+  Type t = op->noperands ? opnd(op, 0) : type_none();
+  if (t.kind != TYPE_TENSOR || t.elem != ELEM_I32) {
+    report(v, op, "operand 0 must be an i32 tensor");
+    return;
+  }
+  if (!want_counts(v, op, 2 + t.rank, 0))
+    return;
+  for (int i = 1; i <= t.rank + 1; i++)
+    if (!is_index(opnd(op, i))) {
+      report(v, op, "operand %d must be an index scalar", i);
+      return;
+    }
+}
+
 /* load_paged cache, block_table, b, h, row0, limit {page_size} -> tile */
 static void check_load_paged(Verifier *v, const Op *op) {
   char a[160], b[160];
@@ -657,6 +673,7 @@ static void check_kind_rules(Verifier *v, const Op *op) {
   case OP_LOAD_SCALAR: check_load_scalar(v, op); break;
   case OP_LOAD_PAGED: check_load_paged(v, op); break;
   case OP_GATHER: check_gather(v, op); break;
+  case OP_SCATTER: check_scatter(v, op); break;
   case OP_REDUCE: check_reduce(v, op); break;
   case OP_MATMUL: check_matmul(v, op); break;
   case OP_ROWMAX: case OP_ROWSUM: check_rowreduce(v, op); break;

@@ -76,6 +76,7 @@ bool op_is_pure(const Op *op) {
     return false;
   switch (op->kind) {
   case OP_STORE:
+  case OP_SCATTER:
   case OP_YIELD:
   case OP_RETURN:
   case OP_FOR:
