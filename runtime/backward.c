@@ -188,9 +188,10 @@ fa_status fa_backward_check(const fa_kernel_info *info, const fa_backward_args *
                             size_t msglen) {
   fa_status st = fa_check_present(info, args, msg, msglen);
   if (st != FA_OK) return st;
-  if (info->mode == FA_MODE_DECODE) {
-    fa_fmt(msg, msglen, "kernel %s is a decode kernel; fa_backward launches the backward of "
-           "forward kernels", info->kernel);
+  if (info->mode == FA_MODE_DECODE || info->mode == FA_MODE_BLOCKS) {
+    fa_fmt(msg, msglen, "kernel %s is a %s kernel; fa_backward launches the backward of "
+           "forward kernels", info->kernel,
+           info->mode == FA_MODE_DECODE ? "decode" : "classifier (mode blocks)");
     return FA_ERR_UNSUPPORTED;
   }
   const fa_backward_args *a = args;
@@ -210,10 +211,13 @@ fa_status fa_backward_check(const fa_kernel_info *info, const fa_backward_args *
       (st = check_flags(&c)) || (st = fa_check_dropout_(a->dropout_p, msg, msglen)) ||
       (st = fa_check_inputs_(info, a->inputs, a->num_inputs, &a->q, &a->k, vl, msg, msglen)))
     return st;
+  fa_sizes sz = fa_launch_sizes_(vl, &a->q, &a->k);
+  if ((st = fa_check_blocks_(info, a->blocks, sz, 0, msg, msglen))) return st;
   /* Nothing is launched without a batch (a varlen launch: without a
    * sequence); its pointers and strides are never used. */
   if (a->q.dim[0] == 0 || (vl && vl->num_seqs == 0)) return FA_OK;
-  if ((st = check_sizes(&c)) || (st = check_pointers(&c)) || (st = fa_check_strides(&c.lt)) ||
+  if ((st = check_sizes(&c)) || (st = fa_check_blocks_(info, NULL, sz, 1, msg, msglen)) ||
+      (st = check_pointers(&c)) || (st = fa_check_strides(&c.lt)) ||
       (st = fa_check_alignment(&c.lt, a->lse)) || (st = fa_check_extents(&c.lt, ext)) ||
       (st = fa_check_self_overlap(&c.lt, DQ)) || (st = fa_check_self_overlap(&c.lt, DK)) ||
       (st = fa_check_self_overlap(&c.lt, DV)) || (st = check_workspace_size(&c)) ||
@@ -261,6 +265,13 @@ static int same_inputs(const fa_kernel_info *x, const fa_kernel_info *y) {
       return 0;
   }
   return 1;
+}
+
+/* The index in k[0..n) of the classifier whose lists kernel `in` visits; -1. */
+static int classifier_of(const fa_kernel_info *k, int n, const fa_kernel_info *in) {
+  for (int i = 0; i < n; i++)
+    if (k[i].mode == FA_MODE_BLOCKS && strcmp(k[i].kernel, in->block_list) == 0) return i;
+  return -1;
 }
 
 /* The kernels the mode launches, in order: idx[0..*nidx) into kernels; a
@@ -329,6 +340,12 @@ fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
     const fa_kernel_info *in = &kernels[idx[s]];
     if ((st = check_role(in, msg, msglen)) || (st = fa_backward_check(in, args, msg, msglen)))
       return st;
+    if (in->block_list[0] && classifier_of(kernels, nkernels, in) < 0) {
+      fa_fmt(msg, msglen, "kernel %s visits the lists of %s, which is not a classifier (mode "
+             "blocks) among the kernels given (use fa_meta_parse_module)", in->kernel,
+             in->block_list);
+      return FA_ERR_META;
+    }
     if (!same_inputs(in, &kernels[idx[0]])) {
       fa_fmt(msg, msglen, "kernel %s declares other run-time inputs or requires than kernel %s: "
              "a module's backward kernels declare the same (use fa_meta_parse_module)",
@@ -379,6 +396,11 @@ fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
     p->dropout = in->dropout > 0;
     p->dropout_torch = in->dropout_torch;
     p->varlen = in->varlen != 0;
+    if (in->block_list[0]) {
+      p->block_list = 1;
+      p->lists = fa_visited_lists_(in, args->blocks, sz);
+      p->lists.kernel = classifier_of(kernels, nkernels, in);
+    }
   }
   return FA_OK;
 }
@@ -547,6 +569,7 @@ fa_status fa_backward_params(const fa_backward_schedule *plan, int step,
   if (plan->step[step].dropout)
     fa_put_dropout_(&l, a->dropout_p, a->seed, a->offset, plan->step[step].dropout_torch);
   fa_put_inputs_(&l, plan->inputs, plan->ninputs, a->inputs, a->num_inputs);
+  if (plan->step[step].block_list) fa_put_block_lists_(&l, &plan->step[step].lists);
   *count = l.n;
   return FA_OK;
 }
@@ -567,6 +590,26 @@ static fa_status launch_step(fa_module *m, const fa_backward_schedule *plan, int
   return fa_module_launch_kernel_(m, s->kernel, s->grid, s->block, s->smem, a->stream, v.ptr);
 }
 
+/* The lists the plan's kernels visit, built into the module's scratch (each
+ * classifier once, before the first launch) and set in the plan's steps. */
+static fa_status build_lists(fa_module *mod, const fa_kernel_info *kernels,
+                             const fa_backward_args *a, fa_backward_schedule *plan) {
+  const char *names[FA_BACKWARD_MAX_STEPS];
+  int step[FA_BACKWARD_MAX_STEPS], n = 0;
+  for (int i = 0; i < plan->nsteps; i++)
+    if (plan->step[i].op == FA_BACKWARD_LAUNCH && plan->step[i].block_list) {
+      step[n] = i;
+      names[n++] = kernels[plan->step[i].lists.kernel].kernel;
+    }
+  if (n == 0) return FA_OK;
+  fa_sizes sz = fa_launch_sizes_(a->varlen, &a->q, &a->k);
+  fa_blocks_args ba = {sz.batch, sz.seqlen_q, sz.seqlen_k, a->inputs, a->num_inputs, a->stream};
+  fa_block_lists lists[FA_BACKWARD_MAX_STEPS];
+  fa_status st = fa_blocks_build_(mod, names, n, &ba, lists);
+  for (int i = 0; i < n && st == FA_OK; i++) plan->step[step[i]].lists = lists[i];
+  return st;
+}
+
 fa_status fa_backward(fa_module *mod, const fa_backward_args *args) {
   if (!mod) return FA_ERR_NULL_POINTER;
   size_t msglen;
@@ -575,6 +618,7 @@ fa_status fa_backward(fa_module *mod, const fa_backward_args *args) {
   const fa_kernel_info *kernels = fa_module_kernels_(mod, &n);
   fa_backward_schedule plan;
   fa_status st = fa_backward_plan(kernels, n, args, &plan, msg, msglen);
+  if (st == FA_OK) st = fa_blocks_of_module_(mod, args->blocks);
   if (st != FA_OK || plan.nsteps == 0) return st;
   if ((st = fa_module_enter_(mod))) return st;
   /* plan.nsteps > 0: kernels[0] and its backward kernels agree on the layout */
@@ -582,6 +626,7 @@ fa_status fa_backward(fa_module *mod, const fa_backward_args *args) {
   uint64_t ws = addr(args->workspace);
   if (st == FA_OK && !args->workspace && plan.workspace_bytes)
     st = fa_module_scratch_(mod, plan.workspace_bytes, &ws);
+  if (st == FA_OK && !args->blocks) st = build_lists(mod, kernels, args, &plan);
   for (int i = 0; i < plan.nsteps && st == FA_OK; i++) {
     const fa_backward_step *s = &plan.step[i];
     if (s->op == FA_BACKWARD_ZERO)

@@ -116,7 +116,9 @@ fa_status fa_forward_check(const fa_kernel_info *info, const fa_forward_args *ar
   if (st != FA_OK) return st;
   if (info->mode != FA_MODE_FORWARD) {
     fa_fmt(msg, msglen, "kernel %s is a %s kernel; fa_forward launches forward kernels only",
-           info->kernel, info->mode == FA_MODE_DECODE ? "decode" : "backward");
+           info->kernel, info->mode == FA_MODE_DECODE    ? "decode"
+                         : info->mode == FA_MODE_BLOCKS ? "classifier (mode blocks)"
+                                                        : "backward");
     return FA_ERR_UNSUPPORTED;
   }
   fa_launch_tensors lt = {{&args->q, &args->k, &args->v, &args->o}, {"q", "k", "v", "o"},
@@ -133,10 +135,13 @@ fa_status fa_forward_check(const fa_kernel_info *info, const fa_forward_args *ar
       (st = fa_check_inputs_(info, args->inputs, args->num_inputs, &args->q, &args->k,
                              args->varlen, msg, msglen)))
     return st;
+  fa_sizes sz = fa_launch_sizes_(args->varlen, &args->q, &args->k);
+  if ((st = fa_check_blocks_(info, args->blocks, sz, 0, msg, msglen))) return st;
   /* Nothing is launched for an empty Q; its pointers and strides are never used. */
   if (fa_forward_empty_(args)) return FA_OK;
   const fa_varlen *vl = args->varlen;
-  if ((st = check_sizes(&c)) || (st = fa_check_strides(&c.lt)) ||
+  if ((st = check_sizes(&c)) || (st = fa_check_blocks_(info, NULL, sz, 1, msg, msglen)) ||
+      (st = fa_check_strides(&c.lt)) ||
       (st = fa_check_alignment(&c.lt, args->lse)) || (st = fa_check_extents(&c.lt, ext)) ||
       (st = fa_check_in_space_("lse", args->lse, lse_bytes_of(&c), msg, msglen)) ||
       (st = fa_check_self_overlap(&c.lt, O)) ||

@@ -74,14 +74,26 @@ FA_API const char *fa_status_string(fa_status status);
 typedef enum fa_dtype {
   FA_DTYPE_F16 = 0, FA_DTYPE_BF16 = 1, FA_DTYPE_F32 = 2, FA_DTYPE_I32 = 3
 } fa_dtype;
-typedef enum fa_mode { FA_MODE_FORWARD = 0, FA_MODE_BACKWARD, FA_MODE_DECODE } fa_mode;
+/* FA_MODE_BLOCKS: a classifier kernel that writes block lists (docs/abi.md,
+ * "Block lists"; fa_blocks). */
+typedef enum fa_mode {
+  FA_MODE_FORWARD = 0, FA_MODE_BACKWARD, FA_MODE_DECODE, FA_MODE_BLOCKS
+} fa_mode;
 typedef enum fa_mask { FA_MASK_NONE = 0, FA_MASK_CAUSAL, FA_MASK_WINDOW, FA_MASK_EXPR } fa_mask;
 /* Grid x: one block per Q tile (FA2 sequence parallelism) or one for all of Q (FA1 order);
  * decode kernels: `splits,kv_heads,batch` (docs/decode.md); the K/V-outer backward
- * kernels: `k_tiles,kv_heads,batch`, one block per K/V tile (docs/backward.md). */
+ * kernels: `k_tiles,kv_heads,batch`, one block per K/V tile (docs/backward.md);
+ * classifier kernels (mode blocks): `row_tiles,list_heads,batch`, one block per list. */
 typedef enum fa_grid {
-  FA_GRID_Q_TILES = 0, FA_GRID_ONE, FA_GRID_SPLITS, FA_GRID_K_TILES
+  FA_GRID_Q_TILES = 0, FA_GRID_ONE, FA_GRID_SPLITS, FA_GRID_K_TILES, FA_GRID_ROW_TILES
 } fa_grid;
+/* Which way a classifier's lists run (metadata key `blocks rows|cols N`;
+ * docs/abi.md, "Block lists"): ROWS, one list per Q tile (the K/V tiles it
+ * visits: the forward, NAME_dropout, the backward's role q); COLS, one per
+ * K/V tile (the Q tiles: the roles main, kv, dv). NONE: no lists. */
+typedef enum fa_blocks_orient {
+  FA_BLOCKS_NONE = 0, FA_BLOCKS_ROWS, FA_BLOCKS_COLS
+} fa_blocks_orient;
 /* Which kernel of a backward pass a mode backward kernel is (metadata key
  * role; docs/backward.md): NAME_bwd_pre, NAME_bwd, NAME_bwd_kv, NAME_bwd_q,
  * NAME_bwd_post, NAME_bwd_dv. FA_ROLE_NONE for forward and decode kernels. */
@@ -172,9 +184,10 @@ typedef struct fa_decode_info {
  * default 1/sqrt(head_dim) is meant), target, passes (""), input and
  * require (one line each; none by default), layout (padded; varlen for a
  * `varlen = true` spec's kernels, never with mode decode, the dropout keys
- * or an input's seqlen dim). Mode backward
- * requires role and forward (and tile_kv with grid k_tiles,kv_heads,batch).
- * Unknown keys are ignored. */
+ * or an input's seqlen dim), blocks and block_list (docs/abi.md, "Block
+ * lists"). Mode backward requires role and forward (and tile_kv with grid
+ * k_tiles,kv_heads,batch); mode blocks requires forward, blocks, tile_kv
+ * and grid row_tiles,list_heads,batch. Unknown keys are ignored. */
 typedef struct fa_kernel_info {
   int version;                 /* FA_META_VERSION */
   char kernel[FA_NAME_MAX];    /* PTX entry point name */
@@ -220,6 +233,22 @@ typedef struct fa_kernel_info {
    * kernels): packed sequences, launched with fa_varlen; 0 for `layout
    * padded` or no layout line (a padded batch). A module's kernels agree. */
   int varlen;
+  /* Block lists (docs/abi.md, "Block lists"; never with layout varlen).
+   * A classifier kernel (mode blocks, grid row_tiles,list_heads,batch;
+   * `forward` names the spec's forward kernel; no dropout, no workspace)
+   * has the key `blocks rows|cols N`: its lists' orientation and
+   * list_heads N (1 when the mask does not read h, else heads). A kernel
+   * that visits lists (mode forward, NAME_dropout included, or the
+   * backward roles q, main, kv, dv) has the key `block_list NAME`: its
+   * classifier, a kernel of the same module made for the same spec
+   * (`forward`), with the orientation its role visits (rows: forward and
+   * q; cols: main, kv, dv), its tile_q and tile_kv, and its run-time inputs
+   * and requires; fa_meta_parse_module copies that classifier's blocks and
+   * list_heads into the visiting kernel's info. FA_BLOCKS_NONE, 0 and ""
+   * where not given. */
+  fa_blocks_orient blocks; /* key blocks (a visiting kernel: its classifier's) */
+  int list_heads;          /* key blocks' N, 1..65535 (likewise) */
+  char block_list[FA_NAME_MAX]; /* key block_list: the classifier's kernel name */
 } fa_kernel_info;
 
 /* Parses metadata lines from `len` bytes of `text` (a whole PTX file or the
@@ -314,6 +343,40 @@ typedef struct fa_varlen {
   int64_t max_seqlen_q, max_seqlen_k;
 } fa_varlen;
 
+/* ---- block lists (docs/abi.md, "Block lists") ------------------------- */
+
+/* The lists one classifier kernel (mode blocks) writes for a launch of
+ * (batch, seqlen_q, seqlen_k): blk_list int32 [batch, list_heads,
+ * row_tiles, list_len] and blk_count int32 [batch, list_heads, row_tiles],
+ * contiguous (strides in elements), where row_tiles = ceil(seqlen_q /
+ * tile_q) for rows lists (ceil(seqlen_k / tile_kv) for cols), steps the
+ * other dim's tile count and list_len = steps + 1. Row r's count n and
+ * entries 0..n-1 (2 * s + full, ascending in s) then the sentinel 2 * s'
+ * (docs/abi.md). */
+typedef struct fa_block_lists {
+  int kernel;          /* the classifier's index among its module's kernels; -1 unknown */
+  void *list, *count;  /* device addresses of blk_list and blk_count; NULL where none */
+  int64_t list_dim[4], list_stride[4];
+  int64_t count_dim[3], count_stride[3];
+} fa_block_lists;
+
+/* Every classifier's lists of one module for one launch size, built once
+ * (fa_blocks_create) and given to any number of launches (args.blocks)
+ * while the run-time inputs they were built from keep their values. */
+typedef struct fa_blocks fa_blocks;
+
+/* Arguments of fa_blocks_create: the sizes of the launches the lists are
+ * for (batch = q's dim 0, seqlen_q = q's dim 1, seqlen_k = k's dim 1) and
+ * the run-time inputs (fa_input) the classifiers read: every input the
+ * module's forward kernel declares, with the values those launches bind.
+ *   stream: a CUstream, NULL for the legacy default stream. */
+typedef struct fa_blocks_args {
+  int64_t batch, seqlen_q, seqlen_k;
+  const fa_input *inputs;
+  int num_inputs;
+  void *stream;
+} fa_blocks_args;
+
 /* Arguments of one forward launch.
  *   q [batch, seqlen_q, heads,    head_dim]
  *   k [batch, seqlen_k, kv_heads, head_dim]
@@ -346,6 +409,12 @@ typedef struct fa_forward_args {
    * kernel compiled with `varlen = true` (fa_kernel_info.varlen), refused
    * by any other; NULL (a zeroed struct) for a padded batch. */
   const fa_varlen *varlen;
+  /* Block lists (docs/abi.md, "Block lists"; fa_blocks_create) made by this
+   * module for this launch's batch, seqlen_q and seqlen_k from the same
+   * run-time inputs' values: a kernel that visits lists (metadata
+   * block_list) reads them instead of fa_forward building them first. NULL
+   * (a zeroed struct): fa_forward builds the lists it needs at each launch. */
+  const fa_blocks *blocks;
 } fa_forward_args;
 
 /* Fills `t` as a contiguous [d0, d1, d2, d3] tensor of `dtype` at `data`
@@ -381,7 +450,13 @@ FA_API fa_tensor *fa_tensor_contiguous(fa_tensor *t, void *data, fa_dtype dtype,
  * max_seqlen_q rows too, and, given host copies, the cu_seqlens values
  * (starting at 0, non-decreasing, ending at the totals, no sequence longer
  * than its max_seqlen, the requires per sequence); its run-time inputs'
- * batch dims are num_seqs. Returns FA_OK or the first
+ * batch dims are num_seqs. Block lists (docs/abi.md, "Block lists"): a
+ * kernel that visits them (info->block_list) needs its lists' int32
+ * elements within INT32_MAX (fa_block_lists_shape; FA_ERR_TOO_LARGE), and
+ * args->blocks, when given, must have been made for this launch's batch,
+ * seqlen_q and seqlen_k (FA_ERR_SHAPE; whatever the kernel) and hold the
+ * lists of info's classifier (FA_ERR_INVALID_ARGUMENT; fa_forward also
+ * refuses an fa_blocks of another module). Returns FA_OK or the first
  * failure's status and writes a message such as
  * "k: head_dim is 64 but the kernel was compiled for 128" into msg (when not
  * NULL). A launch with batch == 0 or seqlen_q == 0 (varlen: num_seqs == 0
@@ -445,7 +520,8 @@ FA_API fa_status fa_module_load_ptx_file(fa_context *ctx, const char *path, fa_m
 FA_API fa_status fa_module_load_cubin(fa_context *ctx, const void *cubin, size_t cubin_len,
                                const char *meta, size_t meta_len, fa_module **out);
 
-/* Unloads the module and frees its device scratch (workspace and LSE). Waits
+/* Unloads the module and frees its device scratch (workspace, LSE and the
+ * block lists fa_forward / fa_backward build). Waits
  * for nothing: the caller must have synchronized the streams it launched
  * on. NULL is a no-op. */
 FA_API void fa_module_destroy(fa_module *mod);
@@ -486,6 +562,12 @@ FA_API const fa_kernel_info *fa_module_kernel_info(const fa_module *mod, int i);
  * to the host (cuMemcpyDtoH) to validate its values as fa_forward_check
  * validates host copies (a failure returns its status, nothing launched);
  * its LSE scratch (args->lse NULL) is heads x total_q floats.
+ * A kernel that visits block lists (metadata block_list; docs/abi.md,
+ * "Block lists") reads args->blocks' (refused when made by another module
+ * or for other sizes), or, without one, fa_forward first launches its
+ * classifier kernel on args->stream into module scratch (grown as the LSE
+ * scratch is; one classifier launch per fa_forward): build an fa_blocks
+ * once (fa_blocks_create) to reuse the lists across launches.
  * The scratch is shared by all launches of mod: launches that use it on
  * different streams must be ordered by the caller. */
 FA_API fa_status fa_forward(fa_module *mod, const fa_forward_args *args);
@@ -682,6 +764,10 @@ typedef struct fa_backward_args {
    * varlen kernel: the same values; lse is then its [heads, total_q] and
    * dq, dk, dv are packed like q, k, v. NULL for a padded batch. */
   const fa_varlen *varlen;
+  /* Block lists for the kernels that visit lists, as fa_forward_args'
+   * (the forward launch's fa_blocks serves its backward: it holds every
+   * classifier of the module); NULL: fa_backward builds them. */
+  const fa_blocks *blocks;
 } fa_backward_args;
 
 /* The workspace a backward launch of `mode` (fa_backward_mode) needs, in
@@ -718,8 +804,9 @@ FA_API fa_status fa_backward_workspace_size(const fa_kernel_info *info, int64_t 
  * other (address ranges, as fa_forward_check); the run-time inputs as
  * fa_forward_check checks them, none overlapping dq, dk, dv or a caller's
  * workspace; a varlen launch (args->varlen) as fa_forward_check checks it,
- * of all eight tensors, the workspace sized for num_seqs x max_seqlen_q.
- * Returns FA_OK or the first
+ * of all eight tensors, the workspace sized for num_seqs x max_seqlen_q;
+ * args->blocks and the block lists of a kernel that visits them as
+ * fa_forward_check checks them. Returns FA_OK or the first
  * failure's status with a message naming the argument and the numbers in
  * msg (when not NULL), e.g. "dv: heads is 32 but the kernel was compiled
  * for kv_heads = 8 (...)". FA_ERR_UNSUPPORTED for a decode kernel.
@@ -746,6 +833,12 @@ typedef struct fa_backward_step {
   size_t offset, bytes;   /* ZERO: the range of the workspace */
   int varlen;             /* LAUNCH: the kernel takes a varlen launch's four parameters
                            * (metadata layout varlen; fa_backward_params) */
+  int block_list;         /* LAUNCH: 1 when the kernel visits block lists (metadata
+                           * block_list), 0 otherwise */
+  fa_block_lists lists;   /* LAUNCH with block_list: those lists for the launch's sizes
+                           * (kernel: the classifier's index in kernels), at args->blocks'
+                           * addresses (NULL without: fa_backward builds them into its
+                           * scratch and passes those) */
 } fa_backward_step;
 
 #define FA_BACKWARD_MAX_STEPS 5
@@ -783,8 +876,10 @@ typedef struct fa_backward_schedule {
  * FA_ERR_UNSUPPORTED when kernels[0] has no backward kernels (its module
  * was compiled without `grad = true`) or lacks one this mode launches, a
  * check's failure, or FA_ERR_META for kernel infos that contradict their
- * role or declare run-time inputs other than the first launched kernel's;
- * the message goes to msg (when not NULL). */
+ * role or declare run-time inputs other than the first launched kernel's,
+ * or visit the lists of a classifier not among kernels; the message goes
+ * to msg (when not NULL). A step whose kernel visits block lists has
+ * block_list 1 and its lists (fa_backward_step). */
 FA_API fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
                            const fa_backward_args *args, fa_backward_schedule *plan, char *msg,
                            size_t msglen);
@@ -805,8 +900,9 @@ typedef struct fa_param {
 
 /* The longest list: 30 parameters (main, kv), 6 of dropout's, 4 of a
  * varlen launch's (never beside dropout's in a compiled module), 5 for
- * each of FA_MAX_INPUTS run-time inputs of rank 4. */
-#define FA_BACKWARD_MAX_PARAMS 80
+ * each of FA_MAX_INPUTS run-time inputs of rank 4, 9 of block lists (never
+ * beside a varlen launch's). */
+#define FA_BACKWARD_MAX_PARAMS 96
 
 /* The parameter list of step `step` of `plan` (a LAUNCH step) in the ABI
  * order of docs/backward.md: pointers, then batch, seqlen_q, seqlen_k
@@ -818,7 +914,9 @@ typedef struct fa_param {
  * offset_hi, keep_threshold (u32) and keep_scale (f32), then one group per
  * run-time input of plan->inputs, in order, bound from args->inputs by
  * name: a tensor's data pointer (ptr) and its rank strides in elements
- * (i64), a scalar's value (f32: the float's bits; i32).
+ * (i64), a scalar's value (f32: the float's bits; i32), then, for a kernel
+ * that visits block lists (step.block_list), blk_list (ptr, 4 i64
+ * strides) and blk_count (ptr, 3 i64 strides) of step.lists.
  * `workspace` is the device address of the workspace the plan's offsets
  * are from (args->workspace, or the module's scratch). Fills params and
  * *count (at most FA_BACKWARD_MAX_PARAMS). FA_ERR_INVALID_ARGUMENT for a
@@ -847,9 +945,14 @@ FA_API fa_status fa_decode_params(const fa_kernel_info *info, const fa_decode_ar
  * kernel (info->varlen), cu_seqlens_q, cu_seqlens_k (ptr), total_q,
  * total_k (i32), batch, seqlen_q and seqlen_k being num_seqs, max_seqlen_q
  * and max_seqlen_k of args->varlen; then dropout's six for a kernel with
- * dropout (info->dropout), and one group per run-time input of info (as
- * fa_backward_params). `lse` and `workspace` are the device addresses
- * fa_forward passes (the caller's LSE or the module's scratch).
+ * dropout (info->dropout), one group per run-time input of info (as
+ * fa_backward_params), and for a kernel that visits block lists
+ * (info->block_list) blk_list and blk_count (as fa_backward_params; their
+ * shape fa_block_lists_shape's for the launch's sizes, their addresses
+ * args->blocks' lists of that classifier, or 0 without args->blocks:
+ * fa_forward passes the lists it builds). `lse` and `workspace` are the
+ * device addresses fa_forward passes (the caller's LSE or the module's
+ * scratch).
  * FA_ERR_INVALID_ARGUMENT for a varlen kernel without args->varlen;
  * FA_ERR_NULL_POINTER for NULL. Touches no GPU. */
 FA_API fa_status fa_forward_params(const fa_kernel_info *info, const fa_forward_args *args,
@@ -862,12 +965,84 @@ FA_API fa_status fa_forward_params(const fa_kernel_info *info, const fa_forward_
  * module's scratch when args->workspace is NULL) and runs the plan's steps
  * on args->stream in order. A varlen launch without host copies of its
  * cu_seqlens synchronizes args->stream and copies them to the host first,
- * to validate them as fa_forward does. FA_ERR_UNSUPPORTED, with a message saying so,
+ * to validate them as fa_forward does. Kernels that visit block lists read
+ * args->blocks' (checked as fa_forward checks it), or, without one,
+ * fa_backward first builds the lists they need into module scratch on
+ * args->stream (each classifier once: the deterministic launch has two,
+ * rows for role q and cols for kv and dv, the atomic one cols alone).
+ * FA_ERR_UNSUPPORTED, with a message saying so,
  * when the module was compiled without `grad = true`; FA_ERR_CUDA when
  * the atomic launch's memset is missing from the driver (use
  * FA_BACKWARD_DETERMINISTIC). Asynchronous, like fa_forward: errors inside the kernels show at the
  * next synchronization. */
 FA_API fa_status fa_backward(fa_module *mod, const fa_backward_args *args);
+
+/* ---- block lists (docs/abi.md, "Block lists") ------------------------- */
+
+/* The shape of the lists that `info` writes (a classifier, mode blocks) or
+ * visits (a kernel with block_list, whose blocks and list_heads are its
+ * classifier's: fa_meta_parse_module) at a launch of (batch, seqlen_q,
+ * seqlen_k), into *out: dims and contiguous strides (fa_block_lists),
+ * kernel -1, list and count NULL. Touches no GPU. FA_ERR_NULL_POINTER,
+ * FA_ERR_INVALID_ARGUMENT (a negative size; an info with neither, or
+ * with tiles <= 0), FA_ERR_TOO_LARGE (blk_list's elements, batch x
+ * list_heads x row_tiles x list_len, beyond INT32_MAX: the kernels index
+ * them in int32). */
+FA_API fa_status fa_block_lists_shape(const fa_kernel_info *info, int64_t batch,
+                                      int64_t seqlen_q, int64_t seqlen_k, fa_block_lists *out);
+
+/* Validates a classifier launch without touching any GPU: `classifier` a
+ * mode blocks kernel (FA_ERR_UNSUPPORTED otherwise), batch, seqlen_q and
+ * seqlen_k not negative (FA_ERR_INVALID_ARGUMENT), within int32 and batch
+ * at most 65535 (grid z; FA_ERR_TOO_LARGE), the lists' size
+ * (fa_block_lists_shape), and the run-time inputs as fa_forward_check
+ * checks a forward launch's with q [batch, seqlen_q, ...] and k [batch,
+ * seqlen_k, ...] (every declared input bound once, dtypes, dims, strides,
+ * alignment, extents, the requires). A launch with batch 0 or no list
+ * (row_tiles 0) is valid. FA_OK or the first failure's status with a
+ * message in msg (when not NULL). */
+FA_API fa_status fa_blocks_check(const fa_kernel_info *classifier, const fa_blocks_args *args,
+                                 char *msg, size_t msglen);
+
+/* The parameter list of a classifier launch in the ABI order of
+ * docs/abi.md: batch, seqlen_q, seqlen_k (i32), one group per run-time
+ * input of `classifier` bound from args->inputs by name (as
+ * fa_backward_params), then blk_list (ptr, 4 i64 strides) and blk_count
+ * (ptr, 3 i64 strides) of `lists`. Fills params and *count. Touches no
+ * GPU; FA_ERR_NULL_POINTER for NULL. */
+FA_API fa_status fa_blocks_params(const fa_kernel_info *classifier, const fa_blocks_args *args,
+                                  const fa_block_lists *lists,
+                                  fa_param params[FA_BACKWARD_MAX_PARAMS], int *count);
+
+/* Builds every classifier kernel's lists of mod (its mode blocks kernels)
+ * for launches of args' sizes and run-time inputs, into device memory the
+ * new handle owns: validates args against each classifier (fa_blocks_check;
+ * a failure returns its status with the message in mod, *out NULL),
+ * allocates the lists (fa_block_lists_shape each) and launches the
+ * classifiers on args->stream, grid (row_tiles, list_heads, batch), its
+ * threads and smem_bytes. Asynchronous: launches on args->stream see the
+ * lists; launches on another stream must be ordered after it by the
+ * caller. A module without classifiers gives a handle that holds no lists
+ * (FA_OK; launches given it launch as without one). The handle is for mod
+ * alone and for launches of exactly these sizes (fa_forward and
+ * fa_backward refuse it otherwise), and stays valid while the inputs it
+ * was built from keep their values: build a new one when they change.
+ * FA_ERR_NULL_POINTER, FA_ERR_OUT_OF_MEMORY, FA_ERR_CUDA as fa_forward. */
+FA_API fa_status fa_blocks_create(fa_module *mod, const fa_blocks_args *args, fa_blocks **out);
+
+/* Frees the handle's device memory. Waits for nothing: the caller must
+ * have synchronized the streams that use it. It may outlive its module
+ * (it holds a reference to the context). NULL is a no-op. */
+FA_API void fa_blocks_destroy(fa_blocks *blocks);
+
+/* How many classifiers' lists the handle holds (0 for NULL). */
+FA_API int fa_blocks_count(const fa_blocks *blocks);
+
+/* The lists of the handle's classifier i (0 <= i < fa_blocks_count, in the
+ * module's kernel order; kernel its index there), into *out: device
+ * addresses, dims and strides (e.g. to read them back). FA_ERR_NULL_POINTER,
+ * FA_ERR_INVALID_ARGUMENT for i out of range. */
+FA_API fa_status fa_blocks_lists(const fa_blocks *blocks, int i, fa_block_lists *out);
 
 #ifdef __cplusplus
 }

@@ -59,6 +59,11 @@ fa_status fa_meta_check_inputs_(const fa_kernel_info *in, const fa_meta_lines *l
 fa_status fa_meta_check_layout_(const fa_kernel_info *in, const fa_meta_lines *lines,
                                 char *err, size_t len);
 
+/* How messages name what kernel x must agree with: "the backward of F" (a
+ * backward kernel of forward F), "the block lists of F" (a classifier
+ * kernel, mode blocks) or "the dropout kernel of F" (NAME_dropout). */
+void fa_meta_agreement_(const fa_kernel_info *x, const char **of, const char **base);
+
 /* The rules across a module's kernels: kernel x (a backward kernel or
  * NAME_dropout, lines xl) against ref (its forward or plain forward kernel,
  * or the first backward kernel of the same forward; lines refl), since one
@@ -287,6 +292,53 @@ fa_status fa_varlen_check_device_(fa_module *m, const fa_kernel_info *in, const 
  * in a failure's message (in m). The module's context current. */
 fa_status fa_module_copy_i32_(fa_module *m, const int32_t *src, size_t n, void *stream,
                               int32_t *dst, const char *what);
+/* ---- block lists (blocks.c; docs/abi.md, "Block lists") ---- */
+
+/* Blk_list's and blk_count's groups: their pointers (lists->list,
+ * lists->count) and strides. */
+void fa_put_block_lists_(fa_plist *l, const fa_block_lists *lists);
+/* The lists kernel `info` visits at sizes sz for a launch given `blocks`
+ * (NULL or not): the shape (fa_block_lists_shape, zeros when it fails: the
+ * checks refuse that launch) and blocks' addresses of info->block_list
+ * (NULL without). */
+fa_block_lists fa_visited_lists_(const fa_kernel_info *info, const fa_blocks *blocks,
+                                 fa_sizes sz);
+/* The checks of a launch's args->blocks (`blocks`, maybe NULL) and of the
+ * lists kernel `info` visits, at the launch's sizes sz (GPU-free):
+ * blocks made for sz, and holding info's classifier's lists where info
+ * visits lists; with `lists`, the lists' size in int32 (after the sizes'
+ * own checks). */
+fa_status fa_check_blocks_(const fa_kernel_info *info, const fa_blocks *blocks, fa_sizes sz,
+                           int lists, char *msg, size_t len);
+/* fa_forward's and fa_backward's check that a given fa_blocks is m's
+ * (message in m). */
+fa_status fa_blocks_of_module_(fa_module *m, const fa_blocks *blocks);
+/* Builds the lists of m's classifiers names[0..n) (repeats built once)
+ * into m's lists scratch for a launch of a's sizes and inputs on
+ * a->stream; out[i] the lists of names[i]. The module's context current;
+ * failures leave their message in m. */
+fa_status fa_blocks_build_(fa_module *m, const char *const *names, int n,
+                           const fa_blocks_args *a, fa_block_lists *out);
+/* fa_forward_params with the lists the kernel visits given (NULL: as
+ * fa_forward_params, fa_visited_lists_ of args->blocks). */
+fa_status fa_forward_params_(const fa_kernel_info *info, const fa_forward_args *args,
+                             uint64_t lse, uint64_t workspace, const fa_block_lists *lists,
+                             fa_param params[FA_BACKWARD_MAX_PARAMS], int *count);
+
+/* runtime.c's services for blocks.c. */
+uint64_t fa_module_serial_(const fa_module *m); /* unique per loaded module */
+/* m's second grow-only scratch (the lists fa_forward and fa_backward build),
+ * at least `bytes`; *base its device address. */
+fa_status fa_module_lists_scratch_(fa_module *m, size_t bytes, uint64_t *base);
+/* Device memory of `bytes` in m's context (current), for an fa_blocks:
+ * *addr; freed by fa_context_free_mem_ through the context, which
+ * fa_context_retain_ keeps alive (fa_context_release_). */
+fa_status fa_module_alloc_(fa_module *m, size_t bytes, uint64_t *addr);
+fa_context *fa_module_context_(fa_module *m);
+void fa_context_retain_(fa_context *c);
+void fa_context_release_(fa_context *c);
+void fa_context_free_mem_(fa_context *c, uint64_t addr);
+
 /* Whether a forward launch computes nothing (no query row: batch or
  * seqlen_q 0, a varlen launch's num_seqs or total_q 0): checked, nothing
  * launched (check.c). */

@@ -62,6 +62,8 @@ enum {
   K_DROPOUT, K_DROPOUT_OF, K_DROPOUT_MASK,
   /* packed sequences (docs/abi.md, "Variable-length batches") */
   K_LAYOUT,
+  /* block lists (docs/abi.md, "Block lists") */
+  K_BLOCKS, K_BLOCK_LIST,
   /* run-time inputs (docs/abi.md): the only keys a block may repeat */
   K_INPUT, K_REQUIRE, K_COUNT
 };
@@ -75,7 +77,7 @@ static const char *const key_names[K_COUNT] = {
   "cache", "page_size", "split", "q_len_max", "combine_kernel", "combine_threads", "unified_max",
   "combine_pdl", "combine_fused", "wide_kernel", "wide_tile_kv", "wide_threads",
   "wide_smem_bytes", "role", "forward", "dropout", "dropout_of", "dropout_mask", "layout",
-  "input", "require",
+  "blocks", "block_list", "input", "require",
 };
 
 static const int required_keys[] = {K_VERSION, K_KERNEL, K_DTYPE, K_HEAD_DIM, K_HEADS,
@@ -167,6 +169,19 @@ static fa_status parse_scale(Parser *p, const char *v) {
   return FA_OK;
 }
 
+/* `blocks rows|cols N`: a classifier's orientation and list_heads. */
+static fa_status parse_blocks_key(Parser *p, const char *v) {
+  fa_kernel_info *in = p->info;
+  const char *sp = strchr(v, ' ');
+  size_t n = sp ? (size_t)(sp - v) : strlen(v);
+  if (n == 4 && memcmp(v, "rows", 4) == 0) in->blocks = FA_BLOCKS_ROWS;
+  else if (n == 4 && memcmp(v, "cols", 4) == 0) in->blocks = FA_BLOCKS_COLS;
+  else return fail(p, "blocks", "'%.60s' is not rows|cols LIST_HEADS", v);
+  if (!sp) return fail(p, "blocks", "'%.60s' is not rows|cols LIST_HEADS", v);
+  while (*sp == ' ' || *sp == '\t') sp++;
+  return parse_int(p, "blocks", sp, 1, 65535, &in->list_heads); /* grid y */
+}
+
 /* The decode keys: cache, page_size, split, q_len_max, combine_kernel,
  * combine_threads, unified_max, combine_pdl, combine_fused, and the
  * small-batch variant's wide_kernel, wide_tile_kv, wide_threads,
@@ -229,9 +244,9 @@ static fa_status set_key(Parser *p, int k, const char *v) {
     return st;
   case K_KERNEL: return parse_name(p, key, v, in->kernel, sizeof in->kernel, 1);
   case K_MODE: {
-    static const char *const n[] = {"forward", "backward", "decode", NULL};
-    static const int val[] = {FA_MODE_FORWARD, FA_MODE_BACKWARD, FA_MODE_DECODE};
-    st = parse_enum(p, key, v, n, val, "forward, backward, decode", &tmp);
+    static const char *const n[] = {"forward", "backward", "decode", "blocks", NULL};
+    static const int val[] = {FA_MODE_FORWARD, FA_MODE_BACKWARD, FA_MODE_DECODE, FA_MODE_BLOCKS};
+    st = parse_enum(p, key, v, n, val, "forward, backward, decode, blocks", &tmp);
     in->mode = (fa_mode)tmp;
     return st;
   }
@@ -251,11 +266,13 @@ static fa_status set_key(Parser *p, int k, const char *v) {
   }
   case K_GRID: {
     static const char *const n[] = {"q_tiles,heads,batch", "1,heads,batch",
-                                    "splits,kv_heads,batch", "k_tiles,kv_heads,batch", NULL};
-    static const int val[] = {FA_GRID_Q_TILES, FA_GRID_ONE, FA_GRID_SPLITS, FA_GRID_K_TILES};
+                                    "splits,kv_heads,batch", "k_tiles,kv_heads,batch",
+                                    "row_tiles,list_heads,batch", NULL};
+    static const int val[] = {FA_GRID_Q_TILES, FA_GRID_ONE, FA_GRID_SPLITS, FA_GRID_K_TILES,
+                              FA_GRID_ROW_TILES};
     st = parse_enum(p, key, v, n, val,
-                    "q_tiles,heads,batch, 1,heads,batch, splits,kv_heads,batch or "
-                    "k_tiles,kv_heads,batch", &tmp);
+                    "q_tiles,heads,batch, 1,heads,batch, splits,kv_heads,batch, "
+                    "k_tiles,kv_heads,batch or row_tiles,list_heads,batch", &tmp);
     in->grid = (fa_grid)tmp;
     return st;
   }
@@ -294,6 +311,8 @@ static fa_status set_key(Parser *p, int k, const char *v) {
     return FA_OK;
   }
   case K_DROPOUT_OF: return parse_name(p, key, v, in->dropout_of, sizeof in->dropout_of, 1);
+  case K_BLOCKS: return parse_blocks_key(p, v);
+  case K_BLOCK_LIST: return parse_name(p, key, v, in->block_list, sizeof in->block_list, 1);
   case K_DROPOUT_MASK: {
     static const char *const n[] = {"exact", "torch", NULL};
     static const int val[] = {0, 1};
@@ -415,15 +434,20 @@ static fa_status check_decode_keys(Parser *p) {
  * k_tiles,kv_heads,batch, which needs tile_kv, the others on
  * q_tiles,heads,batch; a backward kernel's workspace is the backward's
  * (fa_backward_workspace_size), not workspace_floats_per_row. */
+static const char *mode_name(fa_mode m) {
+  static const char *const names[] = {"forward", "backward", "decode", "blocks"};
+  return (int)m >= 0 && m <= FA_MODE_BLOCKS ? names[m] : "?";
+}
+
 static fa_status check_backward_keys(Parser *p) {
   fa_kernel_info *in = p->info;
   if (in->mode != FA_MODE_BACKWARD) {
     if (seen(p, K_ROLE)) return fail_key(p, K_ROLE, "%sonly valid with mode backward", "");
-    if (seen(p, K_FORWARD)) return fail_key(p, K_FORWARD, "%sonly valid with mode backward", "");
+    if (seen(p, K_FORWARD) && in->mode != FA_MODE_BLOCKS)
+      return fail_key(p, K_FORWARD, "%sonly valid with mode backward or blocks", "");
     if (in->grid == FA_GRID_K_TILES)
       return fail_key(p, K_GRID, "k_tiles,kv_heads,batch is only valid with mode backward "
-                      "(roles main, kv and dv), not with mode %s",
-                      in->mode == FA_MODE_DECODE ? "decode" : "forward");
+                      "(roles main, kv and dv), not with mode %s", mode_name(in->mode));
     return FA_OK;
   }
   if (!seen(p, K_ROLE))
@@ -451,6 +475,59 @@ static fa_status check_backward_keys(Parser *p) {
   return FA_OK;
 }
 
+/* The block-list keys (docs/abi.md, "Block lists"): a classifier kernel
+ * (mode blocks) names the spec's forward kernel, says `blocks rows|cols N`
+ * with N 1 or heads, runs on grid row_tiles,list_heads,batch (which needs
+ * tile_kv: its lists' other dim) and has no workspace and no block_list;
+ * `blocks` and that grid belong to it alone. block_list names another
+ * kernel, on a kernel that visits tile pairs: a forward kernel, or a
+ * backward one of role q, main, kv or dv. */
+static fa_status check_blocks_keys(Parser *p) {
+  fa_kernel_info *in = p->info;
+  if (in->mode != FA_MODE_BLOCKS) {
+    if (seen(p, K_BLOCKS)) return fail_key(p, K_BLOCKS, "%sonly valid with mode blocks", "");
+    if (in->grid == FA_GRID_ROW_TILES)
+      return fail_key(p, K_GRID, "row_tiles,list_heads,batch is only valid with mode blocks "
+                      "(a classifier kernel), not with mode %s", mode_name(in->mode));
+    if (!seen(p, K_BLOCK_LIST)) return FA_OK;
+    if (in->mode == FA_MODE_DECODE)
+      return fail_key(p, K_BLOCK_LIST, "%snot valid with mode decode", "");
+    if (in->mode == FA_MODE_BACKWARD && (in->role == FA_ROLE_PRE || in->role == FA_ROLE_POST))
+      return fail_key(p, K_BLOCK_LIST, "%snot valid for the backward roles pre and post (they "
+                      "visit no tile pairs)", "");
+    if (strcmp(in->block_list, in->kernel) == 0)
+      return fail_key(p, K_BLOCK_LIST, "'%s' is this kernel itself, not its classifier",
+                      in->block_list);
+    return FA_OK;
+  }
+  if (!seen(p, K_FORWARD))
+    return fail_key(p, K_MODE, "%smode blocks needs the key forward (the spec's forward "
+                    "kernel)", "");
+  if (!seen(p, K_BLOCKS))
+    return fail_key(p, K_MODE, "%smode blocks needs the key blocks (rows|cols LIST_HEADS)", "");
+  if (strcmp(in->forward, in->kernel) == 0)
+    return fail_key(p, K_FORWARD, "'%s' is this kernel itself, not its forward kernel",
+                    in->forward);
+  if (in->grid != FA_GRID_ROW_TILES)
+    return fail_key(p, K_GRID, "%sa classifier kernel (mode blocks) runs on grid "
+                    "row_tiles,list_heads,batch", "");
+  if (!seen(p, K_TILE_KV))
+    return fail_key(p, K_GRID, "%srow_tiles,list_heads,batch needs the key tile_kv (a "
+                    "classifier's lists span both tile dims)", "");
+  if (in->list_heads != 1 && in->list_heads != in->heads) {
+    char msg[160];
+    fa_fmt(msg, sizeof msg, "list_heads %d is neither 1 nor heads %d", in->list_heads,
+           in->heads);
+    return fail_key(p, K_BLOCKS, "%s", msg);
+  }
+  if (seen(p, K_BLOCK_LIST))
+    return fail_key(p, K_BLOCK_LIST, "%snot valid with mode blocks (a classifier writes lists, "
+                    "it visits none)", "");
+  if (in->workspace_floats_per_row)
+    return fail_key(p, K_WORKSPACE, "%smust be 0 for a classifier kernel (mode blocks)", "");
+  return FA_OK;
+}
+
 /* The dropout keys (docs/dropout.md): `dropout` marks a kernel that takes
  * dropout's six launch parameters: the forward with dropout, which names
  * its plain forward kernel (dropout_of), and the backward kernels that
@@ -470,8 +547,8 @@ static fa_status check_dropout_keys(Parser *p) {
   if (seen(p, K_DROPOUT_MASK) && in->mode == FA_MODE_DECODE)
     return fail_key(p, K_DROPOUT_MASK, "%sis not valid with mode decode", "");
   if (!seen(p, K_DROPOUT)) return FA_OK;
-  if (in->mode == FA_MODE_DECODE)
-    return fail_key(p, K_DROPOUT, "%sis not valid with mode decode", "");
+  if (in->mode == FA_MODE_DECODE || in->mode == FA_MODE_BLOCKS)
+    return fail_key(p, K_DROPOUT, "is not valid with mode %s", mode_name(in->mode));
   if (in->mode == FA_MODE_FORWARD && !seen(p, K_DROPOUT_OF))
     return fail_key(p, K_DROPOUT, "%sa forward kernel with dropout needs the key dropout_of "
                     "(its plain forward kernel)", "");
@@ -505,6 +582,7 @@ static fa_status check_complete(Parser *p) {
   }
   fa_status st = check_decode_keys(p);
   if (!st) st = check_backward_keys(p);
+  if (!st) st = check_blocks_keys(p);
   if (!st) st = fa_meta_check_inputs_(in, &p->lines.run, p->err, p->errlen);
   if (!st) st = check_dropout_keys(p);
   return st ? st : fa_meta_check_layout_(in, &p->lines.run, p->err, p->errlen);
@@ -536,8 +614,8 @@ static int find_kernel(const Module *m, const char *name) {
  * backward kernel of the same forward): the same attention. */
 static fa_status same_attention(Module *m, int b, int ref) {
   const fa_kernel_info *x = &m->k[b], *y = &m->k[ref];
-  const char *of = x->forward[0] ? "the backward of" : "the dropout kernel of";
-  const char *base = x->forward[0] ? x->forward : x->dropout_of;
+  const char *of, *base;
+  fa_meta_agreement_(x, &of, &base);
   struct { int key; int differs; char have[40], want[40]; } f[6] = {
     {K_DTYPE, x->dtype != y->dtype, "", ""},
     {K_HEAD_DIM, x->head_dim != y->head_dim, "", ""},
@@ -590,6 +668,73 @@ static fa_status same_inputs(Module *m, int b, int ref) {
                               m->errlen);
 }
 
+/* The block lists (docs/abi.md, "Block lists") of kernel b. A classifier's
+ * forward kernel, when the module holds it, is a plain forward kernel of
+ * the same attention and run-time inputs. A visiting kernel's block_list
+ * names a classifier of the module made for its spec (its own name, its
+ * dropout_of, or its forward), with the orientation it visits (rows: mode
+ * forward and role q; cols: main, kv, dv), its tiles and its inputs; the
+ * visiting kernel's info then gets that classifier's blocks and
+ * list_heads. */
+static fa_status check_block_lists(Module *m, int b) {
+  fa_kernel_info *x = &m->k[b];
+  char what[400];
+  if (x->mode == FA_MODE_BLOCKS) {
+    int fwd = find_kernel(m, x->forward);
+    if (fwd < 0) return FA_OK;
+    if (m->k[fwd].mode != FA_MODE_FORWARD || m->k[fwd].dropout_of[0]) {
+      fa_fmt(what, sizeof what, "'%s' (line %d) is not a plain forward kernel", x->forward,
+             m->line[fwd].key[K_KERNEL]);
+      return module_fail(m, b, K_FORWARD, what);
+    }
+    fa_status st = same_attention(m, b, fwd);
+    return st ? st : same_inputs(m, b, fwd);
+  }
+  if (!x->block_list[0]) return FA_OK;
+  int c = find_kernel(m, x->block_list);
+  if (c < 0) {
+    fa_fmt(what, sizeof what, "'%s' names no kernel of this module (a kernel's classifier is "
+           "compiled into the same module)", x->block_list);
+    return module_fail(m, b, K_BLOCK_LIST, what);
+  }
+  const fa_kernel_info *y = &m->k[c];
+  int yline = m->line[c].key[K_KERNEL];
+  if (y->mode != FA_MODE_BLOCKS) {
+    fa_fmt(what, sizeof what, "'%s' (line %d) is a %s kernel, not a classifier (mode blocks)",
+           x->block_list, yline, mode_name(y->mode));
+    return module_fail(m, b, K_BLOCK_LIST, what);
+  }
+  const char *spec = x->mode == FA_MODE_BACKWARD ? x->forward
+                     : x->dropout_of[0]          ? x->dropout_of
+                                                 : x->kernel;
+  if (strcmp(y->forward, spec) != 0) {
+    fa_fmt(what, sizeof what, "'%s' (line %d) makes the lists of %s, not of %s", x->block_list,
+           yline, y->forward, spec);
+    return module_fail(m, b, K_BLOCK_LIST, what);
+  }
+  int cols = x->mode == FA_MODE_BACKWARD &&
+             (x->role == FA_ROLE_MAIN || x->role == FA_ROLE_KV || x->role == FA_ROLE_DV);
+  fa_blocks_orient want = cols ? FA_BLOCKS_COLS : FA_BLOCKS_ROWS;
+  if (y->blocks != want) {
+    fa_fmt(what, sizeof what, "'%s' (line %d) makes %s lists but this %s kernel visits %s "
+           "lists (one per %s tile)", x->block_list, yline, cols ? "rows" : "cols",
+           x->mode == FA_MODE_BACKWARD ? fa_role_name(x->role) : "forward",
+           cols ? "cols" : "rows", cols ? "K/V" : "Q");
+    return module_fail(m, b, K_BLOCK_LIST, what);
+  }
+  if (y->tile_q != x->tile_q || y->tile_kv != x->tile_kv) {
+    fa_fmt(what, sizeof what, "'%s' (line %d) has tiles %dx%d but this kernel %dx%d (tile_q x "
+           "tile_kv): its lists index other tiles", x->block_list, yline, y->tile_q,
+           y->tile_kv, x->tile_q, x->tile_kv);
+    return module_fail(m, b, K_BLOCK_LIST, what);
+  }
+  fa_status st = same_inputs(m, c, b);
+  if (st != FA_OK) return st;
+  x->blocks = y->blocks;
+  x->list_heads = y->list_heads;
+  return FA_OK;
+}
+
 /* Kernel names differ; a backward kernel's forward kernel, when the module
  * holds it, is a forward kernel of the same attention and run-time inputs;
  * backward kernels of one forward agree with each other and have distinct
@@ -604,6 +749,8 @@ static fa_status check_module(Module *m) {
              m->line[other].key[K_KERNEL]);
       return module_fail(m, b, K_KERNEL, what);
     }
+    fa_status bst = check_block_lists(m, b);
+    if (bst != FA_OK) return bst;
     if (x->dropout_of[0]) {
       int plain = find_kernel(m, x->dropout_of);
       if (plain >= 0 && (m->k[plain].mode != FA_MODE_FORWARD || m->k[plain].dropout_of[0])) {

@@ -202,10 +202,10 @@ fa_status fa_meta_check_layout_(const fa_kernel_info *in, const fa_meta_lines *l
 
 /* ---- a module's kernels ----------------------------------------------------- */
 
-/* How messages name the kernel x must agree with: "the backward of F" (a
- * backward kernel of forward F) or "the dropout kernel of F". */
-static void agreement(const fa_kernel_info *x, const char **of, const char **base) {
-  *of = x->forward[0] ? "the backward of" : "the dropout kernel of";
+void fa_meta_agreement_(const fa_kernel_info *x, const char **of, const char **base) {
+  *of = x->mode == FA_MODE_BLOCKS ? "the block lists of"
+        : x->forward[0]           ? "the backward of"
+                                  : "the dropout kernel of";
   *base = x->forward[0] ? x->forward : x->dropout_of;
 }
 
@@ -239,7 +239,7 @@ fa_status fa_meta_same_inputs_(const fa_kernel_info *x, const fa_meta_lines *xl,
                                const fa_kernel_info *ref, const fa_meta_lines *refl, char *err,
                                size_t len) {
   const char *of, *base;
-  agreement(x, &of, &base);
+  fa_meta_agreement_(x, &of, &base);
   char have[200], want[200];
   int n = x->ninputs > ref->ninputs ? x->ninputs : ref->ninputs;
   for (int i = 0; i < n; i++) {
@@ -267,7 +267,7 @@ fa_status fa_meta_same_layout_(const fa_kernel_info *x, const fa_meta_lines *xl,
                                size_t len) {
   if (!x->varlen == !ref->varlen) return FA_OK;
   const char *of, *base;
-  agreement(x, &of, &base);
+  fa_meta_agreement_(x, &of, &base);
   char what[400];
   fa_fmt(what, sizeof what, "%s but kernel %s (line %d) says %s: %s %s must be compiled from "
          "the same attention", x->varlen ? "varlen" : "padded", ref->kernel, refl->kernel,

@@ -76,6 +76,9 @@ struct fa_module {
   CUfunction fns[FA_MODULE_MAX_KERNELS]; /* fns[0] == fn */
   CUdeviceptr scratch;     /* LSE scratch + workspace, see fa_forward */
   size_t scratch_bytes;
+  CUdeviceptr lists;       /* the block lists fa_forward / fa_backward build (blocks.c) */
+  size_t lists_bytes;
+  uint64_t serial;         /* unique per load: an fa_blocks names its module by it */
   size_t zero_bytes;       /* the scratch's first zero_bytes are zero (fused decode counters) */
   char *jit_log;
   char errmsg[1024];
@@ -356,8 +359,9 @@ static fa_status prepare_function(fa_context *c, fa_module *m) {
 
 static void module_release(fa_module *m) {
   fa_context *c = m->ctx;
-  if (c && (m->mod || m->scratch) && push(c, m->errmsg, sizeof m->errmsg) == FA_OK) {
+  if (c && (m->mod || m->scratch || m->lists) && push(c, m->errmsg, sizeof m->errmsg) == FA_OK) {
     if (m->scratch) c->cu.MemFree(m->scratch);
+    if (m->lists) c->cu.MemFree(m->lists);
     if (m->mod) c->cu.ModuleUnload(m->mod);
     pop(c);
   }
@@ -383,6 +387,8 @@ static fa_status module_load(fa_context *ctx, const void *image, const char *met
     return st;
   }
   m->info = m->kernels[0];
+  static atomic_uint_fast64_t serials = 1;
+  m->serial = atomic_fetch_add(&serials, 1);
   atomic_fetch_add(&ctx->refs, 1);
   m->ctx = ctx;
   if ((st = push(ctx, ctx->errmsg, sizeof ctx->errmsg)) != FA_OK) {
@@ -478,32 +484,50 @@ const fa_kernel_info *fa_module_kernel_info(const fa_module *mod, int i) {
 
 /* ---- launch ------------------------------------------------------------- */
 
-/* Makes the scratch at least `bytes` long. Growing synchronizes the context
- * first: a launch still running may use the old buffer. */
-static fa_status ensure_scratch(fa_module *m, size_t bytes) {
-  if (bytes <= m->scratch_bytes) return FA_OK;
+/* cuMemAlloc of `bytes` into *p (context current); `what` names the memory
+ * in a failure's message (in m). */
+static fa_status alloc(fa_module *m, size_t bytes, CUdeviceptr *p, const char *what) {
+  fa_context *c = m->ctx;
+  CUresult r = c->cu.MemAlloc(p, bytes);
+  if (r == CUDA_SUCCESS) return FA_OK;
+  *p = 0;
+  char call[96];
+  fa_fmt(call, sizeof call, "cuMemAlloc (%s)", what);
+  cuda_msg(&c->cu, m->errmsg, sizeof m->errmsg, call, r);
+  fa_fmt(m->errmsg + strlen(m->errmsg), sizeof m->errmsg - strlen(m->errmsg), ": %zu bytes",
+         bytes);
+  return r == CUDA_ERROR_OUT_OF_MEMORY ? FA_ERR_OUT_OF_MEMORY : FA_ERR_CUDA;
+}
+
+/* Makes the grow-only buffer *p of *have bytes at least `bytes` long.
+ * Growing synchronizes the context first: a launch still running may use
+ * the old buffer. */
+static fa_status grow(fa_module *m, CUdeviceptr *p, size_t *have, size_t bytes,
+                      const char *what) {
+  if (bytes <= *have) return FA_OK;
   fa_context *c = m->ctx;
   size_t want = (bytes + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1); /* whole MiB */
-  CUresult r;
-  if (m->scratch) {
-    if ((r = c->cu.CtxSynchronize()) != CUDA_SUCCESS) {
-      cuda_msg(&c->cu, m->errmsg, sizeof m->errmsg, "cuCtxSynchronize (growing scratch)", r);
+  if (*p) {
+    CUresult r = c->cu.CtxSynchronize();
+    if (r != CUDA_SUCCESS) {
+      char call[96];
+      fa_fmt(call, sizeof call, "cuCtxSynchronize (growing the %s)", what);
+      cuda_msg(&c->cu, m->errmsg, sizeof m->errmsg, call, r);
       return FA_ERR_CUDA;
     }
-    c->cu.MemFree(m->scratch);
-    m->scratch = 0;
-    m->scratch_bytes = 0;
-    m->zero_bytes = 0;
+    c->cu.MemFree(*p);
+    *p = 0;
+    *have = 0;
   }
-  if ((r = c->cu.MemAlloc(&m->scratch, want)) != CUDA_SUCCESS) {
-    m->scratch = 0;
-    cuda_msg(&c->cu, m->errmsg, sizeof m->errmsg, "cuMemAlloc (LSE/workspace scratch)", r);
-    fa_fmt(m->errmsg + strlen(m->errmsg), sizeof m->errmsg - strlen(m->errmsg),
-           ": %zu bytes", want);
-    return r == CUDA_ERROR_OUT_OF_MEMORY ? FA_ERR_OUT_OF_MEMORY : FA_ERR_CUDA;
-  }
-  m->scratch_bytes = want;
-  return FA_OK;
+  fa_status st = alloc(m, want, p, what);
+  if (st == FA_OK) *have = want;
+  return st;
+}
+
+/* Makes the scratch at least `bytes` long (its zeroed head is lost when it grows). */
+static fa_status ensure_scratch(fa_module *m, size_t bytes) {
+  if (bytes > m->scratch_bytes) m->zero_bytes = 0;
+  return grow(m, &m->scratch, &m->scratch_bytes, bytes, "LSE/workspace scratch");
 }
 
 static CUdeviceptr devptr(const void *p) { return (CUdeviceptr)(uintptr_t)p; }
@@ -522,6 +546,12 @@ static int forward_kernel(fa_module *m, const fa_forward_args *a) {
 
 fa_status fa_forward_params(const fa_kernel_info *in, const fa_forward_args *a, uint64_t lse,
                             uint64_t ws, fa_param p[FA_BACKWARD_MAX_PARAMS], int *n) {
+  return fa_forward_params_(in, a, lse, ws, NULL, p, n);
+}
+
+fa_status fa_forward_params_(const fa_kernel_info *in, const fa_forward_args *a, uint64_t lse,
+                             uint64_t ws, const fa_block_lists *lists,
+                             fa_param p[FA_BACKWARD_MAX_PARAMS], int *n) {
   static const char *const names[4] = {"q", "k", "v", "o"};
   static const char *const strides[4][3] = {{"q.sb", "q.ss", "q.sh"}, {"k.sb", "k.ss", "k.sh"},
                                             {"v.sb", "v.ss", "v.sh"}, {"o.sb", "o.ss", "o.sh"}};
@@ -542,13 +572,18 @@ fa_status fa_forward_params(const fa_kernel_info *in, const fa_forward_args *a, 
   if (in->varlen) fa_put_varlen_(&l, a->varlen, &a->q, &a->k);
   if (in->dropout > 0) fa_put_dropout_(&l, a->dropout_p, a->seed, a->offset, in->dropout_torch);
   fa_put_inputs_(&l, in->inputs, in->ninputs, a->inputs, a->num_inputs);
+  if (in->block_list[0]) {
+    fa_block_lists visited = lists ? *lists : fa_visited_lists_(in, a->blocks, sz);
+    fa_put_block_lists_(&l, &visited);
+  }
   *n = l.n;
   return FA_OK;
 }
 
-/* Kernel i of the module launched on the current context. */
+/* Kernel i of the module launched on the current context, visiting
+ * `lists` where it visits block lists. */
 static fa_status launch(fa_module *m, int i, const fa_forward_args *a, CUdeviceptr lse,
-                        CUdeviceptr ws) {
+                        CUdeviceptr ws, const fa_block_lists *lists) {
   const fa_kernel_info *in = &m->kernels[i];
   unsigned grid[3];
   fa_sizes sz = fa_launch_sizes_(a->varlen, &a->q, &a->k);
@@ -556,7 +591,7 @@ static fa_status launch(fa_module *m, int i, const fa_forward_args *a, CUdevicep
   fa_param p[FA_BACKWARD_MAX_PARAMS];
   fa_param_values v;
   int n = 0;
-  fa_forward_params(in, a, lse, ws, p, &n);
+  fa_forward_params_(in, a, lse, ws, lists, p, &n);
   fa_param_values_(p, n, &v);
   CUresult r = m->ctx->cu.LaunchKernel(m->fns[i], grid[0], grid[1], grid[2],
                                        (unsigned)in->threads, 1, 1, (unsigned)in->smem_bytes,
@@ -574,7 +609,7 @@ static fa_status launch(fa_module *m, int i, const fa_forward_args *a, CUdevicep
 fa_status fa_forward(fa_module *mod, const fa_forward_args *args) {
   if (!mod) return FA_ERR_NULL_POINTER;
   fa_status st = fa_forward_check(&mod->info, args, mod->errmsg, sizeof mod->errmsg);
-  if (st != FA_OK) return st;
+  if (st != FA_OK || (st = fa_blocks_of_module_(mod, args->blocks))) return st;
   int ki = forward_kernel(mod, args);
   if (ki < 0) return FA_ERR_UNSUPPORTED;
   const fa_kernel_info *in = &mod->kernels[ki];
@@ -594,10 +629,19 @@ fa_status fa_forward(fa_module *mod, const fa_forward_args *args) {
   if ((st = push(c, mod->errmsg, sizeof mod->errmsg)) != FA_OK) return st;
   st = fa_varlen_check_device_(mod, in, args->varlen, &args->q, &args->k, args->stream);
   if (st == FA_OK) st = ensure_scratch(mod, lse_bytes + ws_bytes);
+  /* The lists the kernel visits: the caller's fa_blocks, or built here
+   * (the classifier first on the same stream). */
+  fa_block_lists lists = fa_visited_lists_(in, args->blocks, sz);
+  if (st == FA_OK && in->block_list[0] && !args->blocks) {
+    const char *name = in->block_list;
+    fa_blocks_args ba = {sz.batch, sz.seqlen_q, sz.seqlen_k, args->inputs, args->num_inputs,
+                         args->stream};
+    st = fa_blocks_build_(mod, &name, 1, &ba, &lists);
+  }
   if (st == FA_OK) {
     CUdeviceptr lse = args->lse ? devptr(args->lse) : mod->scratch;
     CUdeviceptr ws = ws_bytes ? mod->scratch + lse_bytes : 0;
-    st = launch(mod, ki, args, lse, ws);
+    st = launch(mod, ki, args, lse, ws, &lists);
   }
   pop(c);
   return st;
@@ -608,6 +652,34 @@ fa_status fa_forward(fa_module *mod, const fa_forward_args *args) {
 fa_status fa_module_enter_(fa_module *m) { return push(m->ctx, m->errmsg, sizeof m->errmsg); }
 
 void fa_module_leave_(fa_module *m) { pop(m->ctx); }
+
+uint64_t fa_module_serial_(const fa_module *m) { return m->serial; }
+
+fa_status fa_module_lists_scratch_(fa_module *m, size_t bytes, uint64_t *base) {
+  fa_status st = grow(m, &m->lists, &m->lists_bytes, bytes, "block lists scratch");
+  *base = (uint64_t)m->lists;
+  return st;
+}
+
+fa_status fa_module_alloc_(fa_module *m, size_t bytes, uint64_t *addr) {
+  CUdeviceptr p = 0;
+  fa_status st = alloc(m, bytes, &p, "block lists");
+  *addr = (uint64_t)p;
+  return st;
+}
+
+fa_context *fa_module_context_(fa_module *m) { return m->ctx; }
+
+void fa_context_retain_(fa_context *c) { atomic_fetch_add(&c->refs, 1); }
+
+void fa_context_release_(fa_context *c) { context_unref(c); }
+
+void fa_context_free_mem_(fa_context *c, uint64_t addr) {
+  char msg[256];
+  if (!addr || push(c, msg, sizeof msg) != FA_OK) return;
+  c->cu.MemFree((CUdeviceptr)addr);
+  pop(c);
+}
 
 fa_status fa_module_scratch_(fa_module *m, size_t bytes, uint64_t *base) {
   fa_status st = ensure_scratch(m, bytes);

@@ -36,6 +36,11 @@ int fa_varlen_meta_conflict_(const fa_kernel_info *in, char *why, size_t len) {
            "their lengths in cache_seqlens)");
     return -1;
   }
+  if (in->mode == FA_MODE_BLOCKS || in->block_list[0]) {
+    fa_fmt(why, len, "varlen is not valid with %s (block lists are for padded batches)",
+           in->mode == FA_MODE_BLOCKS ? "mode blocks" : "block_list");
+    return -1;
+  }
   if (in->dropout_torch) {
     fa_fmt(why, len, "varlen is not valid with dropout_mask torch (flashc's exact mask only: "
            "element (b, h, q, k) of sequence b at its own positions)");

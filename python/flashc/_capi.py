@@ -48,7 +48,8 @@ class KernelInfo(ctypes.Structure):
                 ("dropout_of", ctypes.c_char * FA_NAME_MAX), ("dropout_torch", ctypes.c_int),
                 ("ninputs", ctypes.c_int), ("inputs", InputInfo * MAX_INPUTS),
                 ("require_q_le_k", ctypes.c_int), ("require_k_le_q", ctypes.c_int),
-                ("varlen", ctypes.c_int)]
+                ("varlen", ctypes.c_int), ("blocks", ctypes.c_int), ("list_heads", ctypes.c_int),
+                ("block_list", ctypes.c_char * FA_NAME_MAX)]
 
 
 class Tensor(ctypes.Structure):
@@ -71,12 +72,30 @@ class Varlen(ctypes.Structure):
                 ("max_seqlen_k", ctypes.c_int64)]
 
 
+class BlockLists(ctypes.Structure):
+    """fa_block_lists: one classifier's lists (docs/abi.md, "Block lists"):
+    blk_list int32 [batch, list_heads, row_tiles, list_len] and blk_count int32
+    [batch, list_heads, row_tiles] in device memory, strides in elements."""
+    _fields_ = [("kernel", ctypes.c_int), ("list", ctypes.c_void_p), ("count", ctypes.c_void_p),
+                ("list_dim", ctypes.c_int64 * 4), ("list_stride", ctypes.c_int64 * 4),
+                ("count_dim", ctypes.c_int64 * 3), ("count_stride", ctypes.c_int64 * 3)]
+
+
+class BlocksArgs(ctypes.Structure):
+    """fa_blocks_args: the sizes and run-time inputs of the launches an
+    fa_blocks is built for."""
+    _fields_ = [("batch", ctypes.c_int64), ("seqlen_q", ctypes.c_int64),
+                ("seqlen_k", ctypes.c_int64), ("inputs", ctypes.POINTER(Input)),
+                ("num_inputs", ctypes.c_int), ("stream", ctypes.c_void_p)]
+
+
 _DROPOUT_FIELDS = [("dropout_p", ctypes.c_double), ("seed", ctypes.c_uint64),
                    ("offset", ctypes.c_uint64)]
 # the last fields of fa_forward_args, fa_backward_args and fa_decode_args
 _INPUT_FIELDS = [("inputs", ctypes.POINTER(Input)), ("num_inputs", ctypes.c_int)]
-# after them in fa_forward_args and fa_backward_args
-_VARLEN_FIELDS = [("varlen", ctypes.POINTER(Varlen))]
+# after them in fa_forward_args and fa_backward_args: a varlen launch's
+# sequences, then the block lists given (an fa_blocks handle)
+_VARLEN_FIELDS = [("varlen", ctypes.POINTER(Varlen)), ("blocks", ctypes.c_void_p)]
 
 
 class ForwardArgs(ctypes.Structure):
@@ -108,9 +127,10 @@ class JitOptions(ctypes.Structure):
                 ("filename", ctypes.c_char_p), ("stats", ctypes.c_void_p)]
 
 
-MODES = ["forward", "backward", "decode"]
+MODES = ["forward", "backward", "decode", "blocks"]
 GRIDS = ["q_tiles,heads,batch", "1,heads,batch", "splits,kv_heads,batch",
-         "k_tiles,kv_heads,batch"]
+         "k_tiles,kv_heads,batch", "row_tiles,list_heads,batch"]
+ORIENTS = [None, "rows", "cols"]  # fa_blocks_orient
 DTYPES = ["f16", "bf16", "f32", "i32"]
 MASKS = ["none", "causal", "window", "expr"]
 ROLES = ["none", "pre", "main", "kv", "q", "post", "dv"]
@@ -133,7 +153,11 @@ def info_dict(k):
             "inputs": [input_tuple(k.inputs[i]) for i in range(k.ninputs)],
             "requires": [r for r, on in (("seqlen_q<=seqlen_k", k.require_q_le_k),
                                          ("seqlen_k<=seqlen_q", k.require_k_le_q)) if on],
-            "layout": "varlen" if k.varlen else "padded"}
+            "layout": "varlen" if k.varlen else "padded",
+            # block lists: a classifier's (mode blocks) orientation and list_heads,
+            # or a visiting kernel's classifier (block_list) and its
+            "blocks": ORIENTS[k.blocks] if 0 <= k.blocks < 3 else k.blocks,
+            "list_heads": k.list_heads, "block_list": k.block_list.decode()}
 
 
 def input_tuple(x):
@@ -248,6 +272,14 @@ def declare(lib):
         "fa_decode_last_nsplit": (I, [P]),
         "fa_decode_last_kernel": (ctypes.c_char_p, [P]),
         "fa_dropout_mask": (I, [KI, ctypes.c_double, U64, U64, I64, I64, I64, P]),
+        "fa_block_lists_shape": (I, [KI, I64, I64, I64, ctypes.POINTER(BlockLists)]),
+        "fa_blocks_check": (I, [KI, ctypes.POINTER(BlocksArgs), ctypes.c_char_p, S]),
+        "fa_blocks_params": (I, [KI, ctypes.POINTER(BlocksArgs), ctypes.POINTER(BlockLists), P,
+                                 ctypes.POINTER(I)]),
+        "fa_blocks_create": (I, [P, ctypes.POINTER(BlocksArgs), ctypes.POINTER(P)]),
+        "fa_blocks_destroy": (None, [P]),
+        "fa_blocks_count": (I, [P]),
+        "fa_blocks_lists": (I, [P, I, ctypes.POINTER(BlockLists)]),
         "fa_status_string": (ctypes.c_char_p, [I]),
         "fa_meta_parse_module": (I, [ctypes.c_char_p, S, ctypes.POINTER(KernelInfo),
                                      ctypes.POINTER(I), ctypes.c_char_p, S]),

@@ -12,16 +12,18 @@ for name, cls in (("fa_kernel_info", _capi.KernelInfo), ("fa_decode_info", _capi
                   ("fa_jit_options", _capi.JitOptions), ("fa_tensor", _capi.Tensor),
                   ("fa_forward_args", _capi.ForwardArgs), ("fa_backward_args", _capi.BackwardArgs),
                   ("fa_decode_args", _capi.DecodeArgs), ("fa_input_info", _capi.InputInfo),
-                  ("fa_input", _capi.Input), ("fa_varlen", _capi.Varlen)):
+                  ("fa_input", _capi.Input), ("fa_varlen", _capi.Varlen),
+                  ("fa_block_lists", _capi.BlockLists), ("fa_blocks_args", _capi.BlocksArgs)):
     py = ctypes.sizeof(cls)
     print(f"{name}: C {c_sizes[name]} ctypes {py} {'same' if int(c_sizes[name]) == py else 'DIFFER'}")
 structs = {"fa_kernel_info": _capi.KernelInfo, "fa_input": _capi.Input,
            "fa_forward_args": _capi.ForwardArgs, "fa_backward_args": _capi.BackwardArgs,
-           "fa_decode_args": _capi.DecodeArgs, "fa_varlen": _capi.Varlen}
+           "fa_decode_args": _capi.DecodeArgs, "fa_varlen": _capi.Varlen,
+           "fa_block_lists": _capi.BlockLists, "fa_blocks_args": _capi.BlocksArgs}
 offsets = [k for k in c_sizes if "." in k]
 differ = [k for k in offsets
           if getattr(structs[k.split(".")[0]], k.split(".")[1]).offset != int(c_sizes[k])]
-print(f"offsets of the input and varlen fields: {len(offsets)} checked, "
+print(f"offsets of the input, varlen and block-list fields: {len(offsets)} checked, "
       f"{differ or 'all same'}")
 
 m = flashc.compile("attention a { dtype = bf16; head_dim = 64; heads = 8; kv_heads = 2; "

@@ -23,9 +23,17 @@ int main(void) {
          offsetof(fa_decode_args, num_inputs));
   /* variable-length batches (docs/abi.md): fa_varlen and the fields that hold it */
   printf(",fa_kernel_info.varlen=%zu,fa_forward_args.varlen=%zu,fa_backward_args.varlen=%zu,"
-         "fa_varlen.num_seqs=%zu,fa_varlen.max_seqlen_q=%zu,fa_varlen.max_seqlen_k=%zu\n",
+         "fa_varlen.num_seqs=%zu,fa_varlen.max_seqlen_q=%zu,fa_varlen.max_seqlen_k=%zu",
          offsetof(fa_kernel_info, varlen), offsetof(fa_forward_args, varlen),
          offsetof(fa_backward_args, varlen), offsetof(fa_varlen, num_seqs),
          offsetof(fa_varlen, max_seqlen_q), offsetof(fa_varlen, max_seqlen_k));
+  /* block lists (docs/abi.md): fa_block_lists, fa_blocks_args and the fields that hold them */
+  printf(",fa_block_lists=%zu,fa_blocks_args=%zu,fa_kernel_info.blocks=%zu,"
+         "fa_kernel_info.block_list=%zu,fa_forward_args.blocks=%zu,fa_backward_args.blocks=%zu,"
+         "fa_block_lists.count_stride=%zu,fa_blocks_args.stream=%zu\n",
+         sizeof(fa_block_lists), sizeof(fa_blocks_args), offsetof(fa_kernel_info, blocks),
+         offsetof(fa_kernel_info, block_list), offsetof(fa_forward_args, blocks),
+         offsetof(fa_backward_args, blocks), offsetof(fa_block_lists, count_stride),
+         offsetof(fa_blocks_args, stream));
   return 0;
 }

@@ -5,7 +5,8 @@
  *       parses every kernel's block (fa_meta_parse_module) and prints one
  *       line a kernel: index, name, mode, role, forward, grid, tile_q,
  *       tile_kv, threads, smem_bytes (and dropout P, dropout_of NAME, the
- *       run-time inputs' names, the requires and layout varlen where given)
+ *       run-time inputs' names, the requires, layout varlen, a classifier's blocks
+ *       ORIENT N and a visiting kernel's block_list NAME (ORIENT N) where given)
  *   flashc-rt-backward check FILE [--batch=N] [--sq=N] [--sk=N] [--info=I] [--params]
  *                      [--cu_q=LIST] [--cu_k=LIST] [MOD...]
  *       builds a valid backward launch for FILE's kernels (contiguous
@@ -60,8 +61,10 @@ static int usage(void) {
 }
 
 static const char *const grids[] = {"q_tiles,heads,batch", "1,heads,batch",
-                                    "splits,kv_heads,batch", "k_tiles,kv_heads,batch"};
-static const char *const modes[] = {"forward", "backward", "decode"};
+                                    "splits,kv_heads,batch", "k_tiles,kv_heads,batch",
+                                    "row_tiles,list_heads,batch"};
+static const char *const modes[] = {"forward", "backward", "decode", "blocks"};
+static const char *const orients[] = {"none", "rows", "cols"};
 
 /* Every kernel of FILE (after the edits of argv) into k[], *n. */
 static int load(const char *path, int argc, char **argv, fa_kernel_info *k, int *n) {
@@ -82,8 +85,8 @@ static int cmd_meta(int argc, char **argv) {
   printf("kernels %d\n", n);
   for (int i = 0; i < n; i++) {
     printf("%d %s mode %s role %s forward %s grid %s tile_q %d tile_kv %d threads %d smem %d", i,
-           k[i].kernel, modes[k[i].mode % 3], fa_role_name(k[i].role),
-           k[i].forward[0] ? k[i].forward : "-", grids[k[i].grid & 3], k[i].tile_q, k[i].tile_kv,
+           k[i].kernel, modes[k[i].mode % 4], fa_role_name(k[i].role),
+           k[i].forward[0] ? k[i].forward : "-", grids[k[i].grid % 5], k[i].tile_q, k[i].tile_kv,
            k[i].threads, k[i].smem_bytes);
     if (k[i].dropout > 0) printf(" dropout %g", k[i].dropout);
     if (k[i].dropout_of[0]) printf(" dropout_of %s", k[i].dropout_of);
@@ -95,6 +98,11 @@ static int cmd_meta(int argc, char **argv) {
     if (k[i].require_q_le_k) printf(" require seqlen_q<=seqlen_k");
     if (k[i].require_k_le_q) printf(" require seqlen_k<=seqlen_q");
     if (k[i].varlen) printf(" layout varlen");
+    if (k[i].mode == FA_MODE_BLOCKS)
+      printf(" blocks %s %d", orients[k[i].blocks % 3], k[i].list_heads);
+    if (k[i].block_list[0])
+      printf(" block_list %s (%s %d)", k[i].block_list, orients[k[i].blocks % 3],
+             k[i].list_heads);
     printf("\n");
   }
   return 0;
