@@ -8,6 +8,8 @@ torch tensors, and train through them (docs/python.md).
     out, lse = m.forward(q, k, v); dq, dk, dv = m.backward(dout, q, k, v, out, lse)
     out = m.decode(q, k_cache, v_cache, cache_seqlens, block_table)
     out = flashc.attention(q, k, v, m, cu_seqlens_q=cu, cu_seqlens_k=cu)  # varlen = true: packed
+    b = flashc.blocks(q, k, m, inputs={"doc": doc})  # block lists built once (run-time masks)
+    out = flashc.attention(q, k, v, m, inputs={"doc": doc}, blocks=b)
 
 compile() goes through libflashc_jit.so (the compiler and the runtime in one
 library; LLVM/MLIR 22 where it compiles) and its kernel cache. A spec with
@@ -20,10 +22,10 @@ import ctypes
 import os
 
 from . import _capi
-from .runtime import FlashcError, Module, load, load_bundle, module_of
+from .runtime import Blocks, FlashcError, Module, load, load_bundle, module_of
 
-__all__ = ["compile", "load", "load_bundle", "attention", "Module", "CompiledModule",
-           "CompileError", "FlashcError"]
+__all__ = ["compile", "load", "load_bundle", "attention", "blocks", "Module", "CompiledModule",
+           "Blocks", "CompileError", "FlashcError"]
 __version__ = "0.1.0"
 
 
@@ -41,9 +43,23 @@ def attention(q, k, v, module, **kw):
     """Attention through `module`'s kernels as a differentiable torch op
     (flashc.ops.attention: layout, dropout_p, backward_mode, return_lse,
     inputs, and cu_seqlens_q / cu_seqlens_k / max_seqlen_q / max_seqlen_k
-    for a varlen module's packed sequences)."""
+    for a varlen module's packed sequences, blocks: lists built once by
+    flashc.blocks)."""
     from . import ops
     return ops.attention(q, k, v, module, **kw)
+
+
+def blocks(q, k, module, *, layout="bshd", inputs=None):
+    """module's block lists (docs/abi.md, "Block lists") for attention launches
+    on q and k (their sizes and device, in `layout` as attention takes them;
+    no data is read) with run-time inputs `inputs`, built once: a Blocks to
+    pass as attention(blocks=) while the inputs keep their values
+    (Module.blocks)."""
+    if layout not in ("bshd", "bhsd"):
+        raise ValueError(f"flashc: layout must be 'bshd' or 'bhsd', got {layout!r}")
+    if layout == "bhsd":
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+    return module.blocks(q, k, inputs=inputs)
 
 
 def _lib():

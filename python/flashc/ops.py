@@ -8,11 +8,11 @@ Three operators, defined once per process when this module is imported:
     flashc::fwd(q, k, v, module, dropout_p, bwd_mode=0, input_names=None,
                 input_tensors=None, scalar_names=None, scalar_values=[],
                 cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0,
-                max_seqlen_k=0) -> (out, lse, rng)
+                max_seqlen_k=0, blocks=0) -> (out, lse, rng)
     flashc::bwd(dout, q, k, v, out, lse, rng, module, dropout_p, mode, input_names=None,
                 input_tensors=None, scalar_names=None, scalar_values=[],
                 cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0,
-                max_seqlen_k=0) -> (dq, dk, dv)
+                max_seqlen_k=0, blocks=0) -> (dq, dk, dv)
     flashc::decode(q, k_cache, v_cache, cache_seqlens, block_table?, module, nsplit,
                    input_names=None, input_tensors=None, scalar_names=None,
                    scalar_values=[]) -> (out, lse)
@@ -43,6 +43,13 @@ sums, which then also spares the runtime its own read of them). out is
 q, k, v; fwd saves the prefix sums for bwd. The fakes read the shapes alone,
 so a varlen op traces under torch.compile like a padded one.
 
+Block lists (a module whose mask reads run-time tensors has classifier
+kernels; docs/abi.md "Block lists"): without `blocks`, each launch builds the
+lists it needs; attention(blocks=flashc.blocks(...)) reuses lists built once,
+passed to the ops as the Blocks' id (0: none; like `module`, an op cannot take
+the object). fwd's autograd keeps the Blocks alive and gives the same id to
+bwd, so the backward of that forward reuses them too.
+
 Dropout draws (seed, offset) from torch's CUDA generator of q's device as
 SDPA's flash backend does (seed = initial_seed, offset advanced by
 batch * heads * 32), so a spec with `dropout_mask = torch` reproduces SDPA's
@@ -60,7 +67,7 @@ _TAGS = (torch.Tag.nondeterministic_seeded,)
 _INPUTS = ("str[]? input_names=None, Tensor[]? input_tensors=None, str[]? scalar_names=None, "
            "float[] scalar_values=[]")
 _VARLEN = ("Tensor? cu_seqlens_q=None, Tensor? cu_seqlens_k=None, int max_seqlen_q=0, "
-           "int max_seqlen_k=0")
+           "int max_seqlen_k=0, int blocks=0")
 _lib.define("fwd(Tensor q, Tensor k, Tensor v, int module, float dropout_p, int bwd_mode=0, "
             f"{_INPUTS}, {_VARLEN}) -> (Tensor out, Tensor lse, Tensor rng)", tags=_TAGS)
 _lib.define("bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor rng, "
@@ -90,6 +97,17 @@ def _out_shapes(q, m):
         return (total, h, m.info["v_head_dim"]), (h, total)
     b, sq, h = q.shape[0], q.shape[1], q.shape[2]
     return (b, sq, h, m.info["v_head_dim"]), (b, h, sq)
+
+
+def _blocks(blocks_id):
+    """The Blocks an op's blocks id names (0: None)."""
+    if not blocks_id:
+        return None
+    b = runtime._blocks_by_id.get(blocks_id)
+    if b is None:
+        raise ValueError(f"flashc: no Blocks with id {blocks_id} in this process (closed or "
+                         "collected: keep it alive while launches use it)")
+    return b
 
 
 def _varlen(q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
@@ -139,7 +157,7 @@ def _inputs(input_names, input_tensors, scalar_names, scalar_values):
 
 def _fwd_cuda(q, k, v, module, dropout_p, bwd_mode=0, input_names=None, input_tensors=None,
               scalar_names=None, scalar_values=(), cu_seqlens_q=None, cu_seqlens_k=None,
-              max_seqlen_q=0, max_seqlen_k=0):
+              max_seqlen_q=0, max_seqlen_k=0, blocks=0):
     m = _module(module)
     inputs = _inputs(input_names, input_tensors, scalar_names, scalar_values)
     varlen = _varlen(q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
@@ -148,7 +166,7 @@ def _fwd_cuda(q, k, v, module, dropout_p, bwd_mode=0, input_names=None, input_te
     lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
     seed, offset = _draw_rng(q, dropout_p, varlen)
     m.on(q).forward(q, k, v, out, lse, dropout_p=dropout_p, seed=seed, offset=offset,
-                    inputs=inputs, varlen=varlen)
+                    inputs=inputs, varlen=varlen, blocks=_blocks(blocks))
     # int64 holds the u64 seed's bits
     rng = torch.tensor([seed - _U64 if seed >= 1 << 63 else seed, offset], dtype=torch.int64)
     return out, lse, rng
@@ -160,7 +178,7 @@ _lib.impl("fwd", _fwd_cuda, "CUDA")
 @torch.library.register_fake("flashc::fwd")
 def _fwd_fake(q, k, v, module, dropout_p, bwd_mode=0, input_names=None, input_tensors=None,
               scalar_names=None, scalar_values=(), cu_seqlens_q=None, cu_seqlens_k=None,
-              max_seqlen_q=0, max_seqlen_k=0):
+              max_seqlen_q=0, max_seqlen_k=0, blocks=0):
     m = _module(module)
     out_shape, lse_shape = _out_shapes(q, m)
     return (q.new_empty(out_shape), q.new_empty(lse_shape, dtype=torch.float32),
@@ -169,7 +187,7 @@ def _fwd_fake(q, k, v, module, dropout_p, bwd_mode=0, input_names=None, input_te
 
 def _bwd_cuda(dout, q, k, v, out, lse, rng, module, dropout_p, mode, input_names=None,
               input_tensors=None, scalar_names=None, scalar_values=(), cu_seqlens_q=None,
-              cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0):
+              cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, blocks=0):
     m = _module(module)
     inputs = _inputs(input_names, input_tensors, scalar_names, scalar_values)
     # autograd may hand a broadcast or strided gradient (e.g. of out.sum()):
@@ -180,7 +198,8 @@ def _bwd_cuda(dout, q, k, v, out, lse, rng, module, dropout_p, mode, input_names
     dq, dk, dv = m.backward(dout, q, k, v, out, lse, mode=mode, dropout_p=dropout_p,
                             seed=seed % _U64, offset=offset, inputs=inputs,
                             cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                            max_seqlen_q=max_seqlen_q or None, max_seqlen_k=max_seqlen_k or None)
+                            max_seqlen_q=max_seqlen_q or None, max_seqlen_k=max_seqlen_k or None,
+                            blocks=_blocks(blocks))
     return dq, dk, dv
 
 
@@ -190,7 +209,7 @@ _lib.impl("bwd", _bwd_cuda, "CUDA")
 @torch.library.register_fake("flashc::bwd")
 def _bwd_fake(dout, q, k, v, out, lse, rng, module, dropout_p, mode, input_names=None,
               input_tensors=None, scalar_names=None, scalar_values=(), cu_seqlens_q=None,
-              cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0):
+              cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, blocks=0):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
@@ -213,10 +232,10 @@ def _decode_fake(q, k_cache, v_cache, cache_seqlens, block_table, module, nsplit
 
 
 def _setup_context(ctx, inputs, output):
-    # all fourteen arguments: torch fills in the defaults the call left out
+    # all fifteen arguments: torch fills in the defaults the call left out
     q, k, v, module, dropout_p, bwd_mode = inputs[:6]
     input_names, input_tensors, scalar_names, scalar_values = inputs[6:10]
-    cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k = inputs[10:14]
+    cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, blocks = inputs[10:15]
     out, lse, rng = output
     # the varlen launch's prefix sums after the run-time inputs' tensors
     cu = tuple(t for t in (cu_seqlens_q, cu_seqlens_k) if t is not None)
@@ -225,6 +244,8 @@ def _setup_context(ctx, inputs, output):
     ctx.input_names, ctx.scalar_names = input_names, scalar_names
     ctx.scalar_values = list(scalar_values)
     ctx.ncu, ctx.max_seqlen_q, ctx.max_seqlen_k = len(cu), max_seqlen_q, max_seqlen_k
+    # the forward's Blocks serve its backward: held here until then
+    ctx.blocks, ctx.blocks_obj = blocks, _blocks(blocks)
     ctx.mark_non_differentiable(lse, rng)
 
 
@@ -236,11 +257,13 @@ def _backward(ctx, dout, dlse, drng):
     varlen = dict(zip(("cu_seqlens_q", "cu_seqlens_k"), cu))
     if varlen:
         varlen.update(max_seqlen_q=ctx.max_seqlen_q, max_seqlen_k=ctx.max_seqlen_k)
+    if ctx.blocks:
+        varlen["blocks"] = ctx.blocks
     dq, dk, dv = torch.ops.flashc.bwd(dout, q, k, v, out, lse, rng, ctx.module, ctx.dropout_p,
                                       ctx.mode, ctx.input_names, input_tensors, ctx.scalar_names,
                                       ctx.scalar_values, **varlen)
-    # module, dropout_p, bwd_mode, the run-time inputs and the varlen
-    # arguments get no gradient (a learned bias's is not computed). One per argument the call passed, in
+    # module, dropout_p, bwd_mode, the run-time inputs, the varlen
+    # arguments and blocks get no gradient (a learned bias's is not computed). One per argument the call passed, in
     # its structure: needs_input_grad has that shape, a list where autograd
     # sees one (a list of tensors, and an empty list of anything); the
     # dispatcher drops trailing arguments equal to their defaults, so it may
@@ -297,7 +320,7 @@ def _varlen_kwargs(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, layou
 
 def attention(q, k, v, module, *, layout="bshd", dropout_p=0.0, backward_mode="auto",
               return_lse=False, inputs=None, cu_seqlens_q=None, cu_seqlens_k=None,
-              max_seqlen_q=None, max_seqlen_k=None):
+              max_seqlen_q=None, max_seqlen_k=None, blocks=None):
     """Attention of q, k, v through `module` (a flashc.Module compiled from a
     spec; its heads, kv_heads, head dims, dtype, mask, score modifier and
     scale), differentiable when the module has `grad = true`.
@@ -315,7 +338,11 @@ def attention(q, k, v, module, *, layout="bshd", dropout_p=0.0, backward_mode="a
     q's device, the prefix sums of the lengths) and max_seqlen_q,
     max_seqlen_k (ints; None: computed at the launch from a host copy of the
     prefix sums); layout "bshd", no dropout. out is [total_q, heads,
-    v_head_dim] (lse [heads, total_q]); the gradients are packed like q, k, v."""
+    v_head_dim] (lse [heads, total_q]); the gradients are packed like q, k, v.
+    blocks: the module's block lists for these sizes and inputs, built once
+    (flashc.blocks / Module.blocks; docs/abi.md "Block lists"), reused by
+    this launch and its backward; None: each launch builds the lists its
+    kernels visit."""
     if layout not in ("bshd", "bhsd"):
         raise ValueError(f"flashc: layout must be 'bshd' or 'bhsd', got {layout!r}")
     if not 0.0 <= dropout_p < 1.0:
@@ -329,6 +356,11 @@ def attention(q, k, v, module, *, layout="bshd", dropout_p=0.0, backward_mode="a
     if layout == "bhsd":
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
     extra = _split_inputs(inputs) if inputs else ()  # none: the op as without inputs
+    if blocks is not None:
+        if not isinstance(blocks, runtime.Blocks):
+            raise TypeError(f"flashc: blocks must be a flashc Blocks (flashc.blocks), got "
+                            f"{type(blocks).__name__}")
+        varlen = dict(varlen, blocks=blocks.id)
     out, lse, _ = fwd(q, k, v, module.id, float(dropout_p), runtime.BACKWARD_MODES[backward_mode],
                       *extra, **varlen)
     if layout == "bhsd":

@@ -6,6 +6,8 @@
     out = mod.decode(q, k_cache, v_cache, cache_seqlens, block_table=None)
     out, lse = mod.forward(q, k, v, inputs={"doc": doc_ids, "softcap": 30.0})  # run-time inputs
     out, lse = mod.forward(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)  # varlen: q [total_q, h, d]
+    b = mod.blocks(q, k, inputs={"doc": doc_ids})  # block lists built once (docs/abi.md)
+    out, lse = mod.forward(q, k, v, inputs={"doc": doc_ids}, blocks=b)
 
 Module holds the image (PTX with its metadata, or a cubin with the metadata
 text beside it) and is loaded on a GPU the first time a launch needs it there
@@ -20,11 +22,12 @@ import hashlib
 import itertools
 import os
 import threading
+import weakref
 
 from . import _capi
 
 __all__ = ["FlashcError", "Module", "load", "load_bundle", "tensor_desc", "input_array",
-           "LoadedModule", "VarlenBatch"]
+           "LoadedModule", "VarlenBatch", "Blocks"]
 
 BACKWARD_MODES = {"auto": 0, "deterministic": 1, "atomic": 2}
 
@@ -257,12 +260,32 @@ def _set_varlen(a, varlen):
     a._varlen = (v, varlen)
 
 
+def _set_blocks(a, blocks, device):
+    """Points args a at blocks' fa_blocks (None: the launch builds the lists
+    it needs), kept alive in a._blocks. What the C struct cannot tell is
+    checked here: a Blocks, not closed, made on the launch's device."""
+    if blocks is None:
+        a.blocks = None
+        return
+    if not isinstance(blocks, Blocks):
+        raise TypeError(f"flashc: blocks must be a flashc Blocks (Module.blocks), got "
+                        f"{type(blocks).__name__}")
+    if not blocks.handle:
+        raise _error("FA_ERR_INVALID_ARGUMENT", "blocks: this Blocks was closed")
+    if blocks.device != device:
+        raise _error("FA_ERR_INVALID_ARGUMENT", f"blocks were built on {blocks.device}, the "
+                     f"launch's tensors are on {device}")
+    a.blocks = blocks.handle.value
+    a._blocks = blocks
+
+
 def forward_args(info, q, k, v, o, lse=None, stream=None, dropout_p=0.0, seed=0, offset=0,
-                 inputs=None, varlen=None):
+                 inputs=None, varlen=None, blocks=None):
     """The ForwardArgs (fa_forward_args) of a launch of kernel `info` (a
     KernelInfo: whose run-time inputs `inputs` binds) on torch tensors;
     varlen: a VarlenBatch for a varlen kernel, whose q, k, v, o are then
-    packed [total, heads, head_dim]."""
+    packed [total, heads, head_dim]; blocks: a Blocks of the module for
+    these sizes and inputs (None: the launch builds its block lists)."""
     a = _capi.ForwardArgs()
     packed = varlen is not None
     a.q, a.k, a.v, a.o = (tensor_desc(t, packed) for t in (q, k, v, o))
@@ -271,11 +294,12 @@ def forward_args(info, q, k, v, o, lse=None, stream=None, dropout_p=0.0, seed=0,
     a.dropout_p, a.seed, a.offset = dropout_p, seed, offset
     _set_inputs(a, info, inputs, q)
     _set_varlen(a, varlen)
+    _set_blocks(a, blocks, q.device)
     return a
 
 
 def backward_args(info, q, k, v, o, lse, dout, dq, dk, dv, mode=0, workspace=None, stream=None,
-                  dropout_p=0.0, seed=0, offset=0, inputs=None, varlen=None):
+                  dropout_p=0.0, seed=0, offset=0, inputs=None, varlen=None, blocks=None):
     """The BackwardArgs (fa_backward_args) of a launch, as forward_args."""
     a = _capi.BackwardArgs()
     packed = varlen is not None
@@ -289,6 +313,25 @@ def backward_args(info, q, k, v, o, lse, dout, dq, dk, dv, mode=0, workspace=Non
     a.dropout_p, a.seed, a.offset = dropout_p, seed, offset
     _set_inputs(a, info, inputs, q)
     _set_varlen(a, varlen)
+    _set_blocks(a, blocks, q.device)
+    return a
+
+
+def blocks_args(info, batch, seqlen_q, seqlen_k, inputs=None, device=None, stream=None):
+    """The BlocksArgs (fa_blocks_args) of lists for launches of (batch,
+    seqlen_q, seqlen_k) on `device`, whose run-time inputs (declared by
+    `info`, a KernelInfo of the module) `inputs` binds; stream: the
+    caller's, else torch's current stream of the device."""
+    for name, n in (("batch", batch), ("seqlen_q", seqlen_q), ("seqlen_k", seqlen_k)):
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise TypeError(f"flashc: {name} must be an int, got {type(n).__name__}")
+    a = _capi.BlocksArgs()
+    a.batch, a.seqlen_q, a.seqlen_k = batch, seqlen_q, seqlen_k
+    arr, n, keep = input_array(info, inputs, device)
+    a.inputs = ctypes.cast(arr, ctypes.POINTER(_capi.Input)) if arr is not None else None
+    a.num_inputs = n
+    a._keep = (arr, keep)
+    a.stream = _device_stream(device, stream)
     return a
 
 
@@ -322,6 +365,11 @@ _raw_stream = None
 def _stream(t, stream):
     """The stream to launch on: the caller's, else torch's current stream of
     t's device (its raw handle, without making a torch.cuda.Stream)."""
+    return _device_stream(t.device, stream)
+
+
+def _device_stream(device, stream):
+    """_stream of a torch.device."""
     global _raw_stream
     if stream is not None:
         return stream or None
@@ -329,11 +377,90 @@ def _stream(t, stream):
         torch = _torch()
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         _raw_stream = raw if raw else (lambda i: torch.cuda.current_stream(i).cuda_stream)
-    return _raw_stream(t.device.index) or None
+    return _raw_stream(getattr(device, "index", None)) or None
 
 
 def _ptr(t):
     return t.data_ptr() if t is not None else None
+
+
+_blocks_by_id = weakref.WeakValueDictionary()  # id -> Blocks: the torch ops name them by id
+
+
+class _DeviceArray:
+    """An int32 array in device memory that `owner` keeps alive, as torch
+    takes it without a copy (__cuda_array_interface__)."""
+
+    def __init__(self, owner, ptr, shape, strides):
+        self._owner = owner
+        self.__cuda_array_interface__ = {
+            "shape": tuple(shape), "typestr": "<i4", "data": (ptr or 0, False), "version": 2,
+            "strides": tuple(4 * s for s in strides)}
+
+
+class Blocks:
+    """Block lists built once (fa_blocks; docs/abi.md, "Block lists"): every
+    classifier kernel's lists of one module for launches of (batch, seqlen_q,
+    seqlen_k) with the run-time inputs' values they were built from. Give it
+    to any number of launches of that module and those sizes (forward and
+    backward: blocks=) while the inputs keep their values; build a new one
+    when they change. Made by Module.blocks / LoadedModule.blocks /
+    flashc.blocks; the lists are built on the stream given (torch's current
+    one), in order with the launches that follow on it. close() frees them
+    (after synchronizing the device); so does the garbage collector."""
+
+    def __init__(self, loaded, batch, seqlen_q, seqlen_k, inputs=None, device=None,
+                 stream=None):
+        self.lib, self.handle, self.module = loaded.lib, ctypes.c_void_p(), loaded
+        self.batch, self.seqlen_q, self.seqlen_k = batch, seqlen_q, seqlen_k
+        self.device = device
+        a = blocks_args(loaded._info0, batch, seqlen_q, seqlen_k, inputs, device, stream)
+        st = self.lib.fa_blocks_create(loaded.handle, ctypes.byref(a), ctypes.byref(self.handle))
+        if st:
+            loaded._raise(st)
+        self.inputs = dict(inputs or {})  # what the lists were built from, kept alive
+        self.id = next(_ids)
+        _blocks_by_id[self.id] = self
+
+    def __len__(self):
+        return self.lib.fa_blocks_count(self.handle) if self.handle else 0
+
+    def lists(self):
+        """The lists as torch int32 CUDA tensors (views of the handle's memory,
+        which they keep alive): a list of (classifier kernel name, blk_list
+        [batch, list_heads, row_tiles, list_len], blk_count [batch,
+        list_heads, row_tiles])."""
+        torch = _torch()
+        out = []
+        for i in range(len(self)):
+            bl = _capi.BlockLists()
+            st = self.lib.fa_blocks_lists(self.handle, i, ctypes.byref(bl))
+            if st:
+                raise FlashcError(st, f"fa_blocks_lists refused index {i}")
+            name = self.module.kernels[bl.kernel]["kernel"]
+            lst = _DeviceArray(self, bl.list, bl.list_dim, bl.list_stride)
+            cnt = _DeviceArray(self, bl.count, bl.count_dim, bl.count_stride)
+            out.append((name, torch.as_tensor(lst, device=self.device),
+                        torch.as_tensor(cnt, device=self.device)))
+        return out
+
+    def close(self):
+        """Frees the lists (fa_blocks_destroy), once launches that may still
+        read them are done (the device is synchronized first)."""
+        if self.handle:
+            try:
+                _torch().cuda.synchronize(self.device)
+            except Exception:  # no torch (a stand-in), or the process is exiting
+                pass
+            self.lib.fa_blocks_destroy(self.handle)
+            self.handle = ctypes.c_void_p()
+
+    def __del__(self):
+        self.close()
+
+    def __repr__(self):
+        return (f"<flashc Blocks of {self.module.kernels[0]['kernel']}: batch {self.batch}, "
+                f"seqlen_q {self.seqlen_q}, seqlen_k {self.seqlen_k}, {len(self)} classifiers>")
 
 
 class Context:
@@ -402,20 +529,29 @@ class LoadedModule:
         return (_capi.STATUS[st] if 0 <= st < len(_capi.STATUS) else str(st)), msg
 
     def forward_args(self, q, k, v, o, lse=None, stream=None, dropout_p=0.0, seed=0, offset=0,
-                     inputs=None, varlen=None):
+                     inputs=None, varlen=None, blocks=None):
         return forward_args(self._info0, q, k, v, o, lse, stream, dropout_p, seed, offset, inputs,
-                            varlen)
+                            varlen, blocks)
 
     def forward(self, q, k, v, o, lse=None, stream=None, dropout_p=0.0, seed=0, offset=0,
-                check=True, inputs=None, varlen=None):
+                check=True, inputs=None, varlen=None, blocks=None):
         """fa_forward into o (and lse: float32 [b, heads, seqlen_q] or None).
         inputs: the kernel's run-time inputs, a dict name -> tensor (on q's
         device) or number; varlen: a VarlenBatch for a varlen kernel, q, k,
-        v, o then packed [total, heads, d] and lse [heads, total_q]. Raises
-        FlashcError on a refused launch (check=False: returns (status name,
-        message) instead)."""
-        a = self.forward_args(q, k, v, o, lse, stream, dropout_p, seed, offset, inputs, varlen)
+        v, o then packed [total, heads, d] and lse [heads, total_q]; blocks:
+        this module's Blocks for these sizes and inputs (None: the launch
+        builds the block lists it needs). Raises FlashcError on a refused
+        launch (check=False: returns (status name, message) instead)."""
+        a = self.forward_args(q, k, v, o, lse, stream, dropout_p, seed, offset, inputs, varlen,
+                              blocks)
         return self._result(self.lib.fa_forward(self.handle, ctypes.byref(a)), check)
+
+    def blocks(self, batch, seqlen_q, seqlen_k, inputs=None, device=None, stream=None):
+        """fa_blocks_create: a Blocks of this module for launches of (batch,
+        seqlen_q, seqlen_k) with run-time inputs `inputs` (as forward's) on
+        `device` (a torch.device; the inputs' tensors are on it), built on
+        `stream` (None: torch's current stream)."""
+        return Blocks(self, batch, seqlen_q, seqlen_k, inputs, device, stream)
 
     def backward_workspace_size(self, batch, seqlen_q, seqlen_k, mode=0):
         """fa_backward_workspace_size in bytes; a varlen launch's is its
@@ -429,14 +565,15 @@ class LoadedModule:
         return n.value
 
     def backward(self, q, k, v, o, lse, dout, dq, dk, dv, mode=0, workspace=None, stream=None,
-                 dropout_p=0.0, seed=0, offset=0, inputs=None, varlen=None):
+                 dropout_p=0.0, seed=0, offset=0, inputs=None, varlen=None, blocks=None):
         """fa_backward into dq, dk, dv. mode: fa_backward_mode (0 auto, 1
         deterministic, 2 atomic); workspace: a uint8 CUDA tensor of at least
         backward_workspace_size bytes, or None for the module's own scratch;
         inputs: the forward's run-time inputs (the same values); varlen: the
-        forward's VarlenBatch (every tensor packed, lse [heads, total_q])."""
+        forward's VarlenBatch (every tensor packed, lse [heads, total_q]);
+        blocks: the forward's Blocks (or None)."""
         a = backward_args(self._info0, q, k, v, o, lse, dout, dq, dk, dv, mode, workspace, stream,
-                          dropout_p, seed, offset, inputs, varlen)
+                          dropout_p, seed, offset, inputs, varlen, blocks)
         st = self.lib.fa_backward(self.handle, ctypes.byref(a))
         if st:
             self._raise(st)
@@ -617,9 +754,27 @@ class Module:
         true`: metadata layout varlen); its launches then take cu_seqlens."""
         return self.info["layout"] == "varlen"
 
+    @property
+    def has_blocks(self):
+        """Whether the module has classifier kernels (mode blocks: a mask
+        that reads run-time tensors; docs/abi.md, "Block lists"), whose lists
+        Module.blocks builds once for many launches."""
+        return any(k["mode"] == "blocks" for k in self.kernels)
+
+    def blocks(self, q, k, inputs=None, stream=None):
+        """The block lists of launches on q [batch, seqlen_q, heads, d] and k
+        [batch, seqlen_k, kv_heads, d] (their sizes and device; no data is
+        read) with run-time inputs `inputs` (as forward's): a Blocks, built
+        now on torch's current stream (or `stream`), to pass as blocks= to
+        forward and backward launches of these sizes while the inputs keep
+        their values. A module without classifiers gives an empty one
+        (launches ignore it)."""
+        _need_4d(q=q, k=k)
+        return self.on(q).blocks(q.shape[0], q.shape[1], k.shape[1], inputs, q.device, stream)
+
     def forward(self, q, k, v, dropout_p=0.0, seed=0, offset=0, out=None, lse=None,
                 inputs=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
-                max_seqlen_k=None, host_cu_seqlens_q=None, host_cu_seqlens_k=None):
+                max_seqlen_k=None, host_cu_seqlens_q=None, host_cu_seqlens_k=None, blocks=None):
         """Forward on [batch, seqlen, heads, head_dim] tensors: returns (out,
         lse), out [b, seqlen_q, heads, v_head_dim] in q's dtype, lse float32
         [b, heads, seqlen_q]. dropout (p, seed, offset) as fa_forward_args;
@@ -633,8 +788,10 @@ class Module:
         the prefix sums, which the runtime then validates without another
         read; host_cu_seqlens_q / host_cu_seqlens_k: host copies, when the
         caller has them: VarlenBatch); out is then [total_q, heads,
-        v_head_dim] and lse [heads, total_q]. No autograd:
-        flashc.attention is the differentiable op."""
+        v_head_dim] and lse [heads, total_q]. blocks: a Blocks of this
+        module (Module.blocks) for these sizes and inputs, reused instead of
+        building the block lists again. No autograd: flashc.attention is
+        the differentiable op."""
         torch = _torch()
         varlen = _varlen_of(q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                             host_cu_seqlens_q, host_cu_seqlens_k)
@@ -649,13 +806,13 @@ class Module:
         if lse is None:
             lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
         self.on(q).forward(q, k, v, out, lse, dropout_p=dropout_p, seed=seed, offset=offset,
-                           inputs=inputs, varlen=varlen)
+                           inputs=inputs, varlen=varlen, blocks=blocks)
         return out, lse
 
     def backward(self, dout, q, k, v, out, lse, mode="auto", dropout_p=0.0, seed=0, offset=0,
                  dq=None, dk=None, dv=None, inputs=None, cu_seqlens_q=None, cu_seqlens_k=None,
                  max_seqlen_q=None, max_seqlen_k=None, host_cu_seqlens_q=None,
-                 host_cu_seqlens_k=None):
+                 host_cu_seqlens_k=None, blocks=None):
         """Backward (needs a module compiled with `grad = true`): returns (dq,
         dk, dv) shaped and strided as q, k, v. mode: "auto",
         "deterministic" or "atomic" (fa_backward_mode); the workspace comes
@@ -663,7 +820,7 @@ class Module:
         inputs (no gradient is computed for them); a varlen module's
         cu_seqlens and max_seqlens are the forward's (every tensor packed,
         lse [heads, total_q]; its workspace is the padded batch's, num_seqs
-        x max_seqlen_q)."""
+        x max_seqlen_q); blocks: the forward's Blocks, or None."""
         torch = _torch()
         varlen = _varlen_of(q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                             host_cu_seqlens_q, host_cu_seqlens_k)
@@ -681,7 +838,8 @@ class Module:
         n = m.backward_workspace_size(*sizes, code)
         ws = torch.empty(max(n, 1), dtype=torch.uint8, device=q.device)
         m.backward(q, k, v, out, lse, dout, dq, dk, dv, mode=code, workspace=ws,
-                   dropout_p=dropout_p, seed=seed, offset=offset, inputs=inputs, varlen=varlen)
+                   dropout_p=dropout_p, seed=seed, offset=offset, inputs=inputs, varlen=varlen,
+                   blocks=blocks)
         return dq, dk, dv
 
     def decode(self, q, k_cache, v_cache, cache_seqlens, block_table=None, nsplit=0,

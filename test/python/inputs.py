@@ -15,7 +15,7 @@ import sys
 import flashc
 from flashc import _capi, runtime
 
-from stand_ins import CUDA0, FAKE_DTYPES, Fake  # test/python/stand_ins.py
+from stand_ins import CUDA0, FAKE_DTYPES, Fake, verdict  # test/python/stand_ins.py
 
 runtime._DTYPE_CODES = FAKE_DTYPES  # what _dtype_code maps torch's dtypes to
 
@@ -37,18 +37,6 @@ o = Fake(base + (3 << 36), "bfloat16", B, SQ, 1, 64)
 lse = Fake(base + (4 << 36), "float32", B, 1, SQ)
 doc = Fake(base + (6 << 36), "int32", B, SK)
 GOOD = {"doc": doc, "softcap": 30.0, "win": 64}
-
-
-def verdict(check, kinfo, build):
-    """The C check's verdict on the args struct build() makes, or the
-    package's refusal while building it."""
-    try:
-        a = build()
-    except (flashc.FlashcError, TypeError) as e:
-        return f"package: {type(e).__name__}: {e}"
-    msg = ctypes.create_string_buffer(512)
-    st = check(ctypes.byref(kinfo), ctypes.byref(a), msg, len(msg))
-    return f"C: {_capi.STATUS[st]}" + (f": {msg.value.decode()}" if st else "")
 
 
 def forward(inputs, sq=SQ):

@@ -9,6 +9,7 @@ module (argv[4]: varlen_probe.ptx) takes packed [total, heads, d] tensors and
 cu_seqlens: out [total_q, heads, dv], lse [heads, total_q], gradients packed
 like q, k, v, also through autograd (the prefix sums saved for bwd); what
 cannot go with them is refused before any launch."""
+import ctypes
 import sys
 
 import torch
@@ -16,6 +17,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import flashc
 import flashc.ops
+from flashc import runtime
 
 train, decode, probe, vprobe = (flashc.load(p) for p in sys.argv[1:5])
 print("ops:", ", ".join(str(getattr(torch.ops.flashc, n).default._schema).split("(")[0]
@@ -29,6 +31,9 @@ for n in ("fwd", "bwd", "decode"):
 for n in ("fwd", "bwd"):
     args = getattr(torch.ops.flashc, n).default._schema.arguments
     print(f"{n} varlen:", [f"{a.name}={a.default_value}" for a in args if a.name in VARLEN_ARGS])
+for n in ("fwd", "bwd"):
+    args = getattr(torch.ops.flashc, n).default._schema.arguments
+    print(f"{n} blocks:", [f"{a.name}={a.default_value}" for a in args if a.name == "blocks"])
 with FakeTensorMode():
     q = torch.empty(3, 8, 77, 64, device="cuda", dtype=torch.bfloat16)   # SDPA's layout
     k = torch.empty(3, 2, 91, 64, device="cuda", dtype=torch.bfloat16)
@@ -61,6 +66,20 @@ with FakeTensorMode():
     o, l, rng = torch.ops.flashc.fwd(qp, kp, kp, probe.id, 0.0, 1, *lists)
     dq, dk, dv = torch.ops.flashc.bwd(o, qp, kp, kp, o, l, rng, probe.id, 0.0, 1, *lists)
     print("inputs: fwd out", tuple(o.shape), "bwd dk", tuple(dk.shape))
+    # block lists: a stand-in Blocks (no GPU to build one) by its id, through
+    # fwd, its autograd (which holds it for bwd) and bwd's fake
+    fb = object.__new__(runtime.Blocks)
+    fb.handle, fb.id = ctypes.c_void_p(), 1 << 40
+    runtime._blocks_by_id[fb.id] = fb
+    bq = torch.empty(2, 64, 1, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    out = flashc.attention(bq, kp, kp, probe, inputs={"doc": doc, "softcap": 30.0, "win": 3},
+                           blocks=fb)
+    out.float().sum().backward()
+    print("blocks: attention out", tuple(out.shape), "dq", tuple(bq.grad.shape))
+    try:
+        flashc.attention(qp, kp, kp, probe, blocks="lists")
+    except TypeError as e:
+        print("blocks: TypeError:", e)
     # varlen: 3 sequences, 301 queries, 1000 keys, GQA 4/2, d64; w f32 [num_seqs]
     vq = torch.empty(301, 4, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     vk = torch.empty(1000, 2, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)

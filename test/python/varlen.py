@@ -19,7 +19,7 @@ import sys
 import flashc
 from flashc import _capi, runtime
 
-from stand_ins import CUDA0, FAKE_DTYPES, Fake, reads  # test/python/stand_ins.py
+from stand_ins import CUDA0, FAKE_DTYPES, Fake, FakeTorch, reads, verdict  # test/python/stand_ins.py
 
 runtime._DTYPE_CODES = FAKE_DTYPES  # what _dtype_code maps torch's dtypes to
 
@@ -66,18 +66,6 @@ print("device:", batch(cu_seqlens_q=Fake(cu_q.addr, "int32", N + 1, device="cpu"
 print("lengths:", batch(cu_seqlens_k=Fake(cu_k.addr, "int32", N, values=CK[:-1])))
 print("max type:", batch(max_seqlen_q=2.5))
 print("host length:", batch(host_cu_seqlens_q=CQ[:-1]))
-
-
-def verdict(check, kinfo, build):
-    """The C check's verdict on the args struct build() makes, or the
-    package's refusal while building it."""
-    try:
-        a = build()
-    except (flashc.FlashcError, TypeError, ValueError) as e:
-        return f"package: {type(e).__name__}: {e}"
-    msg = ctypes.create_string_buffer(512)
-    st = check(ctypes.byref(kinfo), ctypes.byref(a), msg, len(msg))
-    return f"C: {_capi.STATUS[st]}" + (f": {msg.value.decode()}" if st else "")
 
 
 def as4d(t):
@@ -157,19 +145,6 @@ class CheckOnly:
     def fa_backward_workspace_size(self, kinfo, b, sq, sk, mode, out):
         print(f"  workspace size asked for batch {b}, seqlen_q {sq}, seqlen_k {sk}, mode {mode}")
         return lib.fa_backward_workspace_size(kinfo, b, sq, sk, mode, out)
-
-
-class FakeTorch:
-    int32, float32, uint8 = "int32", "float32", "uint8"
-
-    @staticmethod
-    def empty(shape, dtype=None, device=None):
-        shape = (shape,) if isinstance(shape, int) else tuple(shape)
-        return Fake(base + (13 << 36), dtype, *shape, device=device)
-
-    @staticmethod
-    def empty_like(t):
-        return Fake(t.addr + (1 << 35), t.dtype, *t.shape, device=t.device)
 
 
 def host_copies(a):
