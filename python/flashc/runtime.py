@@ -549,8 +549,10 @@ class LoadedModule:
     def blocks(self, batch, seqlen_q, seqlen_k, inputs=None, device=None, stream=None):
         """fa_blocks_create: a Blocks of this module for launches of (batch,
         seqlen_q, seqlen_k) with run-time inputs `inputs` (as forward's) on
-        `device` (a torch.device; the inputs' tensors are on it), built on
-        `stream` (None: torch's current stream)."""
+        `device` (a torch.device, default this module's GPU; the inputs'
+        tensors are on it), built on `stream` (None: torch's current stream)."""
+        if device is None:
+            device = _torch().device("cuda", self.ctx.device)
         return Blocks(self, batch, seqlen_q, seqlen_k, inputs, device, stream)
 
     def backward_workspace_size(self, batch, seqlen_q, seqlen_k, mode=0):
