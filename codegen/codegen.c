@@ -85,7 +85,8 @@ static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
   int hd = (int)attr_int(a, "head_dim", 0);
   const char *grad_of = attr_str(a, "grad_of", NULL);
   const char *dropout_of = attr_str(a, "dropout_of", NULL);
-  if (func_companion_of(f) && !grad_of && !dropout_of)
+  const char *blocks_of = attr_str(a, "blocks_of", NULL);
+  if (func_companion_of(f) && !grad_of && !dropout_of && !blocks_of)
     return;
   cg_strbuf_puts(sb, "// flashc.meta version 1\n");
   cg_strbuf_printf(sb, "// flashc.meta kernel %s\n", f->name);
@@ -94,6 +95,11 @@ static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
     cg_strbuf_printf(sb, "// flashc.meta role %s\n", attr_str(a, "role", ""));
     cg_strbuf_printf(sb, "// flashc.meta forward %s\n", grad_of);
   }
+  if (blocks_of) /* a block-list classifier (docs/abi.md "Block lists") */
+    cg_strbuf_printf(sb, "// flashc.meta forward %s\n// flashc.meta blocks %s %d\n", blocks_of,
+                     attr_str(a, "blocks", "rows"), (int)attr_int(a, "list_heads", 1));
+  if (attr_get(a, "block_list")) /* visits the lists that classifier writes */
+    cg_strbuf_printf(sb, "// flashc.meta block_list %s\n", attr_str(a, "block_list", ""));
   if (dropout_of) /* the forward with dropout: its own block (docs/dropout.md) */
     cg_strbuf_printf(sb, "// flashc.meta dropout_of %s\n", dropout_of);
   if (attr_get(a, "dropout")) /* takes dropout's launch arguments; the spec's p */
@@ -121,6 +127,7 @@ static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
                               strcmp(role, "dv") == 0);
   cg_strbuf_printf(sb, "// flashc.meta grid %s\n",
                    cg_meta_is_decode(f)     ? "splits,kv_heads,batch"
+                   : blocks_of              ? "row_tiles,list_heads,batch"
                    : kv_outer               ? "k_tiles,kv_heads,batch"
                    : ki->parallel_loops >= 3 ? "q_tiles,heads,batch"
                                              : "1,heads,batch");

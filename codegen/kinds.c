@@ -5,7 +5,8 @@
 
 static const LwKind *const kinds[] = {
     &lw_kind_forward,      &lw_kind_decode,         &lw_kind_combine,       &lw_kind_backward_pre,
-    &lw_kind_backward_main, &lw_kind_backward_post, &lw_kind_backward_q};
+    &lw_kind_backward_main, &lw_kind_backward_post, &lw_kind_backward_q,
+    &lw_kind_blocks};
 
 int cg_lower_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, CgTensorCore tc,
                     const char *target, CgKernelInfo *info) {

@@ -8,6 +8,7 @@
 extern const LwKind lw_kind_forward; /* kind_forward.c */
 extern const LwKind lw_kind_decode;  /* kind_decode.c */
 extern const LwKind lw_kind_combine; /* kind_combine.c */
+extern const LwKind lw_kind_blocks;  /* kind_blocks.c: block-list classifiers */
 /* kind_backward.c: the roles of a backward (docs/backward.md) */
 extern const LwKind lw_kind_backward_pre, lw_kind_backward_main, lw_kind_backward_post,
     lw_kind_backward_q;

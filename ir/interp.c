@@ -630,6 +630,72 @@ static const Op *exec_block(Interp *I, const Block *blk) {
 
 /* ------------------------------------------------------------------ entry */
 
+/* A dense NaN-poisoned tensor for argument a of kernel f (its dims
+ * resolved under f's attributes: block lists' row_tiles / list_len). */
+static bool alloc_for(const Func *f, const Value *a, const InterpSizes *sz, InterpBinding *out);
+
+/* A kernel that visits block lists (attribute block_list, docs/abi.md)
+ * and was given none: its classifier kernel (of the same module) runs
+ * first on the same bindings, into fresh NaN-poisoned lists (a read of an
+ * entry it never wrote fails the gather), and the kernel gets them in
+ * lists[0..1]. Returns 0, or -1 with err set. */
+static int run_classifier(const Func *f, const InterpBinding *bs, int nb, const InterpSizes *sz,
+                          const InterpOptions *o, char *err, size_t errlen,
+                          InterpBinding lists[2]) {
+  const char *name = attr_str(&f->attrs, "block_list", "");
+  const Func *c = NULL;
+  for (int i = 0; f->module && i < f->module->nfuncs; i++)
+    if (strcmp(f->module->funcs[i]->name, name) == 0)
+      c = f->module->funcs[i];
+  const Value *la = c ? func_arg((Func *)c, "blk_list") : NULL;
+  const Value *ca = c ? func_arg((Func *)c, "blk_count") : NULL;
+  if (!la || !ca) {
+    snprintf(err, errlen, "interp: %s: no classifier kernel '%s' with block lists", f->name, name);
+    return -1;
+  }
+  if (!alloc_for(c, la, sz, &lists[0]) || !alloc_for(c, ca, sz, &lists[1])) {
+    free(lists[0].data);
+    snprintf(err, errlen, "interp: out of memory");
+    return -1;
+  }
+  InterpBinding *all = malloc(sizeof(InterpBinding) * (size_t)(nb + 2));
+  if (!all) {
+    free(lists[0].data), free(lists[1].data);
+    snprintf(err, errlen, "interp: out of memory");
+    return -1;
+  }
+  for (int i = 0; i < nb; i++)
+    all[i] = bs[i];
+  all[nb] = lists[0], all[nb + 1] = lists[1];
+  int rc = interp_run_sizes(c, all, nb + 2, sz, o, err, errlen);
+  free(all);
+  if (rc) {
+    free(lists[0].data), free(lists[1].data);
+  }
+  return rc;
+}
+
+static int run_with_lists(const Func *f, const InterpBinding *tensors, int ntensors,
+                          const InterpSizes *sz, const InterpOptions *o, char *err,
+                          size_t errlen) {
+  InterpBinding lists[2] = {{0}};
+  if (run_classifier(f, tensors, ntensors, sz, o, err, errlen, lists))
+    return -1;
+  InterpBinding *all = malloc(sizeof(InterpBinding) * (size_t)(ntensors + 2));
+  int rc = -1;
+  if (all) {
+    for (int i = 0; i < ntensors; i++)
+      all[i] = tensors[i];
+    all[ntensors] = lists[0], all[ntensors + 1] = lists[1];
+    rc = interp_run_sizes(f, all, ntensors + 2, sz, o, err, errlen);
+  } else {
+    snprintf(err, errlen, "interp: out of memory");
+  }
+  free(all);
+  free(lists[0].data), free(lists[1].data);
+  return rc;
+}
+
 int interp_run_sizes(const Func *f, const InterpBinding *tensors, int ntensors,
                      const InterpSizes *sz, const InterpOptions *o, char *err, size_t errlen) {
   InterpOptions dflt;
@@ -644,6 +710,8 @@ int interp_run_sizes(const Func *f, const InterpBinding *tensors, int ntensors,
     interp_fail(&I, NULL, "no kernel");
     return -1;
   }
+  if (attr_get(&f->attrs, "block_list") && !find_binding(tensors, ntensors, "blk_list", &(int){0}))
+    return run_with_lists(f, tensors, ntensors, sz, o, err, errlen);
   I.sz = *sz;
   I.batch = sz->batch, I.sq = sz->seqlen_q, I.sk = sz->seqlen_k;
   if (o->br <= 0 || o->bc <= 0 || sz->batch < 0 || sz->seqlen_q < 0 || sz->seqlen_k < 0 ||
@@ -698,9 +766,15 @@ enum { MAX_BINDINGS = 64 };
 /* A shared workspace for argument a of some kernel of the module: dense,
  * NaN-poisoned, sized from a's type. */
 static bool alloc_shared(const Value *a, const InterpSizes *sz, InterpBinding *out) {
+  return alloc_for(NULL, a, sz, out);
+}
+
+static bool alloc_for(const Func *f, const Value *a, const InterpSizes *sz, InterpBinding *out) {
   InterpOptions o;
   interp_options_init(&o);
-  Interp I = {.o = &o, .sz = *sz, .batch = sz->batch, .sq = sz->seqlen_q, .sk = sz->seqlen_k};
+  Func none = {0};
+  Interp I = {.f = f ? f : &none, .o = &o, .sz = *sz, .batch = sz->batch, .sq = sz->seqlen_q,
+              .sk = sz->seqlen_k};
   size_t n = 1;
   memset(out, 0, sizeof *out);
   out->name = a->name;

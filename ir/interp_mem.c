@@ -256,6 +256,10 @@ void interp_exec_gather(Interp *I, const Op *op) {
         off += k * t->strides[i];
       }
       double x = t->data[off];
+      if (t->elem == ELEM_I32 && isnan(x)) { /* a block list's entry never written */
+        interp_fail(I, op, "reads an element never written");
+        return;
+      }
       if (tile)
         out->t[(size_t)r * cols + c] = x;
       else

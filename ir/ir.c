@@ -379,6 +379,8 @@ const char *func_companion_of(const Func *f) {
     of = attr_str(&f->attrs, "grad_of", NULL);
   if (!of)
     of = attr_str(&f->attrs, "dropout_of", NULL);
+  if (!of)
+    of = attr_str(&f->attrs, "blocks_of", NULL);
   return of ? of : attr_str(&f->attrs, "variant_of", NULL);
 }
 

@@ -80,8 +80,9 @@ static Value *named(Value *v, const char *name) {
   return v;
 }
 
-/* %sm = if %full { yield %sc } else { cond ops; yield mask %sc, %cond } */
-static void split_full(Module *m, Op *mask, Value *full) {
+/* %sm = if %full { yield %sc } else { cond ops; yield mask %sc, %cond }
+ * Returns the if. */
+static Op *split_full(Module *m, Op *mask, Value *full) {
   Builder b = builder_before(m, mask);
   Value *sc = mask->operands[0], *sm = mask->results[0];
   Op *fi = build_if(&b, full, &sm->type, 1);
@@ -97,18 +98,20 @@ static void split_full(Module *m, Op *mask, Value *full) {
   build_yield(&eb, &sm, 1);
   fi->results[0]->name = sm->name;
   sm->name = "masked";
+  return fi;
 }
 
 /* Wraps the ops of `step` from `first` to its terminator:
- *   results = if %empty { yield state } else { ops; yield what the step yielded } */
-static void skip_empty(Module *m, Block *step, Op *first, Value *empty, bool yields) {
+ *   results = if %empty { yield state } else { ops; yield what the step yielded }
+ * Returns the if (NULL when the step yields more than it can take). */
+static Op *skip_empty(Module *m, Block *step, Op *first, Value *empty, bool yields) {
   Op *loop = step->parent_op;
   Op *term = block_terminator(step);
   int n = term ? term->noperands : 0;
   Type types[64];
   Value *state[64];
   if (n > 64)
-    return;
+    return NULL;
   for (int i = 0; i < n; i++) {
     types[i] = term->operands[i]->type;
     state[i] = for_iter_arg(loop, i);
@@ -130,6 +133,7 @@ static void skip_empty(Module *m, Block *step, Op *first, Value *empty, bool yie
     build_yield(&eb, term ? term->operands : NULL, n);
   for (int i = 0; i < n; i++)
     op_set_operand(term, i, ei->results[i]);
+  return ei;
 }
 
 /* ------------------------------------------------------ loop bounds */
@@ -385,23 +389,11 @@ static void needed_by_block(Block *step, Block *blk, OpList *need, int depth) {
   }
 }
 
-/* An if whose regions only compute (pure ops, reductions, pure ifs):
- * cloning it elsewhere computes the same. */
-static bool pure_if(const Op *o, int depth) {
-  if (o->kind != OP_IF || depth > 16)
-    return false;
-  for (int r = 0; r < o->nregions; r++)
-    for (const Op *p = o->regions[r]->first; p; p = p->next)
-      if (p->kind != OP_YIELD && !op_is_pure(p) && !pure_if(p, depth + 1))
-        return false;
-  return true;
-}
-
 static void needed_in(Block *step, Value *v, OpList *need, bool regions, int depth) {
   Op *d = v->def;
   if (!d || d->parent != step || depth > 256 || oplist_has(need, d))
     return;
-  if (d->nregions ? !(regions && pure_if(d, 0)) : !op_is_pure(d))
+  if (d->nregions ? !(regions && op_is_pure_if(d)) : !op_is_pure(d))
     return;
   oplist_push(need, d);
   for (int i = 0; i < d->noperands; i++)
@@ -558,6 +550,7 @@ static Value *scan_for_kept(Module *m, Op *loop, const OpList *need, Value *any,
   build_yield(&eb, next, 2);
   Value *r[2] = {fi->results[0], fi->results[1]};
   build_yield(&fb, r, 2);
+  op_set_attr_word(f, "scan", dir > 0 ? "lo" : "hi"); /* block-lists finds the loop's range here */
   return named(f->results[0], name);
 }
 
@@ -639,10 +632,15 @@ int pass_mask_skip(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
       trim_by_scan(m, loop, any);
   }
   bool never_full = mask_sconst(full, &c) && c == 0;
-  if (!never_empty)
-    skip_empty(m, step, first, empty, yields);
-  if (!never_full)
-    split_full(m, mask, full);
+  Op *skip = never_empty ? NULL : skip_empty(m, step, first, empty, yields);
+  Op *split = never_full ? NULL : split_full(m, mask, full);
+  /* The tests block-lists replaces by a list's entries (block_lists.c). */
+  if (reads_inputs(mask->operands[1], true, 0)) {
+    if (skip)
+      op_set_attr_word(skip, "classified", "run_time");
+    if (split)
+      op_set_attr_word(split, "classified", "run_time");
+  }
   dce_block(step); /* classification ops nobody needed */
   cse_block(step);
   dce_func(f); /* ... and in the scans' copies (their all-kept reductions) */

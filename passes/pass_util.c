@@ -87,6 +87,18 @@ bool op_is_pure(const Op *op) {
   }
 }
 
+static bool pure_if(const Op *o, int depth) {
+  if (o->kind != OP_IF || depth > 16)
+    return false;
+  for (int r = 0; r < o->nregions; r++)
+    for (const Op *p = o->regions[r]->first; p; p = p->next)
+      if (p->kind != OP_YIELD && !op_is_pure(p) && !pure_if(p, depth + 1))
+        return false;
+  return true;
+}
+
+bool op_is_pure_if(const Op *op) { return pure_if(op, 0); }
+
 bool op_precedes(const Op *a, const Op *b) {
   if (a->parent != b->parent)
     return false;

@@ -27,6 +27,9 @@ bool block_has_op(Block *b, OpKind k);
 /* True for ops without side effects or regions (loads count as pure: they
  * only read, and the passes only move loads of tensors nobody stores). */
 bool op_is_pure(const Op *op);
+/* An if whose regions only compute (pure ops, reductions, pure ifs):
+ * cloning it elsewhere computes the same. */
+bool op_is_pure_if(const Op *op);
 /* True when a and b are in the same block and a comes first. */
 bool op_precedes(const Op *a, const Op *b);
 

@@ -72,6 +72,8 @@ int pass_defer_rescale(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_partition_warps(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_warp_split_kv(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_mask_skip(Module *m, Func *f, const PassOptions *opts, FILE *diag);
+/* block_lists.c: lists of the kept tile pairs (docs/abi.md "Block lists") */
+int pass_block_lists(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_heavy_first(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 /* decode only (docs/decode.md); nothing on forward kernels */
 int pass_pack_gqa(Module *m, Func *f, const PassOptions *opts, FILE *diag);

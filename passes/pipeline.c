@@ -43,6 +43,11 @@ static const Pass pipeline[] = {
      pass_pack_gqa},
     {"mask-skip", "classify tiles by the mask: skip empty ones, mask only partial ones", false,
      pass_mask_skip},
+    /* after mask-skip, whose run-time classification it replaces by lists
+     * (and before pipeline, which prefetches the next listed step) */
+    {"block-lists",
+     "masks reading run-time tensors: a classifier kernel lists the kept tile pairs; visit only those",
+     false, pass_block_lists},
     {"heavy-first", "causal forward: launch the longest Q tiles first (reverse blockIdx.x order)",
      false, pass_heavy_first},
     {"split-kv", "decode: split the KV cache among blocks, combine partials in a second kernel",

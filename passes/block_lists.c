@@ -1,0 +1,478 @@
+/* block_lists.c - the `block-lists` pass: a mask that reads run-time tensors
+ * (document ids, a block-sparse table) is classified once per input by a
+ * classifier kernel, and the attention kernels visit only the tile pairs it
+ * lists (FlexAttention's BlockMask; docs/abi.md "Block lists").
+ *
+ * mask-skip classifies such a mask at run time inside the step (a condition
+ * tile and two block-wide reductions, or a block table's point reads), and
+ * its scans trim the loop's empty ends; every step between them is still
+ * walked (a test, a barrier, a wait), and the scans evaluate the condition
+ * at every step they pass. With lists the loop runs over exactly the kept
+ * steps:
+ *
+ *   %cnt = gather %blk_count, %b, %hl, %i
+ *   for %t = 0 to %cnt sequential iter_args(...) {
+ *     %e = gather %blk_list, %b, %hl, %i, %t        (2 * step + full)
+ *     %j = div %e, 2                                (the step: K/V tile j)
+ *     %full = cmp ne (sub %e, mul %j, 2), 0
+ *     ... the step, unskipped; `if %full { s } else { mask s, cond }` ...
+ *   }
+ *
+ * and a new kernel @SPEC_blocks_rows<TQ>x<TK> (or _cols<TQ>x<TK> for the
+ * K/V-outer backward kernels, whose rows are K/V tiles) writes the lists:
+ * for each (batch, list head, row tile) it runs the step loop's static range
+ * (before the scans), evaluates the step's own classification (a copy of
+ * the ops that made %empty_rt and %full_rt) and appends 2 * j + full for
+ * every step that keeps something, then the count and a sentinel entry
+ * (2 * the range's end: what the last step's prefetch reads). A list serves
+ * every head when the classification does not read the head (`list_heads
+ * = 1`), else one per query head. The next step's prefetch reads its entry
+ * from the list (the software pipeline rebuilds the step index at t + 1).
+ *
+ * It fires on a forward, dropout or backward kernel (not varlen) whose step
+ * mask-skip marked {classified = run_time}, nested in exactly three
+ * parallel loops (batch, head, row tile), where the classification reads
+ * only the kernel's sizes, run-time inputs, the batch and row-tile indices
+ * and the head (the backward: the query head %hq). Otherwise the kernel
+ * keeps mask-skip's form. One classifier serves every kernel of the spec
+ * with the same orientation and tiles (the first one makes it).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "passes/pass_util.h"
+#include "passes/passes.h"
+
+enum { MAX_ARGS = 64 };
+
+/* The pieces of a kernel's step loop the lists replace. */
+typedef struct Site {
+  Op *loop;      /* the step loop (sequential) */
+  Op *skip;      /* if %empty_rt {classified = run_time} */
+  Op *split;     /* if %full {classified = run_time}, or NULL */
+  Op *par[3];    /* the parallel loops: batch, head, row tile */
+  Value *head;   /* the query head's value (%h, or the backward's %hq) */
+  Value *lo, *hi; /* the step loop's range before mask-skip's scans */
+  bool cols;     /* a K/V-outer kernel: its rows are K/V tiles */
+} Site;
+
+static bool is_kernel_with_mask(const Func *f) {
+  const char *mode = attr_str(&f->attrs, "mode", "forward");
+  const char *role = attr_str(&f->attrs, "role", "");
+  if (strcmp(attr_str(&f->attrs, "layout", "padded"), "varlen") == 0)
+    return false;
+  if (strcmp(mode, "forward") == 0)
+    return true;
+  return strcmp(mode, "backward") == 0 &&
+         (!strcmp(role, "main") || !strcmp(role, "kv") || !strcmp(role, "dv") || !strcmp(role, "q"));
+}
+
+static void find_classified(Op *op, void *ctx) {
+  Op **found = ctx;
+  if (op->kind == OP_IF && strcmp(attr_str(&op->attrs, "classified", ""), "run_time") == 0) {
+    /* the skip is the outer one (the split is inside its else region) */
+    if (!found[0] || op_is_inside(found[0], op))
+      found[1] = found[0], found[0] = op;
+    else
+      found[1] = op;
+  }
+}
+
+/* A value defined in a block enclosing `op` (not inside it) and named `name`. */
+static Value *enclosing_named(Op *op, const char *name) {
+  for (Block *b = op->parent; b; b = b->parent_op ? b->parent_op->parent : NULL) {
+    for (Op *o = b->first; o && o != op; o = o->next)
+      for (int r = 0; r < o->nresults; r++)
+        if (o->results[r]->name && strcmp(o->results[r]->name, name) == 0)
+          return o->results[r];
+    if (!b->parent_op)
+      break;
+    op = b->parent_op;
+  }
+  return NULL;
+}
+
+/* The step loop's range before mask-skip's scans: the scan_lo loop's own
+ * range is [0, hi - lo) and it starts from `hi` (none found). */
+static void static_range(Op *loop, Value **lo, Value **hi) {
+  *lo = loop->operands[0];
+  *hi = loop->operands[1];
+  Op *s = (*lo)->def;
+  if (!s || s->kind != OP_FOR || strcmp(attr_str(&s->attrs, "scan", ""), "lo") != 0)
+    return;
+  Op *n = s->operands[1]->def;
+  if (!n || n->kind != OP_SUB || s->noperands < 3)
+    return;
+  *hi = s->operands[2];
+  *lo = n->operands[1];
+}
+
+static bool find_site(Func *f, Site *s) {
+  Op *found[2] = {NULL, NULL};
+  func_walk(f, find_classified, found);
+  s->skip = found[0];
+  s->split = found[1];
+  if (!s->skip || !s->skip->parent->parent_op || s->skip->parent->parent_op->kind != OP_FOR)
+    return false;
+  if (s->split && !op_is_inside(s->split, s->skip))
+    return false;
+  s->loop = s->skip->parent->parent_op;
+  if (for_is_parallel(s->loop))
+    return false;
+  int np = 0;
+  for (Op *o = s->loop->parent->parent_op; o; o = o->parent->parent_op)
+    if (o->kind == OP_FOR && for_is_parallel(o)) {
+      if (np == 3)
+        return false;
+      s->par[2 - np++] = o;
+    }
+  if (np != 3)
+    return false;
+  const char *role = attr_str(&f->attrs, "role", "");
+  s->cols = strcmp(attr_str(&f->attrs, "mode", "forward"), "backward") == 0 && strcmp(role, "q") != 0;
+  s->head = s->cols ? enclosing_named(s->loop, "hq") : for_iv(s->par[1]);
+  if (!s->head)
+    return false;
+  static_range(s->loop, &s->lo, &s->hi);
+  return true;
+}
+
+/* ------------------------------------------------------------ slices */
+
+/* What the classifier copies: the ops outside the step loop (in the
+ * enclosing blocks) and inside it (the step's classification) that the
+ * classification and the loop's range need, and the outer values it reads
+ * that are not copied (mapped: sizes and inputs to the classifier's
+ * arguments, loop indices to its loops'). */
+typedef struct Slice {
+  Site *s;
+  OpList outer, inner;
+  bool reads_head, ok;
+} Slice;
+
+static bool is_mapped(const Slice *sl, const Value *v) {
+  const Site *s = sl->s;
+  return v == for_iv(s->par[0]) || v == for_iv(s->par[2]) || v == s->head;
+}
+
+static void need_value(Slice *sl, Value *v, int depth);
+
+static void need_op_operands(Slice *sl, Op *o, int depth) {
+  for (int i = 0; i < o->noperands; i++)
+    need_value(sl, o->operands[i], depth + 1);
+  for (int r = 0; r < o->nregions; r++)
+    for (Op *p = o->regions[r]->first; p; p = p->next)
+      need_op_operands(sl, p, depth + 1);
+}
+
+static void need_value(Slice *sl, Value *v, int depth) {
+  Site *s = sl->s;
+  if (!sl->ok || depth > 512)
+    return;
+  if (v == s->head || (s->head == for_iv(s->par[1]) && v == for_iv(s->par[1]))) {
+    sl->reads_head = true;
+    return;
+  }
+  if (is_mapped(sl, v) || v == for_iv(s->loop))
+    return;
+  if (!v->def && v->block && v->block->parent_op == s->loop) {
+    sl->ok = false; /* a value the loop carries */
+    return;
+  }
+  if (!v->def) {
+    /* kernel arguments: the sizes and run-time inputs the classifier has */
+    bool arg = v->block && v->block->parent_func && v->name &&
+               (!strcmp(v->name, "batch") || !strcmp(v->name, "seqlen_q") ||
+                !strcmp(v->name, "seqlen_k") || value_is_input_arg(v));
+    bool inside = v->block && v->block->parent_op && op_is_inside(v->block->parent_op, s->loop);
+    if (!arg && !inside)
+      sl->ok = false; /* another loop's index or carried value */
+    return;
+  }
+  Op *d = v->def;
+  bool inside = op_is_inside(d, s->loop);
+  if (inside && d->parent != for_body(s->loop))
+    return; /* inside a region of a needed op: cloned with it */
+  OpList *l = inside ? &sl->inner : &sl->outer;
+  if (oplist_has(l, d))
+    return;
+  if (!(op_is_pure(d) || (inside && op_is_pure_if(d)))) {
+    sl->ok = false;
+    return;
+  }
+  oplist_push(l, d);
+  need_op_operands(sl, d, depth);
+}
+
+/* The ops of l in the order of a pre-order walk of f (defs first). */
+typedef struct Ordered {
+  const OpList *in;
+  OpList out;
+} Ordered;
+
+static void order_fn(Op *op, void *ctx) {
+  Ordered *o = ctx;
+  if (oplist_has(o->in, op))
+    oplist_push(&o->out, op);
+}
+
+static OpList in_program_order(Func *f, const OpList *l) {
+  Ordered o = {.in = l};
+  func_walk(f, order_fn, &o);
+  return o.out;
+}
+
+/* ------------------------------------------------------ the classifier */
+
+static Type list_type(int heads) {
+  return type_tensor(ELEM_I32, 4, (int[]){DIM_BATCH, heads, DIM_ROW_TILES, DIM_LIST_LEN});
+}
+
+static Type count_type(int heads) {
+  return type_tensor(ELEM_I32, 3, (int[]){DIM_BATCH, heads, DIM_ROW_TILES});
+}
+
+static void classifier_name(const Func *f, const Site *s, char *buf, size_t n) {
+  const char *spec = attr_str(&f->attrs, "grad_of", attr_str(&f->attrs, "dropout_of", f->name));
+  snprintf(buf, n, "%s_blocks_%s%dx%d", spec, s->cols ? "cols" : "rows",
+           (int)attr_int(&f->attrs, "tile_q", 0), (int)attr_int(&f->attrs, "tile_kv", 0));
+}
+
+static Func *find_func(Module *m, const char *name) {
+  for (int i = 0; i < m->nfuncs; i++)
+    if (strcmp(m->funcs[i]->name, name) == 0)
+      return m->funcs[i];
+  return NULL;
+}
+
+/* The classifier's attributes: the kernel's spec facts and schedule, as a
+ * kernel of mode `blocks`. */
+static void classifier_attrs(Module *m, Func *c, const Func *f, const Site *s, int heads) {
+  attrs_copy(m, &c->attrs, &f->attrs);
+  static const char *const drop[] = {"role", "grad_of", "dropout", "dropout_of", "dropout_mask",
+                                     "dv_kernel", "schedule", "block_list"};
+  for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
+    attr_remove(&c->attrs, drop[i]);
+  attr_set_word(m, &c->attrs, "mode", "blocks");
+  attr_set_word(m, &c->attrs, "blocks", s->cols ? "cols" : "rows");
+  attr_set_int(m, &c->attrs, "list_heads", heads);
+  const char *spec = attr_str(&f->attrs, "grad_of", attr_str(&f->attrs, "dropout_of", f->name));
+  attr_set_str(m, &c->attrs, "blocks_of", spec); /* travels with the spec's kernels */
+}
+
+/* Builds the classifier @name from f's site and slice. */
+static void build_classifier(Module *m, Func *f, Site *s, Slice *sl, const char *name, int heads) {
+  Type types[MAX_ARGS];
+  const char *names[MAX_ARGS];
+  int n = 0;
+  const char *sizes[] = {"batch", "seqlen_q", "seqlen_k"};
+  for (int i = 0; i < 3; i++) {
+    types[n] = type_index();
+    names[n++] = sizes[i];
+  }
+  for (int i = 0; i < f->nargs && n < MAX_ARGS - 2; i++)
+    if (value_is_input_arg(f->args[i])) {
+      types[n] = f->args[i]->type;
+      names[n++] = f->args[i]->name;
+    }
+  types[n] = list_type(heads);
+  names[n++] = "blk_list";
+  types[n] = count_type(heads);
+  names[n++] = "blk_count";
+  Func *c = func_create(m, name, types, names, n, f->loc);
+  classifier_attrs(m, c, f, s, heads);
+
+  ValueMap map = {0};
+  for (int i = 0; i < f->nargs; i++) {
+    Value *a = func_arg(c, f->args[i]->name ? f->args[i]->name : "");
+    if (a)
+      valuemap_put(m, &map, f->args[i], a);
+  }
+  Builder b = builder_at_end(m, c->body);
+  b.loc = s->loop->loc;
+  Value *c0 = build_index(&b, 0);
+  /* the loops: batch, list head, row tile (its bound copied below) */
+  Op *lb = build_for(&b, c0, func_arg(c, "batch"), true, NULL, 0, "b");
+  Builder bb = builder_at_end(m, for_body(lb));
+  bb.loc = b.loc;
+  Op *lh = build_for(&bb, c0, build_index(&bb, heads), true, NULL, 0, "hl");
+  Builder hb = builder_at_end(m, for_body(lh));
+  hb.loc = b.loc;
+  /* the row tiles' count: the kernel's row loop bound (from the sizes) */
+  valuemap_put(m, &map, for_iv(s->par[0]), for_iv(lb));
+  valuemap_put(m, &map, s->head, heads > 1 ? for_iv(lh) : c0);
+  Slice bound = {.s = s, .ok = true};
+  need_value(&bound, s->par[2]->operands[0], 0);
+  need_value(&bound, s->par[2]->operands[1], 0);
+  OpList bops = in_program_order(f, &bound.outer);
+  for (int i = 0; i < bops.n; i++)
+    op_clone(&hb, bops.v[i], &map);
+  Op *lr = build_for(&hb, valuemap_get(&map, s->par[2]->operands[0]),
+                     valuemap_get(&map, s->par[2]->operands[1]), true, NULL, 0, "r");
+  Builder rb = builder_at_end(m, for_body(lr));
+  rb.loc = b.loc;
+  valuemap_put(m, &map, for_iv(s->par[2]), for_iv(lr));
+  OpList outer = in_program_order(f, &sl->outer);
+  for (int i = 0; i < outer.n; i++)
+    if (!oplist_has(&bops, outer.v[i]))
+      op_clone(&rb, outer.v[i], &map);
+  oplist_free(&outer);
+  oplist_free(&bops);
+  oplist_free(&bound.outer);
+  oplist_free(&bound.inner);
+  Value *hl = heads > 1 ? for_iv(lh) : c0;
+
+  /* the step loop over the static range, counting the kept steps */
+  Value *lo = valuemap_get(&map, s->lo), *hi = valuemap_get(&map, s->hi);
+  Value *zero = build_index(&rb, 0);
+  Op *st = build_for(&rb, lo, hi, false, &zero, 1, "j");
+  Builder sb = builder_at_end(m, for_body(st));
+  sb.loc = b.loc;
+  valuemap_put(m, &map, for_iv(s->loop), for_iv(st));
+  OpList inner = in_program_order(f, &sl->inner);
+  for (int i = 0; i < inner.n; i++)
+    op_clone(&sb, inner.v[i], &map);
+  oplist_free(&inner);
+  Value *empty = valuemap_get(&map, s->skip->operands[0]);
+  Value *full = s->split ? valuemap_get(&map, s->split->operands[0])
+                         : build_const(&sb, type_scalar(ELEM_I1), 0);
+  Value *two = build_index(&sb, 2), *one = build_index(&sb, 1), *cnt = for_iter_arg(st, 0);
+  Value *entry = build_binary(&sb, OP_ADD, build_binary(&sb, OP_MUL, for_iv(st), two),
+                              build_select(&sb, full, one, zero));
+  Type it = type_index();
+  Op *keep = build_if(&sb, empty, &it, 1);
+  Builder tb = builder_at_end(m, keep->regions[0]);
+  build_yield(&tb, &cnt, 1);
+  Builder eb = builder_at_end(m, keep->regions[1]);
+  eb.loc = b.loc;
+  Value *at[5] = {for_iv(lb), hl, for_iv(lr), cnt, entry};
+  build_op(&eb, OP_SCATTER, (Value *[]){func_arg(c, "blk_list"), at[0], at[1], at[2], at[3], at[4]},
+           6, NULL, 0, 0);
+  Value *next = build_binary(&eb, OP_ADD, cnt, one);
+  build_yield(&eb, &next, 1);
+  build_yield(&sb, keep->results, 1);
+  Value *n_kept = st->results[0];
+  n_kept->name = "n_kept";
+  build_op(&rb, OP_SCATTER,
+           (Value *[]){func_arg(c, "blk_count"), for_iv(lb), hl, for_iv(lr), n_kept}, 5, NULL, 0, 0);
+  build_op(&rb, OP_SCATTER,
+           (Value *[]){func_arg(c, "blk_list"), for_iv(lb), hl, for_iv(lr), n_kept,
+                       build_binary(&rb, OP_MUL, hi, build_index(&rb, 2))},
+           6, NULL, 0, 0);
+  build_yield(&rb, NULL, 0);
+  build_yield(&hb, NULL, 0);
+  build_yield(&bb, NULL, 0);
+  Builder end = builder_at_end(m, c->body);
+  build_op(&end, OP_RETURN, NULL, 0, NULL, 0, 0);
+  cse_block(c->body);
+}
+
+/* -------------------------------------------------- the list-driven loop */
+
+/* Replaces the if `op` by its else region's ops (its results by what that
+ * region yields). */
+static void inline_else(Op *op) {
+  Block *eb = op->regions[1];
+  Op *y = block_terminator(eb);
+  for (Op *o = eb->first; o && o != y;) {
+    Op *next = o->next;
+    op_move_before(o, op);
+    o = next;
+  }
+  for (int i = 0; i < op->nresults; i++)
+    value_replace_all_uses(op->results[i], y->operands[i]);
+  op_erase(y);
+  op_erase(op);
+}
+
+/* Is op (transitively) in block blk? */
+static bool in_block(const Op *op, const Block *blk) {
+  for (const Block *b = op->parent; b; b = b->parent_op ? b->parent_op->parent : NULL)
+    if (b == blk)
+      return true;
+  return false;
+}
+
+/* Moves the pure ops before `split` that only its else region uses (the
+ * mask's own condition) into that region: full steps skip them. */
+static void sink_into_partial(Op *split) {
+  Block *eb = split->regions[1];
+  for (Op *o = split->prev; o;) {
+    Op *prev = o->prev;
+    bool only = op_is_pure(o) && o->nresults > 0;
+    for (int r = 0; r < o->nresults && only; r++)
+      for (int u = 0; u < o->results[r]->nuses && only; u++)
+        only = in_block(o->results[r]->uses[u].user, eb);
+    if (only)
+      op_move_before(o, eb->first);
+    o = prev;
+  }
+}
+
+static void use_lists(Module *m, Func *f, Site *s, int heads) {
+  Value *list = block_add_arg(m, f->body, list_type(heads), "blk_list");
+  Value *count = block_add_arg(m, f->body, count_type(heads), "blk_count");
+  Op *loop = s->loop;
+  Builder b = builder_before(m, loop);
+  b.loc = loop->loc;
+  Value *hl = heads > 1 ? s->head : build_index(&b, 0);
+  Value *bi = for_iv(s->par[0]), *ri = for_iv(s->par[2]);
+  Value *cnt = build_gather(&b, count, (Value *[]){bi, hl, ri}, 3);
+  cnt->name = "n_blocks";
+  op_set_operand(loop, 0, build_index(&b, 0));
+  op_set_operand(loop, 1, cnt);
+  Block *body = for_body(loop);
+  Value *iv = for_iv(loop);
+  Builder ib = builder_before(m, body->first);
+  ib.loc = loop->loc;
+  Value *entry = build_gather(&ib, list, (Value *[]){bi, hl, ri, iv}, 4);
+  entry->name = "entry";
+  Value *two = build_index(&ib, 2);
+  Value *step = build_binary(&ib, OP_DIV, entry, two);
+  step->name = "step";
+  Value *full = build_cmp(&ib, "ne", build_binary(&ib, OP_SUB, entry, build_binary(&ib, OP_MUL, step, two)),
+                          build_index(&ib, 0));
+  full->name = "full_listed";
+  Op *keep[1] = {entry->def};
+  replace_uses_except(iv, step, keep, 1);
+  iv->name = "t";
+  if (s->split) {
+    op_set_operand(s->split, 0, full);
+    attr_remove(&s->split->attrs, "classified");
+  }
+  inline_else(s->skip);
+  if (s->split)
+    sink_into_partial(s->split);
+}
+
+int pass_block_lists(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
+  (void)opts;
+  (void)diag;
+  Site s = {0};
+  if (!is_kernel_with_mask(f) || !find_site(f, &s))
+    return 0;
+  Slice sl = {.s = &s, .ok = true};
+  need_value(&sl, s.skip->operands[0], 0);
+  if (s.split)
+    need_value(&sl, s.split->operands[0], 0);
+  need_value(&sl, s.lo, 0);
+  need_value(&sl, s.hi, 0);
+  if (!sl.ok) {
+    oplist_free(&sl.outer);
+    oplist_free(&sl.inner);
+    return 0;
+  }
+  int heads = sl.reads_head ? (int)attr_int(&f->attrs, "heads", 1) : 1;
+  char name[256];
+  classifier_name(f, &s, name, sizeof name);
+  if (!find_func(m, name))
+    build_classifier(m, f, &s, &sl, name, heads);
+  oplist_free(&sl.outer);
+  oplist_free(&sl.inner);
+  use_lists(m, f, &s, heads);
+  attr_set_str(m, &f->attrs, "block_list", name);
+  attr_set_word(m, &f->attrs, "blocks", s.cols ? "cols" : "rows"); /* the lists' shape */
+  dce_func(f);
+  cse_block(f->body);
+  return 0;
+}
