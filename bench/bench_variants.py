@@ -21,7 +21,12 @@ S^2 d x density, fwd+bwd 3.5x that. Times are medians of CUDA-event timings
 GPU's) after warm-up, fresh random inputs. Before timing, flashc's output is checked
 against Flex's (max |diff| under 2e-2 and no NaN: a sanity check; the GPU
 suites hold the accuracy rule). `document_noskip` is the document spec
-compiled with -disable-pass=mask-skip: what classifying its tiles is worth.
+compiled with -disable-pass=mask-skip: what classifying its tiles is worth;
+`*_nolists` the run-time-input specs with -disable-pass=block-lists (each
+step classified in the kernel: what the classifier's lists are worth; with
+them every launch builds its lists, the classifier's time included);
+`*_prebuilt` the same kernels with lists built once (flashc.blocks) and
+given to every call.
 """
 import json
 import math
@@ -58,6 +63,7 @@ VARIANTS = {
     "document_rt": ("input doc: i32[batch, seqlen_k];\n"
                     "  mask(b, h, q, k) = k <= q && doc[b, q] == doc[b, k];", []),
     "document_rt_noskip": (None, ["-disable-pass=mask-skip"]),
+    "document_rt_nolists": (None, ["-disable-pass=block-lists"]),
     "t5_bias": ("input rel_bias: f32[heads, 32];\n  mask = causal;\n  let n = max(q - k, 0);\n"
                 "  let bucket = min(max(n < 16 ? n : 16 + floor(log(n / 16) / log(8) * 16), 0), 31);\n"
                 "  score(s, b, h, q, k) = s + rel_bias[h, bucket];", []),
@@ -68,9 +74,17 @@ VARIANTS = {
     "block_sparse": ("input blocks: i32[heads, 64, 64];\n"
                      "  mask(b, h, q, k) = blocks[h, min(floor(q / 128), 63), "
                      "min(floor(k / 128), 63)] != 0;", []),
+    "block_sparse_nolists": (None, ["-disable-pass=block-lists"]),
+    "document_rt_prebuilt": (None, []),
+    "block_sparse_prebuilt": (None, []),
 }
-PER_HEAD = {"block_sparse"}  # masks that read h
-SPEC_OF = {"document_noskip": "document", "document_rt_noskip": "document_rt"}
+PER_HEAD = {"block_sparse", "block_sparse_nolists", "block_sparse_prebuilt"}  # masks that read h
+SPEC_OF = {"document_noskip": "document", "document_rt_noskip": "document_rt",
+           "document_rt_nolists": "document_rt", "block_sparse_nolists": "block_sparse",
+           "document_rt_prebuilt": "document_rt", "block_sparse_prebuilt": "block_sparse"}
+# rows whose block lists are built once (flashc.blocks) and reused by every
+# timed call, as a model reuses them across layers and forward / backward
+PREBUILT = {"document_rt_prebuilt", "block_sparse_prebuilt"}
 
 
 def spec_text(name):
@@ -197,7 +211,10 @@ def main():
         q, k, v, do = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, generator=g)
                        for _ in range(4))
         row = dict(variant=name, density=dens)
-        ours_fwd = lambda: flashc.attention(q, k, v, mod, layout="bhsd", inputs=ins)  # noqa: E731
+        blk = (flashc.blocks(q, k, mod, layout="bhsd", inputs=ins) if name in PREBUILT
+               else None)
+        ours_fwd = lambda: flashc.attention(q, k, v, mod, layout="bhsd", inputs=ins,  # noqa: E731
+                                            blocks=blk)
         out = ours_fwd()
         bm = None
         if not a.no_flex:
@@ -220,7 +237,8 @@ def main():
             qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
 
             def ours_fb():
-                flashc.attention(qg, kg, vg, mod, layout="bhsd", inputs=ins).backward(do)
+                flashc.attention(qg, kg, vg, mod, layout="bhsd", inputs=ins,
+                                 blocks=blk).backward(do)
 
             row["fwdbwd_ms"] = time_ms(ours_fb)
             row["fwdbwd_tflops"] = 3.5 * flops / row["fwdbwd_ms"] / 1e9

@@ -44,6 +44,8 @@
 #include "passes/passes.h"
 
 enum { MAX_ARGS = 64 };
+/* Steps a classifier iteration classifies together (append_steps). */
+enum { UNROLL = 4 };
 
 /* The pieces of a kernel's step loop the lists replace. */
 typedef struct Site {
@@ -260,6 +262,64 @@ static void classifier_attrs(Module *m, Func *c, const Func *f, const Site *s, i
   attr_set_str(m, &c->attrs, "blocks_of", spec); /* travels with the spec's kernels */
 }
 
+/* Does op (of the step's classification) wait for a block-wide reduction:
+ * a reduce, or an op reading one's result (directly or in its regions)? */
+static bool after_reduction(const Op *op, const OpList *late) {
+  if (op->kind == OP_REDUCE)
+    return true;
+  for (int i = 0; i < op->noperands; i++)
+    if (op->operands[i]->def && oplist_has(late, op->operands[i]->def))
+      return true;
+  for (int r = 0; r < op->nregions; r++)
+    for (const Op *p = op->regions[r]->first; p; p = p->next)
+      if (after_reduction(p, late))
+        return true;
+  return false;
+}
+
+/* The classifier's loop body: steps j = lo + UNROLL * u + i (i < UNROLL)
+ * classified by copies of the step's ops, first every copy's work up to its
+ * reductions (the reads of all UNROLL steps in flight together: a step is
+ * one memory round trip and two barriers, and the steps of a row are
+ * sequential), then the reductions and the appends. An append writes the
+ * entry at the count and adds 1 where the step keeps something (in range,
+ * not empty): no branch, and a position written in vain is overwritten by
+ * a later entry or the sentinel. */
+static void append_steps(Module *m, Builder *sb, Site *s, const OpList *inner, const ValueMap *base,
+                         Value *lo, Value *hi, Value *u, Value *const row[4], Value **cnt) {
+  OpList late = {0};
+  for (int i = 0; i < inner->n; i++)
+    if (after_reduction(inner->v[i], &late))
+      oplist_push(&late, inner->v[i]);
+  ValueMap maps[UNROLL];
+  Value *js[UNROLL];
+  Value *first = build_binary(sb, OP_ADD, lo, build_binary(sb, OP_MUL, u, build_index(sb, UNROLL)));
+  for (int k = 0; k < UNROLL; k++) {
+    maps[k] = (ValueMap){0};
+    for (int i = 0; i < base->n; i++)
+      valuemap_put(m, &maps[k], base->from[i], base->to[i]);
+    js[k] = k ? build_binary(sb, OP_ADD, first, build_index(sb, k)) : first;
+    valuemap_put(m, &maps[k], for_iv(s->loop), js[k]);
+  }
+  for (int phase = 0; phase < 2; phase++)
+    for (int k = 0; k < UNROLL; k++)
+      for (int i = 0; i < inner->n; i++)
+        if (oplist_has(&late, inner->v[i]) == (phase == 1))
+          op_clone(sb, inner->v[i], &maps[k]);
+  Value *zero = build_index(sb, 0), *one = build_index(sb, 1), *two = build_index(sb, 2);
+  for (int k = 0; k < UNROLL; k++) {
+    Value *empty = valuemap_get(&maps[k], s->skip->operands[0]);
+    Value *full = s->split ? valuemap_get(&maps[k], s->split->operands[0])
+                           : build_const(sb, type_scalar(ELEM_I1), 0);
+    Value *kept = build_binary(sb, OP_AND, build_cmp(sb, "lt", js[k], hi), build_unary(sb, OP_NOT, empty));
+    Value *entry = build_binary(sb, OP_ADD, build_binary(sb, OP_MUL, js[k], two),
+                                build_select(sb, full, one, zero));
+    build_op(sb, OP_SCATTER, (Value *[]){row[0], row[1], row[2], row[3], *cnt, entry}, 6, NULL, 0, 0);
+    *cnt = build_binary(sb, OP_ADD, *cnt, build_select(sb, kept, one, zero));
+  }
+  oplist_free(&late);
+}
+
 /* Builds the classifier @name from f's site and slice. */
 static void build_classifier(Module *m, Func *f, Site *s, Slice *sl, const char *name, int heads) {
   Type types[MAX_ARGS];
@@ -322,35 +382,20 @@ static void build_classifier(Module *m, Func *f, Site *s, Slice *sl, const char 
   oplist_free(&bound.inner);
   Value *hl = heads > 1 ? for_iv(lh) : c0;
 
-  /* the step loop over the static range, counting the kept steps */
+  /* the step loop over the static range, UNROLL steps an iteration */
   Value *lo = valuemap_get(&map, s->lo), *hi = valuemap_get(&map, s->hi);
   Value *zero = build_index(&rb, 0);
-  Op *st = build_for(&rb, lo, hi, false, &zero, 1, "j");
+  Value *iters = build_binary(&rb, OP_CEILDIV, build_binary(&rb, OP_SUB, hi, lo),
+                              build_index(&rb, UNROLL));
+  Op *st = build_for(&rb, zero, build_binary(&rb, OP_MAX, iters, zero), false, &zero, 1, "u");
   Builder sb = builder_at_end(m, for_body(st));
   sb.loc = b.loc;
-  valuemap_put(m, &map, for_iv(s->loop), for_iv(st));
   OpList inner = in_program_order(f, &sl->inner);
-  for (int i = 0; i < inner.n; i++)
-    op_clone(&sb, inner.v[i], &map);
+  Value *cnt = for_iter_arg(st, 0);
+  append_steps(m, &sb, s, &inner, &map, lo, hi, for_iv(st),
+               (Value *[]){func_arg(c, "blk_list"), for_iv(lb), hl, for_iv(lr)}, &cnt);
   oplist_free(&inner);
-  Value *empty = valuemap_get(&map, s->skip->operands[0]);
-  Value *full = s->split ? valuemap_get(&map, s->split->operands[0])
-                         : build_const(&sb, type_scalar(ELEM_I1), 0);
-  Value *two = build_index(&sb, 2), *one = build_index(&sb, 1), *cnt = for_iter_arg(st, 0);
-  Value *entry = build_binary(&sb, OP_ADD, build_binary(&sb, OP_MUL, for_iv(st), two),
-                              build_select(&sb, full, one, zero));
-  Type it = type_index();
-  Op *keep = build_if(&sb, empty, &it, 1);
-  Builder tb = builder_at_end(m, keep->regions[0]);
-  build_yield(&tb, &cnt, 1);
-  Builder eb = builder_at_end(m, keep->regions[1]);
-  eb.loc = b.loc;
-  Value *at[5] = {for_iv(lb), hl, for_iv(lr), cnt, entry};
-  build_op(&eb, OP_SCATTER, (Value *[]){func_arg(c, "blk_list"), at[0], at[1], at[2], at[3], at[4]},
-           6, NULL, 0, 0);
-  Value *next = build_binary(&eb, OP_ADD, cnt, one);
-  build_yield(&eb, &next, 1);
-  build_yield(&sb, keep->results, 1);
+  build_yield(&sb, &cnt, 1);
   Value *n_kept = st->results[0];
   n_kept->name = "n_kept";
   build_op(&rb, OP_SCATTER,

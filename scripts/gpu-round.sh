@@ -10,7 +10,8 @@
 #      and test/gpu/philox_bits.py on .device/philox (u32 codegen vs the host),
 #      and test/gpu/dropout.py over .device/dropout (through the runtime),
 #      and test/gpu/torch_ops.py over .device/torch (the Python package's ops),
-#      and test/gpu/inputs.py over .device/inputs (run-time inputs);
+#      and test/gpu/inputs.py and test/gpu/block_lists.py over .device/inputs (run-time
+#      inputs, block lists);
 #      with TRAIN=1 examples/train_tiny_gpt.py and examples/hf_attention.py
 #   6. runs bench/bench.py over $BENCH_DIR (default .device/bench) when both exist
 #      (and, with BENCH_BWD=1, bench/bench_bwd.py over .device/bench_bwd;
@@ -164,6 +165,9 @@ suite dropout test/gpu/dropout.py ${DROPOUT_DIR:-.device/dropout} ${DROPOUT_ARGS
 suite torch_ops test/gpu/torch_ops.py ${TORCH_OPS_DIR:-.device/torch} ${TORCH_OPS_ARGS:-}
 # Run-time inputs (input NAME: ...) through the package's ops.
 suite inputs test/gpu/inputs.py ${INPUTS_DIR:-.device/inputs} ${INPUTS_ARGS:-}
+# Block lists (a mask reading run-time tensors: the classifier kernels' lists,
+# built per launch and once, reused; the lists against the host's).
+suite block_lists test/gpu/block_lists.py ${INPUTS_DIR:-.device/inputs} ${INPUTS_ARGS:-}
 # Packed sequences (varlen = true) through the package's ops.
 suite varlen test/gpu/varlen.py ${VARLEN_DIR:-.device/varlen} ${VARLEN_ARGS:-}
 # ... and what the kernels receive: a probe module that writes its parameters back.
