@@ -15,6 +15,8 @@ refused with the C runtime's message (a `require` broken, a wrong dim or
 dtype, a missing or unknown input).
 A block-sparse table (inp_blocks: 128 x 128 blocks, one entry per tile pair)
 reads the same way as the other masks, and an all-zero table gives zeros.
+A bf16 bias (inp_hbias: 2-byte elements) is read
+at odd row strides, one element off its base and broadcast over the keys.
 Decode: inp_dec_d128_bf16 (slopes, a softcap value and a per-query bias)
 through Module.decode against the same reference per sequence, forward only.
 Prints PASS/FAIL lines and `inputs: N passed, N failed`.
@@ -121,10 +123,15 @@ def case_inputs(name, b, sq, sk, H, gen, variant=""):
         return {"bias": torch.randn(H, 32, generator=gen).to(torch.bfloat16).cuda(),
                 "slopes": (torch.rand(H, generator=gen) * 0.1).cuda(),
                 "window": 0 if variant == "empty" else int(torch.randint(1, 300, (1,), generator=gen))}
-    if name.startswith("inp_bias"):
-        bias = torch.randn(b, H, sq, sk, generator=gen).cuda()
+    if name.startswith("inp_bias") or name.startswith("inp_hbias"):
+        half = name.startswith("inp_hbias")  # bf16: read two columns a load where it can
+        bias = torch.randn(b, H, sq, sk + 1, generator=gen).cuda()
+        bias = bias.to(torch.bfloat16) if half else bias
+        bias = bias[..., 1:] if variant == "offset" else bias[..., :sk]  # the base 1 element off
         if variant == "broadcast":  # stride 0 over the batch
             bias = bias[:1].expand(b, H, sq, sk)
+        if variant == "kbroadcast":  # stride 0 over the keys: no two columns adjacent
+            bias = bias[..., :1].expand(b, H, sq, sk)
         return {"bias": bias, "cap": float(torch.rand(1, generator=gen)) * 20 + 5}
     if name.startswith("inp_prefix"):
         return {"prefix": torch.randint(0, sk + 1, (b,), generator=gen).to(torch.int32).cuda()}
@@ -141,12 +148,15 @@ def case_inputs(name, b, sq, sk, H, gen, variant=""):
     raise KeyError(name)
 
 
-MATH = {"inp_doc": doc_math, "inp_t5": t5_math, "inp_bias": bias_math, "inp_prefix": prefix_math,
+MATH = {"inp_doc": doc_math, "inp_t5": t5_math, "inp_bias": bias_math, "inp_hbias": bias_math,
+        "inp_prefix": prefix_math,
         "inp_temp": temp_math, "inp_blocks": blocks_math}
 CASES = {  # (batch, seqlen_q, seqlen_k, variant)
     "inp_doc_d128_bf16": [(2, 1023, 1023, ""), (1, 4096, 4096, ""), (2, 113, 203, "")],
     "inp_t5_d64_f16": [(2, 1025, 1025, ""), (1, 203, 1023, ""), (1, 113, 113, "empty")],
     "inp_bias_d64_bf16": [(2, 513, 1023, ""), (3, 203, 203, "broadcast")],
+    "inp_hbias_d64_bf16": [(2, 513, 1024, ""), (2, 300, 1023, ""), (1, 203, 256, "offset"),
+                           (2, 128, 256, "kbroadcast")],
     "inp_prefix_d128_bf16": [(3, 1023, 1023, ""), (2, 17, 1025, "")],
     "inp_temp_d64_bf16": [(2, 1023, 1023, ""), (1, 203, 4096, "")],
     "inp_blocks_d64_bf16": [(2, 2048, 2048, ""), (1, 1000, 1900, ""), (1, 300, 300, "empty")],
