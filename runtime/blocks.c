@@ -266,7 +266,7 @@ static void lay_out(fa_module *m, const int *ki, int n, const fa_blocks_args *a,
 
 fa_status fa_blocks_build_(fa_module *m, const char *const *names, int n,
                            const fa_blocks_args *a, fa_block_lists *out) {
-  int ki[FA_MODULE_MAX_KERNELS], nk = 0, which[FA_BACKWARD_MAX_STEPS + 1];
+  int ki[FA_MODULE_MAX_KERNELS] = {0}, nk = 0, which[FA_BACKWARD_MAX_STEPS + 1];
   size_t len;
   char *msg = fa_module_msg_(m, &len);
   for (int i = 0; i < n && i <= FA_BACKWARD_MAX_STEPS; i++) {
