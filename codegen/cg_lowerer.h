@@ -108,6 +108,9 @@ struct Lowerer {
   CgBuilder b;
   CgContext *cc;
   const Func *f;
+  /* the fragment slot (0..3) of the tile element being lowered, 0 for
+   * scalars: elementwise code that splits work between units by element */
+  int elem_slot;
   int warps, threads;
   ElemType dtype;
   bool wgmma; /* matmuls on warpgroup MMA, staged tiles swizzled */

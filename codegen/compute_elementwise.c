@@ -72,10 +72,37 @@ static MlirValue fmodf_(Lowerer *L, MlirValue a, MlirValue b) {
  * fails the accuracy rule for softcapping. Large |x| gives e = inf, 1 / inf
  * = 0 and 1. Two MUFU ops and four others, where an IEEE divide is ten with
  * a slow path (softcap 50 forward on the H100: perf-log.md P50). */
+/* 2^y for y >= 0 on the FMA and integer units, no MUFU: y clamped to 126
+ * (2^126: 1 / (t + 1) is then below f32's resolution of 1), n = y rounded
+ * (the 1.5 * 2^23 trick), f = y - n in [-1/2, 1/2], 2^f by a degree 4
+ * polynomial (relative error 2.7e-6, fitted to 2^f in relative terms),
+ * and 2^n added to its exponent bits (the low bits of y + 1.5 * 2^23 hold
+ * n; shifted by 23 only they remain). */
+static MlirValue exp2_fma(Lowerer *L, MlirValue y) {
+  CgBuilder *b = &L->b;
+  static const double c[5] = {0.9999991908565864, 0.6931219676960553, 0.24024981109531754,
+                              0.05591703917490383, 0.009560510206679456};
+  y = cg_minnumf(b, y, cg_const_f32(b, 126.0));
+  MlirValue magic = cg_const_f32(b, 12582912.0); /* 1.5 * 2^23 */
+  MlirValue big = cg_addf(b, y, magic);
+  MlirValue f = cg_subf(b, y, cg_subf(b, big, magic));
+  MlirValue p = cg_const_f32(b, c[4]);
+  for (int i = 3; i >= 0; i--)
+    p = cg_fmaf(b, p, f, cg_const_f32(b, c[i]));
+  MlirValue nb = cg_arith2(b, "arith.shli", cg_bitcast(b, big, b->i32), cg_const_i32(b, 23));
+  return cg_bitcast(b, cg_addi(b, cg_bitcast(b, p, b->i32), nb), b->f32);
+}
+
 static MlirValue tanhf_(Lowerer *L, MlirValue x) {
   CgBuilder *b = &L->b;
   MlirValue ax = math1(L, "math.absf", x);
-  MlirValue t = cg_exp2f_ftz(b, cg_mulf(b, ax, cg_const_f32(b, 2.0 * CG_LOG2E)));
+  MlirValue y = cg_mulf(b, ax, cg_const_f32(b, 2.0 * CG_LOG2E));
+  /* The MUFU takes this ex2, the reciprocal and the softmax's ex2: three an
+   * element, the softcap forward's bound. In forward kernels half the
+   * elements (odd fragment slots) take the ex2 on the FMA units instead:
+   * +4% on the softcap rows (H100, docs/perf-log.md P61; all of them: -8%). */
+  bool fma = (L->elem_slot & 1) && strcmp(attr_str(&L->f->attrs, "mode", "forward"), "forward") == 0;
+  MlirValue t = fma ? exp2_fma(L, y) : cg_exp2f_ftz(b, y);
   MlirValue den = cg_addf(b, t, cg_const_f32(b, 1.0));
   MlirValue inv = cg_intrinsic(b, "llvm.nvvm.rcp.approx.ftz.f", &den, 1, b->f32);
   MlirValue r = cg_fmaf(b, inv, cg_const_f32(b, -2.0), cg_const_f32(b, 1.0));
@@ -300,7 +327,10 @@ static MlirValue ew_element(Lowerer *L, const Op *op, const EwArgs *a, ElemType 
     return cg_select(b, x[0], x[1], x[2]);
   if (op->kind == OP_CAST)
     return x[0];
-  return scalar_op(L, op, x, et);
+  L->elem_slot = tile ? e : 0;
+  MlirValue r = scalar_op(L, op, x, et);
+  L->elem_slot = 0;
+  return r;
 }
 
 void lw_elementwise(Lowerer *L, const Op *op) {
