@@ -18,13 +18,20 @@
  *     ... the step, unskipped; `if %full { s } else { mask s, cond }` ...
  *   }
  *
- * and a new kernel @SPEC_blocks_rows<TQ>x<TK> (or _cols<TQ>x<TK> for the
- * K/V-outer backward kernels, whose rows are K/V tiles) writes the lists:
- * for each (batch, list head, row tile) it runs the step loop's static range
- * (before the scans), evaluates the step's own classification (a copy of
- * the ops that made %empty_rt and %full_rt) and appends 2 * j + full for
- * every step that keeps something, then the count and a sentinel entry
- * (2 * the range's end: what the last step's prefetch reads). A list serves
+ * and two new kernels write the lists (the classifier, in two phases that
+ * take the same parameters; docs/abi.md "Block lists"). The steps of a row
+ * are independent, so phase 1, @SPEC_blocks_rows<TQ>x<TK>_classes (or
+ * _cols<TQ>x<TK>_classes for the K/V-outer backward kernels, whose rows
+ * are K/V tiles), runs one block per (batch, list head, row tile, chunk of
+ * CHUNK steps): it evaluates the steps' own classification (a copy of the
+ * ops that made %empty_rt and %full_rt, every copy's reads before the
+ * reductions) and writes, at each step j of the row's static range (before
+ * the scans), 2 * j + full where the step keeps something, else -1. Phase
+ * 2, @SPEC_blocks_rows<TQ>x<TK> (the name the kernels' block_list gives),
+ * one block per (batch, list head, row tile), compacts the row's range in
+ * place (the kept entries in order from position 0), then writes the count
+ * and a sentinel entry (2 * the range's end: what the last step's prefetch
+ * reads). A list serves
  * every head when the classification does not read the head (`list_heads
  * = 1`), else one per query head. The next step's prefetch reads its entry
  * from the list (the software pipeline rebuilds the step index at t + 1).
@@ -399,8 +406,10 @@ static void clone_outer(Builder *rb, Func *f, const OpList *ops, const OpList *s
  * classifies steps j = CHUNK * chunk + k and writes blk_list[b, hl, r,
  * min(j, steps)] = 2 * j + full where j is in the row's static range and
  * the step keeps something, else -1: every entry of the range is written
- * (the range lies in [0, steps)); positions outside it get -1 (the last,
- * steps, possibly from several steps: the same value). */
+ * (the range lies in [0, steps)). A chunk that meets the range may write
+ * -1 at positions outside it (the last, steps, possibly from several
+ * steps: the same value); a chunk that does not meet it classifies and
+ * writes nothing (`if %meets_range`, uniform). */
 static void build_classes(Module *m, Func *f, Site *s, Slice *sl, const char *name, int heads) {
   ValueMap map;
   Func *c = classifier_func(m, f, s, name, heads, &map);
@@ -430,25 +439,37 @@ static void build_classes(Module *m, Func *f, Site *s, Slice *sl, const char *na
   ValueMap maps[CHUNK];
   Value *js[CHUNK];
   Value *first = build_binary(&rb, OP_MUL, chunk, build_index(&rb, CHUNK));
-  classify_steps(m, &rb, s, &inner, &map, first, js, maps);
+  /* a chunk outside the row's range (causal: past the diagonal) has
+   * nothing to classify or write: the block leaves (a uniform branch) */
+  Value *end = build_binary(&rb, OP_ADD, first, build_index(&rb, CHUNK));
+  Value *meets = build_binary(&rb, OP_AND, build_cmp(&rb, "lt", first, hi),
+                              build_cmp(&rb, "gt", end, lo));
+  meets->name = "meets_range";
+  Op *in = build_if(&rb, meets, NULL, 0);
+  Builder eb = builder_at_end(m, in->regions[1]);
+  build_yield(&eb, NULL, 0);
+  Builder tb = builder_at_end(m, in->regions[0]);
+  tb.loc = rb.loc;
+  classify_steps(m, &tb, s, &inner, &map, first, js, maps);
   oplist_free(&inner);
-  Value *one = build_index(&rb, 1), *zero = build_index(&rb, 0), *two = build_index(&rb, 2);
-  Value *none = build_index(&rb, -1);
+  Value *one = build_index(&tb, 1), *zero = build_index(&tb, 0), *two = build_index(&tb, 2);
+  Value *none = build_index(&tb, -1);
   Value *list = func_arg(c, "blk_list");
   for (int k = 0; k < CHUNK; k++) {
     Value *empty = valuemap_get(&maps[k], s->skip->operands[0]);
     Value *full = s->split ? valuemap_get(&maps[k], s->split->operands[0])
-                           : build_const(&rb, type_scalar(ELEM_I1), 0);
-    Value *in_range = build_binary(&rb, OP_AND, build_cmp(&rb, "ge", js[k], lo),
-                                   build_cmp(&rb, "lt", js[k], hi));
-    Value *kept = build_binary(&rb, OP_AND, in_range, build_unary(&rb, OP_NOT, empty));
-    Value *entry = build_binary(&rb, OP_ADD, build_binary(&rb, OP_MUL, js[k], two),
-                                build_select(&rb, full, one, zero));
-    Value *pos = build_binary(&rb, OP_MIN, js[k], steps);
-    build_op(&rb, OP_SCATTER,
-             (Value *[]){list, for_iv(n.lb), n.hl, r, pos, build_select(&rb, kept, entry, none)},
+                           : build_const(&tb, type_scalar(ELEM_I1), 0);
+    Value *in_range = build_binary(&tb, OP_AND, build_cmp(&tb, "ge", js[k], lo),
+                                   build_cmp(&tb, "lt", js[k], hi));
+    Value *kept = build_binary(&tb, OP_AND, in_range, build_unary(&tb, OP_NOT, empty));
+    Value *entry = build_binary(&tb, OP_ADD, build_binary(&tb, OP_MUL, js[k], two),
+                                build_select(&tb, full, one, zero));
+    Value *pos = build_binary(&tb, OP_MIN, js[k], steps);
+    build_op(&tb, OP_SCATTER,
+             (Value *[]){list, for_iv(n.lb), n.hl, r, pos, build_select(&tb, kept, entry, none)},
              6, NULL, 0, 0);
   }
+  build_yield(&tb, NULL, 0);
   build_yield(&rb, NULL, 0);
   end_nest(m, c, &n);
 }

@@ -237,7 +237,8 @@ typedef struct fa_kernel_info {
    * padded` or no layout line (a padded batch). A module's kernels agree. */
   int varlen;
   /* Block lists (docs/abi.md, "Block lists"; never with layout varlen).
-   * A classifier kernel (mode blocks, grid row_tiles,list_heads,batch;
+   * A classifier kernel (mode blocks, grid row_tiles,list_heads,batch, or
+   * row_tiles*chunks,list_heads,batch for a classes kernel: see chunk;
    * `forward` names the spec's forward kernel; no dropout, no workspace)
    * has the key `blocks rows|cols N`: its lists' orientation and
    * list_heads N (1 when the mask does not read h, else heads). A kernel
@@ -1036,13 +1037,17 @@ FA_API fa_status fa_blocks_params(const fa_kernel_info *classifier, const fa_blo
                                   const fa_block_lists *lists,
                                   fa_param params[FA_BACKWARD_MAX_PARAMS], int *count);
 
-/* Builds every classifier kernel's lists of mod (its mode blocks kernels)
+/* Builds every classifier kernel's lists of mod (its mode blocks kernels
+ * without the key chunk)
  * for launches of args' sizes and run-time inputs, into device memory the
  * new handle owns: validates args against each classifier (fa_blocks_check;
  * a failure returns its status with the message in mod, *out NULL),
  * allocates the lists (fa_block_lists_shape each) and launches the
  * classifiers on args->stream, grid (row_tiles, list_heads, batch), its
- * threads and smem_bytes. Asynchronous: launches on args->stream see the
+ * threads and smem_bytes, each after its classes kernel when it names one
+ * (key classes: grid fa_classifier_grid, same parameters; a classes kernel
+ * is checked with fa_blocks_check too but holds no lists of its own and
+ * does not count in fa_blocks_count). Asynchronous: launches on args->stream see the
  * lists; launches on another stream must be ordered after it by the
  * caller. A module without classifiers gives a handle that holds no lists
  * (FA_OK; launches given it launch as without one). The handle is for mod
