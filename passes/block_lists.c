@@ -53,7 +53,7 @@
 enum { MAX_ARGS = 64 };
 /* Steps a classes block classifies (classify_steps), and entries a
  * compaction iteration moves. */
-enum { CHUNK = 4, COMPACT = 8 };
+enum { CHUNK = 4, COMPACT = 8, CHEAP_GROUPS = 8 };
 
 /* The pieces of a kernel's step loop the lists replace. */
 typedef struct Site {
@@ -413,7 +413,18 @@ static void clone_outer(Builder *rb, Func *f, const OpList *ops, const OpList *s
 static void build_classes(Module *m, Func *f, Site *s, Slice *sl, const char *name, int heads) {
   ValueMap map;
   Func *c = classifier_func(m, f, s, name, heads, &map);
-  attr_set_int(m, &c->attrs, "chunk", CHUNK);
+  /* A step whose classification has a block-wide reduction of its own (a
+   * condition tile: document ids) is expensive: a block takes CHUNK steps.
+   * Where point reads decide (a block table; reductions only on undecided
+   * pairs) a step is a few scalar ops: a block takes CHEAP_GROUPS groups of
+   * CHUNK in a loop, or the blocks' launches cost more than the steps
+   * (docs/perf-log.md P62). */
+  int groups = CHEAP_GROUPS;
+  for (int i = 0; i < sl->inner.n; i++)
+    if (sl->inner.v[i]->kind == OP_REDUCE)
+      groups = 1;
+  int span = CHUNK * groups;
+  attr_set_int(m, &c->attrs, "chunk", span);
   Nest n;
   build_nest(m, c, f, s, heads, &map, &n);
   Builder *hb = &n.hb;
@@ -421,7 +432,7 @@ static void build_classes(Module *m, Func *f, Site *s, Slice *sl, const char *na
   Value *steps = build_binary(hb, OP_CEILDIV, func_arg(c, s->cols ? "seqlen_q" : "seqlen_k"),
                               build_index(hb, tile));
   steps->name = "steps";
-  Value *nc = build_binary(hb, OP_CEILDIV, steps, build_index(hb, CHUNK));
+  Value *nc = build_binary(hb, OP_CEILDIV, steps, build_index(hb, span));
   nc->name = "nc";
   Value *rows = build_binary(hb, OP_MAX, build_binary(hb, OP_SUB, n.rhi, n.rlo), build_index(hb, 0));
   Op *li = build_for(hb, build_index(hb, 0), build_binary(hb, OP_MUL, rows, nc), true, NULL, 0, "i");
@@ -438,18 +449,27 @@ static void build_classes(Module *m, Func *f, Site *s, Slice *sl, const char *na
   OpList inner = in_program_order(f, &sl->inner);
   ValueMap maps[CHUNK];
   Value *js[CHUNK];
-  Value *first = build_binary(&rb, OP_MUL, chunk, build_index(&rb, CHUNK));
+  Value *start = build_binary(&rb, OP_MUL, chunk, build_index(&rb, span));
   /* a chunk outside the row's range (causal: past the diagonal) has
    * nothing to classify or write: the block leaves (a uniform branch) */
-  Value *end = build_binary(&rb, OP_ADD, first, build_index(&rb, CHUNK));
-  Value *meets = build_binary(&rb, OP_AND, build_cmp(&rb, "lt", first, hi),
+  Value *end = build_binary(&rb, OP_ADD, start, build_index(&rb, span));
+  Value *meets = build_binary(&rb, OP_AND, build_cmp(&rb, "lt", start, hi),
                               build_cmp(&rb, "gt", end, lo));
   meets->name = "meets_range";
   Op *in = build_if(&rb, meets, NULL, 0);
   Builder eb = builder_at_end(m, in->regions[1]);
   build_yield(&eb, NULL, 0);
-  Builder tb = builder_at_end(m, in->regions[0]);
-  tb.loc = rb.loc;
+  Builder ob = builder_at_end(m, in->regions[0]);
+  ob.loc = rb.loc;
+  Builder tb = ob;
+  Value *first = start;
+  if (groups > 1) { /* the chunk's groups of CHUNK steps, one after another */
+    Op *gl = build_for(&ob, build_index(&ob, 0), build_index(&ob, groups), false, NULL, 0, "g");
+    tb = builder_at_end(m, for_body(gl));
+    tb.loc = rb.loc;
+    first = build_binary(&tb, OP_ADD, start,
+                         build_binary(&tb, OP_MUL, for_iv(gl), build_index(&tb, CHUNK)));
+  }
   classify_steps(m, &tb, s, &inner, &map, first, js, maps);
   oplist_free(&inner);
   Value *one = build_index(&tb, 1), *zero = build_index(&tb, 0), *two = build_index(&tb, 2);
@@ -469,7 +489,9 @@ static void build_classes(Module *m, Func *f, Site *s, Slice *sl, const char *na
              (Value *[]){list, for_iv(n.lb), n.hl, r, pos, build_select(&tb, kept, entry, none)},
              6, NULL, 0, 0);
   }
-  build_yield(&tb, NULL, 0);
+  if (groups > 1)
+    build_yield(&tb, NULL, 0);
+  build_yield(&ob, NULL, 0);
   build_yield(&rb, NULL, 0);
   end_nest(m, c, &n);
 }
