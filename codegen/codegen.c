@@ -95,9 +95,14 @@ static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
     cg_strbuf_printf(sb, "// flashc.meta role %s\n", attr_str(a, "role", ""));
     cg_strbuf_printf(sb, "// flashc.meta forward %s\n", grad_of);
   }
-  if (blocks_of) /* a block-list classifier (docs/abi.md "Block lists") */
+  if (blocks_of) { /* a block-list classifier (docs/abi.md "Block lists") */
     cg_strbuf_printf(sb, "// flashc.meta forward %s\n// flashc.meta blocks %s %d\n", blocks_of,
                      attr_str(a, "blocks", "rows"), (int)attr_int(a, "list_heads", 1));
+    if (attr_get(a, "chunk")) /* phase 1: the classes kernel, steps per block */
+      cg_strbuf_printf(sb, "// flashc.meta chunk %d\n", (int)attr_int(a, "chunk", 0));
+    if (attr_get(a, "classes")) /* phase 2: launched after its classes kernel */
+      cg_strbuf_printf(sb, "// flashc.meta classes %s\n", attr_str(a, "classes", ""));
+  }
   if (attr_get(a, "block_list")) /* visits the lists that classifier writes */
     cg_strbuf_printf(sb, "// flashc.meta block_list %s\n", attr_str(a, "block_list", ""));
   if (dropout_of) /* the forward with dropout: its own block (docs/dropout.md) */
@@ -127,6 +132,7 @@ static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
                               strcmp(role, "dv") == 0);
   cg_strbuf_printf(sb, "// flashc.meta grid %s\n",
                    cg_meta_is_decode(f)     ? "splits,kv_heads,batch"
+                   : blocks_of && attr_get(a, "chunk") ? "row_tiles*chunks,list_heads,batch"
                    : blocks_of              ? "row_tiles,list_heads,batch"
                    : kv_outer               ? "k_tiles,kv_heads,batch"
                    : ki->parallel_loops >= 3 ? "q_tiles,heads,batch"

@@ -1,11 +1,13 @@
 /* kind_blocks.c - layer 4: the block-list classifier kernel kind
- * (@SPEC_blocks_rows / _cols, passes/block_lists.c, docs/abi.md "Block
- * lists").
+ * (@SPEC_blocks_rows / _cols and their _classes kernels,
+ * passes/block_lists.c, docs/abi.md "Block lists").
  *   - ABI: batch seqlen_q seqlen_k, then the run-time inputs' and the
  *     lists' pointer and stride groups (the walker adds them): 3 parameters
  *     of its own;
- *   - grid: one row tile of one list per block, the parallel loops (batch,
- *     list head, row tile) on grid z, y, x (the walker's default);
+ *   - grid: the parallel loops (batch, list head, row tile) on grid z, y,
+ *     x (the walker's default): one row tile of one list per block; a
+ *     classes kernel's (phase 1) x loop is row tile x chunk of steps, one
+ *     flattened loop;
  *   - memory: it reads its inputs with gathers and writes the lists with
  *     scatters; it loads and stores no tiles.
  */

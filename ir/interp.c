@@ -637,7 +637,8 @@ static bool alloc_for(const Func *f, const Value *a, const InterpSizes *sz, Inte
 /* A kernel that visits block lists (attribute block_list, docs/abi.md)
  * and was given none: its classifier kernel (of the same module) runs
  * first on the same bindings, into fresh NaN-poisoned lists (a read of an
- * entry it never wrote fails the gather), and the kernel gets them in
+ * entry it never wrote fails the gather), after its classes kernel (phase
+ * 1, attribute classes) when it has one, and the kernel gets them in
  * lists[0..1]. Returns 0, or -1 with err set. */
 static int run_classifier(const Func *f, const InterpBinding *bs, int nb, const InterpSizes *sz,
                           const InterpOptions *o, char *err, size_t errlen,
@@ -667,7 +668,22 @@ static int run_classifier(const Func *f, const InterpBinding *bs, int nb, const 
   for (int i = 0; i < nb; i++)
     all[i] = bs[i];
   all[nb] = lists[0], all[nb + 1] = lists[1];
-  int rc = interp_run_sizes(c, all, nb + 2, sz, o, err, errlen);
+  /* A two-phase classifier: its classes kernel (phase 1) writes every
+   * entry of each row's range, then it (phase 2) compacts them. */
+  const char *classes = attr_str(&c->attrs, "classes", NULL);
+  const Func *p1 = NULL;
+  for (int i = 0; classes && f->module && i < f->module->nfuncs; i++)
+    if (strcmp(f->module->funcs[i]->name, classes) == 0)
+      p1 = f->module->funcs[i];
+  int rc = 0;
+  if (classes && !p1) {
+    snprintf(err, errlen, "interp: %s: no classes kernel '%s'", name, classes);
+    rc = -1;
+  }
+  if (!rc && p1)
+    rc = interp_run_sizes(p1, all, nb + 2, sz, o, err, errlen);
+  if (!rc)
+    rc = interp_run_sizes(c, all, nb + 2, sz, o, err, errlen);
   free(all);
   if (rc) {
     free(lists[0].data), free(lists[1].data);

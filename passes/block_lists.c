@@ -18,13 +18,20 @@
  *     ... the step, unskipped; `if %full { s } else { mask s, cond }` ...
  *   }
  *
- * and a new kernel @SPEC_blocks_rows<TQ>x<TK> (or _cols<TQ>x<TK> for the
- * K/V-outer backward kernels, whose rows are K/V tiles) writes the lists:
- * for each (batch, list head, row tile) it runs the step loop's static range
- * (before the scans), evaluates the step's own classification (a copy of
- * the ops that made %empty_rt and %full_rt) and appends 2 * j + full for
- * every step that keeps something, then the count and a sentinel entry
- * (2 * the range's end: what the last step's prefetch reads). A list serves
+ * and two new kernels write the lists (the classifier, in two phases that
+ * take the same parameters; docs/abi.md "Block lists"). The steps of a row
+ * are independent, so phase 1, @SPEC_blocks_rows<TQ>x<TK>_classes (or
+ * _cols<TQ>x<TK>_classes for the K/V-outer backward kernels, whose rows
+ * are K/V tiles), runs one block per (batch, list head, row tile, chunk of
+ * CHUNK steps): it evaluates the steps' own classification (a copy of the
+ * ops that made %empty_rt and %full_rt, every copy's reads before the
+ * reductions) and writes, at each step j of the row's static range (before
+ * the scans), 2 * j + full where the step keeps something, else -1. Phase
+ * 2, @SPEC_blocks_rows<TQ>x<TK> (the name the kernels' block_list gives),
+ * one block per (batch, list head, row tile), compacts the row's range in
+ * place (the kept entries in order from position 0), then writes the count
+ * and a sentinel entry (2 * the range's end: what the last step's prefetch
+ * reads). A list serves
  * every head when the classification does not read the head (`list_heads
  * = 1`), else one per query head. The next step's prefetch reads its entry
  * from the list (the software pipeline rebuilds the step index at t + 1).
@@ -44,8 +51,9 @@
 #include "passes/passes.h"
 
 enum { MAX_ARGS = 64 };
-/* Steps a classifier iteration classifies together (append_steps). */
-enum { UNROLL = 4 };
+/* Steps a classes block classifies (classify_steps), and entries a
+ * compaction iteration moves. */
+enum { CHUNK = 4, COMPACT = 8, CHEAP_GROUPS = 8 };
 
 /* The pieces of a kernel's step loop the lists replace. */
 typedef struct Site {
@@ -277,24 +285,19 @@ static bool after_reduction(const Op *op, const OpList *late) {
   return false;
 }
 
-/* The classifier's loop body: steps j = lo + UNROLL * u + i (i < UNROLL)
- * classified by copies of the step's ops, first every copy's work up to its
- * reductions (the reads of all UNROLL steps in flight together: a step is
- * one memory round trip and two barriers, and the steps of a row are
- * sequential), then the reductions and the appends. An append writes the
- * entry at the count and adds 1 where the step keeps something (in range,
- * not empty): no branch, and a position written in vain is overwritten by
- * a later entry or the sentinel. */
-static void append_steps(Module *m, Builder *sb, Site *s, const OpList *inner, const ValueMap *base,
-                         Value *lo, Value *hi, Value *u, Value *const row[4], Value **cnt) {
+/* Classifies steps js[0..CHUNK) by copies of the step's ops, first every
+ * copy's work up to its reductions (the reads of all CHUNK steps in flight
+ * together: a step is one memory round trip and, for a condition tile, two
+ * barriers), then the reductions; maps[k] maps the step's values to copy
+ * k's. */
+static void classify_steps(Module *m, Builder *sb, Site *s, const OpList *inner,
+                           const ValueMap *base, Value *first, Value *js[CHUNK],
+                           ValueMap maps[CHUNK]) {
   OpList late = {0};
   for (int i = 0; i < inner->n; i++)
     if (after_reduction(inner->v[i], &late))
       oplist_push(&late, inner->v[i]);
-  ValueMap maps[UNROLL];
-  Value *js[UNROLL];
-  Value *first = build_binary(sb, OP_ADD, lo, build_binary(sb, OP_MUL, u, build_index(sb, UNROLL)));
-  for (int k = 0; k < UNROLL; k++) {
+  for (int k = 0; k < CHUNK; k++) {
     maps[k] = (ValueMap){0};
     for (int i = 0; i < base->n; i++)
       valuemap_put(m, &maps[k], base->from[i], base->to[i]);
@@ -302,26 +305,17 @@ static void append_steps(Module *m, Builder *sb, Site *s, const OpList *inner, c
     valuemap_put(m, &maps[k], for_iv(s->loop), js[k]);
   }
   for (int phase = 0; phase < 2; phase++)
-    for (int k = 0; k < UNROLL; k++)
+    for (int k = 0; k < CHUNK; k++)
       for (int i = 0; i < inner->n; i++)
         if (oplist_has(&late, inner->v[i]) == (phase == 1))
           op_clone(sb, inner->v[i], &maps[k]);
-  Value *zero = build_index(sb, 0), *one = build_index(sb, 1), *two = build_index(sb, 2);
-  for (int k = 0; k < UNROLL; k++) {
-    Value *empty = valuemap_get(&maps[k], s->skip->operands[0]);
-    Value *full = s->split ? valuemap_get(&maps[k], s->split->operands[0])
-                           : build_const(sb, type_scalar(ELEM_I1), 0);
-    Value *kept = build_binary(sb, OP_AND, build_cmp(sb, "lt", js[k], hi), build_unary(sb, OP_NOT, empty));
-    Value *entry = build_binary(sb, OP_ADD, build_binary(sb, OP_MUL, js[k], two),
-                                build_select(sb, full, one, zero));
-    build_op(sb, OP_SCATTER, (Value *[]){row[0], row[1], row[2], row[3], *cnt, entry}, 6, NULL, 0, 0);
-    *cnt = build_binary(sb, OP_ADD, *cnt, build_select(sb, kept, one, zero));
-  }
   oplist_free(&late);
 }
 
-/* Builds the classifier @name from f's site and slice. */
-static void build_classifier(Module *m, Func *f, Site *s, Slice *sl, const char *name, int heads) {
+/* The classifier's signature: batch, seqlen_q, seqlen_k, f's run-time
+ * inputs, blk_list, blk_count; *map maps f's arguments to its. */
+static Func *classifier_func(Module *m, Func *f, Site *s, const char *name, int heads,
+                             ValueMap *map) {
   Type types[MAX_ARGS];
   const char *names[MAX_ARGS];
   int n = 0;
@@ -341,75 +335,229 @@ static void build_classifier(Module *m, Func *f, Site *s, Slice *sl, const char 
   names[n++] = "blk_count";
   Func *c = func_create(m, name, types, names, n, f->loc);
   classifier_attrs(m, c, f, s, heads);
-
-  ValueMap map = {0};
+  *map = (ValueMap){0};
   for (int i = 0; i < f->nargs; i++) {
     Value *a = func_arg(c, f->args[i]->name ? f->args[i]->name : "");
     if (a)
-      valuemap_put(m, &map, f->args[i], a);
+      valuemap_put(m, map, f->args[i], a);
   }
-  Builder b = builder_at_end(m, c->body);
-  b.loc = s->loop->loc;
-  Value *c0 = build_index(&b, 0);
-  /* the loops: batch, list head, row tile (its bound copied below) */
-  Op *lb = build_for(&b, c0, func_arg(c, "batch"), true, NULL, 0, "b");
-  Builder bb = builder_at_end(m, for_body(lb));
-  bb.loc = b.loc;
-  Op *lh = build_for(&bb, c0, build_index(&bb, heads), true, NULL, 0, "hl");
-  Builder hb = builder_at_end(m, for_body(lh));
-  hb.loc = b.loc;
-  /* the row tiles' count: the kernel's row loop bound (from the sizes) */
-  valuemap_put(m, &map, for_iv(s->par[0]), for_iv(lb));
-  valuemap_put(m, &map, s->head, heads > 1 ? for_iv(lh) : c0);
+  return c;
+}
+
+/* The loops both phases share: batch %b and list head %hl (parallel), in
+ * whose body (hb) the row tiles' range [rlo, rhi) (the kernel's row loop's,
+ * from the sizes) is copied. */
+typedef struct Nest {
+  Builder b, bb, hb;
+  Op *lb, *lh;
+  Value *hl, *rlo, *rhi;
+  OpList bops; /* the copied ops of the row range */
+} Nest;
+
+static void build_nest(Module *m, Func *c, Func *f, Site *s, int heads, ValueMap *map, Nest *n) {
+  n->b = builder_at_end(m, c->body);
+  n->b.loc = s->loop->loc;
+  Value *c0 = build_index(&n->b, 0);
+  n->lb = build_for(&n->b, c0, func_arg(c, "batch"), true, NULL, 0, "b");
+  n->bb = builder_at_end(m, for_body(n->lb));
+  n->bb.loc = n->b.loc;
+  n->lh = build_for(&n->bb, c0, build_index(&n->bb, heads), true, NULL, 0, "hl");
+  n->hb = builder_at_end(m, for_body(n->lh));
+  n->hb.loc = n->b.loc;
+  valuemap_put(m, map, for_iv(s->par[0]), for_iv(n->lb));
+  valuemap_put(m, map, s->head, heads > 1 ? for_iv(n->lh) : c0);
+  n->hl = heads > 1 ? for_iv(n->lh) : c0;
   Slice bound = {.s = s, .ok = true};
   need_value(&bound, s->par[2]->operands[0], 0);
   need_value(&bound, s->par[2]->operands[1], 0);
-  OpList bops = in_program_order(f, &bound.outer);
-  for (int i = 0; i < bops.n; i++)
-    op_clone(&hb, bops.v[i], &map);
-  Op *lr = build_for(&hb, valuemap_get(&map, s->par[2]->operands[0]),
-                     valuemap_get(&map, s->par[2]->operands[1]), true, NULL, 0, "r");
-  Builder rb = builder_at_end(m, for_body(lr));
-  rb.loc = b.loc;
-  valuemap_put(m, &map, for_iv(s->par[2]), for_iv(lr));
-  OpList outer = in_program_order(f, &sl->outer);
-  for (int i = 0; i < outer.n; i++)
-    if (!oplist_has(&bops, outer.v[i]))
-      op_clone(&rb, outer.v[i], &map);
-  oplist_free(&outer);
-  oplist_free(&bops);
+  n->bops = in_program_order(f, &bound.outer);
+  for (int i = 0; i < n->bops.n; i++)
+    op_clone(&n->hb, n->bops.v[i], map);
   oplist_free(&bound.outer);
   oplist_free(&bound.inner);
-  Value *hl = heads > 1 ? for_iv(lh) : c0;
+  n->rlo = valuemap_get(map, s->par[2]->operands[0]);
+  n->rhi = valuemap_get(map, s->par[2]->operands[1]);
+}
 
-  /* the step loop over the static range, UNROLL steps an iteration */
+/* Closes the nest's loops and the kernel. */
+static void end_nest(Module *m, Func *c, Nest *n) {
+  build_yield(&n->hb, NULL, 0);
+  build_yield(&n->bb, NULL, 0);
+  Builder end = builder_at_end(m, c->body);
+  build_op(&end, OP_RETURN, NULL, 0, NULL, 0, 0);
+  oplist_free(&n->bops);
+  cse_block(c->body);
+}
+
+/* Clones into rb the ops of `ops` (in f's order) not already in `skip`. */
+static void clone_outer(Builder *rb, Func *f, const OpList *ops, const OpList *skip,
+                        ValueMap *map) {
+  OpList l = in_program_order(f, ops);
+  for (int i = 0; i < l.n; i++)
+    if (!oplist_has(skip, l.v[i]))
+      op_clone(rb, l.v[i], map);
+  oplist_free(&l);
+}
+
+/* Phase 1, @name (the classes kernel, attribute chunk = CHUNK): one block
+ * per (batch, list head, row tile, chunk of CHUNK steps), the row tile and
+ * the chunk flattened into one parallel loop %i (r = rlo + i div nc, chunk
+ * i rem nc, nc = ceil(steps / CHUNK), steps the other dim's tile count). It
+ * classifies steps j = CHUNK * chunk + k and writes blk_list[b, hl, r,
+ * min(j, steps)] = 2 * j + full where j is in the row's static range and
+ * the step keeps something, else -1: every entry of the range is written
+ * (the range lies in [0, steps)). A chunk that meets the range may write
+ * -1 at positions outside it (the last, steps, possibly from several
+ * steps: the same value); a chunk that does not meet it classifies and
+ * writes nothing (`if %meets_range`, uniform). */
+static void build_classes(Module *m, Func *f, Site *s, Slice *sl, const char *name, int heads) {
+  ValueMap map;
+  Func *c = classifier_func(m, f, s, name, heads, &map);
+  /* A step whose classification has a block-wide reduction of its own (a
+   * condition tile: document ids) is expensive: a block takes CHUNK steps.
+   * Where point reads decide (a block table; reductions only on undecided
+   * pairs) a step is a few scalar ops: a block takes CHEAP_GROUPS groups of
+   * CHUNK in a loop, or the blocks' launches cost more than the steps
+   * (docs/perf-log.md P62). */
+  int groups = CHEAP_GROUPS;
+  for (int i = 0; i < sl->inner.n; i++)
+    if (sl->inner.v[i]->kind == OP_REDUCE)
+      groups = 1;
+  int span = CHUNK * groups;
+  attr_set_int(m, &c->attrs, "chunk", span);
+  Nest n;
+  build_nest(m, c, f, s, heads, &map, &n);
+  Builder *hb = &n.hb;
+  int tile = (int)attr_int(&f->attrs, s->cols ? "tile_q" : "tile_kv", 1);
+  Value *steps = build_binary(hb, OP_CEILDIV, func_arg(c, s->cols ? "seqlen_q" : "seqlen_k"),
+                              build_index(hb, tile));
+  steps->name = "steps";
+  Value *nc = build_binary(hb, OP_CEILDIV, steps, build_index(hb, span));
+  nc->name = "nc";
+  Value *rows = build_binary(hb, OP_MAX, build_binary(hb, OP_SUB, n.rhi, n.rlo), build_index(hb, 0));
+  Op *li = build_for(hb, build_index(hb, 0), build_binary(hb, OP_MUL, rows, nc), true, NULL, 0, "i");
+  Builder rb = builder_at_end(m, for_body(li));
+  rb.loc = n.b.loc;
+  Value *q = build_binary(&rb, OP_DIV, for_iv(li), nc);
+  Value *r = build_binary(&rb, OP_ADD, n.rlo, q);
+  r->name = "r";
+  Value *chunk = build_binary(&rb, OP_SUB, for_iv(li), build_binary(&rb, OP_MUL, q, nc));
+  chunk->name = "chunk";
+  valuemap_put(m, &map, for_iv(s->par[2]), r);
+  clone_outer(&rb, f, &sl->outer, &n.bops, &map);
+  Value *lo = valuemap_get(&map, s->lo), *hi = valuemap_get(&map, s->hi);
+  OpList inner = in_program_order(f, &sl->inner);
+  ValueMap maps[CHUNK];
+  Value *js[CHUNK];
+  Value *start = build_binary(&rb, OP_MUL, chunk, build_index(&rb, span));
+  /* a chunk outside the row's range (causal: past the diagonal) has
+   * nothing to classify or write: the block leaves (a uniform branch) */
+  Value *end = build_binary(&rb, OP_ADD, start, build_index(&rb, span));
+  Value *meets = build_binary(&rb, OP_AND, build_cmp(&rb, "lt", start, hi),
+                              build_cmp(&rb, "gt", end, lo));
+  meets->name = "meets_range";
+  Op *in = build_if(&rb, meets, NULL, 0);
+  Builder eb = builder_at_end(m, in->regions[1]);
+  build_yield(&eb, NULL, 0);
+  Builder ob = builder_at_end(m, in->regions[0]);
+  ob.loc = rb.loc;
+  Builder tb = ob;
+  Value *first = start;
+  if (groups > 1) { /* the chunk's groups of CHUNK steps, one after another */
+    Op *gl = build_for(&ob, build_index(&ob, 0), build_index(&ob, groups), false, NULL, 0, "g");
+    tb = builder_at_end(m, for_body(gl));
+    tb.loc = rb.loc;
+    first = build_binary(&tb, OP_ADD, start,
+                         build_binary(&tb, OP_MUL, for_iv(gl), build_index(&tb, CHUNK)));
+  }
+  classify_steps(m, &tb, s, &inner, &map, first, js, maps);
+  oplist_free(&inner);
+  Value *one = build_index(&tb, 1), *zero = build_index(&tb, 0), *two = build_index(&tb, 2);
+  Value *none = build_index(&tb, -1);
+  Value *list = func_arg(c, "blk_list");
+  for (int k = 0; k < CHUNK; k++) {
+    Value *empty = valuemap_get(&maps[k], s->skip->operands[0]);
+    Value *full = s->split ? valuemap_get(&maps[k], s->split->operands[0])
+                           : build_const(&tb, type_scalar(ELEM_I1), 0);
+    Value *in_range = build_binary(&tb, OP_AND, build_cmp(&tb, "ge", js[k], lo),
+                                   build_cmp(&tb, "lt", js[k], hi));
+    Value *kept = build_binary(&tb, OP_AND, in_range, build_unary(&tb, OP_NOT, empty));
+    Value *entry = build_binary(&tb, OP_ADD, build_binary(&tb, OP_MUL, js[k], two),
+                                build_select(&tb, full, one, zero));
+    Value *pos = build_binary(&tb, OP_MIN, js[k], steps);
+    build_op(&tb, OP_SCATTER,
+             (Value *[]){list, for_iv(n.lb), n.hl, r, pos, build_select(&tb, kept, entry, none)},
+             6, NULL, 0, 0);
+  }
+  if (groups > 1)
+    build_yield(&tb, NULL, 0);
+  build_yield(&ob, NULL, 0);
+  build_yield(&rb, NULL, 0);
+  end_nest(m, c, &n);
+}
+
+/* Phase 2, @name (the compaction kernel, attribute classes = the classes
+ * kernel): one block per (batch, list head, row tile); it compacts the
+ * row's entries [lo, hi) (phase 1's) in place: COMPACT steps an iteration,
+ * every entry of the group read (an index past hi reads entry hi - 1:
+ * written, never used) before any is written, then branch-free appends (the
+ * entry written at the count, the count advanced where it is in range and
+ * >= 0). The count never passes the position being read (cnt <= j - lo),
+ * so an entry is read before anything overwrites it. Then the count and the
+ * sentinel 2 * hi at position count. The scatters are thread 0's, so one
+ * warp does. */
+static void build_compaction(Module *m, Func *f, Site *s, const char *name, const char *classes,
+                             int heads) {
+  ValueMap map;
+  Func *c = classifier_func(m, f, s, name, heads, &map);
+  attr_set_str(m, &c->attrs, "classes", classes);
+  attr_set_int(m, &c->attrs, "warps", 1);
+  Nest n;
+  build_nest(m, c, f, s, heads, &map, &n);
+  Op *lr = build_for(&n.hb, n.rlo, n.rhi, true, NULL, 0, "r");
+  Builder rb = builder_at_end(m, for_body(lr));
+  rb.loc = n.b.loc;
+  valuemap_put(m, &map, for_iv(s->par[2]), for_iv(lr));
+  Slice range = {.s = s, .ok = true};
+  need_value(&range, s->lo, 0);
+  need_value(&range, s->hi, 0);
+  clone_outer(&rb, f, &range.outer, &n.bops, &map);
+  oplist_free(&range.outer);
+  oplist_free(&range.inner);
   Value *lo = valuemap_get(&map, s->lo), *hi = valuemap_get(&map, s->hi);
   Value *zero = build_index(&rb, 0);
   Value *iters = build_binary(&rb, OP_CEILDIV, build_binary(&rb, OP_SUB, hi, lo),
-                              build_index(&rb, UNROLL));
+                              build_index(&rb, COMPACT));
   Op *st = build_for(&rb, zero, build_binary(&rb, OP_MAX, iters, zero), false, &zero, 1, "u");
   Builder sb = builder_at_end(m, for_body(st));
-  sb.loc = b.loc;
-  OpList inner = in_program_order(f, &sl->inner);
+  sb.loc = n.b.loc;
+  Value *list = func_arg(c, "blk_list"), *bi = for_iv(n.lb), *ri = for_iv(lr);
+  Value *first = build_binary(&sb, OP_ADD, lo, build_binary(&sb, OP_MUL, for_iv(st),
+                                                              build_index(&sb, COMPACT)));
+  Value *last = build_binary(&sb, OP_SUB, hi, build_index(&sb, 1));
+  Value *js[COMPACT], *es[COMPACT];
+  for (int k = 0; k < COMPACT; k++) {
+    js[k] = k ? build_binary(&sb, OP_ADD, first, build_index(&sb, k)) : first;
+    es[k] = build_gather(&sb, list, (Value *[]){bi, n.hl, ri, build_binary(&sb, OP_MIN, js[k], last)}, 4);
+  }
+  Value *one = build_index(&sb, 1), *z = build_index(&sb, 0);
   Value *cnt = for_iter_arg(st, 0);
-  append_steps(m, &sb, s, &inner, &map, lo, hi, for_iv(st),
-               (Value *[]){func_arg(c, "blk_list"), for_iv(lb), hl, for_iv(lr)}, &cnt);
-  oplist_free(&inner);
+  for (int k = 0; k < COMPACT; k++) {
+    Value *keep = build_binary(&sb, OP_AND, build_cmp(&sb, "lt", js[k], hi),
+                               build_cmp(&sb, "ge", es[k], z));
+    build_op(&sb, OP_SCATTER, (Value *[]){list, bi, n.hl, ri, cnt, es[k]}, 6, NULL, 0, 0);
+    cnt = build_binary(&sb, OP_ADD, cnt, build_select(&sb, keep, one, z));
+  }
   build_yield(&sb, &cnt, 1);
   Value *n_kept = st->results[0];
   n_kept->name = "n_kept";
+  build_op(&rb, OP_SCATTER, (Value *[]){func_arg(c, "blk_count"), bi, n.hl, ri, n_kept}, 5, NULL,
+           0, 0);
   build_op(&rb, OP_SCATTER,
-           (Value *[]){func_arg(c, "blk_count"), for_iv(lb), hl, for_iv(lr), n_kept}, 5, NULL, 0, 0);
-  build_op(&rb, OP_SCATTER,
-           (Value *[]){func_arg(c, "blk_list"), for_iv(lb), hl, for_iv(lr), n_kept,
-                       build_binary(&rb, OP_MUL, hi, build_index(&rb, 2))},
+           (Value *[]){list, bi, n.hl, ri, n_kept, build_binary(&rb, OP_MUL, hi, build_index(&rb, 2))},
            6, NULL, 0, 0);
   build_yield(&rb, NULL, 0);
-  build_yield(&hb, NULL, 0);
-  build_yield(&bb, NULL, 0);
-  Builder end = builder_at_end(m, c->body);
-  build_op(&end, OP_RETURN, NULL, 0, NULL, 0, 0);
-  cse_block(c->body);
+  end_nest(m, c, &n);
 }
 
 /* -------------------------------------------------- the list-driven loop */
@@ -510,8 +658,12 @@ int pass_block_lists(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   int heads = sl.reads_head ? (int)attr_int(&f->attrs, "heads", 1) : 1;
   char name[256];
   classifier_name(f, &s, name, sizeof name);
-  if (!find_func(m, name))
-    build_classifier(m, f, &s, &sl, name, heads);
+  if (!find_func(m, name)) {
+    char classes[300];
+    snprintf(classes, sizeof classes, "%s_classes", name);
+    build_classes(m, f, &s, &sl, classes, heads);
+    build_compaction(m, f, &s, name, classes, heads);
+  }
   oplist_free(&sl.outer);
   oplist_free(&sl.inner);
   use_lists(m, f, &s, heads);

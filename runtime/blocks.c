@@ -76,6 +76,23 @@ static void too_large(const fa_kernel_info *in, fa_sizes sz, char *msg, size_t l
          rows, steps + 1);
 }
 
+fa_status fa_classifier_grid(const fa_kernel_info *in, int64_t batch, int64_t seqlen_q,
+                             int64_t seqlen_k, unsigned grid[3]) {
+  if (!in || !grid) return FA_ERR_NULL_POINTER;
+  grid[0] = grid[1] = grid[2] = 0;
+  if (in->mode != FA_MODE_BLOCKS ||
+      (in->grid != FA_GRID_ROW_TILES && (in->grid != FA_GRID_ROW_CHUNKS || in->chunk < 1)))
+    return FA_ERR_INVALID_ARGUMENT;
+  fa_block_lists l;
+  fa_status st = fa_block_lists_shape(in, batch, seqlen_q, seqlen_k, &l);
+  if (st != FA_OK) return st;
+  int64_t x = l.list_dim[2];
+  if (in->grid == FA_GRID_ROW_CHUNKS) /* rows * chunks <= rows * list_len: int32 */
+    x *= (l.list_dim[3] - 1 + in->chunk - 1) / in->chunk;
+  grid[0] = (unsigned)x, grid[1] = (unsigned)in->list_heads, grid[2] = (unsigned)batch;
+  return FA_OK;
+}
+
 /* ---- parameters ------------------------------------------------------------ */
 
 void fa_put_block_lists_(fa_plist *l, const fa_block_lists *b) {
@@ -222,22 +239,53 @@ static int kernel_index(fa_module *m, const char *name) {
   int n;
   const fa_kernel_info *k = fa_module_kernels_(m, &n);
   for (int i = 0; i < n; i++)
-    if (strcmp(k[i].kernel, name) == 0 && k[i].mode == FA_MODE_BLOCKS) return i;
+    if (strcmp(k[i].kernel, name) == 0 && k[i].mode == FA_MODE_BLOCKS && !k[i].chunk) return i;
   return -1;
 }
 
-/* Launches the module's classifier ki into l (context current). */
+/* The module's classes kernel called name (mode blocks, key chunk), or -1
+ * (fa_meta_parse_module makes sure a classifier's is there). */
+static int classes_index(fa_module *m, const char *name) {
+  int n;
+  const fa_kernel_info *k = fa_module_kernels_(m, &n);
+  for (int i = 0; i < n; i++)
+    if (strcmp(k[i].kernel, name) == 0 && k[i].mode == FA_MODE_BLOCKS && k[i].chunk > 0)
+      return i;
+  return -1;
+}
+
+/* Launches the module's classifier ki into l (context current): first its
+ * classes kernel when it names one (phase 1: grid row_tiles * ceil(steps /
+ * chunk), list_heads, batch), then it, with the same parameters, on the
+ * same stream. */
 static fa_status launch_classifier(fa_module *m, int ki, const fa_blocks_args *a,
                                    const fa_block_lists *l) {
   int n;
-  const fa_kernel_info *in = &fa_module_kernels_(m, &n)[ki];
-  unsigned grid[3] = {(unsigned)l->list_dim[2], (unsigned)in->list_heads, (unsigned)a->batch};
+  const fa_kernel_info *k = fa_module_kernels_(m, &n), *in = &k[ki];
+  unsigned grid[3];
+  fa_status st = fa_classifier_grid(in, a->batch, a->seqlen_q, a->seqlen_k, grid);
+  if (st != FA_OK) return st; /* checked before (fa_blocks_check, the launch's) */
   if (grid[0] == 0 || grid[2] == 0) return FA_OK;
   fa_param p[FA_BACKWARD_MAX_PARAMS];
   fa_param_values v;
   int np = 0;
   fa_blocks_params(in, a, l, p, &np);
   fa_param_values_(p, np, &v);
+  if (in->classes[0]) {
+    int c = classes_index(m, in->classes);
+    if (c < 0) {
+      size_t len;
+      fa_fmt(fa_module_msg_(m, &len), len, "classifier %s: classes %s names no classes kernel "
+             "of this module", in->kernel, in->classes);
+      return FA_ERR_META;
+    }
+    unsigned g1[3];
+    st = fa_classifier_grid(&k[c], a->batch, a->seqlen_q, a->seqlen_k, g1);
+    if (st == FA_OK && g1[0] > 0) /* none: no steps, every row's range is empty */
+      st = fa_module_launch_kernel_(m, c, g1, (unsigned)k[c].threads,
+                                    (unsigned)k[c].smem_bytes, a->stream, v.ptr);
+    if (st != FA_OK) return st;
+  }
   return fa_module_launch_kernel_(m, ki, grid, (unsigned)in->threads, (unsigned)in->smem_bytes,
                                   a->stream, v.ptr);
 }
@@ -308,6 +356,7 @@ fa_status fa_blocks_create(fa_module *mod, const fa_blocks_args *args, fa_blocks
   for (int i = 0; i < nk; i++) {
     if (k[i].mode != FA_MODE_BLOCKS) continue;
     if ((st = fa_blocks_check(&k[i], args, msg, len))) return st;
+    if (k[i].chunk > 0) continue; /* a classes kernel: launched by its classifier */
     ki[n++] = i;
   }
   fa_blocks *b = calloc(1, sizeof *b);

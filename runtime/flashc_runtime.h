@@ -83,9 +83,12 @@ typedef enum fa_mask { FA_MASK_NONE = 0, FA_MASK_CAUSAL, FA_MASK_WINDOW, FA_MASK
 /* Grid x: one block per Q tile (FA2 sequence parallelism) or one for all of Q (FA1 order);
  * decode kernels: `splits,kv_heads,batch` (docs/decode.md); the K/V-outer backward
  * kernels: `k_tiles,kv_heads,batch`, one block per K/V tile (docs/backward.md);
- * classifier kernels (mode blocks): `row_tiles,list_heads,batch`, one block per list. */
+ * classifier kernels (mode blocks): `row_tiles,list_heads,batch`, one block per list;
+ * a two-phase classifier's classes kernel (key chunk C): `row_tiles*chunks,list_heads,batch`,
+ * x = row_tiles * ceil(steps / C), one block per C steps of a list. */
 typedef enum fa_grid {
-  FA_GRID_Q_TILES = 0, FA_GRID_ONE, FA_GRID_SPLITS, FA_GRID_K_TILES, FA_GRID_ROW_TILES
+  FA_GRID_Q_TILES = 0, FA_GRID_ONE, FA_GRID_SPLITS, FA_GRID_K_TILES, FA_GRID_ROW_TILES,
+  FA_GRID_ROW_CHUNKS
 } fa_grid;
 /* Which way a classifier's lists run (metadata key `blocks rows|cols N`;
  * docs/abi.md, "Block lists"): ROWS, one list per Q tile (the K/V tiles it
@@ -234,7 +237,8 @@ typedef struct fa_kernel_info {
    * padded` or no layout line (a padded batch). A module's kernels agree. */
   int varlen;
   /* Block lists (docs/abi.md, "Block lists"; never with layout varlen).
-   * A classifier kernel (mode blocks, grid row_tiles,list_heads,batch;
+   * A classifier kernel (mode blocks, grid row_tiles,list_heads,batch, or
+   * row_tiles*chunks,list_heads,batch for a classes kernel: see chunk;
    * `forward` names the spec's forward kernel; no dropout, no workspace)
    * has the key `blocks rows|cols N`: its lists' orientation and
    * list_heads N (1 when the mask does not read h, else heads). A kernel
@@ -249,6 +253,15 @@ typedef struct fa_kernel_info {
   fa_blocks_orient blocks; /* key blocks (a visiting kernel: its classifier's) */
   int list_heads;          /* key blocks' N, 1..65535 (likewise) */
   char block_list[FA_NAME_MAX]; /* key block_list: the classifier's kernel name */
+  /* Two-phase classifiers (docs/abi.md, "Block lists"): the classifier a
+   * visiting kernel names may have the key `classes NAME`, its classes
+   * kernel (phase 1: mode blocks, the same forward, blocks, tiles and
+   * inputs, key `chunk C`, grid row_tiles*chunks,list_heads,batch), which
+   * classifies C steps a block and is launched just before it with the same
+   * parameters; the classifier (phase 2) then compacts each list in place.
+   * 0 and "" where not given. */
+  int chunk;                 /* key chunk: steps per block, 1..65536 (classes kernels) */
+  char classes[FA_NAME_MAX]; /* key classes: the classes kernel's name (phase 2) */
 } fa_kernel_info;
 
 /* Parses metadata lines from `len` bytes of `text` (a whole PTX file or the
@@ -979,6 +992,16 @@ FA_API fa_status fa_backward(fa_module *mod, const fa_backward_args *args);
 
 /* ---- block lists (docs/abi.md, "Block lists") ------------------------- */
 
+/* The grid of a classifier kernel (mode blocks) at a launch of (batch,
+ * seqlen_q, seqlen_k) into grid[3] (x, y, z): grid row_tiles,list_heads,batch
+ * (a classifier: one block per list) or row_tiles*chunks,list_heads,batch (a
+ * classes kernel, key chunk C: x = row_tiles * ceil(steps / C), steps the
+ * lists' other tile count, list_len - 1). Touches no GPU. FA_ERR_NULL_POINTER,
+ * FA_ERR_INVALID_ARGUMENT (not a classifier; a negative size), or
+ * FA_ERR_TOO_LARGE (as fa_block_lists_shape). */
+FA_API fa_status fa_classifier_grid(const fa_kernel_info *info, int64_t batch, int64_t seqlen_q,
+                                    int64_t seqlen_k, unsigned grid[3]);
+
 /* The shape of the lists that `info` writes (a classifier, mode blocks) or
  * visits (a kernel with block_list, whose blocks and list_heads are its
  * classifier's: fa_meta_parse_module) at a launch of (batch, seqlen_q,
@@ -1014,13 +1037,17 @@ FA_API fa_status fa_blocks_params(const fa_kernel_info *classifier, const fa_blo
                                   const fa_block_lists *lists,
                                   fa_param params[FA_BACKWARD_MAX_PARAMS], int *count);
 
-/* Builds every classifier kernel's lists of mod (its mode blocks kernels)
+/* Builds every classifier kernel's lists of mod (its mode blocks kernels
+ * without the key chunk)
  * for launches of args' sizes and run-time inputs, into device memory the
  * new handle owns: validates args against each classifier (fa_blocks_check;
  * a failure returns its status with the message in mod, *out NULL),
  * allocates the lists (fa_block_lists_shape each) and launches the
  * classifiers on args->stream, grid (row_tiles, list_heads, batch), its
- * threads and smem_bytes. Asynchronous: launches on args->stream see the
+ * threads and smem_bytes, each after its classes kernel when it names one
+ * (key classes: grid fa_classifier_grid, same parameters; a classes kernel
+ * is checked with fa_blocks_check too but holds no lists of its own and
+ * does not count in fa_blocks_count). Asynchronous: launches on args->stream see the
  * lists; launches on another stream must be ordered after it by the
  * caller. A module without classifiers gives a handle that holds no lists
  * (FA_OK; launches given it launch as without one). The handle is for mod

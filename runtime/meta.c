@@ -63,7 +63,7 @@ enum {
   /* packed sequences (docs/abi.md, "Variable-length batches") */
   K_LAYOUT,
   /* block lists (docs/abi.md, "Block lists") */
-  K_BLOCKS, K_BLOCK_LIST,
+  K_BLOCKS, K_BLOCK_LIST, K_CHUNK, K_CLASSES,
   /* run-time inputs (docs/abi.md): the only keys a block may repeat */
   K_INPUT, K_REQUIRE, K_COUNT
 };
@@ -77,7 +77,7 @@ static const char *const key_names[K_COUNT] = {
   "cache", "page_size", "split", "q_len_max", "combine_kernel", "combine_threads", "unified_max",
   "combine_pdl", "combine_fused", "wide_kernel", "wide_tile_kv", "wide_threads",
   "wide_smem_bytes", "role", "forward", "dropout", "dropout_of", "dropout_mask", "layout",
-  "blocks", "block_list", "input", "require",
+  "blocks", "block_list", "chunk", "classes", "input", "require",
 };
 
 static const int required_keys[] = {K_VERSION, K_KERNEL, K_DTYPE, K_HEAD_DIM, K_HEADS,
@@ -267,12 +267,14 @@ static fa_status set_key(Parser *p, int k, const char *v) {
   case K_GRID: {
     static const char *const n[] = {"q_tiles,heads,batch", "1,heads,batch",
                                     "splits,kv_heads,batch", "k_tiles,kv_heads,batch",
-                                    "row_tiles,list_heads,batch", NULL};
+                                    "row_tiles,list_heads,batch",
+                                    "row_tiles*chunks,list_heads,batch", NULL};
     static const int val[] = {FA_GRID_Q_TILES, FA_GRID_ONE, FA_GRID_SPLITS, FA_GRID_K_TILES,
-                              FA_GRID_ROW_TILES};
+                              FA_GRID_ROW_TILES, FA_GRID_ROW_CHUNKS};
     st = parse_enum(p, key, v, n, val,
                     "q_tiles,heads,batch, 1,heads,batch, splits,kv_heads,batch, "
-                    "k_tiles,kv_heads,batch or row_tiles,list_heads,batch", &tmp);
+                    "k_tiles,kv_heads,batch, row_tiles,list_heads,batch or "
+                    "row_tiles*chunks,list_heads,batch", &tmp);
     in->grid = (fa_grid)tmp;
     return st;
   }
@@ -313,6 +315,8 @@ static fa_status set_key(Parser *p, int k, const char *v) {
   case K_DROPOUT_OF: return parse_name(p, key, v, in->dropout_of, sizeof in->dropout_of, 1);
   case K_BLOCKS: return parse_blocks_key(p, v);
   case K_BLOCK_LIST: return parse_name(p, key, v, in->block_list, sizeof in->block_list, 1);
+  case K_CHUNK: return parse_int(p, key, v, 1, 65536, &in->chunk);
+  case K_CLASSES: return parse_name(p, key, v, in->classes, sizeof in->classes, 1);
   case K_DROPOUT_MASK: {
     static const char *const n[] = {"exact", "torch", NULL};
     static const int val[] = {0, 1};
@@ -479,16 +483,24 @@ static fa_status check_backward_keys(Parser *p) {
  * (mode blocks) names the spec's forward kernel, says `blocks rows|cols N`
  * with N 1 or heads, runs on grid row_tiles,list_heads,batch (which needs
  * tile_kv: its lists' other dim) and has no workspace and no block_list;
- * `blocks` and that grid belong to it alone. block_list names another
+ * `blocks` and that grid belong to it alone. A classes kernel (phase 1 of
+ * a two-phase classifier) has the key chunk and grid
+ * row_tiles*chunks,list_heads,batch instead; a classifier naming one (key
+ * classes) has no chunk. block_list names another
  * kernel, on a kernel that visits tile pairs: a forward kernel, or a
  * backward one of role q, main, kv or dv. */
 static fa_status check_blocks_keys(Parser *p) {
   fa_kernel_info *in = p->info;
   if (in->mode != FA_MODE_BLOCKS) {
     if (seen(p, K_BLOCKS)) return fail_key(p, K_BLOCKS, "%sonly valid with mode blocks", "");
+    if (seen(p, K_CHUNK)) return fail_key(p, K_CHUNK, "%sonly valid with mode blocks", "");
+    if (seen(p, K_CLASSES)) return fail_key(p, K_CLASSES, "%sonly valid with mode blocks", "");
     if (in->grid == FA_GRID_ROW_TILES)
       return fail_key(p, K_GRID, "row_tiles,list_heads,batch is only valid with mode blocks "
                       "(a classifier kernel), not with mode %s", mode_name(in->mode));
+    if (in->grid == FA_GRID_ROW_CHUNKS)
+      return fail_key(p, K_GRID, "row_tiles*chunks,list_heads,batch is only valid with mode "
+                      "blocks (a classes kernel), not with mode %s", mode_name(in->mode));
     if (!seen(p, K_BLOCK_LIST)) return FA_OK;
     if (in->mode == FA_MODE_DECODE)
       return fail_key(p, K_BLOCK_LIST, "%snot valid with mode decode", "");
@@ -508,12 +520,22 @@ static fa_status check_blocks_keys(Parser *p) {
   if (strcmp(in->forward, in->kernel) == 0)
     return fail_key(p, K_FORWARD, "'%s' is this kernel itself, not its forward kernel",
                     in->forward);
-  if (in->grid != FA_GRID_ROW_TILES)
+  if (seen(p, K_CHUNK) && seen(p, K_CLASSES))
+    return fail_key(p, K_CLASSES, "%snot valid with chunk (a classes kernel is phase 1; "
+                    "classes names it on phase 2)", "");
+  if (seen(p, K_CHUNK) && in->grid != FA_GRID_ROW_CHUNKS)
+    return fail_key(p, K_GRID, "%sa classes kernel (mode blocks, chunk) runs on grid "
+                    "row_tiles*chunks,list_heads,batch", "");
+  if (!seen(p, K_CHUNK) && in->grid != FA_GRID_ROW_TILES)
     return fail_key(p, K_GRID, "%sa classifier kernel (mode blocks) runs on grid "
-                    "row_tiles,list_heads,batch", "");
+                    "row_tiles,list_heads,batch (row_tiles*chunks,list_heads,batch needs the "
+                    "key chunk)", "");
   if (!seen(p, K_TILE_KV))
-    return fail_key(p, K_GRID, "%srow_tiles,list_heads,batch needs the key tile_kv (a "
-                    "classifier's lists span both tile dims)", "");
+    return fail_key(p, K_GRID, "%sa classifier's grid needs the key tile_kv (its lists span "
+                    "both tile dims)", "");
+  if (seen(p, K_CLASSES) && strcmp(in->classes, in->kernel) == 0)
+    return fail_key(p, K_CLASSES, "'%s' is this kernel itself, not its classes kernel",
+                    in->classes);
   if (in->list_heads != 1 && in->list_heads != in->heads) {
     char msg[160];
     fa_fmt(msg, sizeof msg, "list_heads %d is neither 1 nor heads %d", in->list_heads,
@@ -676,10 +698,26 @@ static fa_status same_inputs(Module *m, int b, int ref) {
  * forward and role q; cols: main, kv, dv), its tiles and its inputs; the
  * visiting kernel's info then gets that classifier's blocks and
  * list_heads. */
+static fa_status check_classes(Module *m, int b);
+
+/* The kernel that kernel b's key `key` names, into *c; or the refusal
+ * (`what` is what the name should be). */
+static fa_status named_kernel(Module *m, int b, int key, const char *name, const char *what,
+                              int *c) {
+  *c = find_kernel(m, name);
+  if (*c >= 0) return FA_OK;
+  char msg[400];
+  fa_fmt(msg, sizeof msg, "'%s' names no kernel of this module (%s is compiled into the same "
+         "module)", name, what);
+  return module_fail(m, b, key, msg);
+}
+
 static fa_status check_block_lists(Module *m, int b) {
   fa_kernel_info *x = &m->k[b];
   char what[400];
   if (x->mode == FA_MODE_BLOCKS) {
+    fa_status cst = check_classes(m, b);
+    if (cst != FA_OK) return cst;
     int fwd = find_kernel(m, x->forward);
     if (fwd < 0) return FA_OK;
     if (m->k[fwd].mode != FA_MODE_FORWARD || m->k[fwd].dropout_of[0]) {
@@ -691,17 +729,19 @@ static fa_status check_block_lists(Module *m, int b) {
     return st ? st : same_inputs(m, b, fwd);
   }
   if (!x->block_list[0]) return FA_OK;
-  int c = find_kernel(m, x->block_list);
-  if (c < 0) {
-    fa_fmt(what, sizeof what, "'%s' names no kernel of this module (a kernel's classifier is "
-           "compiled into the same module)", x->block_list);
-    return module_fail(m, b, K_BLOCK_LIST, what);
-  }
+  int c;
+  fa_status nst = named_kernel(m, b, K_BLOCK_LIST, x->block_list, "a kernel's classifier", &c);
+  if (nst != FA_OK) return nst;
   const fa_kernel_info *y = &m->k[c];
   int yline = m->line[c].key[K_KERNEL];
   if (y->mode != FA_MODE_BLOCKS) {
     fa_fmt(what, sizeof what, "'%s' (line %d) is a %s kernel, not a classifier (mode blocks)",
            x->block_list, yline, mode_name(y->mode));
+    return module_fail(m, b, K_BLOCK_LIST, what);
+  }
+  if (y->chunk) {
+    fa_fmt(what, sizeof what, "'%s' (line %d) is a classes kernel (phase 1, key chunk), not a "
+           "classifier: name the classifier whose key classes names it", x->block_list, yline);
     return module_fail(m, b, K_BLOCK_LIST, what);
   }
   const char *spec = x->mode == FA_MODE_BACKWARD ? x->forward
@@ -733,6 +773,36 @@ static fa_status check_block_lists(Module *m, int b) {
   x->blocks = y->blocks;
   x->list_heads = y->list_heads;
   return FA_OK;
+}
+
+/* A two-phase classifier b (key classes; docs/abi.md "Block lists"):
+ * its classes kernel is a kernel of the module with the key chunk, made
+ * for the same forward kernel, orientation, list_heads and tiles, with the
+ * same run-time inputs and requires (it takes the same parameters). */
+static fa_status check_classes(Module *m, int b) {
+  const fa_kernel_info *x = &m->k[b];
+  if (!x->classes[0]) return FA_OK;
+  char what[400];
+  int c;
+  fa_status nst = named_kernel(m, b, K_CLASSES, x->classes, "a classifier's classes kernel", &c);
+  if (nst != FA_OK) return nst;
+  const fa_kernel_info *y = &m->k[c];
+  int yline = m->line[c].key[K_KERNEL];
+  if (y->mode != FA_MODE_BLOCKS || !y->chunk) {
+    fa_fmt(what, sizeof what, "'%s' (line %d) is not a classes kernel (mode blocks with the key "
+           "chunk)", x->classes, yline);
+    return module_fail(m, b, K_CLASSES, what);
+  }
+  if (strcmp(y->forward, x->forward) != 0 || y->blocks != x->blocks ||
+      y->list_heads != x->list_heads || y->tile_q != x->tile_q || y->tile_kv != x->tile_kv) {
+    fa_fmt(what, sizeof what, "'%s' (line %d) classifies for forward %s, blocks %s %d, tiles "
+           "%dx%d but this classifier's are %s, %s %d, %dx%d", x->classes, yline, y->forward,
+           y->blocks == FA_BLOCKS_COLS ? "cols" : "rows", y->list_heads, y->tile_q, y->tile_kv,
+           x->forward, x->blocks == FA_BLOCKS_COLS ? "cols" : "rows", x->list_heads, x->tile_q,
+           x->tile_kv);
+    return module_fail(m, b, K_CLASSES, what);
+  }
+  return same_inputs(m, c, b);
 }
 
 /* Kernel names differ; a backward kernel's forward kernel, when the module

@@ -49,7 +49,8 @@ class KernelInfo(ctypes.Structure):
                 ("ninputs", ctypes.c_int), ("inputs", InputInfo * MAX_INPUTS),
                 ("require_q_le_k", ctypes.c_int), ("require_k_le_q", ctypes.c_int),
                 ("varlen", ctypes.c_int), ("blocks", ctypes.c_int), ("list_heads", ctypes.c_int),
-                ("block_list", ctypes.c_char * FA_NAME_MAX)]
+                ("block_list", ctypes.c_char * FA_NAME_MAX), ("chunk", ctypes.c_int),
+                ("classes", ctypes.c_char * FA_NAME_MAX)]
 
 
 class Tensor(ctypes.Structure):
@@ -129,7 +130,8 @@ class JitOptions(ctypes.Structure):
 
 MODES = ["forward", "backward", "decode", "blocks"]
 GRIDS = ["q_tiles,heads,batch", "1,heads,batch", "splits,kv_heads,batch",
-         "k_tiles,kv_heads,batch", "row_tiles,list_heads,batch"]
+         "k_tiles,kv_heads,batch", "row_tiles,list_heads,batch",
+         "row_tiles*chunks,list_heads,batch"]
 ORIENTS = [None, "rows", "cols"]  # fa_blocks_orient
 DTYPES = ["f16", "bf16", "f32", "i32"]
 MASKS = ["none", "causal", "window", "expr"]
@@ -157,7 +159,9 @@ def info_dict(k):
             # block lists: a classifier's (mode blocks) orientation and list_heads,
             # or a visiting kernel's classifier (block_list) and its
             "blocks": ORIENTS[k.blocks] if 0 <= k.blocks < 3 else k.blocks,
-            "list_heads": k.list_heads, "block_list": k.block_list.decode()}
+            "list_heads": k.list_heads, "block_list": k.block_list.decode(),
+            # a two-phase classifier: its classes kernel; a classes kernel: its chunk
+            "chunk": k.chunk, "classes": k.classes.decode()}
 
 
 def input_tuple(x):

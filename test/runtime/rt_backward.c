@@ -62,7 +62,8 @@ static int usage(void) {
 
 static const char *const grids[] = {"q_tiles,heads,batch", "1,heads,batch",
                                     "splits,kv_heads,batch", "k_tiles,kv_heads,batch",
-                                    "row_tiles,list_heads,batch"};
+                                    "row_tiles,list_heads,batch",
+                                    "row_tiles*chunks,list_heads,batch"};
 static const char *const modes[] = {"forward", "backward", "decode", "blocks"};
 static const char *const orients[] = {"none", "rows", "cols"};
 
@@ -86,7 +87,7 @@ static int cmd_meta(int argc, char **argv) {
   for (int i = 0; i < n; i++) {
     printf("%d %s mode %s role %s forward %s grid %s tile_q %d tile_kv %d threads %d smem %d", i,
            k[i].kernel, modes[k[i].mode % 4], fa_role_name(k[i].role),
-           k[i].forward[0] ? k[i].forward : "-", grids[k[i].grid % 5], k[i].tile_q, k[i].tile_kv,
+           k[i].forward[0] ? k[i].forward : "-", grids[k[i].grid % 6], k[i].tile_q, k[i].tile_kv,
            k[i].threads, k[i].smem_bytes);
     if (k[i].dropout > 0) printf(" dropout %g", k[i].dropout);
     if (k[i].dropout_of[0]) printf(" dropout_of %s", k[i].dropout_of);
@@ -100,6 +101,8 @@ static int cmd_meta(int argc, char **argv) {
     if (k[i].varlen) printf(" layout varlen");
     if (k[i].mode == FA_MODE_BLOCKS)
       printf(" blocks %s %d", orients[k[i].blocks % 3], k[i].list_heads);
+    if (k[i].chunk) printf(" chunk %d", k[i].chunk);
+    if (k[i].classes[0]) printf(" classes %s", k[i].classes);
     if (k[i].block_list[0])
       printf(" block_list %s (%s %d)", k[i].block_list, orients[k[i].blocks % 3],
              k[i].list_heads);

@@ -8,7 +8,8 @@
  *       default 2 x 128 x 256, every declared input bound, tensors
  *       contiguous from 0x1b000000000 on, 2^32 apart), applies MODs and
  *       prints what fa_blocks_check says; when it passes, the lists'
- *       shape (fa_block_lists_shape) and fa_blocks_params' list with
+ *       shape (fa_block_lists_shape), its grid (fa_classifier_grid),
+ *       block and shared memory, and fa_blocks_params' list with
  *       blk_list at 0x1d000000000 and blk_count at 0x1d100000000. MOD is
  *       an edit of the run-time inputs (rt_inputs_mod), args=null or
  *       info=null.
@@ -17,6 +18,7 @@
  *       visits lists)
  *   flashc-rt-blocks api
  *       the block-list entry points with NULL and out-of-range arguments
+ *       (and fa_classifier_grid's two grids)
  *
  * Prints `status: NAME` and `message: ...`; exits 0 for FA_OK, 1 for any
  * other status, 2 on bad usage. Nothing is dereferenced on the device side.
@@ -82,6 +84,11 @@ static int check_one(const fa_kernel_info *in, int64_t b, int64_t sq, int64_t sk
   fa_block_lists l;
   if ((st = fa_block_lists_shape(in, b, sq, sk, &l)) != FA_OK) return rt_report(st, NULL);
   print_shape(&l);
+  unsigned g[3];
+  if ((st = fa_classifier_grid(in, b, sq, sk, g)) == FA_OK)
+    printf("grid: %u %u %u block %d smem %d\n", g[0], g[1], g[2], in->threads, in->smem_bytes);
+  else
+    printf("grid: %s\n", rt_status_name(st));
   l.list = (void *)(uintptr_t)UINT64_C(0x1d000000000);
   l.count = (void *)(uintptr_t)UINT64_C(0x1d100000000);
   fa_param p[FA_BACKWARD_MAX_PARAMS];
@@ -172,6 +179,22 @@ static int cmd_api(void) {
   info.mode = FA_MODE_BLOCKS;
   st = fa_blocks_check(&info, &a, msg, sizeof msg);
   printf("fa_blocks_check(zero info): %s: %s\n", rt_status_name(st), msg);
+  unsigned g[3] = {7, 7, 7};
+  printf("fa_classifier_grid(NULL): %s\n",
+         rt_status_name(fa_classifier_grid(NULL, 1, 1, 1, g)));
+  info.mode = FA_MODE_FORWARD;
+  printf("fa_classifier_grid(a forward kernel): %s\n",
+         rt_status_name(fa_classifier_grid(&info, 1, 1, 1, g)));
+  info.mode = FA_MODE_BLOCKS, info.grid = FA_GRID_ROW_CHUNKS;
+  printf("fa_classifier_grid(row_tiles*chunks, chunk 0): %s\n",
+         rt_status_name(fa_classifier_grid(&info, 1, 1, 1, g)));
+  info.chunk = 4;
+  st = fa_classifier_grid(&info, 2, 64 * 3, 64 * 9, g);
+  printf("fa_classifier_grid(chunk 4, 3 x 9 tiles): %s, %u %u %u\n", rt_status_name(st), g[0],
+         g[1], g[2]);
+  info.grid = FA_GRID_ROW_TILES;
+  st = fa_classifier_grid(&info, 2, 64 * 3, 64 * 9, g);
+  printf("fa_classifier_grid(row_tiles): %s, %u %u %u\n", rt_status_name(st), g[0], g[1], g[2]);
   return 0;
 }
 
