@@ -478,6 +478,16 @@ void cg_wgmma_commit_wait(CgBuilder *b, MlirValue *acc, int nacc) {
          acc, nacc);
 }
 
+void cg_wgmma_commit(CgBuilder *b) {
+  cg_ptx(b, "wgmma.commit_group.sync.aligned;", NULL, "", 0, NULL, 0);
+}
+
+void cg_wgmma_wait(CgBuilder *b, int pending, MlirValue *regs, int nregs) {
+  char text[64];
+  snprintf(text, sizeof text, "wgmma.wait_group.sync.aligned %d;", pending);
+  cg_ptx(b, text, NULL, "", 0, regs, nregs);
+}
+
 void cg_fence_proxy_async(CgBuilder *b) {
   cg_ptx(b, "fence.proxy.async.shared::cta;", NULL, "", 0, NULL, 0);
 }

@@ -154,6 +154,12 @@ void cg_wgmma(CgBuilder *b, CgMmaType t, int n, MlirValue *acc, const MlirValue 
 void cg_wgmma_fence(CgBuilder *b, MlirValue *regs, int nregs);
 /* commit_group + wait_group 0, with the accumulators passed through it. */
 void cg_wgmma_commit_wait(CgBuilder *b, MlirValue *acc, int nacc);
+/* commit_group alone: the group runs on while later code issues more. */
+void cg_wgmma_commit(CgBuilder *b);
+/* wait_group `pending`: at most that many later groups still run; the
+ * registers of the awaited group (accumulators, A fragments) pass through
+ * it, so nothing reads or reuses them before. */
+void cg_wgmma_wait(CgBuilder *b, int pending, MlirValue *regs, int nregs);
 /* fence.proxy.async.shared::cta: this thread's shared-memory writes become
  * visible to the tensor cores' (async proxy) reads after the next barrier. */
 void cg_fence_proxy_async(CgBuilder *b);

@@ -65,6 +65,11 @@ typedef struct CgVal {
   int smem_stride;  /* elements per row (cols + padding; cols when swizzled) */
   bool swizzled;    /* the 128-byte swizzled layout (lw_swizzled_byte) */
   int async_seq;    /* cp.async group number; -1 when ready */
+  /* CV_TILE, the result of an async matmul still running on wgmma (until
+   * its mma_wait): the A fragment registers it reads, kept alive to the wait */
+  MlirValue *mma_a;
+  int mma_na;
+  bool mma_running;
 } CgVal;
 
 /* Capacities of the async state (cg_async.h): cp.async groups in flight

@@ -47,6 +47,9 @@ typedef struct MmaPlan {
 } MmaPlan;
 
 void lw_matmul(Lowerer *L, const Op *op);
+/* mma_wait: the async matmul's registers once at most `pending` later
+ * groups run (wgmma); the value itself on mma.sync. */
+void lw_mma_wait(Lowerer *L, const Op *op);
 /* mma.sync: the lanes' ldmatrix addresses (after the dispatcher's checks;
  * k0: the warp's first k column, k_split: A's columns split over warps). */
 bool lw_mma_sync_plan(Lowerer *L, const Op *op, const TileGeom *rg, MmaPlan *p, MlirValue k0,
@@ -60,6 +63,8 @@ bool lw_wgmma_plan(Lowerer *L, CgTensorCore tc, const char *target, const char *
 /* r (initialized with the accumulator) += a * b on warpgroup MMA (the
  * dispatcher's plan p: A^T in shared memory when trans_a, B^T when trans_b). */
 void lw_wgmma_matmul(Lowerer *L, const Op *op, CgVal *r, const MmaPlan *p, bool has_acc);
+/* The wait of an async wgmma matmul (lw_mma_wait). */
+void lw_wgmma_wait(Lowerer *L, const Op *op, const CgVal *src, CgVal *r);
 
 /* ----------------------------------------------- split-kv partials */
 

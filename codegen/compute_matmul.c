@@ -117,3 +117,18 @@ void lw_matmul(Lowerer *L, const Op *op) {
   L->smem_read_since_barrier = true;
   lw_set(L, op->results[0], r);
 }
+
+void lw_mma_wait(Lowerer *L, const Op *op) {
+  CgVal *src = lw_get(L, op->operands[0]);
+  if (src->kind != CV_TILE || src->splat) {
+    lw_error(L, op, "mma_wait: the operand is not a matmul's register tile");
+    return;
+  }
+  if (!src->mma_running) { /* mma.sync: the matmul completed where it was issued */
+    lw_set(L, op->results[0], src);
+    return;
+  }
+  CgVal *r = lw_tile(L, op->results[0]->type, &src->g);
+  lw_wgmma_wait(L, op, src, r);
+  lw_set(L, op->results[0], r);
+}

@@ -190,7 +190,31 @@ void lw_wgmma_matmul(Lowerer *L, const Op *op, CgVal *r, const MmaPlan *p, bool 
                has_acc || kk > 0);
     }
   }
-  cg_wgmma_commit_wait(b, regs, nacc);
   for (int i = 0; i < nacc; i++)
+    r->e[i] = regs[i];
+  if (attr_int(&op->attrs, "async", 0) != 1) {
+    cg_wgmma_commit_wait(b, r->e, nacc);
+    return;
+  }
+  /* Async: the group runs on; its mma_wait ties the accumulators and the A
+   * fragments (registers the tensor cores still read) to the wait. */
+  cg_wgmma_commit(b);
+  r->mma_running = true;
+  r->mma_na = nregs - nacc;
+  r->mma_a = lw_alloc(L, sizeof(MlirValue) * (size_t)(r->mma_na ? r->mma_na : 1));
+  for (int i = 0; i < r->mma_na; i++)
+    r->mma_a[i] = regs[nacc + i];
+}
+
+void lw_wgmma_wait(Lowerer *L, const Op *op, const CgVal *src, CgVal *r) {
+  int pending = (int)attr_int(&op->attrs, "pending", 0);
+  int n = src->ne + src->mma_na;
+  MlirValue *regs = lw_alloc(L, sizeof(MlirValue) * (size_t)(n ? n : 1));
+  for (int i = 0; i < src->ne; i++)
+    regs[i] = src->e[i];
+  for (int i = 0; i < src->mma_na; i++)
+    regs[src->ne + i] = src->mma_a[i];
+  cg_wgmma_wait(&L->b, pending, regs, n);
+  for (int i = 0; i < r->ne; i++)
     r->e[i] = regs[i];
 }

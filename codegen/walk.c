@@ -300,6 +300,34 @@ static bool carries_every_staged_load(const Lowerer *L, const Block *blk, int ri
   return true;
 }
 
+/* Gives the carried tiles of loop op their cp.async groups in the order
+ * they were issued: oldest first by the step that issued them (a ring's
+ * first argument depth steps ago, its last one step ago), then in the
+ * order the body issues them. at_entry: the body's arguments (standing for
+ * the prologue's or the step before's copies; they also take their ring);
+ * else the loop's results (the last steps' copies, still in flight). A
+ * wait for one of them must not leave a group issued before it pending. */
+static void carried_issue_order(Lowerer *L, const Op *op, const int *ring_of, const int *pos_of,
+                                bool at_entry) {
+  Block *irbody = for_body((Op *)op);
+  int nargs = op->noperands - 2;
+  for (int ago = MAX_RING_DEPTH; ago >= 1; ago--)
+    for (Op *o = irbody->first; o; o = o->next)
+      for (int a = 0; a < nargs; a++) {
+        if (ring_of[a] < 0 || L->rings[ring_of[a]].next_load != o)
+          continue;
+        CarryRing *r = &L->rings[ring_of[a]];
+        if (r->depth - pos_of[a] != ago)
+          continue;
+        CgVal *v = lw_get(L, at_entry ? irbody->args[1 + a] : op->results[a]);
+        v->async_seq = lw_async_issue(L, false);
+        if (at_entry) {
+          v->ring = pos_of[a] == 0 ? ring_of[a] : -1;
+          r->held[pos_of[a]] = v->smem_dyn;
+        }
+      }
+}
+
 static void lower_seq_for(Lowerer *L, const Op *op) {
   CgBuilder *b = &L->b;
   MlirValue lo = lw_get(L, op->operands[0])->v, hi = lw_get(L, op->operands[1])->v;
@@ -342,19 +370,7 @@ static void lower_seq_for(Lowerer *L, const Op *op) {
       init_seq[ninit_seq++] = lw_get(L, op->operands[2 + i])->async_seq;
   AsyncLoop async;
   lw_loop_enter(L, &async, init_seq, ninit_seq);
-  for (int ago = MAX_RING_DEPTH; ago >= 1; ago--)
-    for (Op *o = irbody->first; o; o = o->next)
-      for (int a = 0; a < nargs; a++) {
-        if (ring_of[a] < 0 || L->rings[ring_of[a]].next_load != o)
-          continue;
-        CarryRing *r = &L->rings[ring_of[a]];
-        if (r->depth - pos_of[a] != ago)
-          continue;
-        CgVal *arg = lw_get(L, irbody->args[1 + a]);
-        arg->ring = pos_of[a] == 0 ? ring_of[a] : -1;
-        arg->async_seq = lw_async_issue(L, false);
-        r->held[pos_of[a]] = arg->smem_dyn;
-      }
+  carried_issue_order(L, op, ring_of, pos_of, true);
   lw_loop_body(L, ring_lo, ring_hi);
   /* A loop that carries every staged tile it loads waits for them at the
    * top of the step: its one barrier then comes before the next tiles'
@@ -374,9 +390,7 @@ static void lower_seq_for(Lowerer *L, const Op *op) {
   /* After the loop: the outer groups but the prologue's, then the last
    * step's copies (nobody should use them, but they are in flight). */
   lw_loop_leave(L, &async, init_seq, ninit_seq);
-  for (int a = 0; a < nargs; a++)
-    if (ring_of[a] >= 0)
-      lw_get(L, op->results[a])->async_seq = lw_async_issue(L, false);
+  carried_issue_order(L, op, ring_of, pos_of, false);
   /* The rings belong to this loop only. */
   L->nrings = ring_lo;
   (void)types;
@@ -508,6 +522,7 @@ static void lower_op(Lowerer *L, const Op *op) {
   case OP_SCATTER: lw_scatter(L, op); break;
   case OP_REDUCE: lw_reduce(L, op); break;
   case OP_MATMUL: lw_matmul(L, op); break;
+  case OP_MMA_WAIT: lw_mma_wait(L, op); break;
   case OP_ROWMAX:
   case OP_ROWSUM: lw_reduce_rows(L, op); break;
   case OP_XWARP_REDUCE: lw_xwarp_reduce(L, op); break;

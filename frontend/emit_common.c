@@ -370,6 +370,8 @@ void em_set_attrs(Lower *L, const char *target) {
     attr_set_int(L->m, a, "sched_warps", s->warps);
     attr_set_int(L->m, a, "sched_stages", s->stages);
   }
+  if (s->overlap) /* the overlap-softmax pass's switch */
+    attr_set_int(L->m, a, "sched_overlap", s->overlap > 0);
 }
 
 /* `for %iv = %c0 to hi`, with the builder moved into its body. */

@@ -84,6 +84,7 @@ typedef struct SpecInput {
 /* An optional `schedule NAME { ... }` block; 0 means "compiler chooses". */
 typedef struct Schedule {
   int tile_q, tile_kv, warps, stages;
+  int overlap; /* `overlap = 1`: 1, `overlap = 0`: -1, absent: 0 (off, P64) */
   SrcLoc loc;
 } Schedule;
 

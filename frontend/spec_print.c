@@ -227,6 +227,8 @@ static void print_kernel(FILE *out, const KernelSpec *k) {
   print_choice(out, "tile_kv", k->schedule.tile_kv);
   print_choice(out, "warps", k->schedule.warps);
   print_choice(out, "stages", k->schedule.stages);
+  if (k->schedule.overlap)
+    fprintf(out, " overlap=%d", k->schedule.overlap > 0);
   fputc('\n', out);
 }
 

@@ -595,6 +595,9 @@ static void exec_op(Interp *I, const Op *op) {
   case OP_FULL: exec_full(I, op); break;
   case OP_IOTA: exec_iota(I, op); break;
   case OP_MATMUL: exec_matmul(I, op); break;
+  case OP_MMA_WAIT: /* the matmul ran to completion already */
+    interp_copy_val(I, interp_val(I, op->results[0]), interp_val(I, op->operands[0]));
+    break;
   case OP_GRAD: interp_exec_grad(I, op); break;
   case OP_ROWMAX:
   case OP_ROWSUM: exec_rowreduce(I, op); break;

@@ -155,6 +155,12 @@ const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial", "warp" 
  *    [i0, ..., i(r-1)] of a rank r i32 tensor (index v, exact below 2^31):
  *    the block lists a classifier kernel writes (passes/block_lists.c). Every
  *    thread of a block computes the same scalars, so one writes.
+ *  - `matmul ... {async = 1}` and `mma_wait %x {pending = N}`: the matmul
+ *    is issued and left running (wgmma); its result is read only through an
+ *    mma_wait, which stands where the value is complete: N is how many async
+ *    matmuls issued after x's (in program order, same block) may still run
+ *    there (passes/overlap_softmax.c). On mma.sync and in the interpreter
+ *    the matmul is synchronous and mma_wait is the identity.
  *  - `load_paged %cache, %block_table, %b, %h, %row0, %limit {page_size = P}`:
  *    logical row R of sequence b is slot R % P of physical page
  *    block_table[b, R / P] of the cache [num_pages, P, heads, C]; rows at or
@@ -200,7 +206,8 @@ const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial", "warp" 
   X(OP_GATHER,      "gather")       /* tensor, i0 .. i(rank-1) -> its elements there (a run-time input) */ \
   X(OP_SCATTER,     "scatter")      /* tensor, i0 .. i(rank-1), value: writes one element (a block list) */ \
   X(OP_REDUCE,      "reduce")       /* {kind = max|min|sum} tile -> scalar (i1: max = any, min = all) */ \
-  X(OP_MATMUL,      "matmul")       /* a, b [, acc] {transpose_a, transpose_b, b_col0} -> f32 tile: acc + op(a)*op(b) (b_col0: b's columns b_col0.. only) */ \
+  X(OP_MATMUL,      "matmul")       /* a, b [, acc] {transpose_a, transpose_b, b_col0, async} -> f32 tile: acc + op(a)*op(b) (b_col0: b's columns b_col0.. only; async: read only through mma_wait) */ \
+  X(OP_MMA_WAIT,    "mma_wait")     /* x {pending = N} -> x: an async matmul's result, once at most N async matmuls issued after it are in flight */ \
   X(OP_ROWMAX,      "rowmax")       /* R x C -> R x 1 */                       \
   X(OP_ROWSUM,      "rowsum")       /* R x C -> R x 1 */                       \
   X(OP_MASK,        "mask")         /* s, cond -> s where cond, -inf elsewhere */ \

@@ -498,6 +498,51 @@ static void check_matmul(Verifier *v, const Op *op) {
   if (op->noperands == 3 && !same_shape_elem(opnd(op, 2), want))
     report(v, op, "accumulator %s, expected %s", tstr(opnd(op, 2), a), tstr(want, b));
   want_result(v, op, want);
+  const Attr *as = attr_get(&op->attrs, "async");
+  if (as && (as->kind != ATTR_INT || (as->i != 0 && as->i != 1)))
+    report(v, op, "'async' must be 0 or 1");
+  else if (as && as->i == 1)
+    for (int u = 0; u < op->results[0]->nuses; u++)
+      if (op->results[0]->uses[u].user->kind != OP_MMA_WAIT) {
+        report(v, op, "the result of an async matmul is read by %s (only mma_wait may read it)",
+               op_name(op->results[0]->uses[u].user->kind));
+        break;
+      }
+}
+
+/* How many async matmuls of blk lie strictly between ops a and b (a before
+ * b), or -1 when a does not precede b in blk. */
+static int async_between(const Op *a, const Op *b) {
+  int n = 0;
+  for (const Op *o = a->next; o; o = o->next) {
+    if (o == b)
+      return n;
+    n += o->kind == OP_MATMUL && attr_int(&o->attrs, "async", 0) == 1;
+  }
+  return -1;
+}
+
+/* mma_wait x {pending = N}: x an async matmul's result in the same block,
+ * N the async matmuls issued between them (the codegen's wait depth). */
+static void check_mma_wait(Verifier *v, const Op *op) {
+  if (!want_counts(v, op, 1, 1))
+    return;
+  const Op *mm = op->operands[0]->def;
+  if (!mm || mm->kind != OP_MATMUL || attr_int(&mm->attrs, "async", 0) != 1) {
+    report(v, op, "operand must be the result of an async matmul");
+    return;
+  }
+  if (!type_eq(res(op, 0), opnd(op, 0)))
+    report(v, op, "result must have the type of operand 0");
+  const Attr *pa = attr_get(&op->attrs, "pending");
+  int between = mm->parent == op->parent ? async_between(mm, op) : -1;
+  if (!pa || pa->kind != ATTR_INT || pa->i < 0)
+    report(v, op, "needs 'pending' >= 0");
+  else if (between < 0)
+    report(v, op, "the matmul must precede its wait in the same block");
+  else if (pa->i != between)
+    report(v, op, "'pending = %lld' but %d async matmuls are issued after the one it waits for",
+           (long long)pa->i, between);
 }
 
 /* grad y, x -> dy/dx: float values, the result shaped as y. */
@@ -676,6 +721,7 @@ static void check_kind_rules(Verifier *v, const Op *op) {
   case OP_SCATTER: check_scatter(v, op); break;
   case OP_REDUCE: check_reduce(v, op); break;
   case OP_MATMUL: check_matmul(v, op); break;
+  case OP_MMA_WAIT: check_mma_wait(v, op); break;
   case OP_ROWMAX: case OP_ROWSUM: check_rowreduce(v, op); break;
   case OP_MASK: check_mask(v, op); break;
   case OP_RESCALE: check_rescale(v, op); break;

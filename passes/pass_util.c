@@ -74,7 +74,12 @@ bool block_has_op(Block *b, OpKind k) {
 bool op_is_pure(const Op *op) {
   if (op->nregions > 0)
     return false;
+  /* An async matmul and its waits keep their order: codegen's wait depths
+   * count the async matmuls between them (passes/overlap_softmax.c). */
+  if (op->kind == OP_MATMUL && attr_int(&op->attrs, "async", 0) == 1)
+    return false;
   switch (op->kind) {
+  case OP_MMA_WAIT:
   case OP_STORE:
   case OP_SCATTER:
   case OP_YIELD:
@@ -504,4 +509,77 @@ bool kv_loop_state(const Op *loop, int *io, int *il, int *im) {
     *slot = i;
   }
   return *io >= 0 && *il >= 0 && *im >= 0;
+}
+
+/* ---- values rebuilt at another step ------------------------------------- */
+
+static bool rebuildable(Value *v, Op *loop, int depth) {
+  if (depth > 32)
+    return false;
+  if (value_defined_outside(v, loop))
+    return true;
+  if (v == for_iv(loop))
+    return true;
+  Op *d = v->def;
+  if (!d || d->nregions || !op_is_pure(d) || d->kind == OP_LOAD || d->kind == OP_LOAD_PAGED ||
+      v->type.kind != TYPE_SCALAR)
+    return false;
+  for (int i = 0; i < d->noperands; i++)
+    if (!rebuildable(d->operands[i], loop, depth + 1))
+      return false;
+  return true;
+}
+
+bool loop_rebuildable(Value *v, Op *loop) { return rebuildable(v, loop, 0); }
+
+Value *clone_load_at(Builder *b, Op *ld, Op *loop, Value *iv) {
+  ValueMap map = {0};
+  for (int i = 0; i < ld->noperands; i++) {
+    Value *o = loop_rebuild(b, ld->operands[i], loop, iv, &map);
+    if (o != ld->operands[i])
+      valuemap_put(b->m, &map, ld->operands[i], o);
+  }
+  Op *c = op_clone(b, ld, &map);
+  c->results[0]->name = ld->results[0]->name;
+  return c->results[0];
+}
+
+
+/* Maps what blk's ops read from the loop's body to its rebuilt values. */
+static void rebuild_region_reads(Builder *b, Block *blk, Op *loop, Value *iv, ValueMap *map) {
+  for (Op *o = blk->first; o; o = o->next) {
+    for (int i = 0; i < o->noperands; i++) {
+      Value *v = o->operands[i];
+      bool inside = v->def ? v->def->parent == blk : v->block == blk;
+      if (!inside) {
+        Value *r = loop_rebuild(b, v, loop, iv, map);
+        if (r != v)
+          valuemap_put(b->m, map, v, r);
+      }
+    }
+    for (int r = 0; r < o->nregions; r++)
+      rebuild_region_reads(b, o->regions[r], loop, iv, map);
+  }
+}
+
+Value *loop_rebuild(Builder *b, Value *v, Op *loop, Value *iv, ValueMap *map) {
+  if (v == for_iv(loop))
+    return iv;
+  if (value_defined_outside(v, loop))
+    return v;
+  Value *got = valuemap_get(map, v);
+  if (got != v)
+    return got;
+  Op *d = v->def;
+  for (int i = 0; i < d->noperands; i++) {
+    Value *o = loop_rebuild(b, d->operands[i], loop, iv, map);
+    if (o != d->operands[i])
+      valuemap_put(b->m, map, d->operands[i], o);
+  }
+  for (int r = 0; r < d->nregions; r++)
+    rebuild_region_reads(b, d->regions[r], loop, iv, map);
+  Op *c = op_clone(b, d, map);
+  for (int r = 0; r < d->nresults; r++)
+    valuemap_put(b->m, map, d->results[r], c->results[r]);
+  return c->results[v->result_index];
 }

@@ -100,4 +100,16 @@ void pass_report(FILE *diag, const Func *f, SrcLoc loc, const char *kind, const 
  * yields nothing; new regions follow the same convention. */
 bool func_uses_empty_yields(Func *f);
 
+/* Values rebuilt at another step of a loop (software_pipeline.c's prefetches,
+ * overlap_softmax.c's V tile). Can v be recomputed at the top of loop's body
+ * (or before the loop) from the induction variable and values defined
+ * outside, through pure scalar ops? */
+bool loop_rebuildable(Value *v, Op *loop);
+/* Clones the computation of v at b's point with the induction variable
+ * replaced by `iv` (memoised in map; through the scalar ifs of a skip test
+ * too: software_pipeline.c). */
+Value *loop_rebuild(Builder *b, Value *v, Op *loop, Value *iv, ValueMap *map);
+/* A clone of load `ld` at b's point, its operands rebuilt for `iv`. */
+Value *clone_load_at(Builder *b, Op *ld, Op *loop, Value *iv);
+
 #endif

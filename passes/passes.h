@@ -26,6 +26,9 @@ typedef struct PassOptions {
   int max_passes;                           /* run at most this many (< 0: all); for prefix tests */
   FILE *dump;                               /* where IR dumps go (stderr when NULL) */
   FILE *diag;                               /* where errors go (stderr when NULL) */
+  bool mma_sync;                            /* -mma=sync: codegen keeps every matmul on
+                                             * mma.sync, so passes that pay off only with
+                                             * asynchronous wgmma stay off */
 } PassOptions;
 
 /* A pass rewrites one kernel. Returns 0 on success; on failure it has printed
@@ -79,6 +82,9 @@ int pass_heavy_first(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_pack_gqa(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_split_kv(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_unified_max(Module *m, Func *f, const PassOptions *opts, FILE *diag);
+/* overlap_softmax.c: step j's softmax under step j-1's P V (FA3's
+ * intra-warpgroup overlap; async matmuls and mma_wait) */
+int pass_overlap_softmax(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_software_pipeline(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_fold_scale(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 

@@ -54,6 +54,11 @@ static const Pass pipeline[] = {
      false, pass_split_kv},
     {"unified-max", "decode: FlashDecoding++ softmax against a fixed max, exact fallback", false,
      pass_unified_max},
+    /* before pipeline: V becomes a tile carried one step, which pipeline
+     * leaves alone while it carries K */
+    {"overlap-softmax",
+     "forward on wgmma: issue S, then the step before's P V, and run the softmax under it",
+     false, pass_overlap_softmax},
     {"pipeline", "software-pipeline the K/V loop: load the next K tile while this one is used",
      false, pass_software_pipeline},
     {"fold-scale", "move the softmax scale past masks and row max: codegen folds it into exp2",

@@ -87,43 +87,6 @@ static bool is_staged_load(const Op *op) {
   return t.kind == TYPE_TILE && t.dist == DIST_NONE && (t.elem == ELEM_BF16 || t.elem == ELEM_F16);
 }
 
-/* Can v be recomputed at the top of loop's body (or before the loop) from
- * the induction variable and values defined outside? */
-static bool rebuildable(Value *v, Op *loop, int depth) {
-  if (depth > 32)
-    return false;
-  if (value_defined_outside(v, loop))
-    return true;
-  if (v == for_iv(loop))
-    return true;
-  Op *d = v->def;
-  if (!d || d->nregions || !op_is_pure(d) || d->kind == OP_LOAD || d->kind == OP_LOAD_PAGED ||
-      v->type.kind != TYPE_SCALAR)
-    return false;
-  for (int i = 0; i < d->noperands; i++)
-    if (!rebuildable(d->operands[i], loop, depth + 1))
-      return false;
-  return true;
-}
-
-/* Clones the computation of v at b's point with the induction variable
- * replaced by `iv` (memoised in map; through the scalar ifs of a skip
- * test too: rebuild_test, below). */
-static Value *rebuild_test(Builder *b, Value *v, Op *loop, Value *iv, ValueMap *map);
-
-/* A clone of load `ld` at b's point, its operands rebuilt for `iv`. */
-static Value *clone_load(Builder *b, Op *ld, Op *loop, Value *iv) {
-  ValueMap map = {0};
-  for (int i = 0; i < ld->noperands; i++) {
-    Value *o = rebuild_test(b, ld->operands[i], loop, iv, &map);
-    if (o != ld->operands[i])
-      valuemap_put(b->m, &map, ld->operands[i], o);
-  }
-  Op *c = op_clone(b, ld, &map);
-  c->results[0]->name = ld->results[0]->name;
-  return c->results[0];
-}
-
 /* ---- prefetches of steps the loop skips ----------------------------------
  *
  * mask-skip wraps a step's work in `if %empty { state } else { work }`, so
@@ -194,46 +157,6 @@ static bool test_rebuildable(Value *v, Op *loop, int depth) {
     if (!test_rebuildable(d->operands[i], loop, depth + 1))
       return false;
   return true;
-}
-
-/* Maps what blk's ops read from the loop's body to its rebuilt values. */
-static void rebuild_region_reads(Builder *b, Block *blk, Op *loop, Value *iv, ValueMap *map) {
-  for (Op *o = blk->first; o; o = o->next) {
-    for (int i = 0; i < o->noperands; i++) {
-      Value *v = o->operands[i];
-      bool inside = v->def ? v->def->parent == blk : v->block == blk;
-      if (!inside) {
-        Value *r = rebuild_test(b, v, loop, iv, map);
-        if (r != v)
-          valuemap_put(b->m, map, v, r);
-      }
-    }
-    for (int r = 0; r < o->nregions; r++)
-      rebuild_region_reads(b, o->regions[r], loop, iv, map);
-  }
-}
-
-/* rebuild_test: as declared above. */
-static Value *rebuild_test(Builder *b, Value *v, Op *loop, Value *iv, ValueMap *map) {
-  if (v == for_iv(loop))
-    return iv;
-  if (value_defined_outside(v, loop))
-    return v;
-  Value *got = valuemap_get(map, v);
-  if (got != v)
-    return got;
-  Op *d = v->def;
-  for (int i = 0; i < d->noperands; i++) {
-    Value *o = rebuild_test(b, d->operands[i], loop, iv, map);
-    if (o != d->operands[i])
-      valuemap_put(b->m, map, d->operands[i], o);
-  }
-  for (int r = 0; r < d->nregions; r++)
-    rebuild_region_reads(b, d->regions[r], loop, iv, map);
-  Op *c = op_clone(b, d, map);
-  for (int r = 0; r < d->nresults; r++)
-    valuemap_put(b->m, map, d->results[r], c->results[r]);
-  return c->results[v->result_index];
 }
 
 /* The rebuildable disjuncts of e (through its `or`s) into out. */
@@ -323,7 +246,7 @@ static void skip_prefetch(Module *m, Op *loop, Op *ld, Op *next, Value *iv, Skip
     st->wrap = wrap;
     st->skip = NULL;
     for (int i = 0; i < parts.n; i++) {
-      Value *p = rebuild_test(&b, parts.v[i]->results[0], loop, iv, &map);
+      Value *p = loop_rebuild(&b, parts.v[i]->results[0], loop, iv, &map);
       st->skip = st->skip ? build_binary(&b, OP_OR, st->skip, p) : p;
     }
     oplist_free(&parts);
@@ -359,7 +282,8 @@ static void scan_block(Scan *s, Block *blk) {
       s->nested_loop = true;
       return;
     }
-    if (is_staged_load(o))
+    /* {prefetch}: already a tile for the next step (overlap-softmax's V) */
+    if (is_staged_load(o) && !attr_get(&o->attrs, "prefetch"))
       oplist_push(&s->loads, o);
     if (is_vector_load(o))
       oplist_push(&s->vectors, o);
@@ -421,7 +345,7 @@ static void carry_loads(Module *m, Op *loop, OpList *carried, int depth, Op *top
       Value *jp = loop->operands[0];
       if (p > 0)
         jp = build_binary(&pb, OP_ADD, jp, build_index(&pb, p));
-      pro[p][i] = clone_load(&pb, ld, loop, jp);
+      pro[p][i] = clone_load_at(&pb, ld, loop, jp);
       pro[p][i]->name = suffixed(m, ld->results[0]->name, "_pro", p);
     }
   Builder nb = builder_before(m, top);
@@ -432,7 +356,7 @@ static void carry_loads(Module *m, Op *loop, OpList *carried, int depth, Op *top
     nb.loc = ld->loc;
     if (!jn)
       jn = build_binary(&nb, OP_ADD, for_iv(loop), build_index(&nb, depth));
-    Value *next = clone_load(&nb, ld, loop, jn);
+    Value *next = clone_load_at(&nb, ld, loop, jn);
     op_set_attr_int(next->def, "prefetch", depth);
     if (skip_prefetches)
       skip_prefetch(m, loop, ld, next->def, jn, &st);
@@ -461,7 +385,7 @@ static OpList movable_loads(Op *loop, OpList *found, bool nested_loop) {
     Op *ld = found->v[i];
     bool good = !tensor_stored(op_func(ld), ld->operands[0]);
     for (int k = 0; k < ld->noperands && good; k++)
-      good = rebuildable(ld->operands[k], loop, 0);
+      good = loop_rebuildable(ld->operands[k], loop);
     if (good)
       oplist_push(&ok, ld);
   }
@@ -513,7 +437,7 @@ static bool pipeline_loop(Module *m, Op *loop, int stages, bool carry_all, int t
   for (int i = ncarry; i < ok.n; i++) {
     Builder b = builder_before(m, top);
     b.loc = ok.v[i]->loc;
-    Value *nv = clone_load(&b, ok.v[i], loop, for_iv(loop));
+    Value *nv = clone_load_at(&b, ok.v[i], loop, for_iv(loop));
     skip_prefetch(m, loop, ok.v[i], nv->def, for_iv(loop), &here);
     value_replace_all_uses(ok.v[i]->results[0], nv);
     op_erase(ok.v[i]);

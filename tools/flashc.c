@@ -174,8 +174,10 @@ static int parse_args(int argc, char **argv, Options *o) {
     } else if (starts_with(a, "-mma=", &v)) {
       if (strcmp(v, "auto") == 0)
         o->tensor_core = CG_TC_AUTO;
-      else if (strcmp(v, "sync") == 0)
+      else if (strcmp(v, "sync") == 0) {
         o->tensor_core = CG_TC_MMA_SYNC;
+        o->passes.mma_sync = true;
+      }
       else if (strcmp(v, "wgmma") == 0)
         o->tensor_core = CG_TC_WGMMA;
       else {

@@ -88,6 +88,14 @@ SPECS = {
         (1, 1023, 203, "contig"), (2, 113, 1025, "bhsd")]),
     "mha_d256_bf16_causal": spec("bf16", 256, 8, 8, mask=causal, fixture=dict(mask=1), cases=[
         (2, 1025, 1025, "contig"), (1, 203, 4096, "contig"), (1, 4096, 1023, "bhsd")]),
+    # schedule overlap = 1 (the overlap-softmax pass): the d256 rows at
+    # batch 16-32 caught the last V copy left in flight after the loop
+    "overlap_d128_bf16_causal": spec("bf16", 128, 8, 2, mask=causal, cases=[
+        (2, 1025, 1025, "contig"), (1, 203, 4096, "contig"), (1, 4096, 1023, "bhsd"),
+        (3, 113, 113, "packed"), (2, 17, 1, "contig")]),
+    "overlap_d256_bf16_causal": spec("bf16", 256, 4, 4, mask=causal, cases=[
+        (32, 512, 512, "contig"), (16, 1024, 1024, "contig"), (1, 203, 4096, "bhsd"),
+        (2, 1023, 1023, "packed")]),
     "doc_d128_bf16": spec("bf16", 128, 8, 2, mask=documents((300, 700, 1500)), cases=[
         (2, 2048, 2048, "contig"), (1, 1025, 1025, "bhsd"), (1, 203, 203, "contig")]),
     "window_d128_bf16": spec("bf16", 128, 16, 4, mask=window(256),
