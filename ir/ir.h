@@ -10,7 +10,7 @@
  * thread block and never changes the value. Cross-warp communication is
  * explicit (`xwarp_reduce`) so that a pass can add or remove it.
  *
- * Text form (printer.c writes it, parser.c reads it back; print -> parse ->
+ * Text form (printer.c writes it, parser*.c read it back; print -> parse ->
  * print gives the same text):
  *
  *   kernel @name(%q: tensor<bf16, [batch, seqlen_q, 32, 128]>, ..., %seqlen_k: index)
