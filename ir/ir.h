@@ -126,7 +126,7 @@ const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial", "warp" 
 /* ----------------------------------------------------------------- ops */
 
 /* Every op kind, with its text name. Operand/result rules are in
- * op_info() and checked by the verifier (verifier.c). Elementwise ops work on
+ * op_info() and checked by the verifier (verifier*.c). Elementwise ops work on
  * scalars and tiles and broadcast: scalar with tile, R x 1 with R x C,
  * 1 x C with R x C, R x 1 with 1 x C (giving R x C). */
 /* Decode memory ops (docs/decode.md):
