@@ -1,6 +1,9 @@
 /* interp_internal.h - the interpreter's state and the helpers its parts
- * share: interp.c (ops, loops, entry points) and interp_grad.c (the grad
- * op, evaluated by dual numbers independently of the differentiate pass). */
+ * share: interp.c (values, tile-level ops, loops), interp_elementwise.c,
+ * interp_mem.c, interp_grad.c (the grad op, evaluated by dual numbers
+ * independently of the differentiate pass), interp_kernel.c (preparing and
+ * running one kernel), interp_lists.c and interp_module.c (the drivers that
+ * run several). */
 #ifndef FLASHC_INTERP_INTERNAL_H
 #define FLASHC_INTERP_INTERNAL_H
 
@@ -97,5 +100,20 @@ void interp_exec_gather(Interp *I, const Op *op);
 void interp_exec_scatter(Interp *I, const Op *op);
 /* The grad op (interp_grad.c). */
 void interp_exec_grad(Interp *I, const Op *op);
+/* Runs the ops of blk; returns its terminator (yield/return) or NULL. */
+const Op *interp_exec_block(Interp *I, const Block *blk);
+
+/* Is `name` bound in b[0..n-1]? Its index in *at. */
+bool interp_find_binding(const InterpBinding *b, int n, const char *name, int *at);
+/* A dense NaN-poisoned tensor for argument a of kernel f (its dims
+ * resolved under f's attributes: block lists' row_tiles / list_len; f NULL:
+ * a workspace shared by the kernels of a module, sized from a's type).
+ * false when out of memory (interp_kernel.c). */
+bool interp_alloc_arg(const Func *f, const Value *a, const InterpSizes *sz, InterpBinding *out);
+/* Runs f, which visits block lists and was given none, after its classifier
+ * built them (interp_lists.c). Returns 0, or -1 with err set. */
+int interp_run_with_lists(const Func *f, const InterpBinding *tensors, int ntensors,
+                          const InterpSizes *sz, const InterpOptions *o, char *err,
+                          size_t errlen);
 
 #endif

@@ -216,6 +216,24 @@ void interp_exec_load_paged(Interp *I, const Op *op) {
   }
 }
 
+/* ---------------------------------------------------------- gather, scatter */
+
+/* The offset in t of the element at indices k[0 .. rank-1]; false (failed)
+ * when an index is outside its dim. */
+static bool element_offset(Interp *I, const Op *op, const Tensor *t, const int64_t *k,
+                           int64_t *off) {
+  *off = 0;
+  for (int i = 0; i < t->rank; i++) {
+    if (k[i] < 0 || k[i] >= t->dims[i]) {
+      interp_fail(I, op, "index %d is %lld, outside [0, %lld)", i, (long long)k[i],
+                  (long long)t->dims[i]);
+      return false;
+    }
+    *off += k[i] * t->strides[i];
+  }
+  return true;
+}
+
 /* gather t, i0 .. i(rank-1): the indices broadcast (a scalar, R x 1, 1 x C
  * or R x C each); an index outside its dim is an error (the frontend
  * proved it cannot happen, the runtime checked the dims). */
@@ -243,18 +261,13 @@ void interp_exec_gather(Interp *I, const Op *op) {
     return;
   for (int r = 0; r < rows && !I->failed; r++)
     for (int c = 0; c < cols; c++) {
-      int64_t off = 0;
+      int64_t k[4], off;
       for (int i = 0; i < t->rank; i++) {
         const RtVal *v = ix[i];
-        double x = !v->tile ? v->s : v->t[(size_t)(v->rows == 1 ? 0 : r) * v->cols + (v->cols == 1 ? 0 : c)];
-        int64_t k = (int64_t)x;
-        if (k < 0 || k >= t->dims[i]) {
-          interp_fail(I, op, "index %d is %lld, outside [0, %lld)", i, (long long)k,
-                      (long long)t->dims[i]);
-          return;
-        }
-        off += k * t->strides[i];
+        k[i] = (int64_t)(!v->tile ? v->s : v->t[(size_t)(v->rows == 1 ? 0 : r) * v->cols + (v->cols == 1 ? 0 : c)]);
       }
+      if (!element_offset(I, op, t, k, &off))
+        return;
       double x = t->data[off];
       if (t->elem == ELEM_I32 && isnan(x)) { /* a block list's entry never written */
         interp_fail(I, op, "reads an element never written");
@@ -277,16 +290,11 @@ void interp_exec_scatter(Interp *I, const Op *op) {
     interp_fail(I, op, "needs %d indices and a value", t->rank);
     return;
   }
-  int64_t off = 0;
-  for (int i = 0; i < t->rank; i++) {
-    int64_t k = (int64_t)interp_val(I, op->operands[1 + i])->s;
-    if (k < 0 || k >= t->dims[i]) {
-      interp_fail(I, op, "index %d is %lld, outside [0, %lld)", i, (long long)k,
-                  (long long)t->dims[i]);
-      return;
-    }
-    off += k * t->strides[i];
-  }
+  int64_t k[4], off;
+  for (int i = 0; i < t->rank; i++)
+    k[i] = (int64_t)interp_val(I, op->operands[1 + i])->s;
+  if (!element_offset(I, op, t, k, &off))
+    return;
   double x = interp_val(I, op->operands[1 + t->rank])->s;
   if (x != (double)(int32_t)x) {
     interp_fail(I, op, "value %g is not an i32", x);

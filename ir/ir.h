@@ -10,7 +10,7 @@
  * thread block and never changes the value. Cross-warp communication is
  * explicit (`xwarp_reduce`) so that a pass can add or remove it.
  *
- * Text form (printer.c writes it, parser.c reads it back; print -> parse ->
+ * Text form (printer.c writes it, parser*.c read it back; print -> parse ->
  * print gives the same text):
  *
  *   kernel @name(%q: tensor<bf16, [batch, seqlen_q, 32, 128]>, ..., %seqlen_k: index)
@@ -126,7 +126,7 @@ const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial", "warp" 
 /* ----------------------------------------------------------------- ops */
 
 /* Every op kind, with its text name. Operand/result rules are in
- * op_info() and checked by the verifier (verifier.c). Elementwise ops work on
+ * op_info() and checked by the verifier (verifier*.c). Elementwise ops work on
  * scalars and tiles and broadcast: scalar with tile, R x 1 with R x C,
  * 1 x C with R x C, R x 1 with 1 x C (giving R x C). */
 /* Decode memory ops (docs/decode.md):

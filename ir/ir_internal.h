@@ -1,4 +1,4 @@
-/* ir_internal.h - helpers shared by printer.c, parser.c and verifier.c; not
+/* ir_internal.h - helpers shared by printer.c, parser*.c and verifier*.c; not
  * part of the IR's public interface.
  *
  * The printer's value naming lives here because the verifier names values in

@@ -20,6 +20,25 @@
  *    different handles may be.
  *  - Device pointers are plain `void *` holding the device address
  *    (a CUdeviceptr cast through uintptr_t, torch's data_ptr(), ...).
+ *
+ * Contents, one section each, in this order (each kind's launch arguments,
+ * checks and launch in its own section; the types several kinds share come
+ * first):
+ *   status codes
+ *   kernel metadata: dtypes, modes, roles; run-time inputs; decode keys;
+ *     fa_kernel_info, fa_meta_parse, fa_meta_parse_module
+ *   tensors and run-time input values: fa_tensor, fa_input
+ *   variable-length batches: fa_varlen
+ *   block lists, the types launch arguments hold: fa_block_lists, fa_blocks
+ *   context, module
+ *   forward: fa_forward_args, fa_forward_check, fa_forward_grid, fa_forward
+ *   dropout: fa_dropout_mask
+ *   decode: fa_decode_args, fa_decode_check, fa_decode_plan, fa_decode, ...
+ *   backward: fa_backward_args, fa_backward_plan, fa_backward, ...
+ *   kernel parameter lists of every kind: fa_param, fa_forward_params,
+ *     fa_decode_params, fa_backward_params
+ *   block lists, the functions: fa_classifier_grid, fa_block_lists_shape,
+ *     fa_blocks_check, fa_blocks_params, fa_blocks_create, ...
  */
 #ifndef FLASHC_RUNTIME_H
 #define FLASHC_RUNTIME_H
@@ -121,7 +140,7 @@ FA_API const char *fa_role_name(fa_role role);
 
 #define FA_NAME_MAX 128
 
-/* ---- run-time inputs (docs/abi.md, "Run-time inputs") ------------------ */
+/* ---- kernel metadata: run-time inputs (docs/abi.md, "Run-time inputs") */
 
 /* The most run-time inputs one kernel may declare. */
 #define FA_MAX_INPUTS 8
@@ -149,6 +168,8 @@ typedef struct fa_input_info {
   int dims[4];                  /* dims[0..rank): > 0 a constant (below 2^31), else an
                                  * fa_input_dim; 0 past the rank */
 } fa_input_info;
+
+/* ---- kernel metadata: decode keys (docs/decode.md) --------------------- */
 
 /* The decode keys of the metadata (docs/decode.md; all zero for other
  * modes, where these keys are refused). */
@@ -178,6 +199,8 @@ typedef struct fa_decode_info {
   int wide_threads;                  /* the variant's tile_kv, threads and smem_bytes */
   int wide_smem_bytes;               /* (all four keys together, with a combine kernel) */
 } fa_decode_info;
+
+/* ---- kernel metadata: the kernel, parsing ------------------------------ */
 
 /* What the `// flashc.meta KEY VALUE` lines say (docs/abi.md, "Metadata").
  * Required keys: version, kernel, dtype, head_dim, heads, kv_heads, tile_q,
@@ -293,7 +316,7 @@ FA_API fa_status fa_meta_parse(const char *text, size_t len, fa_kernel_info *out
 FA_API fa_status fa_meta_parse_module(const char *text, size_t len, fa_kernel_info *out, int *count,
                                char *err, size_t errlen);
 
-/* ---- tensors and launch arguments -------------------------------------- */
+/* ---- tensors and run-time input values --------------------------------- */
 
 /* A strided 4-D tensor in device memory. dims/strides are in the ABI order
  * [batch, seqlen, heads, head_dim]; strides count elements, not bytes. The
@@ -322,6 +345,13 @@ typedef struct fa_input {
   fa_tensor tensor;
   double value;
 } fa_input;
+
+/* Fills `t` as a contiguous [d0, d1, d2, d3] tensor of `dtype` at `data`
+ * (strides d1*d2*d3, d2*d3, d3, 1). A convenience; returns t, or NULL when a
+ * dim is negative or a stride overflows int64 (t is then filled with strides
+ * that every launch check refuses, with a message saying so). */
+FA_API fa_tensor *fa_tensor_contiguous(fa_tensor *t, void *data, fa_dtype dtype, int64_t d0,
+                                int64_t d1, int64_t d2, int64_t d3);
 
 /* ---- variable-length batches (docs/abi.md, "Variable-length batches") -- */
 
@@ -356,7 +386,7 @@ typedef struct fa_varlen {
   int64_t max_seqlen_q, max_seqlen_k;
 } fa_varlen;
 
-/* ---- block lists (docs/abi.md, "Block lists") ------------------------- */
+/* ---- block lists: the types launch arguments hold (docs/abi.md) -------- */
 
 /* The lists one classifier kernel (mode blocks) writes for a launch of
  * (batch, seqlen_q, seqlen_k): blk_list int32 [batch, list_heads,
@@ -389,102 +419,6 @@ typedef struct fa_blocks_args {
   int num_inputs;
   void *stream;
 } fa_blocks_args;
-
-/* Arguments of one forward launch.
- *   q [batch, seqlen_q, heads,    head_dim]
- *   k [batch, seqlen_k, kv_heads, head_dim]
- *   v [batch, seqlen_k, kv_heads, v_head_dim]
- *   o [batch, seqlen_q, heads,    v_head_dim]   (written)
- *   lse: NULL when not wanted, else float32 [batch, heads, seqlen_q],
- *        contiguous, 4-byte aligned (written; natural log; -inf for fully
- *        masked rows).
- *   stream: a CUstream, NULL for the legacy default stream.
- *   dropout_p, seed, offset: dropout (docs/dropout.md). dropout_p in [0, 1);
- *     0 (a zeroed struct) launches the plain kernel: no dropout, no cost.
- *     p > 0 needs a module whose spec has `dropout` (its NAME_dropout
- *     kernel): O = (P o M / (1 - p)) V, the LSE that of the undropped
- *     scores, where M keeps element (b, h, q, k) as a pure function of
- *     (seed, offset, b, h, q, k) (fa_dropout_mask); fa_backward given the
- *     same three values regenerates M. Like PyTorch's CUDA generator,
- *     advance the offset (or change the seed) between training steps. */
-typedef struct fa_forward_args {
-  fa_tensor q, k, v, o;
-  float *lse;
-  void *stream;
-  double dropout_p;
-  uint64_t seed, offset;
-  /* The kernel's run-time inputs (fa_input): every declared one bound
-   * once; none (NULL, 0: a zeroed struct) for a kernel without. In a
-   * varlen launch their batch dims are num_seqs. */
-  const fa_input *inputs;
-  int num_inputs;
-  /* The sequences of a varlen kernel's launch (fa_varlen): required by a
-   * kernel compiled with `varlen = true` (fa_kernel_info.varlen), refused
-   * by any other; NULL (a zeroed struct) for a padded batch. */
-  const fa_varlen *varlen;
-  /* Block lists (docs/abi.md, "Block lists"; fa_blocks_create) made by this
-   * module for this launch's batch, seqlen_q and seqlen_k from the same
-   * run-time inputs' values: a kernel that visits lists (metadata
-   * block_list) reads them instead of fa_forward building them first. NULL
-   * (a zeroed struct): fa_forward builds the lists it needs at each launch. */
-  const fa_blocks *blocks;
-} fa_forward_args;
-
-/* Fills `t` as a contiguous [d0, d1, d2, d3] tensor of `dtype` at `data`
- * (strides d1*d2*d3, d2*d3, d3, 1). A convenience; returns t, or NULL when a
- * dim is negative or a stride overflows int64 (t is then filled with strides
- * that every launch check refuses, with a message saying so). */
-FA_API fa_tensor *fa_tensor_contiguous(fa_tensor *t, void *data, fa_dtype dtype, int64_t d0,
-                                int64_t d1, int64_t d2, int64_t d3);
-
-/* Validates a forward launch against the kernel's metadata without touching
- * any GPU: NULL pointers, dtypes, every dimension against the metadata and
- * the other tensors (batch, seqlen_q of Q and O, seqlen_k of K and V, heads,
- * kv_heads, head dims), strides (last dim contiguous, none negative, O not
- * overlapping itself, O/LSE not overlapping an input), alignment (data 16
- * bytes, strides multiples of 8 elements, lse 4 bytes) and sizes (batch,
- * seqlens <= INT32_MAX; batch*heads*seqlen_q <= INT32_MAX; every byte offset
- * < 2^62; the tensors' and lse's bytes within the address space; grid y/z
- * <= 65535, grid x <= 2^31-1) and dropout_p in [0, 1)
- * (whether the module has a dropout kernel is fa_forward's check), and the
- * run-time inputs (fa_input; docs/abi.md, "Run-time inputs"): each
- * declared input bound exactly once and no other; a tensor's dtype, its
- * dims against the declared ones at this launch, strides >= 0, data not
- * NULL (unless empty) and aligned to its element size, its extent below
- * 2^62 bytes and not overlapping O or LSE; a scalar finite within f32
- * range (f32) or an integer within int32 range (i32); the kernel's
- * `require`s of seqlen_q and seqlen_k. A varlen kernel (info->varlen)
- * needs args->varlen and a padded one refuses it; a varlen launch is
- * checked as docs/abi.md "Variable-length batches" says: num_seqs, the
- * cu_seqlens pointers (not NULL, 4-byte aligned, the num_seqs + 1 int32 of
- * each array and host copy within the address space), max_seqlen_q/k in
- * 1..2^31-1, every tensor's dim[0] 1, total_q and total_k (q's and k's dim
- * 1) and heads * total_q within int32, the padded num_seqs x heads x
- * max_seqlen_q rows too, and, given host copies, the cu_seqlens values
- * (starting at 0, non-decreasing, ending at the totals, no sequence longer
- * than its max_seqlen, the requires per sequence); its run-time inputs'
- * batch dims are num_seqs. Block lists (docs/abi.md, "Block lists"): a
- * kernel that visits them (info->block_list) needs its lists' int32
- * elements within INT32_MAX (fa_block_lists_shape; FA_ERR_TOO_LARGE), and
- * args->blocks, when given, must have been made for this launch's batch,
- * seqlen_q and seqlen_k (FA_ERR_SHAPE; whatever the kernel) and hold the
- * lists of info's classifier (FA_ERR_INVALID_ARGUMENT; fa_forward also
- * refuses an fa_blocks of another module). Returns FA_OK or the first
- * failure's status and writes a message such as
- * "k: head_dim is 64 but the kernel was compiled for 128" into msg (when not
- * NULL). A launch with batch == 0 or seqlen_q == 0 (varlen: num_seqs == 0
- * or total_q == 0) is valid (FA_OK) and fa_forward launches nothing for it;
- * seqlen_k == 0 is valid too and is launched: every row is fully masked
- * (O = 0, LSE = -inf). */
-FA_API fa_status fa_forward_check(const fa_kernel_info *info, const fa_forward_args *args, char *msg,
-                           size_t msglen);
-
-/* The launch geometry fa_forward uses for `batch` x `seqlen_q` (grid[3] =
- * x, y, z; block = info->threads); a varlen launch's is num_seqs x
- * max_seqlen_q's. Returns FA_ERR_TOO_LARGE when a grid
- * dimension exceeds the CUDA limits, FA_ERR_NULL_POINTER for NULL. */
-FA_API fa_status fa_forward_grid(const fa_kernel_info *info, int64_t batch, int64_t seqlen_q,
-                          unsigned grid[3]);
 
 /* ---- context ----------------------------------------------------------- */
 
@@ -562,6 +496,97 @@ FA_API int fa_module_kernel_count(const fa_module *mod);
  * mod. */
 FA_API const fa_kernel_info *fa_module_kernel_info(const fa_module *mod, int i);
 
+/* ---- forward (docs/abi.md) --------------------------------------------- */
+
+/* Arguments of one forward launch.
+ *   q [batch, seqlen_q, heads,    head_dim]
+ *   k [batch, seqlen_k, kv_heads, head_dim]
+ *   v [batch, seqlen_k, kv_heads, v_head_dim]
+ *   o [batch, seqlen_q, heads,    v_head_dim]   (written)
+ *   lse: NULL when not wanted, else float32 [batch, heads, seqlen_q],
+ *        contiguous, 4-byte aligned (written; natural log; -inf for fully
+ *        masked rows).
+ *   stream: a CUstream, NULL for the legacy default stream.
+ *   dropout_p, seed, offset: dropout (docs/dropout.md). dropout_p in [0, 1);
+ *     0 (a zeroed struct) launches the plain kernel: no dropout, no cost.
+ *     p > 0 needs a module whose spec has `dropout` (its NAME_dropout
+ *     kernel): O = (P o M / (1 - p)) V, the LSE that of the undropped
+ *     scores, where M keeps element (b, h, q, k) as a pure function of
+ *     (seed, offset, b, h, q, k) (fa_dropout_mask); fa_backward given the
+ *     same three values regenerates M. Like PyTorch's CUDA generator,
+ *     advance the offset (or change the seed) between training steps. */
+typedef struct fa_forward_args {
+  fa_tensor q, k, v, o;
+  float *lse;
+  void *stream;
+  double dropout_p;
+  uint64_t seed, offset;
+  /* The kernel's run-time inputs (fa_input): every declared one bound
+   * once; none (NULL, 0: a zeroed struct) for a kernel without. In a
+   * varlen launch their batch dims are num_seqs. */
+  const fa_input *inputs;
+  int num_inputs;
+  /* The sequences of a varlen kernel's launch (fa_varlen): required by a
+   * kernel compiled with `varlen = true` (fa_kernel_info.varlen), refused
+   * by any other; NULL (a zeroed struct) for a padded batch. */
+  const fa_varlen *varlen;
+  /* Block lists (docs/abi.md, "Block lists"; fa_blocks_create) made by this
+   * module for this launch's batch, seqlen_q and seqlen_k from the same
+   * run-time inputs' values: a kernel that visits lists (metadata
+   * block_list) reads them instead of fa_forward building them first. NULL
+   * (a zeroed struct): fa_forward builds the lists it needs at each launch. */
+  const fa_blocks *blocks;
+} fa_forward_args;
+
+/* Validates a forward launch against the kernel's metadata without touching
+ * any GPU: NULL pointers, dtypes, every dimension against the metadata and
+ * the other tensors (batch, seqlen_q of Q and O, seqlen_k of K and V, heads,
+ * kv_heads, head dims), strides (last dim contiguous, none negative, O not
+ * overlapping itself, O/LSE not overlapping an input), alignment (data 16
+ * bytes, strides multiples of 8 elements, lse 4 bytes) and sizes (batch,
+ * seqlens <= INT32_MAX; batch*heads*seqlen_q <= INT32_MAX; every byte offset
+ * < 2^62; the tensors' and lse's bytes within the address space; grid y/z
+ * <= 65535, grid x <= 2^31-1) and dropout_p in [0, 1)
+ * (whether the module has a dropout kernel is fa_forward's check), and the
+ * run-time inputs (fa_input; docs/abi.md, "Run-time inputs"): each
+ * declared input bound exactly once and no other; a tensor's dtype, its
+ * dims against the declared ones at this launch, strides >= 0, data not
+ * NULL (unless empty) and aligned to its element size, its extent below
+ * 2^62 bytes and not overlapping O or LSE; a scalar finite within f32
+ * range (f32) or an integer within int32 range (i32); the kernel's
+ * `require`s of seqlen_q and seqlen_k. A varlen kernel (info->varlen)
+ * needs args->varlen and a padded one refuses it; a varlen launch is
+ * checked as docs/abi.md "Variable-length batches" says: num_seqs, the
+ * cu_seqlens pointers (not NULL, 4-byte aligned, the num_seqs + 1 int32 of
+ * each array and host copy within the address space), max_seqlen_q/k in
+ * 1..2^31-1, every tensor's dim[0] 1, total_q and total_k (q's and k's dim
+ * 1) and heads * total_q within int32, the padded num_seqs x heads x
+ * max_seqlen_q rows too, and, given host copies, the cu_seqlens values
+ * (starting at 0, non-decreasing, ending at the totals, no sequence longer
+ * than its max_seqlen, the requires per sequence); its run-time inputs'
+ * batch dims are num_seqs. Block lists (docs/abi.md, "Block lists"): a
+ * kernel that visits them (info->block_list) needs its lists' int32
+ * elements within INT32_MAX (fa_block_lists_shape; FA_ERR_TOO_LARGE), and
+ * args->blocks, when given, must have been made for this launch's batch,
+ * seqlen_q and seqlen_k (FA_ERR_SHAPE; whatever the kernel) and hold the
+ * lists of info's classifier (FA_ERR_INVALID_ARGUMENT; fa_forward also
+ * refuses an fa_blocks of another module). Returns FA_OK or the first
+ * failure's status and writes a message such as
+ * "k: head_dim is 64 but the kernel was compiled for 128" into msg (when not
+ * NULL). A launch with batch == 0 or seqlen_q == 0 (varlen: num_seqs == 0
+ * or total_q == 0) is valid (FA_OK) and fa_forward launches nothing for it;
+ * seqlen_k == 0 is valid too and is launched: every row is fully masked
+ * (O = 0, LSE = -inf). */
+FA_API fa_status fa_forward_check(const fa_kernel_info *info, const fa_forward_args *args, char *msg,
+                           size_t msglen);
+
+/* The launch geometry fa_forward uses for `batch` x `seqlen_q` (grid[3] =
+ * x, y, z; block = info->threads); a varlen launch's is num_seqs x
+ * max_seqlen_q's. Returns FA_ERR_TOO_LARGE when a grid
+ * dimension exceeds the CUDA limits, FA_ERR_NULL_POINTER for NULL. */
+FA_API fa_status fa_forward_grid(const fa_kernel_info *info, int64_t batch, int64_t seqlen_q,
+                          unsigned grid[3]);
+
 /* Validates `args` with fa_forward_check (the status and message of a
  * failure are returned / kept in mod; FA_ERR_UNSUPPORTED for dropout_p > 0
  * on a module without a dropout kernel), makes sure the device scratch the
@@ -584,6 +609,8 @@ FA_API const fa_kernel_info *fa_module_kernel_info(const fa_module *mod, int i);
  * The scratch is shared by all launches of mod: launches that use it on
  * different streams must be ordered by the caller. */
 FA_API fa_status fa_forward(fa_module *mod, const fa_forward_args *args);
+
+/* ---- dropout (docs/dropout.md) ----------------------------------------- */
 
 /* Dropout's keep decisions (docs/dropout.md) for a launch of `info`'s
  * attention (its heads and its keep decision: exact, or PyTorch's with
@@ -713,7 +740,6 @@ FA_API int fa_decode_last_nsplit(const fa_module *mod);
 /* The split kernel the last successful fa_decode on mod launched (its
  * kernel or its small-batch variant); "" before one or for a NULL mod. */
 FA_API const char *fa_decode_last_kernel(const fa_module *mod);
-
 
 /* ---- backward (docs/backward.md) --------------------------------------- */
 
@@ -897,6 +923,26 @@ FA_API fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
                            const fa_backward_args *args, fa_backward_schedule *plan, char *msg,
                            size_t msglen);
 
+/* Validates and plans the backward of mod's forward kernel
+ * (fa_backward_plan over the module's kernels; failures return their status
+ * and leave the message in mod), makes sure the workspace exists (the
+ * module's scratch when args->workspace is NULL) and runs the plan's steps
+ * on args->stream in order. A varlen launch without host copies of its
+ * cu_seqlens synchronizes args->stream and copies them to the host first,
+ * to validate them as fa_forward does. Kernels that visit block lists read
+ * args->blocks' (checked as fa_forward checks it), or, without one,
+ * fa_backward first builds the lists they need into module scratch on
+ * args->stream (each classifier once: the deterministic launch has two,
+ * rows for role q and cols for kv and dv, the atomic one cols alone).
+ * FA_ERR_UNSUPPORTED, with a message saying so,
+ * when the module was compiled without `grad = true`; FA_ERR_CUDA when
+ * the atomic launch's memset is missing from the driver (use
+ * FA_BACKWARD_DETERMINISTIC). Asynchronous, like fa_forward: errors inside the kernels show at the
+ * next synchronization. */
+FA_API fa_status fa_backward(fa_module *mod, const fa_backward_args *args);
+
+/* ---- kernel parameter lists of every kind (docs/abi.md) ---------------- */
+
 /* One kernel parameter as the ABI passes it (docs/backward.md; U32 and F32:
  * dropout's, docs/dropout.md; a run-time input's: PTR and I64 strides, or
  * F32 / I32, docs/abi.md). */
@@ -916,6 +962,39 @@ typedef struct fa_param {
  * each of FA_MAX_INPUTS run-time inputs of rank 4, 9 of block lists (never
  * beside a varlen launch's). */
 #define FA_BACKWARD_MAX_PARAMS 96
+
+/* fa_forward's parameter list of kernel `info` (the module's forward
+ * kernel, or its NAME_dropout when args->dropout_p > 0) in the order of
+ * docs/abi.md: q, k, v, o, lse, workspace (ptr), batch, seqlen_q, seqlen_k
+ * (i32), the q, k, v, o batch/seq/head strides (i64); then, for a varlen
+ * kernel (info->varlen), cu_seqlens_q, cu_seqlens_k (ptr), total_q,
+ * total_k (i32), batch, seqlen_q and seqlen_k being num_seqs, max_seqlen_q
+ * and max_seqlen_k of args->varlen; then dropout's six for a kernel with
+ * dropout (info->dropout), one group per run-time input of info (as
+ * fa_backward_params), and for a kernel that visits block lists
+ * (info->block_list) blk_list and blk_count (as fa_backward_params; their
+ * shape fa_block_lists_shape's for the launch's sizes, their addresses
+ * args->blocks' lists of that classifier, or 0 without args->blocks:
+ * fa_forward passes the lists it builds). `lse` and `workspace` are the
+ * device addresses fa_forward passes (the caller's LSE or the module's
+ * scratch).
+ * FA_ERR_INVALID_ARGUMENT for a varlen kernel without args->varlen;
+ * FA_ERR_NULL_POINTER for NULL. Touches no GPU. */
+FA_API fa_status fa_forward_params(const fa_kernel_info *info, const fa_forward_args *args,
+                                   uint64_t lse, uint64_t workspace,
+                                   fa_param params[FA_BACKWARD_MAX_PARAMS], int *count);
+
+/* fa_decode's parameter list of the split kernel (and of its small-batch variant,
+ * which takes the same) in the order of docs/decode.md: q, k, v, o, lse,
+ * workspace, cache_seqlens, block_table (ptr), batch, q_len, capacity,
+ * nsplit, bt_stride (i32), q, k, v, o batch/seq/head strides (i64), then
+ * one group per run-time input of info, bound from args->inputs by name
+ * (as fa_backward_params). `lse` and `workspace` are the device addresses
+ * fa_decode passes. The combine kernel takes no inputs. Fills params and
+ * *count; FA_ERR_NULL_POINTER for NULL. Touches no GPU. */
+FA_API fa_status fa_decode_params(const fa_kernel_info *info, const fa_decode_args *args,
+                                  int nsplit, uint64_t lse, uint64_t workspace,
+                                  fa_param params[FA_BACKWARD_MAX_PARAMS], int *count);
 
 /* The parameter list of step `step` of `plan` (a LAUNCH step) in the ABI
  * order of docs/backward.md: pointers, then batch, seqlen_q, seqlen_k
@@ -939,58 +1018,7 @@ FA_API fa_status fa_backward_params(const fa_backward_schedule *plan, int step,
                              const fa_backward_args *args, uint64_t workspace,
                              fa_param params[FA_BACKWARD_MAX_PARAMS], int *count);
 
-/* fa_decode's parameter list of the split kernel (and of its small-batch variant,
- * which takes the same) in the order of docs/decode.md: q, k, v, o, lse,
- * workspace, cache_seqlens, block_table (ptr), batch, q_len, capacity,
- * nsplit, bt_stride (i32), q, k, v, o batch/seq/head strides (i64), then
- * one group per run-time input of info, bound from args->inputs by name
- * (as fa_backward_params). `lse` and `workspace` are the device addresses
- * fa_decode passes. The combine kernel takes no inputs. Fills params and
- * *count; FA_ERR_NULL_POINTER for NULL. Touches no GPU. */
-FA_API fa_status fa_decode_params(const fa_kernel_info *info, const fa_decode_args *args,
-                                  int nsplit, uint64_t lse, uint64_t workspace,
-                                  fa_param params[FA_BACKWARD_MAX_PARAMS], int *count);
-
-/* fa_forward's parameter list of kernel `info` (the module's forward
- * kernel, or its NAME_dropout when args->dropout_p > 0) in the order of
- * docs/abi.md: q, k, v, o, lse, workspace (ptr), batch, seqlen_q, seqlen_k
- * (i32), the q, k, v, o batch/seq/head strides (i64); then, for a varlen
- * kernel (info->varlen), cu_seqlens_q, cu_seqlens_k (ptr), total_q,
- * total_k (i32), batch, seqlen_q and seqlen_k being num_seqs, max_seqlen_q
- * and max_seqlen_k of args->varlen; then dropout's six for a kernel with
- * dropout (info->dropout), one group per run-time input of info (as
- * fa_backward_params), and for a kernel that visits block lists
- * (info->block_list) blk_list and blk_count (as fa_backward_params; their
- * shape fa_block_lists_shape's for the launch's sizes, their addresses
- * args->blocks' lists of that classifier, or 0 without args->blocks:
- * fa_forward passes the lists it builds). `lse` and `workspace` are the
- * device addresses fa_forward passes (the caller's LSE or the module's
- * scratch).
- * FA_ERR_INVALID_ARGUMENT for a varlen kernel without args->varlen;
- * FA_ERR_NULL_POINTER for NULL. Touches no GPU. */
-FA_API fa_status fa_forward_params(const fa_kernel_info *info, const fa_forward_args *args,
-                                   uint64_t lse, uint64_t workspace,
-                                   fa_param params[FA_BACKWARD_MAX_PARAMS], int *count);
-
-/* Validates and plans the backward of mod's forward kernel
- * (fa_backward_plan over the module's kernels; failures return their status
- * and leave the message in mod), makes sure the workspace exists (the
- * module's scratch when args->workspace is NULL) and runs the plan's steps
- * on args->stream in order. A varlen launch without host copies of its
- * cu_seqlens synchronizes args->stream and copies them to the host first,
- * to validate them as fa_forward does. Kernels that visit block lists read
- * args->blocks' (checked as fa_forward checks it), or, without one,
- * fa_backward first builds the lists they need into module scratch on
- * args->stream (each classifier once: the deterministic launch has two,
- * rows for role q and cols for kv and dv, the atomic one cols alone).
- * FA_ERR_UNSUPPORTED, with a message saying so,
- * when the module was compiled without `grad = true`; FA_ERR_CUDA when
- * the atomic launch's memset is missing from the driver (use
- * FA_BACKWARD_DETERMINISTIC). Asynchronous, like fa_forward: errors inside the kernels show at the
- * next synchronization. */
-FA_API fa_status fa_backward(fa_module *mod, const fa_backward_args *args);
-
-/* ---- block lists (docs/abi.md, "Block lists") ------------------------- */
+/* ---- block lists: the functions (docs/abi.md, "Block lists") ----------- */
 
 /* The grid of a classifier kernel (mode blocks) at a launch of (batch,
  * seqlen_q, seqlen_k) into grid[3] (x, y, z): grid row_tiles,list_heads,batch

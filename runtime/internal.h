@@ -78,7 +78,7 @@ fa_status fa_meta_same_layout_(const fa_kernel_info *x, const fa_meta_lines *xl,
                                const fa_kernel_info *ref, const fa_meta_lines *refl, char *err,
                                size_t len);
 
-/* runtime.c's driver services for decode.c, which has no access to the
+/* launch.c's driver services for decode.c, which has no access to the
  * handles' insides. enter/leave bracket the others (the module's context
  * current on this thread); failures leave their message in the module. */
 fa_status fa_module_enter_(fa_module *m);
@@ -287,7 +287,7 @@ void fa_put_varlen_(fa_plist *l, const fa_varlen *vl, const fa_tensor *q, const 
  * fa_check_varlen_values_ (message in m). FA_OK at once with both copies. */
 fa_status fa_varlen_check_device_(fa_module *m, const fa_kernel_info *in, const fa_varlen *vl,
                                   const fa_tensor *q, const fa_tensor *k, void *stream);
-/* runtime.c: synchronizes `stream`, then copies n int32 from device address
+/* launch.c: synchronizes `stream`, then copies n int32 from device address
  * src to dst (cuStreamSynchronize, cuMemcpyDtoH); `what` names the array
  * in a failure's message (in m). The module's context current. */
 fa_status fa_module_copy_i32_(fa_module *m, const int32_t *src, size_t n, void *stream,
@@ -325,7 +325,7 @@ fa_status fa_forward_params_(const fa_kernel_info *info, const fa_forward_args *
                              uint64_t lse, uint64_t workspace, const fa_block_lists *lists,
                              fa_param params[FA_BACKWARD_MAX_PARAMS], int *count);
 
-/* runtime.c's services for blocks.c. */
+/* The services for blocks.c: launch.c's, the context's references runtime.c's. */
 uint64_t fa_module_serial_(const fa_module *m); /* unique per loaded module */
 /* m's second grow-only scratch (the lists fa_forward and fa_backward build),
  * at least `bytes`; *base its device address. */

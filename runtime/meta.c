@@ -4,7 +4,9 @@
  * given twice is an error (but input and require, one line each), because a
  * wrong number here becomes a wrong launch. Unknown keys are ignored so that
  * a newer compiler can add keys. The keys input, require and layout, and
- * their rules within a block and across a module, are meta_inputs.c's.
+ * their rules within a block and across a module, are meta_inputs.c's; the
+ * rules of block lists are meta_blocks.c's (meta_internal.h: the keys and
+ * the parser's state they share).
  */
 #include <errno.h>
 #include <limits.h>
@@ -12,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "meta_internal.h"
 
 void fa_fmt(char *buf, size_t len, const char *fmt, ...) {
   if (!buf || len == 0) return;
@@ -48,29 +50,11 @@ const char *fa_dtype_name(fa_dtype dtype) {
   return "?";
 }
 
-/* The keys the parser knows; the bit of each in the `seen` mask. */
-enum {
-  K_VERSION, K_KERNEL, K_MODE, K_DTYPE, K_HEAD_DIM, K_V_HEAD_DIM, K_HEADS, K_KV_HEADS,
-  K_MASK, K_SCALE, K_TILE_Q, K_TILE_KV, K_WARPS, K_STAGES, K_THREADS, K_SMEM, K_GRID,
-  K_WORKSPACE, K_TARGET, K_PASSES,
-  /* decode keys (docs/decode.md); refused for other modes */
-  K_CACHE, K_PAGE_SIZE, K_SPLIT, K_Q_LEN_MAX, K_COMBINE, K_COMBINE_THREADS, K_UNIFIED_MAX,
-  K_COMBINE_PDL, K_COMBINE_FUSED, K_WIDE, K_WIDE_TILE_KV, K_WIDE_THREADS, K_WIDE_SMEM,
-  /* backward keys (docs/backward.md); refused for other modes */
-  K_ROLE, K_FORWARD,
-  /* dropout keys (docs/dropout.md) */
-  K_DROPOUT, K_DROPOUT_OF, K_DROPOUT_MASK,
-  /* packed sequences (docs/abi.md, "Variable-length batches") */
-  K_LAYOUT,
-  /* block lists (docs/abi.md, "Block lists") */
-  K_BLOCKS, K_BLOCK_LIST, K_CHUNK, K_CLASSES,
-  /* run-time inputs (docs/abi.md): the only keys a block may repeat */
-  K_INPUT, K_REQUIRE, K_COUNT
-};
+/* The decode keys, a range of the enum (meta_internal.h). */
 #define FIRST_DECODE_KEY K_CACHE
 #define LAST_DECODE_KEY K_WIDE_SMEM
 
-static const char *const key_names[K_COUNT] = {
+const char *const fa_meta_key_names_[K_COUNT] = {
   "version", "kernel", "mode", "dtype", "head_dim", "v_head_dim", "heads", "kv_heads",
   "mask", "scale", "tile_q", "tile_kv", "warps", "stages", "threads", "smem_bytes", "grid",
   "workspace_floats_per_row", "target", "passes",
@@ -82,39 +66,6 @@ static const char *const key_names[K_COUNT] = {
 
 static const int required_keys[] = {K_VERSION, K_KERNEL, K_DTYPE, K_HEAD_DIM, K_HEADS,
                                     K_KV_HEADS, K_TILE_Q, K_THREADS, K_SMEM, K_GRID};
-
-/* Where a block's lines are: each key's (the first input and require
- * line for the repeated keys), and those meta_inputs.c names; 0 = not
- * given. */
-typedef struct Lines {
-  int key[K_COUNT];
-  fa_meta_lines run; /* kernel, each run-time input, require, layout */
-} Lines;
-
-/* The parser of one block (one kernel's lines). */
-typedef struct Parser {
-  fa_kernel_info *info;
-  uint64_t seen;          /* bit per key */
-  Lines lines;            /* the line of each key seen */
-  int line;               /* 1-based line of the current key */
-  int block;              /* 0-based index of the block in the file */
-  char where[64];         /* "metadata", or "metadata block N (line L)" past the first */
-  char *err;
-  size_t errlen;
-} Parser;
-
-static fa_status fail(Parser *p, const char *key, const char *fmt, const char *value) {
-  char what[256];
-  fa_fmt(what, sizeof what, fmt, value);
-  fa_fmt(p->err, p->errlen, "metadata line %d: %s: %s", p->line, key, what);
-  return FA_ERR_META;
-}
-
-/* A rule across keys broken: names the line of key k (given in the block). */
-static fa_status fail_key(Parser *p, int k, const char *fmt, const char *value) {
-  p->line = p->lines.key[k];
-  return fail(p, key_names[k], fmt, value);
-}
 
 /* Parses a decimal integer in [lo, hi]; the whole value must be the number. */
 static fa_status parse_int(Parser *p, const char *key, const char *v, long lo, long hi, int *out) {
@@ -188,7 +139,7 @@ static fa_status parse_blocks_key(Parser *p, const char *v) {
  * wide_smem_bytes. */
 static fa_status set_decode_key(Parser *p, int k, const char *v) {
   fa_decode_info *d = &p->info->decode;
-  const char *key = key_names[k];
+  const char *key = fa_meta_key_names_[k];
   int tmp = 0;
   fa_status st;
   switch (k) {
@@ -233,7 +184,7 @@ static fa_status set_decode_key(Parser *p, int k, const char *v) {
 
 static fa_status set_key(Parser *p, int k, const char *v) {
   fa_kernel_info *in = p->info;
-  const char *key = key_names[k];
+  const char *key = fa_meta_key_names_[k];
   int tmp = 0;
   fa_status st = FA_OK;
   switch (k) {
@@ -356,7 +307,7 @@ static fa_status split_line(Parser *p, const char *s, const char *e, int *k, cha
   memcpy(key, ks, kl);
   key[kl] = '\0';
   int i = 0;
-  while (i < K_COUNT && strcmp(key_names[i], key) != 0) i++;
+  while (i < K_COUNT && strcmp(fa_meta_key_names_[i], key) != 0) i++;
   if (i == K_COUNT) return FA_OK; /* unknown keys are ignored */
   if (vl >= cap) return fail(p, key, "%svalue too long", "");
   memcpy(val, s, vl);
@@ -368,7 +319,8 @@ static fa_status split_line(Parser *p, const char *s, const char *e, int *k, cha
 
 static fa_status take_key(Parser *p, int k, const char *val) {
   int repeats = k == K_INPUT || k == K_REQUIRE;
-  if ((p->seen & (1ull << k)) && !repeats) return fail(p, key_names[k], "%sgiven twice", "");
+  if ((p->seen & (1ull << k)) && !repeats)
+    return fail(p, fa_meta_key_names_[k], "%sgiven twice", "");
   if (!(p->seen & (1ull << k))) p->lines.key[k] = p->line;
   p->seen |= 1ull << k;
   fa_meta_lines *run = &p->lines.run;
@@ -380,8 +332,6 @@ static fa_status take_key(Parser *p, int k, const char *val) {
   return set_key(p, k, val);
 }
 
-static int seen(const Parser *p, int k) { return (int)((p->seen >> k) & 1u); }
-
 /* Decode keys belong to decode kernels, and a decode kernel's launch
  * depends on them: a paged cache needs its page size, a split count other
  * than 1 a combine kernel, and the grid must be the decode one. */
@@ -392,7 +342,7 @@ static fa_status check_decode_keys(Parser *p) {
     for (int k = FIRST_DECODE_KEY; k <= LAST_DECODE_KEY; k++)
       if (seen(p, k)) {
         fa_fmt(p->err, p->errlen, "%s: key '%s' is only valid with mode decode", p->where,
-               key_names[k]);
+               fa_meta_key_names_[k]);
         return FA_ERR_META;
       }
     if (in->grid != FA_GRID_SPLITS) return FA_OK;
@@ -438,11 +388,6 @@ static fa_status check_decode_keys(Parser *p) {
  * k_tiles,kv_heads,batch, which needs tile_kv, the others on
  * q_tiles,heads,batch; a backward kernel's workspace is the backward's
  * (fa_backward_workspace_size), not workspace_floats_per_row. */
-static const char *mode_name(fa_mode m) {
-  static const char *const names[] = {"forward", "backward", "decode", "blocks"};
-  return (int)m >= 0 && m <= FA_MODE_BLOCKS ? names[m] : "?";
-}
-
 static fa_status check_backward_keys(Parser *p) {
   fa_kernel_info *in = p->info;
   if (in->mode != FA_MODE_BACKWARD) {
@@ -476,77 +421,6 @@ static fa_status check_backward_keys(Parser *p) {
   if (in->workspace_floats_per_row)
     return fail_key(p, K_WORKSPACE, "%smust be 0 for a backward kernel (its workspace is the "
                     "backward's: fa_backward_workspace_size)", "");
-  return FA_OK;
-}
-
-/* The block-list keys (docs/abi.md, "Block lists"): a classifier kernel
- * (mode blocks) names the spec's forward kernel, says `blocks rows|cols N`
- * with N 1 or heads, runs on grid row_tiles,list_heads,batch (which needs
- * tile_kv: its lists' other dim) and has no workspace and no block_list;
- * `blocks` and that grid belong to it alone. A classes kernel (phase 1 of
- * a two-phase classifier) has the key chunk and grid
- * row_tiles*chunks,list_heads,batch instead; a classifier naming one (key
- * classes) has no chunk. block_list names another
- * kernel, on a kernel that visits tile pairs: a forward kernel, or a
- * backward one of role q, main, kv or dv. */
-static fa_status check_blocks_keys(Parser *p) {
-  fa_kernel_info *in = p->info;
-  if (in->mode != FA_MODE_BLOCKS) {
-    if (seen(p, K_BLOCKS)) return fail_key(p, K_BLOCKS, "%sonly valid with mode blocks", "");
-    if (seen(p, K_CHUNK)) return fail_key(p, K_CHUNK, "%sonly valid with mode blocks", "");
-    if (seen(p, K_CLASSES)) return fail_key(p, K_CLASSES, "%sonly valid with mode blocks", "");
-    if (in->grid == FA_GRID_ROW_TILES)
-      return fail_key(p, K_GRID, "row_tiles,list_heads,batch is only valid with mode blocks "
-                      "(a classifier kernel), not with mode %s", mode_name(in->mode));
-    if (in->grid == FA_GRID_ROW_CHUNKS)
-      return fail_key(p, K_GRID, "row_tiles*chunks,list_heads,batch is only valid with mode "
-                      "blocks (a classes kernel), not with mode %s", mode_name(in->mode));
-    if (!seen(p, K_BLOCK_LIST)) return FA_OK;
-    if (in->mode == FA_MODE_DECODE)
-      return fail_key(p, K_BLOCK_LIST, "%snot valid with mode decode", "");
-    if (in->mode == FA_MODE_BACKWARD && (in->role == FA_ROLE_PRE || in->role == FA_ROLE_POST))
-      return fail_key(p, K_BLOCK_LIST, "%snot valid for the backward roles pre and post (they "
-                      "visit no tile pairs)", "");
-    if (strcmp(in->block_list, in->kernel) == 0)
-      return fail_key(p, K_BLOCK_LIST, "'%s' is this kernel itself, not its classifier",
-                      in->block_list);
-    return FA_OK;
-  }
-  if (!seen(p, K_FORWARD))
-    return fail_key(p, K_MODE, "%smode blocks needs the key forward (the spec's forward "
-                    "kernel)", "");
-  if (!seen(p, K_BLOCKS))
-    return fail_key(p, K_MODE, "%smode blocks needs the key blocks (rows|cols LIST_HEADS)", "");
-  if (strcmp(in->forward, in->kernel) == 0)
-    return fail_key(p, K_FORWARD, "'%s' is this kernel itself, not its forward kernel",
-                    in->forward);
-  if (seen(p, K_CHUNK) && seen(p, K_CLASSES))
-    return fail_key(p, K_CLASSES, "%snot valid with chunk (a classes kernel is phase 1; "
-                    "classes names it on phase 2)", "");
-  if (seen(p, K_CHUNK) && in->grid != FA_GRID_ROW_CHUNKS)
-    return fail_key(p, K_GRID, "%sa classes kernel (mode blocks, chunk) runs on grid "
-                    "row_tiles*chunks,list_heads,batch", "");
-  if (!seen(p, K_CHUNK) && in->grid != FA_GRID_ROW_TILES)
-    return fail_key(p, K_GRID, "%sa classifier kernel (mode blocks) runs on grid "
-                    "row_tiles,list_heads,batch (row_tiles*chunks,list_heads,batch needs the "
-                    "key chunk)", "");
-  if (!seen(p, K_TILE_KV))
-    return fail_key(p, K_GRID, "%sa classifier's grid needs the key tile_kv (its lists span "
-                    "both tile dims)", "");
-  if (seen(p, K_CLASSES) && strcmp(in->classes, in->kernel) == 0)
-    return fail_key(p, K_CLASSES, "'%s' is this kernel itself, not its classes kernel",
-                    in->classes);
-  if (in->list_heads != 1 && in->list_heads != in->heads) {
-    char msg[160];
-    fa_fmt(msg, sizeof msg, "list_heads %d is neither 1 nor heads %d", in->list_heads,
-           in->heads);
-    return fail_key(p, K_BLOCKS, "%s", msg);
-  }
-  if (seen(p, K_BLOCK_LIST))
-    return fail_key(p, K_BLOCK_LIST, "%snot valid with mode blocks (a classifier writes lists, "
-                    "it visits none)", "");
-  if (in->workspace_floats_per_row)
-    return fail_key(p, K_WORKSPACE, "%smust be 0 for a classifier kernel (mode blocks)", "");
   return FA_OK;
 }
 
@@ -586,7 +460,8 @@ static fa_status check_complete(Parser *p) {
   for (size_t i = 0; i < sizeof required_keys / sizeof required_keys[0]; i++) {
     int k = required_keys[i];
     if (!(p->seen & (1ull << k))) {
-      fa_fmt(p->err, p->errlen, "%s: required key '%s' is missing", p->where, key_names[k]);
+      fa_fmt(p->err, p->errlen, "%s: required key '%s' is missing", p->where,
+             fa_meta_key_names_[k]);
       return FA_ERR_META;
     }
   }
@@ -604,7 +479,7 @@ static fa_status check_complete(Parser *p) {
   }
   fa_status st = check_decode_keys(p);
   if (!st) st = check_backward_keys(p);
-  if (!st) st = check_blocks_keys(p);
+  if (!st) st = fa_meta_check_blocks_keys_(p);
   if (!st) st = fa_meta_check_inputs_(in, &p->lines.run, p->err, p->errlen);
   if (!st) st = check_dropout_keys(p);
   return st ? st : fa_meta_check_layout_(in, &p->lines.run, p->err, p->errlen);
@@ -612,29 +487,9 @@ static fa_status check_complete(Parser *p) {
 
 /* ---- a module's blocks together ------------------------------------------- */
 
-typedef struct Module {
-  fa_kernel_info *k;           /* FA_MODULE_MAX_KERNELS */
-  Lines *line;                 /* each block's lines */
-  int n;
-  char *err;
-  size_t errlen;
-} Module;
-
-static fa_status module_fail(Module *m, int b, int key, const char *what) {
-  fa_fmt(m->err, m->errlen, "metadata line %d: %s: %s", m->line[b].key[key] ? m->line[b].key[key]
-         : m->line[b].key[K_KERNEL], key_names[key], what);
-  return FA_ERR_META;
-}
-
-static int find_kernel(const Module *m, const char *name) {
-  for (int i = 0; i < m->n; i++)
-    if (strcmp(m->k[i].kernel, name) == 0) return i;
-  return -1;
-}
-
 /* Backward kernel b against `ref` (its forward kernel, or the first
  * backward kernel of the same forward): the same attention. */
-static fa_status same_attention(Module *m, int b, int ref) {
+fa_status fa_meta_same_attention_(Module *m, int b, int ref) {
   const fa_kernel_info *x = &m->k[b], *y = &m->k[ref];
   const char *of, *base;
   fa_meta_agreement_(x, &of, &base);
@@ -683,128 +538,6 @@ static fa_status same_attention(Module *m, int b, int ref) {
   return FA_OK;
 }
 
-/* Kernel b against `ref` (same_attention's): the same run-time inputs and
- * requires (meta_inputs.c). */
-static fa_status same_inputs(Module *m, int b, int ref) {
-  return fa_meta_same_inputs_(&m->k[b], &m->line[b].run, &m->k[ref], &m->line[ref].run, m->err,
-                              m->errlen);
-}
-
-/* The block lists (docs/abi.md, "Block lists") of kernel b. A classifier's
- * forward kernel, when the module holds it, is a plain forward kernel of
- * the same attention and run-time inputs. A visiting kernel's block_list
- * names a classifier of the module made for its spec (its own name, its
- * dropout_of, or its forward), with the orientation it visits (rows: mode
- * forward and role q; cols: main, kv, dv), its tiles and its inputs; the
- * visiting kernel's info then gets that classifier's blocks and
- * list_heads. */
-static fa_status check_classes(Module *m, int b);
-
-/* The kernel that kernel b's key `key` names, into *c; or the refusal
- * (`what` is what the name should be). */
-static fa_status named_kernel(Module *m, int b, int key, const char *name, const char *what,
-                              int *c) {
-  *c = find_kernel(m, name);
-  if (*c >= 0) return FA_OK;
-  char msg[400];
-  fa_fmt(msg, sizeof msg, "'%s' names no kernel of this module (%s is compiled into the same "
-         "module)", name, what);
-  return module_fail(m, b, key, msg);
-}
-
-static fa_status check_block_lists(Module *m, int b) {
-  fa_kernel_info *x = &m->k[b];
-  char what[400];
-  if (x->mode == FA_MODE_BLOCKS) {
-    fa_status cst = check_classes(m, b);
-    if (cst != FA_OK) return cst;
-    int fwd = find_kernel(m, x->forward);
-    if (fwd < 0) return FA_OK;
-    if (m->k[fwd].mode != FA_MODE_FORWARD || m->k[fwd].dropout_of[0]) {
-      fa_fmt(what, sizeof what, "'%s' (line %d) is not a plain forward kernel", x->forward,
-             m->line[fwd].key[K_KERNEL]);
-      return module_fail(m, b, K_FORWARD, what);
-    }
-    fa_status st = same_attention(m, b, fwd);
-    return st ? st : same_inputs(m, b, fwd);
-  }
-  if (!x->block_list[0]) return FA_OK;
-  int c;
-  fa_status nst = named_kernel(m, b, K_BLOCK_LIST, x->block_list, "a kernel's classifier", &c);
-  if (nst != FA_OK) return nst;
-  const fa_kernel_info *y = &m->k[c];
-  int yline = m->line[c].key[K_KERNEL];
-  if (y->mode != FA_MODE_BLOCKS) {
-    fa_fmt(what, sizeof what, "'%s' (line %d) is a %s kernel, not a classifier (mode blocks)",
-           x->block_list, yline, mode_name(y->mode));
-    return module_fail(m, b, K_BLOCK_LIST, what);
-  }
-  if (y->chunk) {
-    fa_fmt(what, sizeof what, "'%s' (line %d) is a classes kernel (phase 1, key chunk), not a "
-           "classifier: name the classifier whose key classes names it", x->block_list, yline);
-    return module_fail(m, b, K_BLOCK_LIST, what);
-  }
-  const char *spec = x->mode == FA_MODE_BACKWARD ? x->forward
-                     : x->dropout_of[0]          ? x->dropout_of
-                                                 : x->kernel;
-  if (strcmp(y->forward, spec) != 0) {
-    fa_fmt(what, sizeof what, "'%s' (line %d) makes the lists of %s, not of %s", x->block_list,
-           yline, y->forward, spec);
-    return module_fail(m, b, K_BLOCK_LIST, what);
-  }
-  int cols = x->mode == FA_MODE_BACKWARD &&
-             (x->role == FA_ROLE_MAIN || x->role == FA_ROLE_KV || x->role == FA_ROLE_DV);
-  fa_blocks_orient want = cols ? FA_BLOCKS_COLS : FA_BLOCKS_ROWS;
-  if (y->blocks != want) {
-    fa_fmt(what, sizeof what, "'%s' (line %d) makes %s lists but this %s kernel visits %s "
-           "lists (one per %s tile)", x->block_list, yline, cols ? "rows" : "cols",
-           x->mode == FA_MODE_BACKWARD ? fa_role_name(x->role) : "forward",
-           cols ? "cols" : "rows", cols ? "K/V" : "Q");
-    return module_fail(m, b, K_BLOCK_LIST, what);
-  }
-  if (y->tile_q != x->tile_q || y->tile_kv != x->tile_kv) {
-    fa_fmt(what, sizeof what, "'%s' (line %d) has tiles %dx%d but this kernel %dx%d (tile_q x "
-           "tile_kv): its lists index other tiles", x->block_list, yline, y->tile_q,
-           y->tile_kv, x->tile_q, x->tile_kv);
-    return module_fail(m, b, K_BLOCK_LIST, what);
-  }
-  fa_status st = same_inputs(m, c, b);
-  if (st != FA_OK) return st;
-  x->blocks = y->blocks;
-  x->list_heads = y->list_heads;
-  return FA_OK;
-}
-
-/* A two-phase classifier b (key classes; docs/abi.md "Block lists"):
- * its classes kernel is a kernel of the module with the key chunk, made
- * for the same forward kernel, orientation, list_heads and tiles, with the
- * same run-time inputs and requires (it takes the same parameters). */
-static fa_status check_classes(Module *m, int b) {
-  const fa_kernel_info *x = &m->k[b];
-  if (!x->classes[0]) return FA_OK;
-  char what[400];
-  int c;
-  fa_status nst = named_kernel(m, b, K_CLASSES, x->classes, "a classifier's classes kernel", &c);
-  if (nst != FA_OK) return nst;
-  const fa_kernel_info *y = &m->k[c];
-  int yline = m->line[c].key[K_KERNEL];
-  if (y->mode != FA_MODE_BLOCKS || !y->chunk) {
-    fa_fmt(what, sizeof what, "'%s' (line %d) is not a classes kernel (mode blocks with the key "
-           "chunk)", x->classes, yline);
-    return module_fail(m, b, K_CLASSES, what);
-  }
-  if (strcmp(y->forward, x->forward) != 0 || y->blocks != x->blocks ||
-      y->list_heads != x->list_heads || y->tile_q != x->tile_q || y->tile_kv != x->tile_kv) {
-    fa_fmt(what, sizeof what, "'%s' (line %d) classifies for forward %s, blocks %s %d, tiles "
-           "%dx%d but this classifier's are %s, %s %d, %dx%d", x->classes, yline, y->forward,
-           y->blocks == FA_BLOCKS_COLS ? "cols" : "rows", y->list_heads, y->tile_q, y->tile_kv,
-           x->forward, x->blocks == FA_BLOCKS_COLS ? "cols" : "rows", x->list_heads, x->tile_q,
-           x->tile_kv);
-    return module_fail(m, b, K_CLASSES, what);
-  }
-  return same_inputs(m, c, b);
-}
-
 /* Kernel names differ; a backward kernel's forward kernel, when the module
  * holds it, is a forward kernel of the same attention and run-time inputs;
  * backward kernels of one forward agree with each other and have distinct
@@ -819,7 +552,7 @@ static fa_status check_module(Module *m) {
              m->line[other].key[K_KERNEL]);
       return module_fail(m, b, K_KERNEL, what);
     }
-    fa_status bst = check_block_lists(m, b);
+    fa_status bst = fa_meta_check_block_lists_(m, b);
     if (bst != FA_OK) return bst;
     if (x->dropout_of[0]) {
       int plain = find_kernel(m, x->dropout_of);
@@ -829,7 +562,8 @@ static fa_status check_module(Module *m) {
         return module_fail(m, b, K_DROPOUT_OF, what);
       }
       fa_status st;
-      if (plain >= 0 && ((st = same_attention(m, b, plain)) || (st = same_inputs(m, b, plain))))
+      if (plain >= 0 &&
+          ((st = fa_meta_same_attention_(m, b, plain)) || (st = same_inputs(m, b, plain))))
         return st;
     }
     if (x->mode != FA_MODE_BACKWARD) continue;
@@ -851,7 +585,7 @@ static fa_status check_module(Module *m) {
       }
     }
     fa_status st;
-    if (ref >= 0 && ((st = same_attention(m, b, ref)) || (st = same_inputs(m, b, ref))))
+    if (ref >= 0 && ((st = fa_meta_same_attention_(m, b, ref)) || (st = same_inputs(m, b, ref))))
       return st;
   }
   return FA_OK;

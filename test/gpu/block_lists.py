@@ -27,7 +27,6 @@ Also: a Blocks of other sizes, or of another module, is refused with the C
 runtime's message; a module without classifiers gives an empty Blocks.
 Prints PASS/FAIL lines and `block_lists: N passed, N failed`.
 """
-import argparse
 import os
 import sys
 
@@ -35,7 +34,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_check import DT, err, finish, parse_args, rand, report  # noqa: E402
+from gpu_check import (DT, err, expect_refusal, finish, load_modules, rand, report,  # noqa: E402
+                       run_cases, start)
 from inputs import MATH, case_inputs, grids, ref_grads  # noqa: E402
 import flashc  # noqa: E402
 import flashc.ops  # noqa: E402
@@ -186,15 +186,6 @@ def check_lists(mod, name, case, tensors, blocks):
                + (f"; {len(bad)} wrong, first: {bad[0]}" if bad else ": as the host classifies"))
 
 
-def expect_refusal(label, fn, want):
-    try:
-        fn()
-    except Exception as e:  # noqa: BLE001 - the message is what is checked
-        report(want in str(e), f"refuse {label}", f"{type(e).__name__}: {str(e)[:120]}")
-        return
-    report(False, f"refuse {label}", "launch was accepted")
-
-
 def check_refusals(mods, gen):
     doc, blk = mods.get("inp_doc_d128_bf16"), mods.get("inp_blocks_d64_bf16")
     if doc is None:
@@ -240,34 +231,17 @@ def check_no_classifiers(ptx_dir):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("ptx_dir")
-    ap.add_argument("--seed", type=int, default=int.from_bytes(os.urandom(4), "little"))
-    a = parse_args(ap)
-    print(f"block_lists: seed {a.seed}")
-    torch.manual_seed(a.seed)
-    gen = torch.Generator().manual_seed(a.seed)
-    mods = {}
-    for name in CASES:
-        path = os.path.join(a.ptx_dir, name + ".ptx")
-        if not os.path.exists(path):
-            report(False, name, f"no {path}")
-            continue
-        mod = flashc.load(path)
-        if not mod.has_blocks:
-            report(False, name, "no classifier kernels (mode blocks): built with the block-lists "
-                   "pass off?")
-            continue
-        mods[name] = mod
-    for name, mod in mods.items():
-        for case in CASES[name]:
-            try:
-                tensors = check_reuse(mod, name, case, gen)
-                blocks = check_ref(mod, name, case, tensors)
-                check_lists(mod, name, case, tensors, blocks)
-                blocks.close()
-            except Exception as e:  # noqa: BLE001 - reported as a failure
-                report(False, f"{name} {case}", f"{type(e).__name__}: {e}")
+    a, gen = start("block_lists")
+    mods = load_modules(a.ptx_dir, CASES, lambda mod: None if mod.has_blocks else (
+        "no classifier kernels (mode blocks): built with the block-lists pass off?"))
+
+    def check_case(mod, name, case):
+        tensors = check_reuse(mod, name, case, gen)
+        blocks = check_ref(mod, name, case, tensors)
+        check_lists(mod, name, case, tensors, blocks)
+        blocks.close()
+
+    run_cases(mods, CASES, check_case)
     try:
         check_refusals(mods, gen)
         check_no_classifiers(a.ptx_dir)

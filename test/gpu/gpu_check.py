@@ -1,15 +1,20 @@
-"""What the package-level GPU suites (torch_ops.py, inputs.py, varlen.py)
-share: the PASS/FAIL lines, the error measure of FlashAttention's rule,
-fresh random tensors, the dtype names of the metadata, the summary line.
+"""What the package-level GPU suites (torch_ops.py, inputs.py, varlen.py,
+block_lists.py) share: the PASS/FAIL lines, the error measure of
+FlashAttention's rule, fresh random tensors, the dtype names of the
+metadata, the summary line; for the suites over a folder of kernels, their
+arguments and seed, loading the kernels, the per-case loop and the check
+that a launch is refused.
 
     from gpu_check import DT, err, rand, report, finish, parse_args
 """
+import argparse
 import os
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+import flashc  # noqa: E402
 
 DT = {"bf16": torch.bfloat16, "f16": torch.float16}
 results = []
@@ -48,3 +53,56 @@ def parse_args(ap):
     if a.lib:
         os.environ["FLASHC_LIB_DIR"] = os.path.dirname(os.path.abspath(a.lib))
     return a
+
+
+def start(suite):
+    """The arguments of a suite over a folder of kernels: ptx_dir, --seed
+    (random by default) and parse_args' --lib. Prints `SUITE: seed N`, seeds
+    torch and returns the arguments and a CPU generator of that seed."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("ptx_dir")
+    ap.add_argument("--seed", type=int, default=int.from_bytes(os.urandom(4), "little"))
+    a = parse_args(ap)
+    print(f"{suite}: seed {a.seed}")
+    torch.manual_seed(a.seed)
+    return a, torch.Generator().manual_seed(a.seed)
+
+
+def load_modules(ptx_dir, names, unfit=None):
+    """flashc.load of ptx_dir/NAME.ptx for each name, by name. A missing file
+    is a failure, and so is a module for which unfit(mod) gives a reason;
+    neither is returned."""
+    mods = {}
+    for name in names:
+        path = os.path.join(ptx_dir, name + ".ptx")
+        if not os.path.exists(path):
+            report(False, name, f"no {path}")
+            continue
+        mod = flashc.load(path)
+        why = unfit(mod) if unfit else None
+        if why:
+            report(False, name, why)
+            continue
+        mods[name] = mod
+    return mods
+
+
+def run_cases(mods, cases, check):
+    """check(mod, name, case) for each case of cases[name] of every loaded
+    module; an exception is that case's failure."""
+    for name, mod in mods.items():
+        for case in cases[name]:
+            try:
+                check(mod, name, case)
+            except Exception as e:  # noqa: BLE001 - reported as a failure
+                report(False, f"{name} {case}", f"{type(e).__name__}: {e}")
+
+
+def expect_refusal(label, fn, want, limit=120):
+    """fn() must raise, with `want` in the message (shown cut to limit)."""
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - the message is what is checked
+        report(want in str(e), f"refuse {label}", f"{type(e).__name__}: {str(e)[:limit]}")
+        return
+    report(False, f"refuse {label}", "launch was accepted")

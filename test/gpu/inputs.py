@@ -21,14 +21,15 @@ Decode: inp_dec_d128_bf16 (slopes, a softcap value and a per-query bias)
 through Module.decode against the same reference per sequence, forward only.
 Prints PASS/FAIL lines and `inputs: N passed, N failed`.
 """
-import argparse
+import functools
 import os
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_check import DT, err, finish, parse_args, rand, report  # noqa: E402
+import gpu_check  # noqa: E402
+from gpu_check import DT, err, finish, load_modules, rand, report, run_cases, start  # noqa: E402
 import flashc  # noqa: E402
 import flashc.ops  # noqa: E402
 
@@ -190,14 +191,7 @@ def check_case(mod, name, case, gen):
     report(ok, f"{name} {variant or 'values'}", f"b={b} sq={sq} sk={sk}: " + ", ".join(lines))
 
 
-def expect_refusal(name, fn, want):
-    try:
-        fn()
-    except Exception as e:  # noqa: BLE001 - the message is what is checked
-        ok = want in str(e)
-        report(ok, f"refuse {name}", f"{type(e).__name__}: {str(e)[:110]}")
-        return
-    report(False, f"refuse {name}", "launch was accepted")
+expect_refusal = functools.partial(gpu_check.expect_refusal, limit=110)
 
 
 def check_refusals(mods):
@@ -271,26 +265,9 @@ def check_reuse(mods, gen):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("ptx_dir")
-    ap.add_argument("--seed", type=int, default=int.from_bytes(os.urandom(4), "little"))
-    a = parse_args(ap)
-    print(f"inputs: seed {a.seed}")
-    torch.manual_seed(a.seed)
-    gen = torch.Generator().manual_seed(a.seed)
-    mods = {}
-    for name in CASES:
-        path = os.path.join(a.ptx_dir, name + ".ptx")
-        if not os.path.exists(path):
-            report(False, name, f"no {path}")
-            continue
-        mods[name] = flashc.load(path)
-    for name, mod in mods.items():
-        for case in CASES[name]:
-            try:
-                check_case(mod, name, case, gen)
-            except Exception as e:  # noqa: BLE001 - reported as a failure
-                report(False, f"{name} {case}", f"{type(e).__name__}: {e}")
+    a, gen = start("inputs")
+    mods = load_modules(a.ptx_dir, CASES)
+    run_cases(mods, CASES, lambda mod, name, case: check_case(mod, name, case, gen))
     dec = os.path.join(a.ptx_dir, "inp_dec_d128_bf16.ptx")
     if os.path.exists(dec):
         try:

@@ -192,9 +192,9 @@ static void print_params(const fa_backward_schedule *p, int step, const fa_backw
   fa_param params[FA_BACKWARD_MAX_PARAMS];
   int n = 0;
   fa_status st = fa_backward_params(p, step, a, ws, params, &n);
-  printf("params %d:", step);
-  if (st != FA_OK) printf(" %s", rt_status_name(st));
-  rt_print_params(params, n);
+  char label[32];
+  snprintf(label, sizeof label, "params %d:", step);
+  rt_print_params(label, st, params, n);
 }
 
 static void print_plan(const fa_kernel_info *k, const fa_backward_schedule *p,

@@ -94,9 +94,7 @@ static int check_one(const fa_kernel_info *in, int64_t b, int64_t sq, int64_t sk
   fa_param p[FA_BACKWARD_MAX_PARAMS];
   int n = 0;
   st = fa_blocks_params(in, &a, &l, p, &n);
-  printf("params:");
-  if (st != FA_OK) printf(" %s", rt_status_name(st));
-  rt_print_params(p, n);
+  rt_print_params("params:", st, p, n);
   return rc;
 }
 

@@ -156,9 +156,7 @@ static void print_params(const fa_kernel_info *info, const fa_decode_args *a, in
   int n = 0;
   fa_status st = fa_decode_params(info, a, nsplit, UINT64_C(0x7700000000),
                                   nsplit > 1 ? UINT64_C(0x7800000000) : 0, p, &n);
-  printf("params:");
-  if (st != FA_OK) printf(" %s", rt_status_name(st));
-  rt_print_params(p, n);
+  rt_print_params("params:", st, p, n);
 }
 
 static int cmd_check(int argc, char **argv) {

@@ -147,9 +147,7 @@ static void print_params(const fa_kernel_info *info, const fa_forward_args *a) {
   uint64_t lse = a->lse ? (uint64_t)(uintptr_t)a->lse : UINT64_C(0x7700000000);
   uint64_t ws = info->workspace_floats_per_row ? UINT64_C(0x7800000000) : 0;
   fa_status st = fa_forward_params(info, a, lse, ws, p, &n);
-  printf("params:");
-  if (st != FA_OK) printf(" %s", rt_status_name(st));
-  rt_print_params(p, n);
+  rt_print_params("params:", st, p, n);
 }
 
 static int cmd_check(int argc, char **argv) {

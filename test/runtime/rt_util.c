@@ -262,8 +262,10 @@ void rt_input_names(const fa_kernel_info *in, char *buf, size_t len) {
     n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? "," : "", in->inputs[i].name);
 }
 
-void rt_print_params(const fa_param *p, int n) {
+void rt_print_params(const char *label, fa_status st, const fa_param *p, int n) {
   static const char *const kinds[] = {"ptr", "i32", "i64", "u32", "f32"};
+  fputs(label, stdout);
+  if (st != FA_OK) printf(" %s", rt_status_name(st));
   for (int i = 0; i < n; i++) {
     if (p[i].kind == FA_PARAM_PTR) {
       printf(" %s:%s=0x%" PRIx64, kinds[p[i].kind], p[i].name, (uint64_t)p[i].value);

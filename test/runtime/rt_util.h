@@ -64,9 +64,11 @@ void rt_print_inputs(const fa_kernel_info *in);
 /* "doc,softcap" of the declared inputs ("-" for none), into buf. */
 void rt_input_names(const fa_kernel_info *in, char *buf, size_t len);
 
-/* Prints a parameter list as " kind:name=value ... (n)" and a newline:
- * pointers in hex, an f32 as its float. */
-void rt_print_params(const fa_param *p, int n);
+/* Prints `label`, the status's name when st is not FA_OK (what the
+ * *_params call that filled p returned), then the parameter list as
+ * " kind:name=value ... (n)" and a newline: pointers in hex, an f32 as its
+ * float. */
+void rt_print_params(const char *label, fa_status st, const fa_param *p, int n);
 
 /* ---- variable-length batches (docs/abi.md, "Variable-length batches") ---- */
 
