@@ -17,6 +17,7 @@
 #include "internal.h"
 
 #define MAX_GRID_YZ 65535
+#define MAX_GRID_X INT32_MAX
 /* Each array of an fa_blocks or of the scratch starts this aligned. */
 #define ALIGN 256
 
@@ -32,7 +33,9 @@ struct fa_blocks {
 
 /* ---- shapes ---------------------------------------------------------------- */
 
-static int64_t tiles(int64_t len, int tile) { return (len + tile - 1) / tile; }
+/* ceil(len / tile) for len >= 0, tile >= 1, without len + tile - 1 (the
+ * public entry points take any int64 size). */
+static int64_t tiles(int64_t len, int tile) { return len / tile + (len % tile != 0); }
 
 fa_status fa_block_lists_shape(const fa_kernel_info *in, int64_t batch, int64_t seqlen_q,
                                int64_t seqlen_k, fa_block_lists *out) {
@@ -45,6 +48,7 @@ fa_status fa_block_lists_shape(const fa_kernel_info *in, int64_t batch, int64_t 
     return FA_ERR_INVALID_ARGUMENT;
   int64_t rows = cols ? tiles(seqlen_k, in->tile_kv) : tiles(seqlen_q, in->tile_q);
   int64_t steps = cols ? tiles(seqlen_q, in->tile_q) : tiles(seqlen_k, in->tile_kv);
+  if (steps == INT64_MAX) return FA_ERR_TOO_LARGE; /* list_len steps + 1 */
   int64_t d[4] = {batch, in->list_heads, rows, steps + 1}, s[4] = {0, 0, 0, 1};
   for (int i = 3; i > 0; i--)
     if (!fa_mul_ok(s[i], d[i], &s[i - 1])) return FA_ERR_TOO_LARGE;
@@ -86,9 +90,13 @@ fa_status fa_classifier_grid(const fa_kernel_info *in, int64_t batch, int64_t se
   fa_block_lists l;
   fa_status st = fa_block_lists_shape(in, batch, seqlen_q, seqlen_k, &l);
   if (st != FA_OK) return st;
+  /* With batch 0 the lists hold no element whatever their other dims:
+   * rows * chunks may then pass int64, and any dim the grid limits. */
   int64_t x = l.list_dim[2];
-  if (in->grid == FA_GRID_ROW_CHUNKS) /* rows * chunks <= rows * list_len: int32 */
-    x *= (l.list_dim[3] - 1 + in->chunk - 1) / in->chunk;
+  if (in->grid == FA_GRID_ROW_CHUNKS && !fa_mul_ok(x, tiles(l.list_dim[3] - 1, in->chunk), &x))
+    return FA_ERR_TOO_LARGE;
+  if (x > MAX_GRID_X || in->list_heads > MAX_GRID_YZ || batch > MAX_GRID_YZ)
+    return FA_ERR_TOO_LARGE;
   grid[0] = (unsigned)x, grid[1] = (unsigned)in->list_heads, grid[2] = (unsigned)batch;
   return FA_OK;
 }
@@ -150,11 +158,13 @@ fa_status fa_blocks_check(const fa_kernel_info *in, const fa_blocks_args *a, cha
     return FA_ERR_UNSUPPORTED;
   }
   if ((st = fa_check_kernel_info(in, msg, len))) return st;
+  /* The grid too: fa_blocks_create launches on fa_classifier_grid's. */
   if ((in->blocks != FA_BLOCKS_ROWS && in->blocks != FA_BLOCKS_COLS) || in->list_heads < 1 ||
-      in->list_heads > MAX_GRID_YZ || in->tile_kv < 1 || in->smem_bytes < 0) {
-    fa_fmt(msg, len, "kernel %s: blocks %d, list_heads %d, tile_kv %d, smem_bytes %d are not "
-           "a classifier's: use fa_meta_parse", in->kernel, (int)in->blocks, in->list_heads,
-           in->tile_kv, in->smem_bytes);
+      in->list_heads > MAX_GRID_YZ || in->tile_kv < 1 || in->smem_bytes < 0 ||
+      (in->grid != FA_GRID_ROW_TILES && (in->grid != FA_GRID_ROW_CHUNKS || in->chunk < 1))) {
+    fa_fmt(msg, len, "kernel %s: blocks %d, list_heads %d, tile_kv %d, smem_bytes %d, grid %d, "
+           "chunk %d are not a classifier's: use fa_meta_parse", in->kernel, (int)in->blocks,
+           in->list_heads, in->tile_kv, in->smem_bytes, (int)in->grid, in->chunk);
     return FA_ERR_META;
   }
   const int64_t size[3] = {a->batch, a->seqlen_q, a->seqlen_k};
@@ -192,6 +202,27 @@ fa_status fa_blocks_check(const fa_kernel_info *in, const fa_blocks_args *a, cha
   return fa_check_input_memory_(in, a->inputs, a->num_inputs, NULL, 0, msg, len);
 }
 
+/* A kernel that visits lists as fa_meta_parse_module makes one (a
+ * hand-built info may not be; its lists' shape and the kernel's reads
+ * follow these): never layout varlen, a forward kernel or a backward one
+ * of role q, main, kv or dv, with its classifier's orientation the one it
+ * visits (rows: forward, q; cols: main, kv, dv) and list_heads 1 or
+ * heads, a grid y. */
+static fa_status check_visitor(const fa_kernel_info *in, char *msg, size_t len) {
+  fa_role r = in->role;
+  int bwd = in->mode == FA_MODE_BACKWARD;
+  int cols = bwd && (r == FA_ROLE_MAIN || r == FA_ROLE_KV || r == FA_ROLE_DV);
+  int visits = in->mode == FA_MODE_FORWARD || cols || (bwd && r == FA_ROLE_Q);
+  if (visits && !in->varlen && in->blocks == (cols ? FA_BLOCKS_COLS : FA_BLOCKS_ROWS) &&
+      (in->list_heads == 1 || in->list_heads == in->heads) && in->list_heads <= MAX_GRID_YZ)
+    return FA_OK;
+  fa_fmt(msg, len, "kernel %s: block_list %s with mode %d, role %d, layout %s, blocks %d, "
+         "list_heads %d (heads %d) does not visit its classifier's lists: use "
+         "fa_meta_parse_module", in->kernel, in->block_list, (int)in->mode, (int)r,
+         in->varlen ? "varlen" : "padded", (int)in->blocks, in->list_heads, in->heads);
+  return FA_ERR_META;
+}
+
 fa_status fa_check_blocks_(const fa_kernel_info *in, const fa_blocks *b, fa_sizes sz, int lists,
                            char *msg, size_t len) {
   if (b && (b->batch != sz.batch || b->seqlen_q != sz.seqlen_q || b->seqlen_k != sz.seqlen_k)) {
@@ -202,6 +233,8 @@ fa_status fa_check_blocks_(const fa_kernel_info *in, const fa_blocks *b, fa_size
     return FA_ERR_SHAPE;
   }
   if (!in->block_list[0]) return FA_OK;
+  fa_status st = check_visitor(in, msg, len);
+  if (st != FA_OK) return st;
   if (b && !find_lists(b, in->block_list)) {
     fa_fmt(msg, len, "blocks: holds no lists of %s, the classifier of kernel %s (made by "
            "another module?)", in->block_list, in->kernel);
@@ -263,9 +296,10 @@ static fa_status launch_classifier(fa_module *m, int ki, const fa_blocks_args *a
   int n;
   const fa_kernel_info *k = fa_module_kernels_(m, &n), *in = &k[ki];
   unsigned grid[3];
+  if (a->batch == 0) return FA_OK; /* no list; the grid of the other dims may not fit */
   fa_status st = fa_classifier_grid(in, a->batch, a->seqlen_q, a->seqlen_k, grid);
   if (st != FA_OK) return st; /* checked before (fa_blocks_check, the launch's) */
-  if (grid[0] == 0 || grid[2] == 0) return FA_OK;
+  if (grid[0] == 0) return FA_OK;
   fa_param p[FA_BACKWARD_MAX_PARAMS];
   fa_param_values v;
   int np = 0;

@@ -565,7 +565,10 @@ typedef struct fa_forward_args {
  * (starting at 0, non-decreasing, ending at the totals, no sequence longer
  * than its max_seqlen, the requires per sequence); its run-time inputs'
  * batch dims are num_seqs. Block lists (docs/abi.md, "Block lists"): a
- * kernel that visits them (info->block_list) needs its lists' int32
+ * kernel that visits them (info->block_list) needs the keys
+ * fa_meta_parse_module gives it (FA_ERR_META otherwise: not varlen, a
+ * forward kernel or a backward one of role q, main, kv or dv, blocks the
+ * orientation its role visits, list_heads 1 or heads), its lists' int32
  * elements within INT32_MAX (fa_block_lists_shape; FA_ERR_TOO_LARGE), and
  * args->blocks, when given, must have been made for this launch's batch,
  * seqlen_q and seqlen_k (FA_ERR_SHAPE; whatever the kernel) and hold the
@@ -1026,7 +1029,8 @@ FA_API fa_status fa_backward_params(const fa_backward_schedule *plan, int step,
  * classes kernel, key chunk C: x = row_tiles * ceil(steps / C), steps the
  * lists' other tile count, list_len - 1). Touches no GPU. FA_ERR_NULL_POINTER,
  * FA_ERR_INVALID_ARGUMENT (not a classifier; a negative size), or
- * FA_ERR_TOO_LARGE (as fa_block_lists_shape). */
+ * FA_ERR_TOO_LARGE (as fa_block_lists_shape, or a dim beyond the CUDA grid
+ * limits: x 2^31-1, y and z 65535). */
 FA_API fa_status fa_classifier_grid(const fa_kernel_info *info, int64_t batch, int64_t seqlen_q,
                                     int64_t seqlen_k, unsigned grid[3]);
 
@@ -1043,7 +1047,10 @@ FA_API fa_status fa_block_lists_shape(const fa_kernel_info *info, int64_t batch,
                                       int64_t seqlen_q, int64_t seqlen_k, fa_block_lists *out);
 
 /* Validates a classifier launch without touching any GPU: `classifier` a
- * mode blocks kernel (FA_ERR_UNSUPPORTED otherwise), batch, seqlen_q and
+ * mode blocks kernel (FA_ERR_UNSUPPORTED otherwise) with a classifier's
+ * keys (FA_ERR_META otherwise: blocks rows or cols, list_heads 1..65535,
+ * tile_kv, grid row_tiles,list_heads,batch or, with a chunk >= 1,
+ * row_tiles*chunks,list_heads,batch), batch, seqlen_q and
  * seqlen_k not negative (FA_ERR_INVALID_ARGUMENT), within int32 and batch
  * at most 65535 (grid z; FA_ERR_TOO_LARGE), the lists' size
  * (fa_block_lists_shape), and the run-time inputs as fa_forward_check

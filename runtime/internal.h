@@ -306,7 +306,8 @@ fa_block_lists fa_visited_lists_(const fa_kernel_info *info, const fa_blocks *bl
 /* The checks of a launch's args->blocks (`blocks`, maybe NULL) and of the
  * lists kernel `info` visits, at the launch's sizes sz (GPU-free):
  * blocks made for sz, and holding info's classifier's lists where info
- * visits lists; with `lists`, the lists' size in int32 (after the sizes'
+ * visits lists, info's block-list keys as fa_meta_parse_module makes them
+ * (FA_ERR_META); with `lists`, the lists' size in int32 (after the sizes'
  * own checks). */
 fa_status fa_check_blocks_(const fa_kernel_info *info, const fa_blocks *blocks, fa_sizes sz,
                            int lists, char *msg, size_t len);

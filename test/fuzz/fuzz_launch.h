@@ -41,6 +41,8 @@ static inline int dtype_bytes(fa_dtype d) {
 int64_t pick64(FuzzIn *in);
 int pick32(FuzzIn *in);
 void *pickptr(FuzzIn *in);
+size_t pick_msglen(FuzzIn *in, size_t size);
+void check_status(fa_status st, const char *msg, size_t msglen);
 void make_info(FuzzIn *in, fa_kernel_info *info, int kind);
 int make_bindings(FuzzIn *in, const fa_kernel_info *info, int64_t batch, int64_t sq,
                   int64_t sk, fa_input *b, char names[][8]);
@@ -76,9 +78,20 @@ int varlen_ranges(const fa_varlen *v, Range r[2]);
 void check_params(const char *what, const fa_param *p, int n, const fa_varlen *v,
                   const fa_tensor *q, const fa_tensor *k, int varlen_kernel);
 
-/* ---- one launch of each kind: fuzz_launch_gen_forward.c, _decode.c, _backward.c */
-void forward(FuzzIn *in, int varlen);
+/* ---- fuzz_launch_gen_blocks.c: block lists, the kernels that visit them,
+ * classifiers and the host-only entry points */
+void make_visit(FuzzIn *in, fa_kernel_info *info, int cols);
+int add_classifiers(const fa_kernel_info *info, fa_kernel_info *k, int n);
+int lists_fit(const fa_kernel_info *k, int nk, Sizes s);
+void check_visit(const fa_kernel_info *k, int cols, Sizes s, const fa_param *p, int n);
+void check_step_lists(const fa_kernel_info *kernels, int nk, const fa_backward_step *p,
+                      Sizes s);
+void blocks_api(FuzzIn *in);
+
+/* ---- one launch of each kind: fuzz_launch_gen_forward.c, _decode.c, _backward.c;
+ * `visit`: its kernel visits block lists (or is a classifier: make_visit) */
+void forward(FuzzIn *in, int varlen, int visit);
 void decode(FuzzIn *in);
-void backward(FuzzIn *in, int varlen);
+void backward(FuzzIn *in, int varlen, int visit);
 
 #endif

@@ -57,6 +57,16 @@ void *pickptr(FuzzIn *in) {
   }
 }
 
+/* The room a check's message gets: all of msg[size], or 1..16 bytes. */
+size_t pick_msglen(FuzzIn *in, size_t size) {
+  return fuzz_u8(in) & 1 ? size : 1 + fuzz_u8(in) % 16;
+}
+
+/* Any check's answer: a status, and a message cut to its room. */
+void check_status(fa_status st, const char *msg, size_t msglen) {
+  FUZZ_CHECK(st >= 0 && st < FA_STATUS_COUNT_ && memchr(msg, '\0', msglen));
+}
+
 /* A kernel info: sane from a few choices, or (flag) every field raw. */
 void make_info(FuzzIn *in, fa_kernel_info *info, int kind) {
   int decode = kind == KIND_DECODE;

@@ -4,8 +4,10 @@
 
 #include "fuzz_launch.h"
 
-/* The forward kernel `info` and its five backward kernels (docs/backward.md). */
-static void backward_kernels(const fa_kernel_info *info, fa_kernel_info k[6]) {
+/* The forward kernel `info` and its five backward kernels (docs/backward.md),
+ * and when it visits block lists the classifiers of those that do
+ * (add_classifiers). Returns the kernel count. */
+static int backward_kernels(const fa_kernel_info *info, fa_kernel_info k[9]) {
   static const fa_role roles[5] = {FA_ROLE_PRE, FA_ROLE_MAIN, FA_ROLE_POST, FA_ROLE_KV,
                                    FA_ROLE_Q};
   k[0] = *info;
@@ -22,6 +24,7 @@ static void backward_kernels(const fa_kernel_info *info, fa_kernel_info k[6]) {
     k[i].workspace_floats_per_row = 0;
     k[i].tile_q = 16 << i % 4, k[i].tile_kv = 32 << i % 3;
   }
+  return add_classifiers(info, k, 6);
 }
 
 /* What an accepted backward launch promises; its plan's steps and
@@ -31,19 +34,20 @@ static void backward_accepted(const fa_kernel_info *info, fa_backward_args *a) {
   check_layout(info, a->varlen, t, 8);
   if (a->q.dim[0] == 0)
     return;
-  fa_kernel_info k[6];
-  backward_kernels(info, k);
+  fa_kernel_info k[9];
+  int nk = backward_kernels(info, k);
   fa_backward_schedule plan;
   char msg[256];
   fa_status st;
   if (a->varlen && a->varlen->num_seqs == 0) { /* no sequence: nothing planned */
-    st = fa_backward_plan(k, 6, a, &plan, msg, sizeof msg);
+    st = fa_backward_plan(k, nk, a, &plan, msg, sizeof msg);
     FUZZ_CHECK(st == FA_OK && plan.nsteps == 0);
     return;
   }
   FUZZ_CHECK(a->mode == FA_BACKWARD_AUTO || a->mode == FA_BACKWARD_DETERMINISTIC ||
              a->mode == FA_BACKWARD_ATOMIC);
   Sizes s = launch_sizes(a->varlen, &a->q, &a->k);
+  check_visit(info, info->mode == FA_MODE_BACKWARD, s, NULL, 0);
   if (a->varlen)
     check_varlen_sizes(info, a->varlen, &a->q, &a->k);
   size_t need = 0;
@@ -66,7 +70,9 @@ static void backward_accepted(const fa_kernel_info *info, fa_backward_args *a) {
   if (a->inputs)
     check_inputs("fa_backward_check", info, a->inputs, a->num_inputs, outs, 4);
   /* A module of the forward kernel and its backward: the plan's grids fit. */
-  st = fa_backward_plan(k, 6, a, &plan, msg, sizeof msg);
+  st = fa_backward_plan(k, nk, a, &plan, msg, sizeof msg);
+  if (st == FA_ERR_TOO_LARGE && !lists_fit(k, nk, s))
+    return; /* a backward kernel's lists (other tiles, orientation) past int32: refused */
   if (st != FA_OK)
     fprintf(stderr, "fa_backward_plan refuses what fa_backward_check accepts: %s\n", msg);
   FUZZ_CHECK(st == FA_OK && plan.workspace_bytes == need);
@@ -85,10 +91,13 @@ static void backward_accepted(const fa_kernel_info *info, fa_backward_args *a) {
     FUZZ_CHECK(fa_backward_params(&plan, i, a, 1u << 20, prm, &np) == FA_OK);
     FUZZ_CHECK(np >= 8 && np <= FA_BACKWARD_MAX_PARAMS);
     check_params("fa_backward_params", prm, np, a->varlen, &a->q, &a->k, p->varlen);
+    check_step_lists(k, nk, p, s);
+    const fa_kernel_info *pk = &k[p->kernel];
+    check_visit(pk, pk->role == FA_ROLE_MAIN || pk->role == FA_ROLE_KV, s, prm, np);
   }
 }
 
-void backward(FuzzIn *in, int varlen) {
+void backward(FuzzIn *in, int varlen, int visit) {
   fa_kernel_info info;
   make_info(in, &info, varlen ? KIND_VARLEN : KIND_FORWARD);
   if (fuzz_u8(in) & 1) { /* checked against a backward kernel's info */
@@ -97,6 +106,8 @@ void backward(FuzzIn *in, int varlen) {
     info.grid = FA_GRID_K_TILES;
     strcpy(info.forward, "f");
   }
+  if (visit) /* the K/V-outer main kernel visits cols, the forward rows */
+    make_visit(in, &info, info.mode == FA_MODE_BACKWARD);
   Varlen vl;
   int64_t batch, sq, sk;
   make_sizes(in, &info, varlen ? &vl : NULL, &batch, &sq, &sk);
@@ -130,10 +141,11 @@ void backward(FuzzIn *in, int varlen) {
     a.workspace_bytes = w & 4 ? (size_t)pick64(in) : need;
   }
   char msg[256];
-  size_t msglen = fuzz_u8(in) & 1 ? sizeof msg : 1 + fuzz_u8(in) % 16;
+  size_t msglen = pick_msglen(in, sizeof msg);
   fa_status st = fa_backward_check(&info, &a, msg, msglen);
-  FUZZ_CHECK(st >= 0 && st < FA_STATUS_COUNT_ && memchr(msg, '\0', msglen));
+  check_status(st, msg, msglen);
   FUZZ_CHECK(fa_backward_check(&info, &a, NULL, 0) == st);
+  FUZZ_CHECK(info.mode != FA_MODE_BLOCKS || st == FA_ERR_UNSUPPORTED); /* no backward of its own */
   if (st == FA_OK)
     backward_accepted(&info, &a);
   if (varlen)

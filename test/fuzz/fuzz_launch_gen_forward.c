@@ -31,11 +31,14 @@ static void forward_accepted(const fa_kernel_info *info, fa_forward_args *a) {
   FUZZ_CHECK(fa_forward_params(info, a, (uint64_t)(uintptr_t)a->lse, 0, p, &np) == FA_OK);
   FUZZ_CHECK(np >= 21 && np <= FA_BACKWARD_MAX_PARAMS);
   check_params("fa_forward_params", p, np, a->varlen, &a->q, &a->k, info->varlen);
+  check_visit(info, 0, s, p, np);
 }
 
-void forward(FuzzIn *in, int varlen) {
+void forward(FuzzIn *in, int varlen, int visit) {
   fa_kernel_info info;
   make_info(in, &info, varlen ? KIND_VARLEN : KIND_FORWARD);
+  if (visit)
+    make_visit(in, &info, 0);
   Varlen vl;
   int64_t batch, sq, sk;
   make_sizes(in, &info, varlen ? &vl : NULL, &batch, &sq, &sk);
@@ -53,10 +56,11 @@ void forward(FuzzIn *in, int varlen) {
   a.num_inputs = make_bindings(in, &info, varlen ? vl.v.num_seqs : batch, sq, sk, binds, names);
   a.inputs = fuzz_u8(in) % 17 == 0 ? NULL : binds;
   char msg[256];
-  size_t msglen = fuzz_u8(in) & 1 ? sizeof msg : 1 + fuzz_u8(in) % 16;
+  size_t msglen = pick_msglen(in, sizeof msg);
   fa_status st = fa_forward_check(&info, &a, msg, msglen);
-  FUZZ_CHECK(st >= 0 && st < FA_STATUS_COUNT_ && memchr(msg, '\0', msglen));
+  check_status(st, msg, msglen);
   FUZZ_CHECK(fa_forward_check(&info, &a, NULL, 0) == st);
+  FUZZ_CHECK(info.mode != FA_MODE_BLOCKS || st == FA_ERR_UNSUPPORTED); /* not a forward kernel */
   if (info.varlen && !a.varlen) { /* refused, and no parameter list */
     fa_param p[FA_BACKWARD_MAX_PARAMS];
     int np = 0;

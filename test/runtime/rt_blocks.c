@@ -137,6 +137,36 @@ static int cmd_shape(int argc, char **argv) {
   return rc;
 }
 
+/* What the launch fuzzer found (test/fuzz/README.md): sizes whose tile
+ * counts overflowed int64 (UB), a classifier grid z past 65535 cut to 32
+ * bits, fa_blocks_check accepting a grid fa_classifier_grid refuses. `info`
+ * a rows classifier of 64 x 64 tiles, list_heads 1, grid row_tiles. */
+static int cmd_api_edges(fa_kernel_info *info) {
+  fa_block_lists l;
+  unsigned g[3];
+  printf("fa_block_lists_shape(seqlen_q INT64_MAX): %s\n",
+         rt_status_name(fa_block_lists_shape(info, 1, INT64_MAX, 1, &l)));
+  printf("fa_block_lists_shape(batch 0, seqlens INT64_MAX): %s\n",
+         rt_status_name(fa_block_lists_shape(info, 0, INT64_MAX, INT64_MAX, &l)));
+  printf("fa_classifier_grid(seqlen_k INT64_MAX): %s\n",
+         rt_status_name(fa_classifier_grid(info, 1, 1, INT64_MAX, g)));
+  printf("fa_classifier_grid(batch 65536): %s\n",
+         rt_status_name(fa_classifier_grid(info, 65536, 1, 1, g)));
+  info->grid = FA_GRID_ROW_CHUNKS, info->chunk = 1;
+  printf("fa_classifier_grid(batch 0, 2^25 x 2^25 chunks): %s\n",
+         rt_status_name(fa_classifier_grid(info, 0, INT32_MAX, INT32_MAX, g)));
+  info->dtype = FA_DTYPE_F16, info->head_dim = info->v_head_dim = 64;
+  info->heads = info->kv_heads = 1, info->threads = 128;
+  info->grid = (fa_grid)6;
+  fa_blocks_args a;
+  memset(&a, 0, sizeof a);
+  a.batch = 1, a.seqlen_q = a.seqlen_k = 64;
+  char msg[256];
+  fa_status st = fa_blocks_check(info, &a, msg, sizeof msg);
+  printf("fa_blocks_check(grid 6): %s: %s\n", rt_status_name(st), msg);
+  return 0;
+}
+
 static int cmd_api(void) {
   fa_kernel_info info;
   memset(&info, 0, sizeof info);
@@ -193,7 +223,7 @@ static int cmd_api(void) {
   info.grid = FA_GRID_ROW_TILES;
   st = fa_classifier_grid(&info, 2, 64 * 3, 64 * 9, g);
   printf("fa_classifier_grid(row_tiles): %s, %u %u %u\n", rt_status_name(st), g[0], g[1], g[2]);
-  return 0;
+  return cmd_api_edges(&info);
 }
 
 int main(int argc, char **argv) {
