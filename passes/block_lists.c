@@ -270,32 +270,43 @@ static void classifier_attrs(Module *m, Func *c, const Func *f, const Site *s, i
   attr_set_str(m, &c->attrs, "blocks_of", spec); /* travels with the spec's kernels */
 }
 
-/* Is op of kind k, or does it hold one in its regions (a gather: a read
- * of a run-time input, as in the scalar `if` of a point read; a reduce: a
- * block-wide reduction)? */
-static bool holds_kind(const Op *op, OpKind k) {
-  if (op->kind == k)
+/* Is op a read of a run-time input: a gather, or an op holding one (the
+ * scalar `if` of a point read)? */
+static bool holds_read(const Op *op) {
+  if (op->kind == OP_GATHER)
     return true;
   for (int r = 0; r < op->nregions; r++)
     for (const Op *p = op->regions[r]->first; p; p = p->next)
-      if (holds_kind(p, k))
+      if (holds_read(p))
         return true;
   return false;
 }
 
-/* Does op (of the step's classification) wait for an op of kind k (a
- * read, a reduction): does it read the result of one, or of an op holding
- * one or in `late` (directly or in its regions; what an op holds itself it
+/* Does op (of the step's classification) wait for what `holds` marks (a
+ * read, a reduction): an op reading the result of such an op or of an op
+ * in `late` (directly or in its regions; what an op holds itself it
  * issues, it does not wait for)? */
-static bool waits_in(const Op *root, const Op *op, const OpList *late, OpKind k) {
+static bool waits_in(const Op *root, const Op *op, const OpList *late,
+                     bool (*holds)(const Op *)) {
   for (int i = 0; i < op->noperands; i++) {
     Op *d = op->operands[i]->def;
-    if (d && !op_is_inside(d, (Op *)root) && (oplist_has(late, d) || holds_kind(d, k)))
+    if (d && !op_is_inside(d, (Op *)root) && (oplist_has(late, d) || holds(d)))
       return true;
   }
   for (int r = 0; r < op->nregions; r++)
     for (const Op *p = op->regions[r]->first; p; p = p->next)
-      if (waits_in(root, p, late, k))
+      if (waits_in(root, p, late, holds))
+        return true;
+  return false;
+}
+
+/* Is op (or an op in its regions) a block-wide reduction? */
+static bool holds_reduce(const Op *op) {
+  if (op->kind == OP_REDUCE)
+    return true;
+  for (int r = 0; r < op->nregions; r++)
+    for (const Op *p = op->regions[r]->first; p; p = p->next)
+      if (holds_reduce(p))
         return true;
   return false;
 }
@@ -305,9 +316,9 @@ static bool waits_in(const Op *root, const Op *op, const OpList *late, OpKind k)
 static void waiting_ops(const OpList *inner, OpList *reads, OpList *reductions) {
   for (int i = 0; i < inner->n; i++) {
     const Op *op = inner->v[i];
-    if (holds_kind(op, OP_REDUCE) || waits_in(op, op, reductions, OP_REDUCE))
+    if (holds_reduce(op) || waits_in(op, op, reductions, holds_reduce))
       oplist_push(reductions, inner->v[i]);
-    else if (waits_in(op, op, reads, OP_GATHER))
+    else if (waits_in(op, op, reads, holds_read))
       oplist_push(reads, inner->v[i]);
   }
 }
