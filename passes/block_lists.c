@@ -270,70 +270,33 @@ static void classifier_attrs(Module *m, Func *c, const Func *f, const Site *s, i
   attr_set_str(m, &c->attrs, "blocks_of", spec); /* travels with the spec's kernels */
 }
 
-/* Is op a read of a run-time input: a gather, or an op holding one (the
- * scalar `if` of a point read)? */
-static bool holds_read(const Op *op) {
-  if (op->kind == OP_GATHER)
-    return true;
-  for (int r = 0; r < op->nregions; r++)
-    for (const Op *p = op->regions[r]->first; p; p = p->next)
-      if (holds_read(p))
-        return true;
-  return false;
-}
-
-/* Does op (of the step's classification) wait for what `holds` marks (a
- * read, a reduction): an op reading the result of such an op or of an op
- * in `late` (directly or in its regions; what an op holds itself it
- * issues, it does not wait for)? */
-static bool waits_in(const Op *root, const Op *op, const OpList *late,
-                     bool (*holds)(const Op *)) {
-  for (int i = 0; i < op->noperands; i++) {
-    Op *d = op->operands[i]->def;
-    if (d && !op_is_inside(d, (Op *)root) && (oplist_has(late, d) || holds(d)))
-      return true;
-  }
-  for (int r = 0; r < op->nregions; r++)
-    for (const Op *p = op->regions[r]->first; p; p = p->next)
-      if (waits_in(root, p, late, holds))
-        return true;
-  return false;
-}
-
-/* Is op (or an op in its regions) a block-wide reduction? */
-static bool holds_reduce(const Op *op) {
+/* Does op (of the step's classification) wait for a block-wide reduction:
+ * a reduce, or an op reading one's result (directly or in its regions)? */
+static bool after_reduction(const Op *op, const OpList *late) {
   if (op->kind == OP_REDUCE)
     return true;
+  for (int i = 0; i < op->noperands; i++)
+    if (op->operands[i]->def && oplist_has(late, op->operands[i]->def))
+      return true;
   for (int r = 0; r < op->nregions; r++)
     for (const Op *p = op->regions[r]->first; p; p = p->next)
-      if (holds_reduce(p))
+      if (after_reduction(p, late))
         return true;
   return false;
 }
 
-/* The ops of `inner` waiting for a read (*reads) or for a reduction
- * (*reductions, including the reductions themselves). */
-static void waiting_ops(const OpList *inner, OpList *reads, OpList *reductions) {
-  for (int i = 0; i < inner->n; i++) {
-    const Op *op = inner->v[i];
-    if (holds_reduce(op) || waits_in(op, op, reductions, holds_reduce))
-      oplist_push(reductions, inner->v[i]);
-    else if (waits_in(op, op, reads, holds_read))
-      oplist_push(reads, inner->v[i]);
-  }
-}
-
-/* Classifies steps js[0..CHUNK) by copies of the step's ops in three
- * phases: every copy's reads (all CHUNK steps' in flight together: a point
- * read used at once waits its whole latency, step after step, P67), then
- * the work on what they read up to the reductions, then the reductions (a
- * condition tile's two barriers a step) and what follows them; maps[k]
- * maps the step's values to copy k's. */
+/* Classifies steps js[0..CHUNK) by copies of the step's ops, first every
+ * copy's work up to its reductions (the reads of all CHUNK steps in flight
+ * together: a step is one memory round trip and, for a condition tile, two
+ * barriers), then the reductions; maps[k] maps the step's values to copy
+ * k's. */
 static void classify_steps(Module *m, Builder *sb, Site *s, const OpList *inner,
                            const ValueMap *base, Value *first, Value *js[CHUNK],
                            ValueMap maps[CHUNK]) {
-  OpList after_read = {0}, after_reduce = {0};
-  waiting_ops(inner, &after_read, &after_reduce);
+  OpList late = {0};
+  for (int i = 0; i < inner->n; i++)
+    if (after_reduction(inner->v[i], &late))
+      oplist_push(&late, inner->v[i]);
   for (int k = 0; k < CHUNK; k++) {
     maps[k] = (ValueMap){0};
     for (int i = 0; i < base->n; i++)
@@ -341,16 +304,12 @@ static void classify_steps(Module *m, Builder *sb, Site *s, const OpList *inner,
     js[k] = k ? build_binary(sb, OP_ADD, first, build_index(sb, k)) : first;
     valuemap_put(m, &maps[k], for_iv(s->loop), js[k]);
   }
-  for (int phase = 0; phase < 3; phase++)
+  for (int phase = 0; phase < 2; phase++)
     for (int k = 0; k < CHUNK; k++)
-      for (int i = 0; i < inner->n; i++) {
-        int p = oplist_has(&after_reduce, inner->v[i]) ? 2
-                : oplist_has(&after_read, inner->v[i]) ? 1 : 0;
-        if (p == phase)
+      for (int i = 0; i < inner->n; i++)
+        if (oplist_has(&late, inner->v[i]) == (phase == 1))
           op_clone(sb, inner->v[i], &maps[k]);
-      }
-  oplist_free(&after_read);
-  oplist_free(&after_reduce);
+  oplist_free(&late);
 }
 
 /* The classifier's signature: batch, seqlen_q, seqlen_k, f's run-time
