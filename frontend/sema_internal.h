@@ -137,6 +137,10 @@ Expr *sema_resolve_input_name(Sema *S, Scope *sc, const AstExpr *e, bool *found)
 
 /* sema.c: reports a field (or definition) given a second time. */
 void sema_duplicate(Sema *S, const AstStmt *s, const AstStmt *prev, const char *what);
+/* sema.c: one attention block checked and resolved, or NULL after errors. */
+KernelSpec *sema_check_attention(Sema *S, const AstItem *it);
+/* sema.c: frees a KernelSpec and its expressions. */
+void sema_free_kernel(KernelSpec *k);
 /* sema_schedule.c: checks a `schedule` block's fields into *sch. */
 void sema_check_schedule(Sema *S, const AstItem *it, Schedule *sch);
 
