@@ -104,6 +104,13 @@ static bool pure_if(const Op *o, int depth) {
 
 bool op_is_pure_if(const Op *op) { return pure_if(op, 0); }
 
+bool op_is_staged_load(const Op *op) {
+  if ((op->kind != OP_LOAD && op->kind != OP_LOAD_PAGED) || op->nresults != 1)
+    return false;
+  Type t = op->results[0]->type;
+  return t.kind == TYPE_TILE && t.dist == DIST_NONE && (t.elem == ELEM_BF16 || t.elem == ELEM_F16);
+}
+
 bool op_precedes(const Op *a, const Op *b) {
   if (a->parent != b->parent)
     return false;

@@ -30,6 +30,11 @@ bool op_is_pure(const Op *op);
 /* An if whose regions only compute (pure ops, reductions, pure ifs):
  * cloning it elsewhere computes the same. */
 bool op_is_pure_if(const Op *op);
+/* A load of an f16/bf16 tile with no distribution, plain or paged: codegen
+ * stages it in shared memory for the tensor cores (decode's paged rows
+ * too: the page lookup is per row, so a copy needs nothing from the step
+ * before). */
+bool op_is_staged_load(const Op *op);
 /* True when a and b are in the same block and a comes first. */
 bool op_precedes(const Op *a, const Op *b);
 

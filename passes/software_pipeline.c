@@ -78,15 +78,6 @@
 #include "passes/pass_util.h"
 #include "passes/passes.h"
 
-/* Plain and paged loads (decode: the page lookup is per row, so the next
- * tile's copy needs nothing from this step either). */
-static bool is_staged_load(const Op *op) {
-  if ((op->kind != OP_LOAD && op->kind != OP_LOAD_PAGED) || op->nresults != 1)
-    return false;
-  Type t = op->results[0]->type;
-  return t.kind == TYPE_TILE && t.dist == DIST_NONE && (t.elem == ELEM_BF16 || t.elem == ELEM_F16);
-}
-
 /* ---- prefetches of steps the loop skips ----------------------------------
  *
  * mask-skip wraps a step's work in `if %empty { state } else { work }`, so
@@ -283,7 +274,7 @@ static void scan_block(Scan *s, Block *blk) {
       return;
     }
     /* {prefetch}: already a tile for the next step (overlap-softmax's V) */
-    if (is_staged_load(o) && !attr_get(&o->attrs, "prefetch"))
+    if (op_is_staged_load(o) && !attr_get(&o->attrs, "prefetch"))
       oplist_push(&s->loads, o);
     if (is_vector_load(o))
       oplist_push(&s->vectors, o);
