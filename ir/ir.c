@@ -71,11 +71,18 @@ Type type_tensor(ElemType e, int rank, const int *dims) {
   return t;
 }
 
+Type type_ring(Type tile) {
+  return (Type){.kind = TYPE_RING, .elem = tile.elem, .rows = tile.rows, .cols = tile.cols};
+}
+
+Type ring_tile_type(Type ring) { return type_tile(ring.elem, ring.rows, ring.cols, DIST_NONE); }
+
 bool type_eq(Type a, Type b) {
   if (a.kind != b.kind || a.elem != b.elem)
     return false;
   switch (a.kind) {
   case TYPE_TILE:
+  case TYPE_RING:
     return a.rows == b.rows && a.cols == b.cols && a.dist == b.dist;
   case TYPE_TENSOR:
     if (a.rank != b.rank)
@@ -148,6 +155,11 @@ const char *type_str(Type t, char *buf, int len) {
       snprintf(buf, len, "tile<%sx%sx%s>", a, b, elem_name(t.elem));
     else
       snprintf(buf, len, "tile<%sx%sx%s, %s>", a, b, elem_name(t.elem), dist_name(t.dist));
+    break;
+  case TYPE_RING:
+    dim_str(a, sizeof a, t.rows);
+    dim_str(b, sizeof b, t.cols);
+    snprintf(buf, len, "ring<tile<%sx%sx%s>>", a, b, elem_name(t.elem));
     break;
   case TYPE_TENSOR: {
     int n = snprintf(buf, len, "tensor<%s, [", elem_name(t.elem));

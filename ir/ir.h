@@ -75,6 +75,8 @@ typedef enum TypeKind {
   TYPE_SCALAR, /* elem */
   TYPE_TILE,   /* elem, rows x cols, dist */
   TYPE_TENSOR, /* elem, rank, dims: a tensor in global memory (kernel argument) */
+  TYPE_RING,   /* elem, rows x cols (dist none): the slots of a ring of staged tiles
+                  (`ring<tile<128x128xbf16>>`, passes/warp_specialize.c) */
 } TypeKind;
 
 /* How a tile is spread over the warps of a block (codegen's business; the
@@ -116,6 +118,10 @@ Type type_scalar(ElemType e);
 Type type_index(void);
 Type type_tile(ElemType e, int rows, int cols, Dist d);
 Type type_tensor(ElemType e, int rank, const int *dims);
+/* The ring of tiles of type `tile` (its rows, cols and elem; dist none). */
+Type type_ring(Type tile);
+/* The tile a ring holds (TYPE_RING -> TYPE_TILE, dist none). */
+Type ring_tile_type(Type ring);
 bool type_eq(Type a, Type b);
 bool type_is_float(Type t); /* scalar or tile of f16/bf16/f32 */
 /* Writes the text form of t ("tile<Brx64xf32, rows>") into buf; returns buf. */
@@ -161,6 +167,19 @@ const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial", "warp" 
  *    matmuls issued after x's (in program order, same block) may still run
  *    there (passes/overlap_softmax.c). On mma.sync and in the interpreter
  *    the matmul is synchronous and mma_wait is the identity.
+ *  - Warp specialization (passes/warp_specialize.c, docs/hopper-pipeline.md):
+ *    `%r = ring {stages = S} : ring<tile<RxCxE>>` is S shared-memory slots
+ *    for tiles handed from producer warps to consumer warps, with their
+ *    barriers; `warp_roles {producer_warps = P} {...} {...}` runs its two
+ *    regions at once, the first on P extra warps (the producer), the second
+ *    on the kernel's `warps` (the consumers); `ring_put %r, %step, %t`
+ *    (producer) makes t, a load's result used by nothing else, the ring's
+ *    tile for step (it waits until the slot's previous step was released);
+ *    `%t = ring_get %r, %step` (consumer) is that tile once it has landed;
+ *    `ring_release %r, %step` (consumer) says the step's tile is read for
+ *    the last time, freeing its slot. Steps count from 0 per ring, one put,
+ *    get and release per step, in order. The interpreter runs the producer
+ *    region first; a ring is then a map from step to tile.
  *  - `load_paged %cache, %block_table, %b, %h, %row0, %limit {page_size = P}`:
  *    logical row R of sequence b is slot R % P of physical page
  *    block_table[b, R / P] of the cache [num_pages, P, heads, C]; rows at or
@@ -214,6 +233,11 @@ const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial", "warp" 
   X(OP_RESCALE,     "rescale")      /* o (R x C), v (R x 1) -> diag(v) o */   \
   X(OP_XWARP_REDUCE,"xwarp_reduce") /* {kind = max|sum} partial -> combined across warps */ \
   X(OP_GRAD,        "grad")         /* y, x -> dy/dx elementwise (the differentiate pass expands it) */ \
+  X(OP_RING,        "ring")         /* {stages} -> ring<tile>: slots for tiles handed between warp roles */ \
+  X(OP_WARP_ROLES,  "warp_roles")   /* {producer_warps}; producer, consumer regions, run at once */ \
+  X(OP_RING_PUT,    "ring_put")     /* ring, step, tile: producer; the step's tile */ \
+  X(OP_RING_GET,    "ring_get")     /* ring, step -> tile: consumer; waits until it landed */ \
+  X(OP_RING_RELEASE,"ring_release") /* ring, step: consumer; the step's tile is no longer read */ \
   X(OP_FOR,         "for")          /* lo, hi, inits... {parallel} region(iv, iter args) -> results */ \
   X(OP_IF,          "if")           /* cond; then, else regions -> results */  \
   X(OP_YIELD,       "yield")        /* terminator of for/if regions */         \
