@@ -10,8 +10,15 @@
 
 /* --------------------------------------------------- groups and waits */
 
+void lw_sync(Lowerer *L) {
+  if (L->consumer_barrier)
+    cg_named_barrier(&L->b, 1, L->threads);
+  else
+    cg_barrier(&L->b);
+}
+
 void lw_barrier(Lowerer *L) {
-  cg_barrier(&L->b);
+  lw_sync(L);
   L->smem_read_since_barrier = false;
   L->epoch++;
   for (int i = 0; i < L->nrings; i++)

@@ -17,6 +17,10 @@
 
 /* ------------------------------------------------- groups and waits */
 
+/* A barrier among the threads running this code (the whole block, or the
+ * consumers of warp roles), nothing else. */
+void lw_sync(Lowerer *L);
+/* lw_sync, and the async state learns that it ran. */
 void lw_barrier(Lowerer *L);
 /* A new cp.async group (its copies just committed): returns its number.
  * carried: a tile ahead of a pipelined loop (stays in flight across the

@@ -174,6 +174,27 @@ void cg_cp_async16(CgBuilder *b, MlirValue dst_shared, MlirValue src_global,
 void cg_cp_async_commit(CgBuilder *b);
 void cg_cp_async_wait(CgBuilder *b, int n);
 
+/* ---------------------------------------------- warp roles (cg_sync.c) */
+/* The 32-bit shared-window address of a shared pointer (mbarrier operands). */
+MlirValue cg_shared_addr32(CgBuilder *b, MlirValue sptr);
+/* mbarrier.init: the barrier's phase completes after `count` arrivals. */
+void cg_mbarrier_init(CgBuilder *b, MlirValue bar, int count);
+/* fence.mbarrier_init: the inits visible before the barrier that follows. */
+void cg_fence_mbarrier_init(CgBuilder *b);
+/* Waits until the phase of parity `parity` (i32 0/1) completed: a loop of
+ * mbarrier.try_wait.parity. A fresh barrier is in phase 0, so waiting on
+ * parity 1 returns at once (a producer's first pass over its slots). */
+void cg_mbarrier_wait(CgBuilder *b, MlirValue bar, MlirValue parity);
+/* mbarrier.arrive: one arrival of this thread. */
+void cg_mbarrier_arrive(CgBuilder *b, MlirValue bar);
+/* cp.async.mbarrier.arrive.noinc: one arrival once this thread's cp.async
+ * copies issued so far have landed (counted in the init count). */
+void cg_cp_async_mbarrier_arrive(CgBuilder *b, MlirValue bar);
+/* bar.sync id, threads: a barrier among `threads` threads (whole warps). */
+void cg_named_barrier(CgBuilder *b, int id, int threads);
+/* setmaxnreg.inc/dec: this warpgroup's register budget becomes `regs`. */
+void cg_setmaxnreg(CgBuilder *b, bool increase, int regs);
+
 /* ------------------------------------------------------------- regions */
 MlirOperation cg_module_create(CgBuilder *b); /* builtin.module, gpu.container_module */
 MlirBlock cg_module_body(MlirOperation module);

@@ -45,7 +45,8 @@ typedef struct TileGeom {
   bool col_split; /* warp w starts at col w * 8 * nn (dist cols) */
 } TileGeom;
 
-typedef enum CgValKind { CV_SCALAR, CV_TILE, CV_SMEM } CgValKind;
+/* CV_RING: a ring's shared-memory slots and barriers (mem_ring.c). */
+typedef enum CgValKind { CV_SCALAR, CV_TILE, CV_SMEM, CV_RING } CgValKind;
 
 typedef struct CgVal {
   CgValKind kind;
@@ -70,6 +71,10 @@ typedef struct CgVal {
   MlirValue *mma_a;
   int mma_na;
   bool mma_running;
+  /* CV_RING: `ring_stages` slots of `ring_slot_bytes` from smem_off (the
+   * tile's layout in smem_stride, swizzled), then 2 x stages mbarriers of
+   * 8 bytes at ring_bars: full[0..stages), empty[0..stages) */
+  int ring_stages, ring_slot_bytes, ring_bars;
 } CgVal;
 
 /* Capacities of the async state (cg_async.h): cp.async groups in flight
@@ -180,6 +185,12 @@ struct Lowerer {
   int nrings;
   /* Parallel loops -> grid dims. */
   int nparallel, parallel_seen;
+  /* Warp roles (walk.c: lower_warp_roles; mem_ring.c). The consumers are
+   * threads 0 .. threads-1 (the kernel's warps, ids as without roles),
+   * the producer the producer_threads after them; 0 without roles. */
+  int producer_threads;
+  bool consumer_barrier; /* barriers are `bar.sync 1, threads`: consumers only */
+  MlirValue put_slot;    /* while a ring_put's load is lowered: the slot (i32 bytes) */
 };
 
 void *lw_alloc(Lowerer *L, size_t size); /* zeroed, freed with the Lowerer */

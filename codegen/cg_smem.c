@@ -66,7 +66,11 @@ CgVal *lw_stage_begin(Lowerer *L, const Op *op) {
   s->ring = -1;
   lw_staged_layout(L, s, rt);
   CarryRing *cp = lw_ring_of_load(L, op);
-  if (cp) {
+  if (!mlirValueIsNull(L->put_slot)) {
+    /* A ring_put's load (mem_ring.c): its slot, free since its wait. */
+    s->smem_off = -1;
+    s->smem_dyn = L->put_slot;
+  } else if (cp) {
     /* The tile `depth` steps ahead of a pipelined loop: the buffer no body
      * argument holds. Its old contents (the previous step's cur) were read
      * before the barriers of that step: safe once a barrier ran in this
@@ -88,6 +92,11 @@ CgVal *lw_stage_begin(Lowerer *L, const Op *op) {
 }
 
 void lw_stage_end(Lowerer *L, const Op *op, CgVal *s) {
+  if (!mlirValueIsNull(L->put_slot)) { /* a ring's full barrier tracks the copies */
+    s->async_seq = -1;
+    lw_set(L, op->results[0], s);
+    return;
+  }
   CarryRing *cp = lw_ring_of_load(L, op);
   s->async_seq = lw_async_issue(L, cp != NULL);
   lw_set(L, op->results[0], s);

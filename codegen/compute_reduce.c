@@ -139,7 +139,7 @@ static void xwarp_rowv(Lowerer *L, const Op *op, const CgVal *x, CgVal *r, RKind
     }
   cg_yield(b, NULL, 0);
   cg_builder_set_block(b, outer);
-  cg_barrier(b);
+  lw_sync(L);
   for (int mi = 0; mi < r->g.nm; mi++)
     for (int h = 0; h < 2; h++) {
       MlirValue row = lw_elem_row(L, &r->g, mi, 2 * h);
@@ -174,7 +174,7 @@ static void xwarp_full(Lowerer *L, const Op *op, const CgVal *x, CgVal *r, RKind
         MlirValue idx = cg_addi(b, wbase, cg_addi(b, cg_muli_c(b, row, S), col));
         cg_store(b, lw_elem(L, x, TC_FULL, mi, ni, e), scratch_ptr(L, idx), 4);
       }
-    cg_barrier(b);
+    lw_sync(L);
     for (int ni = 0; ni < r->g.nn; ni++)
       for (int e = 0; e < 4; e++) {
         MlirValue row = cg_addi_c(b, L->lg, 8 * (e >> 1));

@@ -7,6 +7,7 @@
  *   mem_stage.c     global -> shared: cp.async staging (StagePlan, RowStream)
  *   mem_ldmatrix.c  shared -> registers: ldmatrix lane addresses
  *   mem_varlen.c    packed sequences: each block's sequence bound at entry
+ *   mem_ring.c      rings of slots handed from producer to consumer warps
  */
 #ifndef FLASHC_MEM_H
 #define FLASHC_MEM_H
@@ -168,5 +169,20 @@ LaneAddr lw_lane_addr(Lowerer *L, const CgVal *t, MlirValue row, MlirValue col);
 /* The ldmatrix address of a lane moved by `drow` rows (a multiple of 8) and
  * `dcol` columns (a multiple of 16, or of 8 when the layout is padded). */
 MlirValue lw_lane_at(Lowerer *L, const CgVal *t, const LaneAddr *a, int drow, int dcol);
+
+/* ------------------------------------------------------------ rings */
+
+/* `ring`: the slots and their mbarriers, initialized (one thread, then a
+ * barrier of the whole block). */
+void lw_ring(Lowerer *L, const Op *op);
+/* `ring_put`: begin waits for the slot to be free and points the next
+ * staged load at it (Lowerer.put_slot); the caller lowers the put's load;
+ * end arrives on the slot's full barrier once the copies land. */
+void lw_ring_put_begin(Lowerer *L, const Op *op);
+void lw_ring_put_end(Lowerer *L, const Op *op);
+/* `ring_get`: waits for the step's tile; the slot as a staged tile. */
+void lw_ring_get(Lowerer *L, const Op *op);
+/* `ring_release`: this thread's arrival on the slot's empty barrier. */
+void lw_ring_release(Lowerer *L, const Op *op);
 
 #endif

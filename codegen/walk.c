@@ -26,6 +26,7 @@ static int lw_flat_count(Lowerer *L, const CgVal *cv) {
   case CV_SCALAR: return 1;
   case CV_TILE: return cv->ne;
   case CV_SMEM: return 1; /* its buffer's offset (a pipelined loop's carried tile) */
+  case CV_RING: return 0; /* never carried (the verifier keeps rings out of loops' carries) */
   }
   return 0;
 }
@@ -328,6 +329,18 @@ static void carried_issue_order(Lowerer *L, const Op *op, const int *ring_of, co
       }
 }
 
+/* Does blk (at any depth) get tiles from a ring? */
+static bool has_ring_get(const Block *blk) {
+  for (const Op *o = blk->first; o; o = o->next) {
+    if (o->kind == OP_RING_GET)
+      return true;
+    for (int r = 0; r < o->nregions; r++)
+      if (has_ring_get(o->regions[r]))
+        return true;
+  }
+  return false;
+}
+
 static void lower_seq_for(Lowerer *L, const Op *op) {
   CgBuilder *b = &L->b;
   MlirValue lo = lw_get(L, op->operands[0])->v, hi = lw_get(L, op->operands[1])->v;
@@ -353,6 +366,11 @@ static void lower_seq_for(Lowerer *L, const Op *op) {
     lw_error(L, op, "iter_args do not match the loop's results");
     return;
   }
+  /* A consumer's loop (warp roles) copies nothing itself: what the
+   * consumers copied before it (Q) lands once, here, not at a wait in
+   * every step. */
+  if (ring_hi == ring_lo && has_ring_get(for_body((Op *)op)))
+    lw_flush_async(L, 0);
   /* Iteration counts fit in 32 bits; i64 keeps offsets exact. */
   MlirBlock body;
   MlirOperation forop = cg_for(b, lo, hi, cg_const_i64(b, 1), inits, ninit, &body);
@@ -491,6 +509,68 @@ static void lower_if(Lowerer *L, const Op *op) {
   bind_flat(L, op->results, op->nresults, get_result, &ifop, 0);
 }
 
+/* ---------------------------------------------------------- warp roles */
+
+/* Register budgets after the split (docs/hopper-pipeline.md §1 note 5):
+ * the launch gives each of the 384 threads 168 (.minnctapersm 1); the
+ * producer warpgroup gives up to 40, the two consumer warpgroups take 232:
+ * 128 x 40 + 256 x 232 = 64512 = 384 x 168. */
+enum { PRODUCER_REGS = 40, CONSUMER_REGS = 232 };
+
+/* `warp_roles`: the producer threads (after the consumers) run the first
+ * region with thread ids from 0 and the producer's thread count; the
+ * consumers run the second with barriers among themselves only. */
+static void lower_warp_roles(Lowerer *L, const Op *op) {
+  CgBuilder *b = &L->b;
+  if (L->producer_threads == 0 || L->consumer_barrier || !mlirValueIsNull(L->put_slot)) {
+    lw_error(L, op, "warp roles nested or not planned at the kernel's entry");
+    return;
+  }
+  MlirBlock pb, cb;
+  MlirValue is_producer = cg_cmpi(b, "uge", L->tid, cg_const_i32(b, L->threads));
+  cg_if(b, is_producer, NULL, 0, true, &pb, &cb);
+  MlirBlock outer = b->block;
+
+  MlirValue tid = L->tid, warp = L->warp;
+  int threads = L->threads, warps = L->warps;
+  cg_builder_set_block(b, pb);
+  if (L->sm90)
+    cg_setmaxnreg(b, false, PRODUCER_REGS);
+  L->tid = cg_subi(b, L->tid, cg_const_i32(b, L->threads));
+  L->warp = cg_arith2(b, "arith.divui", L->tid, cg_const_i32(b, 32));
+  L->threads = L->producer_threads;
+  L->warps = L->producer_threads / 32;
+  lw_walk_block(L, op->regions[0]);
+  /* No copy in flight when the producer's threads exit. */
+  cg_cp_async_wait(b, 0);
+  cg_yield(b, NULL, 0);
+  L->tid = tid, L->warp = warp, L->threads = threads, L->warps = warps;
+
+  cg_builder_set_block(b, cb);
+  if (L->sm90)
+    cg_setmaxnreg(b, true, CONSUMER_REGS);
+  L->consumer_barrier = true;
+  lower_region(L, op->regions[1], cb, 0, 0, -1, -1);
+  L->consumer_barrier = false;
+  cg_builder_set_block(b, outer);
+}
+
+/* `ring_put`: its load (skipped where the walk met it) into the slot. */
+static void lower_ring_put(Lowerer *L, const Op *op) {
+  const Op *ld = op->operands[2]->def;
+  lw_ring_put_begin(L, op);
+  lw_set_loc(L, ld);
+  ((const LwKind *)L->kind)->load(L, ld);
+  lw_set_loc(L, op);
+  lw_ring_put_end(L, op);
+}
+
+/* A load whose one use is a ring_put: lowered by the put. */
+static bool load_of_ring_put(const Op *op) {
+  const Value *r = op->results[0];
+  return op->nresults == 1 && r->nuses == 1 && r->uses[0].user->kind == OP_RING_PUT;
+}
+
 /* ------------------------------------------------------------ dispatch */
 
 /* A rank 1 tensor argument that is a pointer parameter of the kind's own
@@ -503,7 +583,7 @@ static void lower_op(Lowerer *L, const Op *op) {
   const LwKind *K = L->kind;
   lw_set_loc(L, op);
   for (int i = 0; i < op->noperands; i++)
-    if (!lw_get(L, op->operands[i])) {
+    if (!lw_get(L, op->operands[i]) && !(op->kind == OP_RING_PUT && i == 2)) {
       lw_error(L, op, "operand %d was not lowered", i);
       return;
     }
@@ -515,7 +595,10 @@ static void lower_op(Lowerer *L, const Op *op) {
     lw_error(L, op, "tile sizes are still symbolic: the tiling pass must run before codegen");
     break;
   case OP_LOAD:
-  case OP_LOAD_PAGED: K->load(L, op); break;
+  case OP_LOAD_PAGED:
+    if (!load_of_ring_put(op))
+      K->load(L, op);
+    break;
   case OP_STORE: K->store(L, op); break;
   case OP_LOAD_SCALAR: lw_load_scalar(L, op, scalar_tensor(L, op->operands[0])); break;
   case OP_GATHER: lw_gather(L, op); break;
@@ -526,6 +609,11 @@ static void lower_op(Lowerer *L, const Op *op) {
   case OP_ROWMAX:
   case OP_ROWSUM: lw_reduce_rows(L, op); break;
   case OP_XWARP_REDUCE: lw_xwarp_reduce(L, op); break;
+  case OP_RING: lw_ring(L, op); break;
+  case OP_WARP_ROLES: lower_warp_roles(L, op); break;
+  case OP_RING_PUT: lower_ring_put(L, op); break;
+  case OP_RING_GET: lw_ring_get(L, op); break;
+  case OP_RING_RELEASE: lw_ring_release(L, op); break;
   case OP_FOR: lower_for(L, op); break;
   case OP_IF: lower_if(L, op); break;
   case OP_GRAD:

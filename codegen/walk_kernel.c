@@ -16,6 +16,12 @@ static void count_parallel(Op *op, void *ctx) {
     (*(int *)ctx)++;
 }
 
+/* The producer warps of the kernel's warp_roles op (0: none). */
+static void producer_warps_fn(Op *op, void *ctx) {
+  if (op->kind == OP_WARP_ROLES)
+    *(int *)ctx = (int)attr_int(&op->attrs, "producer_warps", 4);
+}
+
 /* Parameter p of the kind's ABI is v: a Lowerer field, or a named
  * parameter of the kind's own. */
 static void bind_param(Lowerer *L, const LwParam *p, MlirValue v) {
@@ -184,6 +190,9 @@ int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwK
   L->kind = K;
   L->warps = (int)attr_int(&f->attrs, "warps", 4);
   L->threads = 32 * L->warps;
+  int producer_warps = 0;
+  func_walk((Func *)f, producer_warps_fn, &producer_warps);
+  L->producer_threads = 32 * producer_warps;
   L->dtype = kernel_dtype(f);
   L->sm90 = strcmp(target, "sm_90a") == 0;
   L->remat_descriptors = K->remat_descriptors;
@@ -210,7 +219,14 @@ int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwK
   }
   for (int i = 0; i < nparams; i++)
     params[i] = param_type(L, ps[i].type);
-  MlirBlock entry = cg_gpu_kernel(&L->b, f->name, params, nparams, L->threads);
+  int block_threads = L->threads + L->producer_threads;
+  MlirBlock entry = cg_gpu_kernel(&L->b, f->name, params, nparams, block_threads);
+  /* Warp roles move registers between warpgroups (setmaxnreg), which
+   * needs the launch's allocation pinned: 65536 / threads each. */
+  if (L->producer_threads)
+    mlirOperationSetAttributeByName(mlirBlockGetParentOperation(entry),
+                                    mlirStringRefCreateFromCString("nvvm.minctasm"),
+                                    cg_attr_i32(&L->b, 1));
   cg_builder_set_block(&L->b, entry);
   bind_params(L, K, ps, nparams, entry);
   make_thread_ids(L);
@@ -220,7 +236,7 @@ int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwK
   cg_gpu_return(&L->b);
   info->smem_bytes = L->smem_top > L->scratch_bytes ? L->smem_top : L->scratch_bytes;
   info->workspace_floats_per_row = lw_workspace_floats_per_row(f);
-  info->threads = L->threads;
+  info->threads = block_threads;
   info->parallel_loops = L->nparallel;
   info->wgmma = L->wgmma;
   info->matmuls = L->has_matmul;

@@ -116,7 +116,8 @@ static void open_kernel(Bwd *B, Module *m, const KernelSpec *k, Role role, const
     attr_remove(a, "sched_warps");
     attr_remove(a, "sched_stages");
   }
-  attr_remove(a, "sched_overlap"); /* a forward kernel's option */
+  attr_remove(a, "sched_overlap"); /* forward kernels' options */
+  attr_remove(a, "sched_producer");
   L->b = builder_at_end(m, L->f->body);
   L->b.loc = k->loc;
   L->seqq = func_arg(L->f, "seqlen_q");

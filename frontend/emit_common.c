@@ -372,6 +372,8 @@ void em_set_attrs(Lower *L, const char *target) {
   }
   if (s->overlap) /* the overlap-softmax pass's switch */
     attr_set_int(L->m, a, "sched_overlap", s->overlap > 0);
+  if (s->producer) /* the warp-specialize pass's switch */
+    attr_set_int(L->m, a, "sched_producer", s->producer > 0);
 }
 
 /* `for %iv = %c0 to hi`, with the builder moved into its body. */

@@ -85,6 +85,8 @@ typedef struct SpecInput {
 typedef struct Schedule {
   int tile_q, tile_kv, warps, stages;
   int overlap; /* `overlap = 1`: 1, `overlap = 0`: -1, absent: 0 (off, P64) */
+  int producer; /* `producer = 1`: a producer warpgroup loads K/V (warp-specialize): 1;
+                  `producer = 0`: -1; absent: 0 (off) */
   SrcLoc loc;
 } Schedule;
 

@@ -229,6 +229,8 @@ static void print_kernel(FILE *out, const KernelSpec *k) {
   print_choice(out, "stages", k->schedule.stages);
   if (k->schedule.overlap)
     fprintf(out, " overlap=%d", k->schedule.overlap > 0);
+  if (k->schedule.producer)
+    fprintf(out, " producer=%d", k->schedule.producer > 0);
   fputc('\n', out);
 }
 

@@ -80,6 +80,12 @@ bool op_is_pure(const Op *op) {
     return false;
   switch (op->kind) {
   case OP_MMA_WAIT:
+  /* a ring is a resource (two rings are never one), its puts, gets and
+   * releases synchronize warps: none may move, merge or go */
+  case OP_RING:
+  case OP_RING_PUT:
+  case OP_RING_GET:
+  case OP_RING_RELEASE:
   case OP_STORE:
   case OP_SCATTER:
   case OP_YIELD:

@@ -85,6 +85,7 @@ int pass_unified_max(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 /* overlap_softmax.c: step j's softmax under step j-1's P V (FA3's
  * intra-warpgroup overlap; async matmuls and mma_wait) */
 int pass_overlap_softmax(Module *m, Func *f, const PassOptions *opts, FILE *diag);
+int pass_warp_specialize(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_software_pipeline(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_fold_scale(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 

@@ -59,6 +59,11 @@ static const Pass pipeline[] = {
     {"overlap-softmax",
      "forward on wgmma: issue S, then the step before's P V, and run the softmax under it",
      false, pass_overlap_softmax},
+    /* before pipeline: the loads it moves to the producer are then no
+     * longer the consumers' to prefetch */
+    {"warp-specialize",
+     "forward on wgmma: a producer warpgroup loads K/V into rings of slots, the warps compute",
+     false, pass_warp_specialize},
     {"pipeline", "software-pipeline the K/V loop: load the next K tile while this one is used",
      false, pass_software_pipeline},
     {"fold-scale", "move the softmax scale past masks and row max: codegen folds it into exp2",

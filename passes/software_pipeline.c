@@ -404,7 +404,8 @@ static bool pipeline_loop(Module *m, Op *loop, int stages, bool carry_all, int t
     return false;
   Block *body = for_body(loop);
   Op *term = block_terminator(body);
-  if (!term || term->kind != OP_YIELD || !body->first)
+  /* A producer's loop (warp_specialize.c): its ring is the pipeline. */
+  if (!term || term->kind != OP_YIELD || !body->first || block_has_op(body, OP_RING_PUT))
     return false;
   Scan s = {.loop = loop};
   scan_block(&s, body);

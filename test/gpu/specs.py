@@ -96,6 +96,21 @@ SPECS = {
     "overlap_d256_bf16_causal": spec("bf16", 256, 4, 4, mask=causal, cases=[
         (32, 512, 512, "contig"), (16, 1024, 1024, "contig"), (1, 203, 4096, "bhsd"),
         (2, 1023, 1023, "packed")]),
+    # schedule producer = 1 (the warp-specialize pass): a producer warpgroup
+    # loads K/V into mbarrier-guarded rings; every step gets and releases
+    # its slots (mask-skip's skipped steps too), zero-trip loops issue nothing
+    "ws_d128_bf16_causal": spec("bf16", 128, 8, 2, mask=causal, cases=[
+        (2, 1025, 1025, "contig"), (1, 203, 4096, "contig"), (1, 4096, 1023, "bhsd"),
+        (3, 113, 113, "packed"), (2, 17, 1, "contig"), (2, 1, 17, "contig")]),
+    "ws_d128_f16": spec("f16", 128, 16, 4, cases=[
+        (2, 1025, 1023, "bhsd"), (1, 17, 113, "contig"), (1, 2048, 2048, "packed"),
+        (2, 4096, 4096, "contig")]),
+    "ws_d256_bf16_causal": spec("bf16", 256, 4, 4, mask=causal, cases=[
+        (32, 512, 512, "contig"), (16, 1024, 1024, "contig"), (1, 203, 4096, "bhsd"),
+        (2, 1023, 1023, "packed")]),
+    "ws_d64_bf16_causal": spec("bf16", 64, 8, 8, mask=causal, cases=[
+        (2, 1025, 1025, "contig"), (1, 4096, 203, "contig"), (3, 113, 113, "packed"),
+        (1, 17, 4096, "bhsd")]),
     "doc_d128_bf16": spec("bf16", 128, 8, 2, mask=documents((300, 700, 1500)), cases=[
         (2, 2048, 2048, "contig"), (1, 1025, 1025, "bhsd"), (1, 203, 203, "contig")]),
     "window_d128_bf16": spec("bf16", 128, 16, 4, mask=window(256),

@@ -1,0 +1,60 @@
+/* cg_sync.c - layer 0: the synchronization of warp-specialized kernels
+ * (docs/hopper-pipeline.md §1, §5): mbarriers (a ring's full and empty
+ * slots), named barriers (a barrier among the consumer warps only), the
+ * register split between warpgroups. Each is one PTX instruction (the wait
+ * a loop) in inline asm with side effects: LLVM keeps their order with
+ * every memory access. Addresses are 32-bit shared-window addresses.
+ */
+#include <stdio.h>
+
+#include "codegen/cg_builder.h"
+
+MlirValue cg_shared_addr32(CgBuilder *b, MlirValue sptr) {
+  return cg_int_cast(b, cg_shared_addr(b, sptr), b->i32);
+}
+
+void cg_mbarrier_init(CgBuilder *b, MlirValue bar, int count) {
+  MlirValue args[2] = {bar, cg_const_i32(b, count)};
+  cg_ptx(b, "mbarrier.init.shared::cta.b64 [$0], $1;", args, "r,r", 2, NULL, 0);
+}
+
+void cg_fence_mbarrier_init(CgBuilder *b) {
+  cg_ptx(b, "fence.mbarrier_init.release.cluster;", NULL, "", 0, NULL, 0);
+}
+
+void cg_mbarrier_wait(CgBuilder *b, MlirValue bar, MlirValue parity) {
+  /* The labels are local to the { } scope: every copy of the loop in a
+   * function gets its own. */
+  static const char *const ptx =
+      "{\n"
+      ".reg .pred p;\n"
+      "LAB_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1;\n"
+      "@p bra.uni DONE;\n"
+      "bra.uni LAB_WAIT;\n"
+      "DONE:\n"
+      "}";
+  MlirValue args[2] = {bar, parity};
+  cg_ptx(b, ptx, args, "r,r", 2, NULL, 0);
+}
+
+void cg_mbarrier_arrive(CgBuilder *b, MlirValue bar) {
+  cg_ptx(b, "mbarrier.arrive.shared::cta.b64 _, [$0];", &bar, "r", 1, NULL, 0);
+}
+
+void cg_cp_async_mbarrier_arrive(CgBuilder *b, MlirValue bar) {
+  cg_ptx(b, "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [$0];", &bar, "r", 1, NULL, 0);
+}
+
+void cg_named_barrier(CgBuilder *b, int id, int threads) {
+  char text[64];
+  snprintf(text, sizeof text, "bar.sync %d, %d;", id, threads);
+  cg_ptx(b, text, NULL, "", 0, NULL, 0);
+}
+
+void cg_setmaxnreg(CgBuilder *b, bool increase, int regs) {
+  char text[64];
+  snprintf(text, sizeof text, "setmaxnreg.%s.sync.aligned.u32 %d;", increase ? "inc" : "dec",
+           regs);
+  cg_ptx(b, text, NULL, "", 0, NULL, 0);
+}

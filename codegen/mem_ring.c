@@ -1,0 +1,120 @@
+/* mem_ring.c - layer 1: rings of shared-memory slots between warp roles
+ * (tile IR `ring`, `ring_put`, `ring_get`, `ring_release`;
+ * passes/warp_specialize.c, docs/hopper-pipeline.md §5).
+ *
+ * A ring of S stages is S tile buffers and 2 x S mbarriers: full[s]
+ * completes when step s's copies landed (each producer thread arrives
+ * once its cp.async copies are done: cp.async.mbarrier.arrive.noinc, init
+ * count = the producer's threads), empty[s] when every consumer thread
+ * released the step (init count = the consumers' threads). Step n uses
+ * slot n % S in phase n / S; the consumers wait full[s] with parity
+ * (n / S) & 1, the producer empty[s] with the other parity, which a fresh
+ * barrier passes at once: the first S puts do not wait.
+ */
+#include "codegen/cg_async.h"
+#include "codegen/mem.h"
+
+/* The shared pointer of byte offset off (i32). */
+static MlirValue smem_at(Lowerer *L, MlirValue off) {
+  return cg_gep(&L->b, L->smem, off, L->b.i8);
+}
+
+/* The 32-bit address of barrier `which` (0 full, 1 empty) of slot. */
+static MlirValue ring_bar(Lowerer *L, const CgVal *r, int which, MlirValue slot) {
+  CgBuilder *b = &L->b;
+  MlirValue off = cg_addi_c(b, cg_muli_c(b, slot, 8), r->ring_bars + which * r->ring_stages * 8);
+  return cg_shared_addr32(b, smem_at(L, off));
+}
+
+/* Step n's slot (i32) and the parity of its phase (i32 0/1). */
+static void ring_slot(Lowerer *L, const CgVal *r, MlirValue step, MlirValue *slot,
+                      MlirValue *parity) {
+  CgBuilder *b = &L->b;
+  MlirValue n = cg_int_cast(b, step, b->i32), S = cg_const_i32(b, r->ring_stages);
+  *slot = cg_arith2(b, "arith.remui", n, S);
+  *parity = cg_arith2(b, "arith.andi", cg_arith2(b, "arith.divui", n, S), cg_const_i32(b, 1));
+}
+
+/* The slot's buffer (i32 byte offset). */
+static MlirValue slot_buffer(Lowerer *L, const CgVal *r, MlirValue slot) {
+  return cg_addi_c(&L->b, cg_muli_c(&L->b, slot, r->ring_slot_bytes), r->smem_off);
+}
+
+void lw_ring(Lowerer *L, const Op *op) {
+  CgBuilder *b = &L->b;
+  if (L->producer_threads == 0) {
+    lw_error(L, op, "a ring outside a kernel with warp roles");
+    return;
+  }
+  Type tt = ring_tile_type(op->results[0]->type);
+  CgVal *r = lw_alloc(L, sizeof *r);
+  r->kind = CV_RING;
+  r->type = op->results[0]->type;
+  lw_staged_layout(L, r, tt);
+  r->ring_stages = (int)attr_int(&op->attrs, "stages", 2);
+  r->ring_slot_bytes = tt.rows * r->smem_stride * 2;
+  r->smem_off = lw_alloc_smem(L, r->ring_stages * r->ring_slot_bytes);
+  r->ring_bars = lw_alloc_smem(L, 2 * r->ring_stages * 8);
+  r->async_seq = -1;
+  r->ring = -1;
+  /* One thread initializes; everybody (both roles: a ring precedes its
+   * warp_roles) waits for it. */
+  MlirBlock outer = b->block, first;
+  cg_if(b, cg_cmpi(b, "eq", L->tid, cg_const_i32(b, 0)), NULL, 0, false, &first, NULL);
+  cg_builder_set_block(b, first);
+  for (int s = 0; s < r->ring_stages; s++) {
+    cg_mbarrier_init(b, ring_bar(L, r, 0, cg_const_i32(b, s)), L->producer_threads);
+    cg_mbarrier_init(b, ring_bar(L, r, 1, cg_const_i32(b, s)), L->threads);
+  }
+  cg_fence_mbarrier_init(b);
+  cg_yield(b, NULL, 0);
+  cg_builder_set_block(b, outer);
+  lw_barrier(L);
+  lw_set(L, op->results[0], r);
+}
+
+void lw_ring_put_begin(Lowerer *L, const Op *op) {
+  CgBuilder *b = &L->b;
+  const CgVal *r = lw_get(L, op->operands[0]);
+  MlirValue slot, parity;
+  ring_slot(L, r, lw_get(L, op->operands[1])->v, &slot, &parity);
+  /* the slot's previous step released (the first pass: at once) */
+  cg_mbarrier_wait(b, ring_bar(L, r, 1, slot), cg_arith2(b, "arith.xori", parity, cg_const_i32(b, 1)));
+  L->put_slot = slot_buffer(L, r, slot);
+}
+
+void lw_ring_put_end(Lowerer *L, const Op *op) {
+  const CgVal *r = lw_get(L, op->operands[0]);
+  MlirValue slot, parity;
+  ring_slot(L, r, lw_get(L, op->operands[1])->v, &slot, &parity);
+  cg_cp_async_mbarrier_arrive(&L->b, ring_bar(L, r, 0, slot));
+  L->put_slot = (MlirValue){NULL};
+}
+
+void lw_ring_get(Lowerer *L, const Op *op) {
+  CgBuilder *b = &L->b;
+  const CgVal *r = lw_get(L, op->operands[0]);
+  MlirValue slot, parity;
+  ring_slot(L, r, lw_get(L, op->operands[1])->v, &slot, &parity);
+  cg_mbarrier_wait(b, ring_bar(L, r, 0, slot), parity);
+  /* the producer's cp.async wrote through the generic proxy; the tensor
+   * cores read through the async one */
+  if (L->wgmma)
+    cg_fence_proxy_async(b);
+  CgVal *t = lw_alloc(L, sizeof *t);
+  t->kind = CV_SMEM;
+  t->type = op->results[0]->type;
+  lw_staged_layout(L, t, t->type);
+  t->smem_off = -1;
+  t->smem_dyn = slot_buffer(L, r, slot);
+  t->async_seq = -1;
+  t->ring = -1;
+  lw_set(L, op->results[0], t);
+}
+
+void lw_ring_release(Lowerer *L, const Op *op) {
+  const CgVal *r = lw_get(L, op->operands[0]);
+  MlirValue slot, parity;
+  ring_slot(L, r, lw_get(L, op->operands[1])->v, &slot, &parity);
+  cg_mbarrier_arrive(&L->b, ring_bar(L, r, 1, slot));
+}

@@ -1,0 +1,326 @@
+/* warp_specialize.c - the `warp-specialize` pass: a producer warpgroup
+ * loads the K/V tiles of the forward's loop into rings of shared-memory
+ * slots, the kernel's warps (the consumers) only compute
+ * (FlashAttention-3's producer/consumer split; docs/hopper-pipeline.md §5-§6).
+ *
+ * In the FA2 kernel every warp issues its share of the next tiles' copies
+ * between its matmuls and waits for them with the whole block. Here the
+ * copies move to warps of their own, which run ahead by the ring's stages,
+ * and each consumer step waits only for its own tiles:
+ *
+ *   before (one Q tile's body)              after
+ *   %jhi = ...                              %kt_ring = ring {stages = 2} : ring<tile<..>>
+ *   %qt = load %q, ...                      %vt_ring = ring {stages = 2} : ring<tile<..>>
+ *   %r:3 = for %j = %c0 to %jhi             warp_roles {producer_warps = 4} {
+ *       iter_args(%ot, %lt, %mt) {            %jhi' = ... (the bounds' scalar slice, cloned)
+ *     %kt = load %k, %b, %hk, (%j * %bc)      for %j = %c0 to %jhi' sequential {
+ *     %vt = load %v, %b, %hk, (%j * %bc)        %kt = load %k, ...(%j); ring_put %kt_ring, %j, %kt
+ *     ... the step (reads %kt, %vt) ...         %vt = load %v, ...(%j); ring_put %vt_ring, %j, %vt
+ *     yield ...                               }
+ *   }                                       } {
+ *   store %o, ...                             %jhi = ...; %qt = load %q, ...
+ *                                             %r:3 = for %j = %c0 to %jhi iter_args(...) {
+ *                                               %kt = ring_get %kt_ring, %j
+ *                                               %vt = ring_get %vt_ring, %j
+ *                                               ... the step ...
+ *                                               ring_release %kt_ring, %j
+ *                                               ring_release %vt_ring, %j
+ *                                             }
+ *                                             store %o, ...
+ *                                           }
+ *
+ * Every step gets and releases its tiles on every path (a step mask-skip
+ * skips too): the producer loads every step of the same bounds, and a slot
+ * not released would stop it two steps later. Steps count from 0 (the
+ * induction variable minus the loop's lower bound).
+ *
+ * The pass fires where the spec's schedule says `producer = 1`, on forward
+ * kernels for sm_90a whose matmuls run on wgmma (head dims multiples of 64,
+ * whole warpgroups, not -mma=sync), for a K/V loop that is the sequential
+ * loop of a parallel loop's body carrying O, l, m, with no tile carried
+ * (overlap-softmax's V: not yet), no nested loop, and staged loads whose
+ * rows are computed from the step by scalar ops (and the bounds from the
+ * Q tile's scalars): what the producer can compute alone. Anything else
+ * is left to the pipeline pass. It runs before `pipeline`, which then
+ * finds nothing to prefetch in either loop.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "passes/pass_util.h"
+#include "passes/passes.h"
+
+enum { MAX_RINGS = 8, PRODUCER_WARPS = 4 };
+
+/* The loop to split and what moves. */
+typedef struct Split {
+  Op *loop;
+  Op *loads[MAX_RINGS]; /* the step's staged loads, in program order */
+  int nloads;
+  bool ok;
+} Split;
+
+/* The staged loads of blk (at any depth) into sp; a nested loop, an async
+ * matmul or too many loads: not splittable. */
+static void find_loads(Split *sp, Block *blk) {
+  for (Op *o = blk->first; o && sp->ok; o = o->next) {
+    if (o->kind == OP_FOR || (o->kind == OP_MATMUL && attr_get(&o->attrs, "async")))
+      sp->ok = false;
+    if (op_is_staged_load(o)) {
+      if (sp->nloads == MAX_RINGS)
+        sp->ok = false;
+      else
+        sp->loads[sp->nloads++] = o;
+    }
+    for (int r = 0; r < o->nregions; r++)
+      find_loads(sp, o->regions[r]);
+  }
+}
+
+/* Can v be computed by the producer, whose region sits at the top of blk
+ * (the Q tile's body)? Values from outside blk's tree are visible to it;
+ * blk's own scalars are recomputed (scalar ops and pure scalar ifs only);
+ * values inside blk's nested regions are not reachable. */
+static bool producer_computable(Value *v, Block *blk, int depth) {
+  Op *qloop = blk->parent_op, *d = v->def;
+  Block *home = d ? d->parent : v->block;
+  if (home == blk && !d)
+    return true; /* the Q tile loop's induction variable */
+  if (home != blk)
+    return d ? !op_is_inside(d, qloop) : !(home->parent_op && op_is_inside(home->parent_op, qloop));
+  if (depth > 64 || v->type.kind != TYPE_SCALAR || !(op_is_pure(d) || op_is_pure_if(d)))
+    return false;
+  for (int i = 0; i < d->noperands; i++)
+    if (!producer_computable(d->operands[i], blk, depth + 1))
+      return false;
+  /* what a pure if's regions read from blk */
+  for (int r = 0; r < d->nregions; r++)
+    for (Op *o = d->regions[r]->first; o; o = o->next) {
+      if (o->nregions)
+        return false;
+      for (int i = 0; i < o->noperands; i++) {
+        Value *x = o->operands[i];
+        if (x->def && x->def->parent == blk && !producer_computable(x, blk, depth + 1))
+          return false;
+      }
+    }
+  return true;
+}
+
+/* A tile the tensor cores read from shared memory (a staged load's type). */
+static bool staged_type(Type t) {
+  return t.kind == TYPE_TILE && t.dist == DIST_NONE && (t.elem == ELEM_BF16 || t.elem == ELEM_F16);
+}
+
+/* Is loop the K/V loop of a Q tile the producer can feed? */
+static bool match_split(Op *loop, Split *sp) {
+  memset(sp, 0, sizeof *sp);
+  sp->loop = loop;
+  sp->ok = true;
+  int io, il, im;
+  Block *qbody = loop->parent;
+  Op *qloop = qbody->parent_op;
+  if (for_is_parallel(loop) || attr_get(&loop->attrs, "pipelined") ||
+      !kv_loop_state(loop, &io, &il, &im) || !qloop || qloop->kind != OP_FOR ||
+      !for_is_parallel(qloop))
+    return false;
+  for (int i = 2; i < loop->noperands; i++)
+    if (staged_type(loop->operands[i]->type))
+      return false; /* a carried staged tile (overlap-softmax's V) */
+  find_loads(sp, for_body(loop));
+  if (!sp->ok || sp->nloads == 0)
+    return false;
+  for (int k = 0; k < sp->nloads; k++)
+    for (int i = 0; i < sp->loads[k]->noperands; i++) {
+      Value *x = sp->loads[k]->operands[i];
+      if (!loop_rebuildable(x, loop))
+        return false;
+    }
+  /* The bounds and whatever the loads' rows read from outside the loop. */
+  for (int i = 0; i < 2; i++)
+    if (!producer_computable(loop->operands[i], qbody, 0))
+      return false;
+  for (int k = 0; k < sp->nloads; k++)
+    for (int i = 0; i < sp->loads[k]->noperands; i++) {
+      Value *x = sp->loads[k]->operands[i];
+      if (value_defined_outside(x, loop) && !producer_computable(x, qbody, 0))
+        return false;
+    }
+  /* One K/V loop per Q tile. */
+  for (Op *o = qbody->first; o; o = o->next)
+    if (o != loop && o->kind == OP_FOR)
+      return false;
+  return true;
+}
+
+/* ---- the producer's copy of the scalars it needs ------------------------ */
+
+typedef struct Clone {
+  Module *m;
+  Block *consumer; /* where the Q tile's ops now are */
+  Builder pre;     /* the producer region, before its loop */
+  Builder body;    /* the producer loop's body */
+  Op *loop;        /* the consumer's K/V loop */
+  Value *iv;       /* the producer loop's induction variable */
+  ValueMap map;
+} Clone;
+
+/* v as the producer computes it before its loop: the consumer region's
+ * scalars cloned (pure ifs with what their regions read), the rest as is. */
+static Value *clone_pre(Clone *c, Value *v) {
+  Op *d = v->def;
+  if (!d || d->parent != c->consumer)
+    return v;
+  Value *got = valuemap_get(&c->map, v);
+  if (got != v)
+    return got;
+  for (int i = 0; i < d->noperands; i++)
+    clone_pre(c, d->operands[i]);
+  for (int r = 0; r < d->nregions; r++)
+    for (Op *o = d->regions[r]->first; o; o = o->next)
+      for (int i = 0; i < o->noperands; i++)
+        clone_pre(c, o->operands[i]);
+  Op *k = op_clone(&c->pre, d, &c->map);
+  for (int r = 0; r < d->nresults; r++)
+    valuemap_put(c->m, &c->map, d->results[r], k->results[r]);
+  return k->results[v->result_index];
+}
+
+/* v as the producer's step computes it: the step's scalar chain from the
+ * producer's induction variable. */
+static Value *clone_step(Clone *c, Value *v) {
+  if (v == for_iv(c->loop))
+    return c->iv;
+  if (value_defined_outside(v, c->loop))
+    return clone_pre(c, v);
+  Value *got = valuemap_get(&c->map, v);
+  if (got != v)
+    return got;
+  Op *d = v->def;
+  for (int i = 0; i < d->noperands; i++)
+    clone_step(c, d->operands[i]);
+  Op *k = op_clone(&c->body, d, &c->map);
+  valuemap_put(c->m, &c->map, v, k->results[0]);
+  return k->results[0];
+}
+
+/* The step number of induction variable iv of a loop from lo: iv - lo, or
+ * iv itself when lo is the constant 0. */
+static Value *step_number(Builder *b, Value *iv, Value *lo) {
+  if (lo->def && lo->def->kind == OP_CONST && attr_float(&lo->def->attrs, "value", 1) == 0)
+    return iv;
+  Value *s = build_binary(b, OP_SUB, iv, lo);
+  s->name = "step";
+  return s;
+}
+
+/* `%<name>_ring`. */
+static const char *ring_name(Module *m, const Value *t) {
+  const char *n = t->name ? t->name : "t";
+  size_t len = strlen(n) + 6;
+  char *s = module_alloc(m, len);
+  snprintf(s, len, "%s_ring", n);
+  return s;
+}
+
+static void split_roles(Module *m, Func *f, Split *sp) {
+  Op *loop = sp->loop;
+  Block *qbody = loop->parent;
+  Op *qterm = block_terminator(qbody);
+  int stages = (int)attr_int(&f->attrs, "stages", 2);
+  if (stages < 2)
+    stages = 2;
+
+  /* The rings and the roles, first in the Q tile's body. */
+  Builder top = builder_before(m, qbody->first);
+  top.loc = loop->loc;
+  Value *rings[MAX_RINGS];
+  for (int k = 0; k < sp->nloads; k++) {
+    Value *t = sp->loads[k]->results[0];
+    Type rt = type_ring(t->type);
+    Op *r = build_op(&top, OP_RING, NULL, 0, &rt, 1, 0);
+    op_set_attr_int(r, "stages", stages);
+    r->results[0]->name = ring_name(m, t);
+    rings[k] = r->results[0];
+  }
+  Op *roles = build_op(&top, OP_WARP_ROLES, NULL, 0, NULL, 0, 2);
+  op_set_attr_int(roles, "producer_warps", PRODUCER_WARPS);
+  Block *producer = roles->regions[0], *consumer = roles->regions[1];
+  producer->parent_op = consumer->parent_op = roles;
+
+  /* Everything else of the Q tile's body goes to the consumers. */
+  for (Op *o = roles->next; o && o != qterm;) {
+    Op *next = o->next;
+    op_move_to_end(o, consumer);
+    o = next;
+  }
+  Builder cend = builder_at_end(m, consumer);
+  build_yield(&cend, NULL, 0);
+
+  /* The producer: the bounds, then one put per load and step. */
+  Clone c = {.m = m, .consumer = consumer, .loop = loop};
+  c.pre = builder_at_end(m, producer);
+  c.pre.loc = loop->loc;
+  Value *lo = clone_pre(&c, loop->operands[0]), *hi = clone_pre(&c, loop->operands[1]);
+  Op *ploop = build_for(&c.pre, lo, hi, false, NULL, 0, "j");
+  c.iv = for_iv(ploop);
+  valuemap_put(m, &c.map, for_iv(loop), c.iv);
+  c.body = builder_at_end(m, for_body(ploop));
+  c.body.loc = loop->loc;
+  Value *pstep = step_number(&c.body, c.iv, lo);
+  for (int k = 0; k < sp->nloads; k++) {
+    Op *ld = sp->loads[k];
+    for (int i = 0; i < ld->noperands; i++)
+      clone_step(&c, ld->operands[i]);
+    c.body.loc = ld->loc;
+    Op *pl = op_clone(&c.body, ld, &c.map);
+    pl->results[0]->name = ld->results[0]->name;
+    Value *ops[3] = {rings[k], pstep, pl->results[0]};
+    build_op(&c.body, OP_RING_PUT, ops, 3, NULL, 0, 0);
+  }
+  build_yield(&c.body, NULL, 0);
+  build_yield(&c.pre, NULL, 0);
+
+  /* The consumers: get at the top of the step, release at its end. */
+  Block *body = for_body(loop);
+  Builder get = builder_before(m, body->first);
+  get.loc = loop->loc;
+  Value *cstep = step_number(&get, for_iv(loop), loop->operands[0]);
+  Builder rel = builder_before(m, block_terminator(body));
+  rel.loc = loop->loc;
+  for (int k = 0; k < sp->nloads; k++) {
+    Op *ld = sp->loads[k];
+    Value *ops[2] = {rings[k], cstep};
+    get.loc = ld->loc;
+    Op *g = build_op(&get, OP_RING_GET, ops, 2, &ld->results[0]->type, 1, 0);
+    g->results[0]->name = ld->results[0]->name;
+    value_replace_all_uses(ld->results[0], g->results[0]);
+    op_erase(ld);
+    build_op(&rel, OP_RING_RELEASE, ops, 2, NULL, 0, 0);
+  }
+}
+
+int pass_warp_specialize(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
+  (void)diag;
+  const char *target = attr_str(&f->attrs, "target", opts && opts->target ? opts->target : "sm_90a");
+  int d = (int)attr_int(&f->attrs, "head_dim", 0);
+  int dv = (int)attr_int(&f->attrs, "v_head_dim", d);
+  /* Off unless the spec's schedule asks (`producer = 1`): with cp.async in
+   * the producer it is not yet faster than the FA2 pipeline it replaces. */
+  if (attr_int(&f->attrs, "sched_producer", 0) != 1 ||
+      strcmp(attr_str(&f->attrs, "mode", ""), "forward") != 0 ||
+      strcmp(target, "sm_90a") != 0 || (opts && opts->mma_sync) || d % 64 || dv % 64 ||
+      attr_int(&f->attrs, "warps", 4) != 8)
+    return 0;
+  if (block_has_op(f->body, OP_WARP_ROLES))
+    return 0;
+  OpList loops = collect_ops(f, OP_FOR);
+  Split sp;
+  for (int i = 0; i < loops.n; i++)
+    if (match_split(loops.v[i], &sp)) {
+      split_roles(m, f, &sp);
+      break;
+    }
+  oplist_free(&loops);
+  return 0;
+}
