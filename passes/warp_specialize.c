@@ -223,13 +223,36 @@ static const char *ring_name(Module *m, const Value *t) {
   return s;
 }
 
+static long tile_bytes(Type t) {
+  return (long)t.rows * t.cols * (t.elem == ELEM_F32 ? 4 : 2);
+}
+
+/* The ring's stages: the schedule's when it names them, else as many as
+ * shared memory holds (at most 4, at least 2) beside the consumers' own
+ * staged tiles (Q) and the rings' barriers (1024-byte aligned blocks).
+ * The producer runs that many steps ahead; d128 measured 2-10% faster with
+ * 3 than with 2 (docs/perf-log.md P68). */
+static int ring_stages(Func *f, const Split *sp) {
+  if (attr_int(&f->attrs, "sched_stages", 0) > 0)
+    return (int)attr_int(&f->attrs, "stages", 2) < 2 ? 2 : (int)attr_int(&f->attrs, "stages", 2);
+  const long budget = 227L * 1024; /* sm_90a's shared memory per block */
+  long own = 0, per_stage = 0;
+  OpList loads = collect_ops_in(sp->loop->parent, OP_LOAD);
+  for (int i = 0; i < loads.n; i++)
+    if (op_is_staged_load(loads.v[i]) && !op_is_inside(loads.v[i], sp->loop))
+      own += tile_bytes(loads.v[i]->results[0]->type);
+  oplist_free(&loads);
+  for (int k = 0; k < sp->nloads; k++)
+    per_stage += tile_bytes(sp->loads[k]->results[0]->type);
+  long fit = (budget - own - 1024L * sp->nloads) / per_stage;
+  return fit > 4 ? 4 : fit < 2 ? 2 : (int)fit;
+}
+
 static void split_roles(Module *m, Func *f, Split *sp) {
   Op *loop = sp->loop;
   Block *qbody = loop->parent;
   Op *qterm = block_terminator(qbody);
-  int stages = (int)attr_int(&f->attrs, "stages", 2);
-  if (stages < 2)
-    stages = 2;
+  int stages = ring_stages(f, sp);
 
   /* The rings and the roles, first in the Q tile's body. */
   Builder top = builder_before(m, qbody->first);
