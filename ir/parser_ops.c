@@ -78,10 +78,11 @@ static bool define_results(Parser *p, const ResultDefs *rd, Op *op) {
   return sym_define(p, &rd->name, NULL, op);
 }
 
-/* Checks a yield against the results of the for/if whose region it ends. */
+/* Checks a yield against the results of the for/if/warp_roles whose region
+ * it ends (warp_roles has none). */
 static bool check_yield(Parser *p, Op *y, Tok at) {
   Op *parent = y->parent->parent_op;
-  if (!parent || (parent->kind != OP_FOR && parent->kind != OP_IF))
+  if (!parent || (parent->kind != OP_FOR && parent->kind != OP_IF && parent->kind != OP_WARP_ROLES))
     return true; /* misplaced: the verifier reports it */
   char a[160], b[160];
   if (y->noperands != parent->nresults) {
@@ -185,6 +186,16 @@ static Op *parse_for(Parser *p, const ResultDefs *rd, SrcLoc loc) {
   return define_results(p, rd, op) ? op : NULL;
 }
 
+/* Parses region blk with its own scope: values it defines are not visible
+ * after it. */
+static bool parse_scoped_region(Parser *p, Block *blk) {
+  int mark = p->nsyms;
+  if (!parse_region(p, blk))
+    return false;
+  sym_hide_from(p, mark);
+  return true;
+}
+
 /* if-op := 'if' value-use ['->' type-list] ['attributes' attr-dict] region 'else' region */
 static Op *parse_if(Parser *p, const ResultDefs *rd, SrcLoc loc) {
   Type types[MAX_RESULTS];
@@ -201,17 +212,38 @@ static Op *parse_if(Parser *p, const ResultDefs *rd, SrcLoc loc) {
   p->b.loc = loc;
   Op *op = build_if(&p->b, cond, types, rd->n);
   copy_attrs(p, op, &al);
-  int mark = p->nsyms;
-  if (!parse_region(p, op->regions[0]))
+  if (!parse_scoped_region(p, op->regions[0]) || !expect_word(p, "else") ||
+      !parse_scoped_region(p, op->regions[1]))
     return NULL;
-  sym_hide_from(p, mark);
-  if (!expect_word(p, "else"))
-    return NULL;
-  mark = p->nsyms;
-  if (!parse_region(p, op->regions[1]))
-    return NULL;
-  sym_hide_from(p, mark);
   return define_results(p, rd, op) ? op : NULL;
+}
+
+/* True when the current token opens an attribute dict (`{name =`), not a
+ * region: no op starts with a bare word followed by '='. */
+static bool at_attr_dict(Parser *p) {
+  if (!is_punct(&p->cur, '{') || peek_tok(p, 1).kind != T_IDENT)
+    return false;
+  Tok eq = peek_tok(p, 2);
+  return is_punct(&eq, '=');
+}
+
+/* warp-roles-op := 'warp_roles' [attr-dict] region 'consumer' region
+ * (the producer's region first, like if's `{...} else {...}`) */
+static Op *parse_warp_roles(Parser *p, const ResultDefs *rd, SrcLoc loc) {
+  if (rd->n > 0) {
+    error_at(p, loc.line, loc.col, "warp_roles has no results");
+    return NULL;
+  }
+  AttrList al = {0};
+  if (at_attr_dict(p) && !parse_attr_dict(p, &al))
+    return NULL;
+  p->b.loc = loc;
+  Op *op = build_op(&p->b, OP_WARP_ROLES, NULL, 0, NULL, 0, 2);
+  op->attrs = al;
+  if (!parse_scoped_region(p, op->regions[0]) || !expect_word(p, "consumer") ||
+      !parse_scoped_region(p, op->regions[1]))
+    return NULL;
+  return op;
 }
 
 /* True when the current token starts the next op (`%x =` or `%x:2 =`),
@@ -300,6 +332,8 @@ static bool parse_op(Parser *p) {
     return parse_for(p, &rd, loc) != NULL;
   if (is_word(&name, "if"))
     return parse_if(p, &rd, loc) != NULL;
+  if (is_word(&name, "warp_roles"))
+    return parse_warp_roles(p, &rd, loc) != NULL;
   return parse_generic(p, &rd, name, loc) != NULL;
 }
 

@@ -147,7 +147,27 @@ static bool parse_tensor_type(Parser *p, Type *t) {
   return true;
 }
 
-/* type := elem | tile-type | tensor-type */
+/* ring-type := 'ring' '<' 'tile' tile-type '>' (the tile without a
+ * distribution: a ring's slots are staged in shared memory, never spread
+ * over warps) */
+static bool parse_ring_type(Parser *p, Type *t) {
+  if (!expect_punct(p, '<') || !expect_word(p, "tile"))
+    return false;
+  Tok at = p->cur;
+  Type tile;
+  if (!parse_tile_type(p, &tile))
+    return false;
+  if (tile.dist != DIST_NONE) {
+    error_at(p, at.line, at.col, "a ring's tile has no distribution");
+    return false;
+  }
+  if (!expect_punct(p, '>'))
+    return false;
+  *t = type_ring(tile);
+  return true;
+}
+
+/* type := elem | tile-type | tensor-type | ring-type */
 bool parse_type(Parser *p, Type *t) {
   if (p->cur.kind == T_IDENT) {
     ElemType e = elem_by_name(p->cur.start, p->cur.len);
@@ -163,6 +183,10 @@ bool parse_type(Parser *p, Type *t) {
     if (is_word(&p->cur, "tensor")) {
       advance(p);
       return parse_tensor_type(p, t);
+    }
+    if (is_word(&p->cur, "ring")) {
+      advance(p);
+      return parse_ring_type(p, t);
     }
   }
   ERROR_TOK(p, "expected a type");

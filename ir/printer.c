@@ -391,6 +391,16 @@ static void print_for(FILE *out, const Op *op, int indent, const ValueNames *vn)
   fputs("}\n", out);
 }
 
+/* The ops of region r (when op has it) one level in, then `close` at op's
+ * indentation: the `}` that ends the region and what follows it. */
+static void print_region(FILE *out, const Op *op, int r, const char *close, int indent,
+                         const ValueNames *vn) {
+  if (op->nregions > r && op->regions[r])
+    print_block(out, op->regions[r], indent + 1, vn);
+  print_indent(out, indent);
+  fputs(close, out);
+}
+
 /* if %c [-> (types)] [attributes {...}] { ... } else { ... } */
 static void print_if(FILE *out, const Op *op, int indent, const ValueNames *vn) {
   fputs("if ", out);
@@ -401,14 +411,19 @@ static void print_if(FILE *out, const Op *op, int indent, const ValueNames *vn) 
   }
   print_attrs(out, &op->attrs, " attributes {", NULL);
   fputs(" {\n", out);
-  if (op->nregions > 0 && op->regions[0])
-    print_block(out, op->regions[0], indent + 1, vn);
-  print_indent(out, indent);
-  fputs("} else {\n", out);
-  if (op->nregions > 1 && op->regions[1])
-    print_block(out, op->regions[1], indent + 1, vn);
-  print_indent(out, indent);
-  fputs("}\n", out);
+  print_region(out, op, 0, "} else {\n", indent, vn);
+  print_region(out, op, 1, "}\n", indent, vn);
+}
+
+/* warp_roles [{producer_warps = P}] { producer } consumer { consumer }:
+ * the attributes as a generic op's (the parser tells them from a region by
+ * `{word =`). */
+static void print_warp_roles(FILE *out, const Op *op, int indent, const ValueNames *vn) {
+  fputs("warp_roles", out);
+  print_attrs(out, &op->attrs, " {", NULL);
+  fputs(" {\n", out);
+  print_region(out, op, 0, "} consumer {\n", indent, vn);
+  print_region(out, op, 1, "}\n", indent, vn);
 }
 
 static void print_generic(FILE *out, const Op *op, const ValueNames *vn) {
@@ -437,6 +452,8 @@ static void print_op(FILE *out, const Op *op, int indent, const ValueNames *vn) 
     print_for(out, op, indent, vn);
   else if (op->kind == OP_IF)
     print_if(out, op, indent, vn);
+  else if (op->kind == OP_WARP_ROLES)
+    print_warp_roles(out, op, indent, vn);
   else
     print_generic(out, op, vn);
 }
