@@ -2,8 +2,8 @@
  *
  * What it checks, per kernel:
  *  - structure: ops linked into their block (parent/prev/next), only for/if
- *    own regions, yields end for/if regions, the body ends with `return`, no
- *    op after a terminator;
+ *    and warp_roles own regions, yields end their regions, the body ends
+ *    with `return`, no op after a terminator;
  *  - operand and result counts and types of every op kind (elementwise ops
  *    broadcast as broadcast_type says; dist is codegen's business and is not
  *    compared, except that `partial` values may only feed xwarp_reduce:
@@ -15,10 +15,13 @@
  *    enclosing block, or is an argument of an enclosing region;
  *  - use lists: every operand appears exactly once in its value's uses, and
  *    every use names a live op that really has the value at that index;
- *  - types well formed; symbolic Br/Bc only before tiling (no `tile_q`).
+ *  - types well formed; symbolic Br/Bc only before tiling (no `tile_q`);
+ *    rings only as results of `ring`;
+ *  - warp specialization's ring protocol (verifier_roles.c).
  *
- * The op rules of each family are in verifier_elementwise.c, verifier_mem.c
- * and verifier_compute.c; here: types, structure, control flow, dominance.
+ * The op rules of each family are in verifier_elementwise.c, verifier_mem.c,
+ * verifier_compute.c and verifier_roles.c; here: types, structure, control
+ * flow, dominance.
  *
  * Messages: `verifier: after <pass>: @kernel: <op summary> (line:col): msg`.
  */
@@ -89,6 +92,10 @@ static void check_type(Verifier *v, const Op *op, Type t, const char *what) {
         report(v, op, "%s has a bad tensor extent %d", what, t.dims[i]);
     if (op)
       report(v, op, "%s is a tensor: only kernel arguments are tensors", what);
+    return;
+  case TYPE_RING: /* its shape: check_ring */
+    if (!op || op->kind != OP_RING)
+      report(v, op, "%s is a ring: only a ring op defines one", what);
     return;
   default:
     report(v, op, "%s has no type", what);
@@ -205,13 +212,13 @@ static void check_terminator(Verifier *v, const Op *op) {
   }
   want_counts(v, op, -1, 0);
   const Op *p = blk->parent_op;
-  if (!p || (p->kind != OP_FOR && p->kind != OP_IF))
-    report(v, op, "yield outside a for/if region");
+  if (!p || (p->kind != OP_FOR && p->kind != OP_IF && p->kind != OP_WARP_ROLES))
+    report(v, op, "yield outside a for/if/warp_roles region");
 }
 
 static void check_kind_rules(Verifier *v, const Op *op) {
-  if (op->nregions != 0 && op->kind != OP_FOR && op->kind != OP_IF)
-    report(v, op, "only for and if have regions");
+  if (op->nregions != 0 && op->kind != OP_FOR && op->kind != OP_IF && op->kind != OP_WARP_ROLES)
+    report(v, op, "only for, if and warp_roles have regions");
   switch (op->kind) {
   case OP_CONST: case OP_FULL: check_const(v, op); break;
   case OP_TILE_SIZE: check_tile_size(v, op); break;
@@ -243,6 +250,11 @@ static void check_kind_rules(Verifier *v, const Op *op) {
   case OP_GRAD: check_grad(v, op); break;
   case OP_FOR: check_for(v, op); break;
   case OP_IF: check_if(v, op); break;
+  case OP_RING: check_ring(v, op); break;
+  case OP_WARP_ROLES: check_warp_roles(v, op); break;
+  case OP_RING_PUT: check_ring_put(v, op); break;
+  case OP_RING_GET: check_ring_get(v, op); break;
+  case OP_RING_RELEASE: check_ring_release(v, op); break;
   case OP_YIELD: case OP_RETURN: check_terminator(v, op); break;
   default: report(v, op, "unknown op kind %d", (int)op->kind);
   }

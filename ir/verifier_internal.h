@@ -1,7 +1,8 @@
 /* verifier_internal.h - the tile IR verifier's state and the helpers its
  * parts share: verifier.c (types, structure, control flow, dispatch) and the
- * op rules by family, verifier_elementwise.c, verifier_mem.c and
- * verifier_compute.c. Not part of the IR's interface (module_verify, ir.h).
+ * op rules by family, verifier_elementwise.c, verifier_mem.c,
+ * verifier_compute.c and verifier_roles.c. Not part of the IR's interface
+ * (module_verify, ir.h).
  */
 #ifndef FLASHC_VERIFIER_INTERNAL_H
 #define FLASHC_VERIFIER_INTERNAL_H
@@ -79,5 +80,11 @@ void check_rowreduce(Verifier *v, const Op *op);
 void check_mask(Verifier *v, const Op *op);
 void check_rescale(Verifier *v, const Op *op);
 void check_xwarp(Verifier *v, const Op *op);
+
+void check_ring(Verifier *v, const Op *op);
+void check_warp_roles(Verifier *v, const Op *op);
+void check_ring_put(Verifier *v, const Op *op);
+void check_ring_get(Verifier *v, const Op *op);
+void check_ring_release(Verifier *v, const Op *op);
 
 #endif

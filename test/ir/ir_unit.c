@@ -68,6 +68,19 @@ static char *print_module(const Module *m) {
 
 static int verify_quiet(const Module *m) { return module_verify(m, "unit", NULL); }
 
+/* The module of text, parsed and verified; NULL (a failed check) when it
+ * is not. */
+static Module *parse_verified(const char *name, const char *text) {
+  Module *m = module_parse(name, text, strlen(text), stderr);
+  CHECK(m != NULL);
+  if (m && verify_quiet(m) != 0) {
+    CHECK(verify_quiet(m) == 0);
+    module_destroy(m);
+    m = NULL;
+  }
+  return m;
+}
+
 /* A small kernel: o[b, h, row0] = sum over a loop of loaded tiles. */
 typedef struct Fixture {
   Module *m;
@@ -389,6 +402,57 @@ static void test_verifier(void) {
   printf("ok verifier\n");
 }
 
+/* Does verifying m report a message containing `want`? */
+static bool verify_says(const Module *m, const char *want) {
+  char *s = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&s, &len);
+  module_verify(m, "unit", f);
+  fclose(f);
+  bool found = s && strstr(s, want);
+  if (!found)
+    printf("FAIL: no '%s' in:\n%s", want, s ? s : "");
+  free(s);
+  return found;
+}
+
+/* Warp specialization's rules that the text form cannot break (the parser
+ * builds warp_roles without operands, results or block arguments, and ring
+ * without regions): IR mutated in memory. */
+static void test_verifier_roles(void) {
+  static const char text[] =
+      "kernel @k(%n: index) {\n"
+      "  warp_roles {producer_warps = 1} {\n"
+      "    yield\n"
+      "  } consumer {\n"
+      "    yield\n"
+      "  }\n"
+      "  return\n"
+      "}\n";
+  Module *m = parse_verified("roles", text);
+  if (!m)
+    return;
+  Func *f = m->funcs[0];
+  Op *roles = f->body->first;
+  Value *arg = block_add_arg(m, roles->regions[0], type_index(), "a");
+  CHECK(verify_says(m, "warp_roles (2:3): producer region has arguments"));
+  block_erase_arg(roles->regions[0], arg->arg_index);
+  op_append_operand(m, roles, f->args[0]);
+  CHECK(verify_says(m, "warp_roles %n (2:3): expects 0 operands, has 1"));
+  op_erase_operand(roles, 0);
+  op_append_result(m, roles, type_index());
+  CHECK(verify_says(m, "expects 0 results, has 1"));
+  op_erase_result(roles, 0);
+  CHECK(verify_quiet(m) == 0);
+  Builder b = builder_before(m, roles);
+  Type ring = type_ring(type_tile(ELEM_BF16, 16, 16, DIST_NONE));
+  Op *r = build_op(&b, OP_RING, NULL, 0, &ring, 1, 1);
+  op_set_attr_int(r, "stages", 2);
+  CHECK(verify_says(m, "%0 = ring (2:3): only for, if and warp_roles have regions"));
+  module_destroy(m);
+  printf("ok verifier roles\n");
+}
+
 /* The backward's memory and matmul forms in the interpreter: 1 x C loads
  * and stores of a rank 3 tensor (positions along the columns, past the end
  * read 0 / skipped), store {reduce = add}, matmul {transpose_a}. */
@@ -407,8 +471,7 @@ static void test_interp_backward_forms(void) {
       "  store %acc, %c0, %c1, %c1, %m {reduce = add}\n"
       "  return\n"
       "}\n";
-  Module *m = module_parse("backward_forms", text, sizeof text - 1, stderr);
-  CHECK(m != NULL);
+  Module *m = parse_verified("backward_forms", text);
   if (!m)
     return;
   enum { SQ = 5 };
@@ -464,11 +527,9 @@ static void test_interp_column_windows(void) {
       "  store %acc, %c0, %c0, %c0, %m {reduce = add, col0 = 32}\n"
       "  return\n"
       "}\n";
-  Module *m = module_parse("column_windows", text, sizeof text - 1, stderr);
-  CHECK(m != NULL);
+  Module *m = parse_verified("column_windows", text);
   if (!m)
     return;
-  CHECK(verify_quiet(m) == 0);
   enum { SQ = 2, C = 48 };
   double acc[SQ * C];
   for (int i = 0; i < SQ * C; i++)
@@ -501,6 +562,7 @@ int main(void) {
   test_attrs();
   test_print_values();
   test_verifier();
+  test_verifier_roles();
   test_interp_backward_forms();
   test_interp_column_windows();
   if (failures)
