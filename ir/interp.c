@@ -5,7 +5,8 @@
  * Every value owns a buffer that is reused each time its op runs again;
  * values flowing through yields are copied, so no two values ever share
  * storage. Elementwise ops are in interp_elementwise.c, memory ops in
- * interp_mem.c, grad in interp_grad.c; preparing and running one kernel in
+ * interp_mem.c, grad in interp_grad.c, rings and warp roles in
+ * interp_roles.c; preparing and running one kernel in
  * interp_kernel.c, the drivers that run several in interp_lists.c (a
  * kernel's classifier) and interp_module.c (a whole module).
  */
@@ -310,8 +311,7 @@ static void exec_reduce(Interp *I, const Op *op) {
 
 /* ------------------------------------------------------------ control flow */
 
-/* The terminator's operands must match `n` targets. */
-static bool check_yield(Interp *I, const Op *owner, const Op *term, int n) {
+bool interp_check_yield(Interp *I, const Op *owner, const Op *term, int n) {
   if (!term || term->kind != OP_YIELD) {
     if (n == 0 && !term)
       return true; /* a region without results may end without a yield */
@@ -345,7 +345,7 @@ static void exec_for(Interp *I, const Op *op) {
     for (int i = 0; i < n; i++)
       interp_copy_val(I, interp_val(I, body->args[1 + i]), interp_val(I, op->results[i]));
     const Op *term = interp_exec_block(I, body);
-    if (I->failed || !check_yield(I, op, term, n))
+    if (I->failed || !interp_check_yield(I, op, term, n))
       return;
     for (int i = 0; i < n; i++)
       interp_copy_val(I, interp_val(I, op->results[i]), interp_val(I, term->operands[i]));
@@ -364,7 +364,7 @@ static void exec_if(Interp *I, const Op *op) {
   }
   const Block *blk = op->regions[c->s != 0 ? 0 : 1];
   const Op *term = interp_exec_block(I, blk);
-  if (I->failed || !check_yield(I, op, term, op->nresults))
+  if (I->failed || !interp_check_yield(I, op, term, op->nresults))
     return;
   for (int i = 0; i < op->nresults; i++)
     interp_copy_val(I, interp_val(I, op->results[i]), interp_val(I, term->operands[i]));
@@ -400,6 +400,11 @@ static void exec_op(Interp *I, const Op *op) {
   case OP_REDUCE: exec_reduce(I, op); break;
   case OP_FOR: exec_for(I, op); break;
   case OP_IF: exec_if(I, op); break;
+  case OP_RING: interp_exec_ring(I, op); break;
+  case OP_WARP_ROLES: interp_exec_warp_roles(I, op); break;
+  case OP_RING_PUT: interp_exec_ring_put(I, op); break;
+  case OP_RING_GET: interp_exec_ring_get(I, op); break;
+  case OP_RING_RELEASE: interp_exec_ring_release(I, op); break;
   case OP_YIELD:
   case OP_RETURN: break;
   default:

@@ -3,7 +3,10 @@
  * Runs any kernel of the tile IR: the FA1 schedule the frontend emits, the FA2
  * schedule the passes produce, and every mix in between. Semantics are
  * whole-tile (docs/tile-ir.md): `dist` is ignored, xwarp_reduce is the
- * identity, parallel loops run in order. Values are scalars or dense R x C
+ * identity, parallel loops run in order, a warp_roles runs its producer
+ * region to completion and then its consumer region (a ring is a map from
+ * step to tile; a step got but never put, put twice, got after its release,
+ * released twice or without a get, or put and never released is an error). Values are scalars or dense R x C
  * tiles of doubles (index and i1 values are doubles holding integers exactly).
  *
  * Tensors are host arrays of doubles bound by argument name ("q", "k", "v",

@@ -1,9 +1,10 @@
 /* interp_internal.h - the interpreter's state and the helpers its parts
  * share: interp.c (values, tile-level ops, loops), interp_elementwise.c,
  * interp_mem.c, interp_grad.c (the grad op, evaluated by dual numbers
- * independently of the differentiate pass), interp_kernel.c (preparing and
- * running one kernel), interp_lists.c and interp_module.c (the drivers that
- * run several). */
+ * independently of the differentiate pass), interp_roles.c (warp
+ * specialization's rings and roles), interp_kernel.c (preparing and running
+ * one kernel), interp_lists.c and interp_module.c (the drivers that run
+ * several). */
 #ifndef FLASHC_INTERP_INTERNAL_H
 #define FLASHC_INTERP_INTERNAL_H
 
@@ -12,12 +13,15 @@
 #include "ir/interp.h"
 
 
+typedef struct RtRing RtRing; /* interp_roles.c */
+
 typedef struct RtVal {
   bool tile;
   int rows, cols;
   double s;  /* scalar */
   double *t; /* tile, rows * cols, row-major */
   size_t cap;
+  RtRing *ring; /* a ring op's result: its steps' tiles */
 } RtVal;
 
 typedef struct Tensor {
@@ -100,8 +104,18 @@ void interp_exec_gather(Interp *I, const Op *op);
 void interp_exec_scatter(Interp *I, const Op *op);
 /* The grad op (interp_grad.c). */
 void interp_exec_grad(Interp *I, const Op *op);
+/* Warp specialization (interp_roles.c). */
+void interp_exec_ring(Interp *I, const Op *op);
+void interp_exec_warp_roles(Interp *I, const Op *op);
+void interp_exec_ring_put(Interp *I, const Op *op);
+void interp_exec_ring_get(Interp *I, const Op *op);
+void interp_exec_ring_release(Interp *I, const Op *op);
+void interp_free_ring(RtRing *r); /* NULL is harmless */
 /* Runs the ops of blk; returns its terminator (yield/return) or NULL. */
 const Op *interp_exec_block(Interp *I, const Block *blk);
+/* term, the terminator of a region of owner, yields n values (a region
+ * without values may end without one); false (failed) otherwise. */
+bool interp_check_yield(Interp *I, const Op *owner, const Op *term, int n);
 
 /* Is `name` bound in b[0..n-1]? Its index in *at. */
 bool interp_find_binding(const InterpBinding *b, int n, const char *name, int *at);

@@ -288,8 +288,10 @@ int interp_run_sizes(const Func *f, const InterpBinding *tensors, int ntensors,
     bind_args(&I, tensors, ntensors);
   if (!I.failed)
     interp_exec_block(&I, f->body);
-  for (int i = 0; I.vals && i < I.nvals; i++)
+  for (int i = 0; I.vals && i < I.nvals; i++) {
     free(I.vals[i].t);
+    interp_free_ring(I.vals[i].ring);
+  }
   for (int i = 0; I.gder && i < I.nvals; i++)
     free(I.gder[i].t);
   free(I.gder);
