@@ -30,6 +30,14 @@
  *     } else {
  *       yield %b
  *     }
+ *     %rk = ring {stages = 2} : ring<tile<64x128xbf16>>
+ *     warp_roles {producer_warps = 4} {
+ *       ...
+ *       yield
+ *     } consumer {
+ *       ...
+ *       yield
+ *     }
  *     return
  *   }
  *
@@ -170,16 +178,18 @@ const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial", "warp" 
  *  - Warp specialization (passes/warp_specialize.c, docs/hopper-pipeline.md):
  *    `%r = ring {stages = S} : ring<tile<RxCxE>>` is S shared-memory slots
  *    for tiles handed from producer warps to consumer warps, with their
- *    barriers; `warp_roles {producer_warps = P} {...} {...}` runs its two
- *    regions at once, the first on P extra warps (the producer), the second
- *    on the kernel's `warps` (the consumers); `ring_put %r, %step, %t`
+ *    barriers; `warp_roles {producer_warps = P} {...} consumer {...}` runs
+ *    its two regions at once, the first on P extra warps (the producer), the
+ *    second on the kernel's `warps` (the consumers); `ring_put %r, %step, %t`
  *    (producer) makes t, a load's result used by nothing else, the ring's
  *    tile for step (it waits until the slot's previous step was released);
  *    `%t = ring_get %r, %step` (consumer) is that tile once it has landed;
  *    `ring_release %r, %step` (consumer) says the step's tile is read for
  *    the last time, freeing its slot. Steps count from 0 per ring, one put,
- *    get and release per step, in order. The interpreter runs the producer
- *    region first; a ring is then a map from step to tile.
+ *    get and release per step, in order (the verifier's rules that keep the
+ *    roles in step: verifier_roles.c, docs/tile-ir.md "Warp
+ *    specialization"). The interpreter runs the producer region first; a
+ *    ring is then a map from step to tile.
  *  - `load_paged %cache, %block_table, %b, %h, %row0, %limit {page_size = P}`:
  *    logical row R of sequence b is slot R % P of physical page
  *    block_table[b, R / P] of the cache [num_pages, P, heads, C]; rows at or
