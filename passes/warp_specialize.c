@@ -34,7 +34,7 @@
  * not released would stop it two steps later. Steps count from 0 (the
  * induction variable minus the loop's lower bound).
  *
- * The pass fires where the spec's schedule says `producer = 1`, on forward
+ * The pass fires unless the spec's schedule says `producer = 0`, on forward
  * kernels for sm_90a whose matmuls run on wgmma (head dims multiples of 64,
  * whole warpgroups, not -mma=sync), for a K/V loop that is the sequential
  * loop of a parallel loop's body carrying O, l, m, with no tile carried
@@ -328,9 +328,9 @@ int pass_warp_specialize(Module *m, Func *f, const PassOptions *opts, FILE *diag
   const char *target = attr_str(&f->attrs, "target", opts && opts->target ? opts->target : "sm_90a");
   int d = (int)attr_int(&f->attrs, "head_dim", 0);
   int dv = (int)attr_int(&f->attrs, "v_head_dim", d);
-  /* Off unless the spec's schedule asks (`producer = 1`): with cp.async in
-   * the producer it is not yet faster than the FA2 pipeline it replaces. */
-  if (attr_int(&f->attrs, "sched_producer", 0) != 1 ||
+  /* On unless the spec's schedule says `producer = 0`: +15-25% at d128 and
+   * d256 on the H100 (docs/perf-log.md P68). */
+  if (attr_int(&f->attrs, "sched_producer", 1) != 1 ||
       strcmp(attr_str(&f->attrs, "mode", ""), "forward") != 0 ||
       strcmp(target, "sm_90a") != 0 || (opts && opts->mma_sync) || d % 64 || dv % 64 ||
       attr_int(&f->attrs, "warps", 4) != 8)
