@@ -56,6 +56,8 @@ static void check_ring_uses(Verifier *v, const Op *op) {
   for (int i = 0; i < r->nuses; i++) {
     const Op *user = r->uses[i].user;
     int region;
+    if (!user)
+      continue; /* a stale use: check_value_uses reports it */
     if (!is_ring_op(user->kind) || r->uses[i].index != 0) {
       report(v, op, "ring %s is operand %d of %s (only ring_put, ring_get and ring_release take a "
              "ring, as their operand 0)", names_get(&v->names, r), r->uses[i].index, op_name(user->kind));
@@ -213,7 +215,7 @@ static bool precedes(const Op *op, const Op *later) {
 /* The op of blk that is op or holds it in its regions; NULL when none. */
 static const Op *ancestor_in(const Op *op, const Block *blk) {
   while (op && op->parent != blk)
-    op = op->parent->parent_op;
+    op = op->parent ? op->parent->parent_op : NULL;
   return op;
 }
 
@@ -236,7 +238,7 @@ static void check_release_of(Verifier *v, const Op *get) {
            names_get(&v->names, rel->operands[1]), names_get(&v->names, get->operands[1]));
   for (int i = 0; i < t->nuses; i++) {
     const Op *user = t->uses[i].user, *at = ancestor_in(user, b);
-    if (!at || !precedes(at, rel)) {
+    if (user && (!at || !precedes(at, rel))) {
       report(v, get, "%s is read by %s (line %d) after its ring_release (line %d)",
              names_get(&v->names, t), op_name(user->kind), user->loc.line, rel->loc.line);
       return;
