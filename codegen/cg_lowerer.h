@@ -75,6 +75,7 @@ typedef struct CgVal {
    * tile's layout in smem_stride, swizzled), then 2 x stages mbarriers of
    * 8 bytes at ring_bars: full[0..stages), empty[0..stages) */
   int ring_stages, ring_slot_bytes, ring_bars;
+  int ring_zero; /* ring {zero = 1}: the byte offset of step -1's slot of zeros; else -1 */
 } CgVal;
 
 /* Capacities of the async state (cg_async.h): cp.async groups in flight

@@ -9,7 +9,9 @@
  * released the step (init count = the consumers' threads). Step n uses
  * slot n % S in phase n / S; the consumers wait full[s] with parity
  * (n / S) & 1, the producer empty[s] with the other parity, which a fresh
- * barrier passes at once: the first S puts do not wait.
+ * barrier passes at once: the first S puts do not wait. A ring {zero = 1}
+ * has one more slot, zero-filled at its init: step -1's tile, got without
+ * a wait and released without an arrival (overlap-softmax's first P V).
  */
 #include "codegen/cg_async.h"
 #include "codegen/mem.h"
@@ -40,6 +42,64 @@ static MlirValue slot_buffer(Lowerer *L, const CgVal *r, MlirValue slot) {
   return cg_addi_c(&L->b, cg_muli_c(&L->b, slot, r->ring_slot_bytes), r->smem_off);
 }
 
+/* Zeros in bytes [off, off + bytes) of shared memory, 8 bytes a store,
+ * spread over the consumer threads (the barrier after the ring's init
+ * makes them visible). */
+static void zero_fill(Lowerer *L, int off, int bytes) {
+  CgBuilder *b = &L->b;
+  int chunks = bytes / 8, T = L->threads;
+  MlirValue zero = cg_const_i64(b, 0);
+  MlirValue mine = cg_cmpi(b, "ult", L->tid, cg_const_i32(b, T));
+  MlirBlock outer = b->block, fill;
+  cg_if(b, mine, NULL, 0, false, &fill, NULL);
+  cg_builder_set_block(b, fill);
+  for (int it = 0; it * T < chunks; it++) {
+    MlirValue c = cg_addi_c(b, L->tid, it * T);
+    MlirBlock in = b->block, guarded;
+    bool guard = (it + 1) * T > chunks;
+    if (guard) {
+      cg_if(b, cg_cmpi(b, "ult", c, cg_const_i32(b, chunks)), NULL, 0, false, &guarded, NULL);
+      cg_builder_set_block(b, guarded);
+    }
+    cg_store(b, zero, smem_at(L, cg_addi_c(b, cg_muli_c(b, c, 8), off)), 8);
+    if (guard) {
+      cg_yield(b, NULL, 0);
+      cg_builder_set_block(b, in);
+    }
+  }
+  if (L->wgmma) /* the tensor cores read it through the async proxy */
+    cg_fence_proxy_async(b);
+  cg_yield(b, NULL, 0);
+  cg_builder_set_block(b, outer);
+}
+
+/* A ring {zero = 1}'s step -1 (i1), or a null value for other rings. */
+static MlirValue zero_step(Lowerer *L, const CgVal *r, MlirValue step) {
+  if (r->ring_zero < 0)
+    return (MlirValue){NULL};
+  return cg_cmpi(&L->b, "slt", step, cg_const_i64(&L->b, 0));
+}
+
+/* Opens `if !is_zero` around what only real steps do (a null is_zero:
+ * nothing to open); close with close_real_step. */
+static MlirBlock open_real_step(Lowerer *L, MlirValue is_zero) {
+  CgBuilder *b = &L->b;
+  MlirBlock outer = b->block, real;
+  if (mlirValueIsNull(is_zero))
+    return outer;
+  MlirValue one = cg_const_int(b, b->i1, 1);
+  cg_if(b, cg_arith2(b, "arith.xori", is_zero, one), NULL, 0, false, &real, NULL);
+  cg_builder_set_block(b, real);
+  return outer;
+}
+
+static void close_real_step(Lowerer *L, MlirValue is_zero, MlirBlock outer) {
+  if (mlirValueIsNull(is_zero))
+    return;
+  cg_yield(&L->b, NULL, 0);
+  cg_builder_set_block(&L->b, outer);
+}
+
 void lw_ring(Lowerer *L, const Op *op) {
   CgBuilder *b = &L->b;
   if (L->producer_threads == 0) {
@@ -55,8 +115,11 @@ void lw_ring(Lowerer *L, const Op *op) {
   r->ring_slot_bytes = tt.rows * r->smem_stride * 2;
   r->smem_off = lw_alloc_smem(L, r->ring_stages * r->ring_slot_bytes);
   r->ring_bars = lw_alloc_smem(L, 2 * r->ring_stages * 8);
+  r->ring_zero = attr_int(&op->attrs, "zero", 0) == 1 ? lw_alloc_smem(L, r->ring_slot_bytes) : -1;
   r->async_seq = -1;
   r->ring = -1;
+  if (r->ring_zero >= 0)
+    zero_fill(L, r->ring_zero, r->ring_slot_bytes);
   /* One thread initializes; everybody (both roles: a ring precedes its
    * warp_roles) waits for it. */
   MlirBlock outer = b->block, first;
@@ -94,19 +157,24 @@ void lw_ring_put_end(Lowerer *L, const Op *op) {
 void lw_ring_get(Lowerer *L, const Op *op) {
   CgBuilder *b = &L->b;
   const CgVal *r = lw_get(L, op->operands[0]);
-  MlirValue slot, parity;
-  ring_slot(L, r, lw_get(L, op->operands[1])->v, &slot, &parity);
+  MlirValue slot, parity, step = lw_get(L, op->operands[1])->v;
+  ring_slot(L, r, step, &slot, &parity);
+  MlirValue is_zero = zero_step(L, r, step);
+  MlirBlock outer = open_real_step(L, is_zero);
   cg_mbarrier_wait(b, ring_bar(L, r, 0, slot), parity);
   /* the producer's cp.async wrote through the generic proxy; the tensor
    * cores read through the async one */
   if (L->wgmma)
     cg_fence_proxy_async(b);
+  close_real_step(L, is_zero, outer);
   CgVal *t = lw_alloc(L, sizeof *t);
   t->kind = CV_SMEM;
   t->type = op->results[0]->type;
   lw_staged_layout(L, t, t->type);
   t->smem_off = -1;
   t->smem_dyn = slot_buffer(L, r, slot);
+  if (!mlirValueIsNull(is_zero))
+    t->smem_dyn = cg_select(b, is_zero, cg_const_i32(b, r->ring_zero), t->smem_dyn);
   t->async_seq = -1;
   t->ring = -1;
   lw_set(L, op->results[0], t);
@@ -114,7 +182,10 @@ void lw_ring_get(Lowerer *L, const Op *op) {
 
 void lw_ring_release(Lowerer *L, const Op *op) {
   const CgVal *r = lw_get(L, op->operands[0]);
-  MlirValue slot, parity;
-  ring_slot(L, r, lw_get(L, op->operands[1])->v, &slot, &parity);
+  MlirValue slot, parity, step = lw_get(L, op->operands[1])->v;
+  ring_slot(L, r, step, &slot, &parity);
+  MlirValue is_zero = zero_step(L, r, step);
+  MlirBlock outer = open_real_step(L, is_zero);
   cg_mbarrier_arrive(&L->b, ring_bar(L, r, 1, slot));
+  close_real_step(L, is_zero, outer);
 }

@@ -148,12 +148,26 @@ void interp_exec_ring_put(Interp *I, const Op *op) {
   s->state = STEP_PUT;
 }
 
+/* Is this get or release of step -1 of a ring {zero = 1}: a tile of zeros,
+ * never put, nothing to free (overlap-softmax's P V before the first step). */
+static bool zero_step(const Op *op, int64_t step) {
+  const Op *ring = op->operands[0]->def;
+  return step == -1 && ring && attr_int(&ring->attrs, "zero", 0) == 1;
+}
+
 /* %t = ring_get %r, %step: the step's tile, put and not yet released. */
 void interp_exec_ring_get(Interp *I, const Op *op) {
   int64_t step;
   RtRing *r = ring_operands(I, op, &step);
   if (!r || op->nresults != 1)
     return;
+  if (zero_step(op, step)) {
+    Type rt = op->operands[0]->type;
+    RtVal *out = interp_val(I, op->results[0]);
+    if (interp_set_tile(I, out, rt.rows, rt.cols))
+      memset(out->t, 0, sizeof(double) * (size_t)rt.rows * (size_t)rt.cols);
+    return;
+  }
   RingStep *s = ring_step(I, op, r, step, false);
   if (!s || s->state == STEP_NONE) {
     interp_fail(I, op, "step %lld never put", (long long)step);
@@ -174,7 +188,7 @@ void interp_exec_ring_get(Interp *I, const Op *op) {
 void interp_exec_ring_release(Interp *I, const Op *op) {
   int64_t step;
   RtRing *r = ring_operands(I, op, &step);
-  if (!r)
+  if (!r || zero_step(op, step))
     return;
   RingStep *s = ring_step(I, op, r, step, false);
   if (s && s->state == STEP_RELEASED) {

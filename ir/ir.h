@@ -189,7 +189,9 @@ const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial", "warp" 
  *    get and release per step, in order (the verifier's rules that keep the
  *    roles in step: verifier_roles.c, docs/tile-ir.md "Warp
  *    specialization"). The interpreter runs the producer region first; a
- *    ring is then a map from step to tile.
+ *    ring is then a map from step to tile. A ring {zero = 1} also has step
+ *    -1, a tile of zeros never put (its get does not wait, its release
+ *    frees nothing): overlap-softmax's P V before the first step.
  *  - `load_paged %cache, %block_table, %b, %h, %row0, %limit {page_size = P}`:
  *    logical row R of sequence b is slot R % P of physical page
  *    block_table[b, R / P] of the cache [num_pages, P, heads, C]; rows at or

@@ -78,7 +78,8 @@ static void check_ring_uses(Verifier *v, const Op *op) {
            "before", names_get(&v->names, r), roles->loc.line);
 }
 
-/* ring {stages = S} : ring<tile<RxCxE>>, S in 1..8, E f16 or bf16. */
+/* ring {stages = S [, zero = 0|1]} : ring<tile<RxCxE>>, S in 1..8, E f16
+ * or bf16. */
 void check_ring(Verifier *v, const Op *op) {
   char b[160];
   if (!want_counts(v, op, 0, 1))
@@ -93,6 +94,9 @@ void check_ring(Verifier *v, const Op *op) {
   const Attr *s = attr_get(&op->attrs, "stages");
   if (!s || s->kind != ATTR_INT || s->i < 1 || s->i > 8)
     report(v, op, "needs 'stages' = 1 .. 8");
+  const Attr *z = attr_get(&op->attrs, "zero");
+  if (z && (z->kind != ATTR_INT || (z->i != 0 && z->i != 1)))
+    report(v, op, "'zero' must be 0 or 1");
   check_ring_uses(v, op);
 }
 
@@ -159,9 +163,20 @@ static bool check_role(Verifier *v, const Op *op, int want) {
   return false;
 }
 
+/* Is op (of blk) before `later` in blk? */
+static bool precedes(const Op *op, const Op *later) {
+  for (const Op *o = op->next; o; o = o->next)
+    if (o == later)
+      return true;
+  return false;
+}
+
 /* A put or get is one step of its ring: at the top level of a step block,
  * the only op of its kind on the ring there, and no block around it (up to
- * the warp_roles) has one too (that would be two per step). */
+ * the warp_roles) has one too before it (that would be two per step). One
+ * after the loop holding it is the step a lagging loop leaves for after it
+ * (overlap-softmax gets V of step j - 1 in step j, the last one after the
+ * loop). */
 static bool check_step_block(Verifier *v, const Op *op) {
   const Block *b = op->parent;
   const Value *r = op->operands[0];
@@ -177,7 +192,7 @@ static bool check_step_block(Verifier *v, const Op *op) {
   }
   for (const Op *a = b->parent_op; a && a->kind != OP_WARP_ROLES; a = a->parent->parent_op) {
     const Op *outer = find_on_ring(a->parent, NULL, op->kind, r);
-    if (outer) {
+    if (outer && !precedes(a, outer)) {
       report(v, op, "nested in a block that has its own %s of %s (line %d): two per step",
              op_name(op->kind), ring, outer->loc.line);
       return false;
@@ -204,13 +219,6 @@ void check_ring_put(Verifier *v, const Op *op) {
     check_step_block(v, op);
 }
 
-/* Is op (of blk) before `later` in blk? */
-static bool precedes(const Op *op, const Op *later) {
-  for (const Op *o = op->next; o; o = o->next)
-    if (o == later)
-      return true;
-  return false;
-}
 
 /* The op of blk that is op or holds it in its regions; NULL when none. */
 static const Op *ancestor_in(const Op *op, const Block *blk) {

@@ -57,7 +57,7 @@ typedef struct Step {
   Op *pv;        /* %on = matmul %pc, %vt, %a */
   Op *rescale;   /* %a = rescale %ot, %alpha */
   Op *s;         /* %s = matmul %qt, %kt (the first matmul of pv's block) */
-  Op *vload;     /* %vt = load %v, ... */
+  Op *vload;     /* %vt = load %v, ..., or %vt = ring_get %vt_ring, %j (warp_specialize.c) */
   Op *path[8];   /* the ifs from the loop's body down to pv's block */
   int npath;
 } Step;
@@ -134,6 +134,15 @@ static void find_matmuls(Found *fd, Block *blk) {
   }
 }
 
+/* The ring_release of get's ring and step in get's block, or NULL. */
+static Op *ring_release_of(Op *get) {
+  for (Op *o = get->next; o; o = o->next)
+    if (o->kind == OP_RING_RELEASE && o->operands[0] == get->operands[0] &&
+        o->operands[1] == get->operands[1])
+      return o;
+  return NULL;
+}
+
 /* Recognizes the step (see the header); false leaves the loop alone. */
 static bool match_step(Op *loop, Step *st) {
   memset(st, 0, sizeof *st);
@@ -163,8 +172,12 @@ static bool match_step(Op *loop, Step *st) {
   Value *pc = st->pv->operands[0];
   st->vload = st->pv->operands[1]->def;
   if (pc->type.kind != TYPE_TILE || pc->type.dist != DIST_ROWS || !pc->def ||
-      !op_is_inside(pc->def, loop) || !st->vload || !op_is_staged_load(st->vload) ||
-      !op_is_inside(st->vload, loop) || st->vload->results[0]->nuses != 1)
+      !op_is_inside(pc->def, loop) || !st->vload || st->vload->results[0]->nuses != 1)
+    return false;
+  if (st->vload->kind == OP_RING_GET)
+    return st->vload->parent == for_body(loop) && ring_release_of(st->vload) &&
+           st->vload->operands[0]->def && trace_to_yield(st) && ot_uses_ok(st);
+  if (!op_is_staged_load(st->vload) || !op_is_inside(st->vload, loop))
     return false;
   for (int i = 0; i < st->vload->noperands; i++)
     if (!loop_rebuildable(st->vload->operands[i], loop))
@@ -193,6 +206,21 @@ static Value *build_mma_wait(Builder *b, Value *x, int pending) {
   return w->results[0];
 }
 
+/* `%name = sub step, 1`. */
+static Value *step_before(Builder *b, Value *step, const char *name) {
+  Value *s = build_binary(b, OP_SUB, step, build_index(b, 1));
+  s->name = name;
+  return s;
+}
+
+/* `%name = ring_get %ring, %step : t`. */
+static Value *build_ring_get(Builder *b, Value *ring, Value *step, Type t, const char *name) {
+  Value *ops[2] = {ring, step};
+  Op *g = build_op(b, OP_RING_GET, ops, 2, &t, 1, 0);
+  g->results[0]->name = name;
+  return g->results[0];
+}
+
 static void rewrite_step(Module *m, Step *st) {
   Op *loop = st->loop;
   Block *body = for_body(loop);
@@ -201,27 +229,42 @@ static void rewrite_step(Module *m, Step *st) {
   Value *pc = st->pv->operands[0];
   Type pct = pc->type, vtt = st->vload->results[0]->type;
 
-  /* Before the loop: the zero P and the first V tile (step lo). */
+  bool ring = st->vload->kind == OP_RING_GET;
+
+  /* Before the loop: the zero P and (loads) the first V tile (step lo). */
   Builder pre = builder_before(m, loop);
   pre.loc = st->pv->loc;
   Value *pc_zero = build_full(&pre, pct, 0.0);
   pc_zero->name = "pc_zero";
-  pre.loc = st->vload->loc;
-  Value *vt_pro = clone_load_at(&pre, st->vload, loop, loop->operands[0]);
-  vt_pro->name = "vt_pro";
   op_append_operand(m, loop, pc_zero);
-  op_append_operand(m, loop, vt_pro);
   Value *pc_prev = block_add_arg(m, body, pct, "pc_prev");
-  Value *vt_prev = block_add_arg(m, body, vtt, "vt_prev");
   Value *r_pc = op_append_result(m, loop, pct);
-  Value *r_vt = op_append_result(m, loop, vtt);
-
-  /* This step's V at the top of the step, carried to the next. */
-  Builder top = builder_before(m, body->first);
-  top.loc = st->vload->loc;
-  Value *vt = clone_load_at(&top, st->vload, loop, for_iv(loop));
-  vt->name = "vt";
-  op_set_attr_int(vt->def, "prefetch", 1);
+  Value *vt_prev, *vt = NULL, *r_vt = NULL;
+  if (ring) {
+    /* V of the step before from the ring (step -1: the ring's zero tile),
+     * released once the P V that reads it is done; this step's V is got
+     * by the next step. */
+    Value *rv = st->vload->operands[0], *step = st->vload->operands[1];
+    Builder top = builder_before(m, st->vload);
+    top.loc = st->vload->loc;
+    Value *jm1 = step_before(&top, step, "step_prev");
+    vt_prev = build_ring_get(&top, rv, jm1, vtt, "vt_prev");
+    op_set_operand(ring_release_of(st->vload), 1, jm1);
+    op_set_attr_int(rv->def, "zero", 1);
+  } else {
+    pre.loc = st->vload->loc;
+    Value *vt_pro = clone_load_at(&pre, st->vload, loop, loop->operands[0]);
+    vt_pro->name = "vt_pro";
+    op_append_operand(m, loop, vt_pro);
+    vt_prev = block_add_arg(m, body, vtt, "vt_prev");
+    r_vt = op_append_result(m, loop, vtt);
+    /* This step's V at the top of the step, carried to the next. */
+    Builder top = builder_before(m, body->first);
+    top.loc = st->vload->loc;
+    vt = clone_load_at(&top, st->vload, loop, for_iv(loop));
+    vt->name = "vt";
+    op_set_attr_int(vt->def, "prefetch", 1);
+  }
 
   /* S, then the step before's P V, then wait for S alone. */
   op_set_attr_int(st->s, "async", 1);
@@ -262,13 +305,28 @@ static void rewrite_step(Module *m, Step *st) {
     blk = iff->parent;
   }
   op_append_operand(m, term, p_out);
-  op_append_operand(m, term, vt);
+  if (vt)
+    op_append_operand(m, term, vt);
 
-  /* After the loop: the last step's P V. */
+  /* After the loop: the last step's P V (rings: V of the last step, got
+   * and released here; of step -1, the zero tile, when the loop ran no
+   * step, P being zeros then). */
   Value *o_loop = loop->results[st->io];
   Builder post = builder_after(m, loop);
   post.loc = st->pv->loc;
+  Op *last_release_after = NULL;
+  if (ring) {
+    Value *rv = vt_prev->def->operands[0], *lo = loop->operands[0], *hi = loop->operands[1];
+    double lo0 = -1;
+    Value *n = value_const(lo, &lo0) && lo0 == 0 ? hi : build_binary(&post, OP_SUB, hi, lo);
+    r_vt = build_ring_get(&post, rv, step_before(&post, n, "step_last"), vtt, "vt_last");
+    last_release_after = r_vt->def;
+  }
   Value *o_fin = build_matmul(&post, r_pc, r_vt, o_loop, false);
+  if (last_release_after) {
+    Value *rops[2] = {last_release_after->operands[0], last_release_after->operands[1]};
+    build_op(&post, OP_RING_RELEASE, rops, 2, NULL, 0, 0);
+  }
   o_fin->name = "o_last";
   Op *fin = o_fin->def;
   replace_uses_except(o_loop, o_fin, &fin, 1);
@@ -279,11 +337,11 @@ int pass_overlap_softmax(Module *m, Func *f, const PassOptions *opts, FILE *diag
   const char *target = attr_str(&f->attrs, "target", opts && opts->target ? opts->target : "sm_90a");
   int d = (int)attr_int(&f->attrs, "head_dim", 0);
   int dv = (int)attr_int(&f->attrs, "v_head_dim", d);
-  /* Off unless the spec's schedule asks (`overlap = 1`): alone, without a
-   * producer warp, it measured flat to -30% on the H100 (docs/perf-log.md
-   * P64): the second warpgroup already fills the tensor cores during a
-   * warpgroup's softmax, and the carried P costs registers. */
-  if (attr_int(&f->attrs, "sched_overlap", 0) != 1 ||
+  /* Without a producer warpgroup only where the schedule asks (`overlap =
+   * 1`): alone it measured flat to -30% on the H100 (docs/perf-log.md P64),
+   * the second warpgroup already filling the tensor cores during a
+   * warpgroup's softmax. Over rings it is on by default up to dv 128 (P70). */
+  if (!overlap_softmax_wanted(f, block_has_op(f->body, OP_WARP_ROLES)) ||
       strcmp(attr_str(&f->attrs, "mode", ""), "forward") != 0 ||
       strcmp(target, "sm_90a") != 0 || (opts && opts->mma_sync) || d % 64 || dv % 64 ||
       attr_int(&f->attrs, "warps", 4) % 4)

@@ -545,6 +545,12 @@ static bool rebuildable(Value *v, Op *loop, int depth) {
 
 bool loop_rebuildable(Value *v, Op *loop) { return rebuildable(v, loop, 0); }
 
+bool overlap_softmax_wanted(const Func *f, bool has_rings) {
+  int64_t sched = attr_int(&f->attrs, "sched_overlap", -1);
+  int d = (int)attr_int(&f->attrs, "head_dim", 0);
+  return sched == 1 || (sched == -1 && has_rings && attr_int(&f->attrs, "v_head_dim", d) <= 128);
+}
+
 Value *clone_load_at(Builder *b, Op *ld, Op *loop, Value *iv) {
   ValueMap map = {0};
   for (int i = 0; i < ld->noperands; i++) {

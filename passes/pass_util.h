@@ -117,4 +117,11 @@ Value *loop_rebuild(Builder *b, Value *v, Op *loop, Value *iv, ValueMap *map);
 /* A clone of load `ld` at b's point, its operands rebuilt for `iv`. */
 Value *clone_load_at(Builder *b, Op *ld, Op *loop, Value *iv);
 
+/* Is overlap-softmax wanted on f: the schedule's `overlap = 1`, or no
+ * `overlap` field and a K/V loop fed by rings (has_rings: warp_specialize.c)
+ * with V's head dim at most 128, where it measured 3-7% faster (d256: flat;
+ * docs/perf-log.md P70). warp_specialize.c asks before it makes the rings
+ * (V's ring then needs a slot of zeros), overlap_softmax.c after. */
+bool overlap_softmax_wanted(const Func *f, bool has_rings);
+
 #endif

@@ -54,16 +54,17 @@ static const Pass pipeline[] = {
      false, pass_split_kv},
     {"unified-max", "decode: FlashDecoding++ softmax against a fixed max, exact fallback", false,
      pass_unified_max},
+    /* before pipeline: the loads it moves to the producer are then no
+     * longer the consumers' to prefetch; before overlap-softmax, which
+     * takes V from its ring a step late */
+    {"warp-specialize",
+     "forward on wgmma: a producer warpgroup loads K/V into rings of slots, the warps compute",
+     false, pass_warp_specialize},
     /* before pipeline: V becomes a tile carried one step, which pipeline
      * leaves alone while it carries K */
     {"overlap-softmax",
      "forward on wgmma: issue S, then the step before's P V, and run the softmax under it",
      false, pass_overlap_softmax},
-    /* before pipeline: the loads it moves to the producer are then no
-     * longer the consumers' to prefetch */
-    {"warp-specialize",
-     "forward on wgmma: a producer warpgroup loads K/V into rings of slots, the warps compute",
-     false, pass_warp_specialize},
     {"pipeline", "software-pipeline the K/V loop: load the next K tile while this one is used",
      false, pass_software_pipeline},
     {"fold-scale", "move the softmax scale past masks and row max: codegen folds it into exp2",

@@ -38,7 +38,7 @@
  * kernels for sm_90a whose matmuls run on wgmma (head dims multiples of 64,
  * whole warpgroups, not -mma=sync), for a K/V loop that is the sequential
  * loop of a parallel loop's body carrying O, l, m, with no tile carried
- * (overlap-softmax's V: not yet), no nested loop, and staged loads whose
+ * (it runs before overlap-softmax, which then takes V from its ring), no nested loop, and staged loads whose
  * rows are computed from the step by scalar ops (and the bounds from the
  * Q tile's scalars): what the producer can compute alone. Anything else
  * is left to the pipeline pass. It runs before `pipeline`, which then
@@ -244,6 +244,9 @@ static int ring_stages(Func *f, const Split *sp) {
   oplist_free(&loads);
   for (int k = 0; k < sp->nloads; k++)
     per_stage += tile_bytes(sp->loads[k]->results[0]->type);
+  /* overlap-softmax (after this pass) gives V's ring a slot of zeros */
+  if (overlap_softmax_wanted(f, true))
+    own += tile_bytes(sp->loads[sp->nloads - 1]->results[0]->type);
   long fit = (budget - own - 1024L * sp->nloads) / per_stage;
   return fit > 4 ? 4 : fit < 2 ? 2 : (int)fit;
 }
