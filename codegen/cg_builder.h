@@ -190,6 +190,17 @@ void cg_mbarrier_arrive(CgBuilder *b, MlirValue bar);
 /* cp.async.mbarrier.arrive.noinc: one arrival once this thread's cp.async
  * copies issued so far have landed (counted in the init count). */
 void cg_cp_async_mbarrier_arrive(CgBuilder *b, MlirValue bar);
+/* mbarrier.arrive.expect_tx: one arrival, and the phase also waits for
+ * `bytes` more of asynchronous copies (TMA's complete_tx) to land. */
+void cg_mbarrier_arrive_expect_tx(CgBuilder *b, MlirValue bar, int bytes);
+/* cp.async.bulk.tensor.4d (TMA): the box of tensor map `map` (a generic
+ * !llvm.ptr to a grid-constant CUtensorMap) at coord[0..4) (i32, innermost
+ * first) into shared address dst (i32), completing `bytes` of barrier bar
+ * (i32 shared address). Rows out of the tensor's range land as zeros. */
+void cg_tma_load_4d(CgBuilder *b, MlirValue dst, MlirValue map, MlirValue bar,
+                    const MlirValue coord[4]);
+/* prefetch.tensormap: the map's descriptor into the cache before its first use. */
+void cg_prefetch_tensormap(CgBuilder *b, MlirValue map);
 /* bar.sync id, threads: a barrier among `threads` threads (whole warps). */
 void cg_named_barrier(CgBuilder *b, int id, int threads);
 /* setmaxnreg.inc/dec: this warpgroup's register budget becomes `regs`. */

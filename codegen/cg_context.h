@@ -19,6 +19,12 @@
 
 typedef struct CgContext CgContext;
 
+/* A kernel's (gpu.func) attribute: the indices (dense i32 array) of its
+ * tensor-map arguments, which cg_lower_gpu_module turns into 128-byte byval
+ * grid constants once the kernel is an llvm.func (MLIR's gpu-to-nvvm
+ * conversion drops byval and refuses nvvm.grid_constant on a gpu.func). */
+#define CG_TENSOR_MAPS_ATTR "flashc.tensor_maps"
+
 /* Returns NULL only when out of memory. */
 CgContext *cg_context_create(void);
 void cg_context_destroy(CgContext *c); /* NULL is harmless */

@@ -76,6 +76,8 @@ typedef struct CgVal {
    * 8 bytes at ring_bars: full[0..stages), empty[0..stages) */
   int ring_stages, ring_slot_bytes, ring_bars;
   int ring_zero; /* ring {zero = 1}: the byte offset of step -1's slot of zeros; else -1 */
+  bool ring_tma;      /* ring {tma = 1}: puts are TMA copies from ring_map */
+  MlirValue ring_map; /* its tensor map (a tmap_* parameter) */
 } CgVal;
 
 /* Capacities of the async state (cg_async.h): cp.async groups in flight
@@ -192,6 +194,7 @@ struct Lowerer {
   int producer_threads;
   bool consumer_barrier; /* barriers are `bar.sync 1, threads`: consumers only */
   MlirValue put_slot;    /* while a ring_put's load is lowered: the slot (i32 bytes) */
+  bool producer_single;  /* the producer region runs on one thread (TMA puts only) */
 };
 
 void *lw_alloc(Lowerer *L, size_t size); /* zeroed, freed with the Lowerer */

@@ -46,6 +46,30 @@ void cg_cp_async_mbarrier_arrive(CgBuilder *b, MlirValue bar) {
   cg_ptx(b, "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [$0];", &bar, "r", 1, NULL, 0);
 }
 
+void cg_mbarrier_arrive_expect_tx(CgBuilder *b, MlirValue bar, int bytes) {
+  MlirValue args[2] = {bar, cg_const_i32(b, bytes)};
+  cg_ptx(b, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", args, "r,r", 2, NULL, 0);
+}
+
+/* The map's generic address (a grid-constant kernel parameter: cvta.param). */
+static MlirValue map_address(CgBuilder *b, MlirValue map) {
+  return cg_op1(b, "llvm.ptrtoint", &map, 1, b->i64, NULL, 0);
+}
+
+void cg_tma_load_4d(CgBuilder *b, MlirValue dst, MlirValue map, MlirValue bar,
+                    const MlirValue coord[4]) {
+  MlirValue args[7] = {dst, map_address(b, map), coord[0], coord[1], coord[2], coord[3], bar};
+  cg_ptx(b,
+         "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+         "[$0], [$1, {$2, $3, $4, $5}], [$6];",
+         args, "r,l,r,r,r,r,r", 7, NULL, 0);
+}
+
+void cg_prefetch_tensormap(CgBuilder *b, MlirValue map) {
+  MlirValue a = map_address(b, map);
+  cg_ptx(b, "prefetch.tensormap [$0];", &a, "l", 1, NULL, 0);
+}
+
 void cg_named_barrier(CgBuilder *b, int id, int threads) {
   char text[64];
   snprintf(text, sizeof text, "bar.sync %d, %d;", id, threads);

@@ -127,6 +127,8 @@ static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
   cg_strbuf_printf(sb, "// flashc.meta stages %d\n", (int)attr_int(a, "stages", 1));
   cg_strbuf_printf(sb, "// flashc.meta threads %d\n", ki->threads);
   cg_strbuf_printf(sb, "// flashc.meta smem_bytes %d\n", ki->smem_bytes);
+  for (int t = 0; t < ki->ntmaps; t++) /* its last parameters: tensor maps (docs/abi.md) */
+    cg_strbuf_printf(sb, "// flashc.meta tma %s %d\n", ki->tmap_tensor[t], ki->tmap_rows[t]);
   const char *role = attr_str(a, "role", "");
   bool kv_outer = grad_of && (strcmp(role, "main") == 0 || strcmp(role, "kv") == 0 ||
                               strcmp(role, "dv") == 0);

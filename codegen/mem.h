@@ -180,6 +180,15 @@ void lw_ring(Lowerer *L, const Op *op);
  * end arrives on the slot's full barrier once the copies land. */
 void lw_ring_put_begin(Lowerer *L, const Op *op);
 void lw_ring_put_end(Lowerer *L, const Op *op);
+/* `ring_put` of a ring {tma = 1}: the whole put (its load is not lowered):
+ * the slot's wait, then TMA copies from the ring's tensor map, from
+ * thread 0 of the producer (all of it when Lowerer.producer_single). */
+void lw_ring_put_tma(Lowerer *L, const Op *op);
+/* The load a ring's put stores (NULL when it has none). */
+const Op *lw_ring_put_load(const Op *ring);
+/* The name of the tensor-map parameter of tensor argument `tensor` ("k":
+ * "tmap_k", "v": "tmap_v"); NULL for any other. */
+const char *lw_tmap_param(const char *tensor);
 /* `ring_get`: waits for the step's tile; the slot as a staged tile. */
 void lw_ring_get(Lowerer *L, const Op *op);
 /* `ring_release`: this thread's arrival on the slot's empty barrier. */

@@ -5,7 +5,9 @@
  * A ring of S stages is S tile buffers and 2 x S mbarriers: full[s]
  * completes when step s's copies landed (each producer thread arrives
  * once its cp.async copies are done: cp.async.mbarrier.arrive.noinc, init
- * count = the producer's threads), empty[s] when every consumer thread
+ * count = the producer's threads; a ring {tma = 1}: one thread arrives
+ * with the tile's bytes expected and the TMA copies complete them, init
+ * count 1), empty[s] when every consumer thread
  * released the step (init count = the consumers' threads). Step n uses
  * slot n % S in phase n / S; the consumers wait full[s] with parity
  * (n / S) & 1, the producer empty[s] with the other parity, which a fresh
@@ -13,6 +15,8 @@
  * has one more slot, zero-filled at its init: step -1's tile, got without
  * a wait and released without an arrival (overlap-softmax's first P V).
  */
+#include <string.h>
+
 #include "codegen/cg_async.h"
 #include "codegen/mem.h"
 
@@ -40,6 +44,24 @@ static void ring_slot(Lowerer *L, const CgVal *r, MlirValue step, MlirValue *slo
 /* The slot's buffer (i32 byte offset). */
 static MlirValue slot_buffer(Lowerer *L, const CgVal *r, MlirValue slot) {
   return cg_addi_c(&L->b, cg_muli_c(&L->b, slot, r->ring_slot_bytes), r->smem_off);
+}
+
+/* The tensor map parameter of a TMA-loaded tensor argument (K or V;
+ * walk_kernel.c appends it to the kernel's parameters); NULL for others. */
+const char *lw_tmap_param(const char *tensor) {
+  if (!tensor)
+    return NULL;
+  return strcmp(tensor, "k") == 0 ? "tmap_k" : strcmp(tensor, "v") == 0 ? "tmap_v" : NULL;
+}
+
+const Op *lw_ring_put_load(const Op *ring) {
+  const Value *r = ring->results[0];
+  for (int i = 0; i < r->nuses; i++) {
+    const Op *u = r->uses[i].user;
+    if (u && u->kind == OP_RING_PUT && u->noperands == 3 && u->operands[2]->def)
+      return u->operands[2]->def;
+  }
+  return NULL;
 }
 
 /* Zeros in bytes [off, off + bytes) of shared memory, 8 bytes a store,
@@ -118,6 +140,15 @@ void lw_ring(Lowerer *L, const Op *op) {
   r->ring_zero = attr_int(&op->attrs, "zero", 0) == 1 ? lw_alloc_smem(L, r->ring_slot_bytes) : -1;
   r->async_seq = -1;
   r->ring = -1;
+  r->ring_tma = attr_int(&op->attrs, "tma", 0) == 1;
+  if (r->ring_tma) {
+    const Op *ld = lw_ring_put_load(op);
+    r->ring_map = lw_param(L, lw_tmap_param(ld ? ld->operands[0]->name : NULL), true);
+    if (mlirValueIsNull(r->ring_map) || !r->swizzled || tt.cols % 64 || tt.rows > 256) {
+      lw_error(L, op, "a TMA ring needs a put of K or V in 128-byte swizzled tiles of at most 256 rows");
+      return;
+    }
+  }
   if (r->ring_zero >= 0)
     zero_fill(L, r->ring_zero, r->ring_slot_bytes);
   /* One thread initializes; everybody (both roles: a ring precedes its
@@ -126,7 +157,7 @@ void lw_ring(Lowerer *L, const Op *op) {
   cg_if(b, cg_cmpi(b, "eq", L->tid, cg_const_i32(b, 0)), NULL, 0, false, &first, NULL);
   cg_builder_set_block(b, first);
   for (int s = 0; s < r->ring_stages; s++) {
-    cg_mbarrier_init(b, ring_bar(L, r, 0, cg_const_i32(b, s)), L->producer_threads);
+    cg_mbarrier_init(b, ring_bar(L, r, 0, cg_const_i32(b, s)), r->ring_tma ? 1 : L->producer_threads);
     cg_mbarrier_init(b, ring_bar(L, r, 1, cg_const_i32(b, s)), L->threads);
   }
   cg_fence_mbarrier_init(b);
@@ -146,6 +177,40 @@ void lw_ring_put_begin(Lowerer *L, const Op *op) {
   L->put_slot = slot_buffer(L, r, slot);
 }
 
+/* A TMA put: after the slot's release, one thread expects the tile's bytes
+ * on full[slot] and issues one bulk copy per 64 columns (a column block of
+ * the swizzled layout, rows x 128 bytes), at {column, row0, head, batch}. */
+void lw_ring_put_tma(Lowerer *L, const Op *op) {
+  CgBuilder *b = &L->b;
+  const CgVal *r = lw_get(L, op->operands[0]);
+  const Op *ld = op->operands[2]->def;
+  Type t = ring_tile_type(r->type);
+  MlirValue slot, parity;
+  ring_slot(L, r, lw_get(L, op->operands[1])->v, &slot, &parity);
+  MlirBlock outer = b->block, one;
+  if (!L->producer_single) {
+    cg_if(b, cg_cmpi(b, "eq", L->tid, cg_const_i32(b, 0)), NULL, 0, false, &one, NULL);
+    cg_builder_set_block(b, one);
+  }
+  cg_mbarrier_wait(b, ring_bar(L, r, 1, slot), cg_arith2(b, "arith.xori", parity, cg_const_i32(b, 1)));
+  MlirValue full = ring_bar(L, r, 0, slot);
+  cg_mbarrier_arrive_expect_tx(b, full, t.rows * t.cols * 2);
+  MlirValue coord[4];
+  coord[1] = cg_int_cast(b, lw_scalar_operand(L, ld, 3), b->i32);
+  coord[2] = cg_int_cast(b, lw_scalar_operand(L, ld, 2), b->i32);
+  coord[3] = cg_int_cast(b, lw_scalar_operand(L, ld, 1), b->i32);
+  MlirValue buf = slot_buffer(L, r, slot);
+  for (int c = 0; c < t.cols / 64; c++) {
+    coord[0] = cg_const_i32(b, 64 * c);
+    MlirValue dst = cg_shared_addr32(b, smem_at(L, cg_addi_c(b, buf, c * t.rows * 128)));
+    cg_tma_load_4d(b, dst, r->ring_map, full, coord);
+  }
+  if (!L->producer_single) {
+    cg_yield(b, NULL, 0);
+    cg_builder_set_block(b, outer);
+  }
+}
+
 void lw_ring_put_end(Lowerer *L, const Op *op) {
   const CgVal *r = lw_get(L, op->operands[0]);
   MlirValue slot, parity;
@@ -163,8 +228,8 @@ void lw_ring_get(Lowerer *L, const Op *op) {
   MlirBlock outer = open_real_step(L, is_zero);
   cg_mbarrier_wait(b, ring_bar(L, r, 0, slot), parity);
   /* the producer's cp.async wrote through the generic proxy; the tensor
-   * cores read through the async one */
-  if (L->wgmma)
+   * cores read through the async one (TMA writes through it) */
+  if (L->wgmma && !r->ring_tma)
     cg_fence_proxy_async(b);
   close_real_step(L, is_zero, outer);
   CgVal *t = lw_alloc(L, sizeof *t);

@@ -13,6 +13,7 @@
 #include "llvm-c/Target.h"
 #include "llvm-c/TargetMachine.h"
 #include "llvm-c/Transforms/PassBuilder.h"
+#include "mlir-c/BuiltinAttributes.h"
 #include "mlir-c/Conversion.h"
 #include "mlir-c/Pass.h"
 #include "mlir-c/Target/LLVMIR.h"
@@ -108,6 +109,49 @@ static MlirOperation find_gpu_module(MlirOperation module) {
   return (MlirOperation){NULL};
 }
 
+/* Each kernel's tensor-map arguments (CG_TENSOR_MAPS_ATTR) become what
+ * CUDA's __grid_constant__ const CUtensorMap is: a 128-byte parameter
+ * passed by value, 64-byte aligned, read in place (nvvm.grid_constant; without
+ * it NVPTX would copy it to local memory, where TMA cannot read a map). */
+static int make_tensor_map_args(CgContext *c, MlirOperation gpu_module) {
+  MlirContext ctx = cg_context_mlir(c);
+  MlirStringRef maps_name = mlirStringRefCreateFromCString(CG_TENSOR_MAPS_ATTR);
+  MlirStringRef arg_attrs_name = mlirStringRefCreateFromCString("arg_attrs");
+  MlirAttribute map_dict = mlirAttributeParseGet(
+      ctx, mlirStringRefCreateFromCString("{llvm.align = 64 : i64, llvm.byval = "
+                                          "!llvm.array<128 x i8>, nvvm.grid_constant}"));
+  MlirAttribute empty = mlirDictionaryAttrGet(ctx, 0, NULL);
+  MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(gpu_module, 0));
+  for (MlirOperation fn = mlirBlockGetFirstOperation(body); !mlirOperationIsNull(fn);
+       fn = mlirOperationGetNextInBlock(fn)) {
+    MlirAttribute maps = mlirOperationGetAttributeByName(fn, maps_name);
+    if (mlirAttributeIsNull(maps))
+      continue;
+    MlirBlock entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(fn, 0));
+    intptr_t nargs = mlirBlockGetNumArguments(entry);
+    MlirAttribute old = mlirOperationGetAttributeByName(fn, arg_attrs_name);
+    MlirAttribute *dicts = malloc(sizeof(MlirAttribute) * (size_t)(nargs ? nargs : 1));
+    if (!dicts || mlirAttributeIsNull(map_dict) || !mlirAttributeIsADenseI32Array(maps)) {
+      free(dicts);
+      cg_context_error(c, mlirOperationGetLocation(fn), "internal error: tensor-map arguments");
+      return -1;
+    }
+    for (intptr_t i = 0; i < nargs; i++)
+      dicts[i] = !mlirAttributeIsNull(old) && i < mlirArrayAttrGetNumElements(old)
+                     ? mlirArrayAttrGetElement(old, i)
+                     : empty;
+    for (intptr_t k = 0; k < mlirDenseArrayGetNumElements(maps); k++) {
+      int32_t i = mlirDenseI32ArrayGetElement(maps, k);
+      if (i >= 0 && i < nargs)
+        dicts[i] = map_dict;
+    }
+    mlirOperationSetAttributeByName(fn, arg_attrs_name, mlirArrayAttrGet(ctx, nargs, dicts));
+    mlirOperationRemoveAttributeByName(fn, maps_name);
+    free(dicts);
+  }
+  return 0;
+}
+
 /* Moves the ops of gpu.module into a fresh builtin.module, which is what
  * the LLVM IR translation accepts (it does not look inside gpu.module). */
 static MlirModule extract_device_module(MlirOperation gpu_module) {
@@ -133,7 +177,7 @@ int cg_lower_gpu_module(CgContext *c, MlirOperation module, MlirModule *device,
     if (mlirOperationIsNull(gm)) {
       cg_context_error(c, mlirOperationGetLocation(module), "internal error: no gpu.module");
       rc = -1;
-    } else {
+    } else if ((rc = make_tensor_map_args(c, gm)) == 0) {
       *device = extract_device_module(gm);
       rc = run_pipeline(c, mlirModuleGetOperation(*device), cg_mlir_pipeline2);
     }

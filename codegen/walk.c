@@ -517,8 +517,25 @@ static void lower_if(Lowerer *L, const Op *op) {
  * 128 x 40 + 256 x 232 = 64512 = 384 x 168. */
 enum { PRODUCER_REGS = 40, CONSUMER_REGS = 232 };
 
+/* Is every ring_put in blk (at any depth) a TMA ring's? (some: *any) */
+static bool puts_all_tma(const Block *blk, bool *any) {
+  for (const Op *o = blk->first; o; o = o->next) {
+    if (o->kind == OP_RING_PUT) {
+      const Op *ring = o->operands[0]->def;
+      if (!ring || attr_int(&ring->attrs, "tma", 0) != 1)
+        return false;
+      *any = true;
+    }
+    for (int i = 0; i < o->nregions; i++)
+      if (!puts_all_tma(o->regions[i], any))
+        return false;
+  }
+  return true;
+}
+
 /* `warp_roles`: the producer threads (after the consumers) run the first
- * region with thread ids from 0 and the producer's thread count; the
+ * region with thread ids from 0 and the producer's thread count (one
+ * thread, which issues every copy, when all its puts are TMA's); the
  * consumers run the second with barriers among themselves only. */
 static void lower_warp_roles(Lowerer *L, const Op *op) {
   CgBuilder *b = &L->b;
@@ -540,8 +557,25 @@ static void lower_warp_roles(Lowerer *L, const Op *op) {
   L->warp = cg_arith2(b, "arith.divui", L->tid, cg_const_i32(b, 32));
   L->threads = L->producer_threads;
   L->warps = L->producer_threads / 32;
+  bool any_tma = false;
+  L->producer_single = puts_all_tma(op->regions[0], &any_tma) && any_tma;
+  MlirBlock one = b->block;
+  if (L->producer_single) {
+    cg_if(b, cg_cmpi(b, "eq", L->tid, cg_const_i32(b, 0)), NULL, 0, false, &one, NULL);
+    cg_builder_set_block(b, one);
+    static const char *const maps[] = {"tmap_k", "tmap_v"};
+    for (int i = 0; i < 2; i++)
+      if (!mlirValueIsNull(lw_param(L, maps[i], true)))
+        cg_prefetch_tensormap(b, lw_param(L, maps[i], true));
+  }
   lw_walk_block(L, op->regions[0]);
-  /* No copy in flight when the producer's threads exit. */
+  if (L->producer_single) {
+    cg_yield(b, NULL, 0);
+    cg_builder_set_block(b, pb);
+  }
+  L->producer_single = false;
+  /* No copy in flight when the producer's threads exit (cp.async; a TMA
+   * copy completes a barrier the consumers wait for). */
   cg_cp_async_wait(b, 0);
   cg_yield(b, NULL, 0);
   L->tid = tid, L->warp = warp, L->threads = threads, L->warps = warps;
@@ -558,6 +592,11 @@ static void lower_warp_roles(Lowerer *L, const Op *op) {
 /* `ring_put`: its load (skipped where the walk met it) into the slot. */
 static void lower_ring_put(Lowerer *L, const Op *op) {
   const Op *ld = op->operands[2]->def;
+  const CgVal *r = lw_get(L, op->operands[0]);
+  if (r && r->kind == CV_RING && r->ring_tma) {
+    lw_ring_put_tma(L, op);
+    return;
+  }
   lw_ring_put_begin(L, op);
   lw_set_loc(L, ld);
   ((const LwKind *)L->kind)->load(L, ld);

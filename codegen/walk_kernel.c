@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "codegen/walk.h"
+#include "mlir-c/BuiltinAttributes.h"
 
 /* Number of nested parallel loops (they map onto the grid). */
 static void count_parallel(Op *op, void *ctx) {
@@ -48,7 +49,7 @@ static void bind_param(Lowerer *L, const LwParam *p, MlirValue v) {
         L->strides[t][i] = v;
         return;
       }
-  lw_bind_param(L, p->name, v, p->type == LW_PTR);
+  lw_bind_param(L, p->name, v, p->type == LW_PTR || p->type == LW_TMAP);
 }
 
 /* Dropout's launch arguments (docs/abi.md), after the kind's parameters. */
@@ -93,10 +94,30 @@ static int input_params(Lowerer *L, LwParam *out, int n) {
   return n;
 }
 
+/* The tensor maps of the kernel's TMA rings (ring {tma = 1}), one per
+ * tensor, into info. */
+static void tma_ring_fn(Op *op, void *ctx) {
+  CgKernelInfo *info = ctx;
+  if (op->kind != OP_RING || attr_int(&op->attrs, "tma", 0) != 1)
+    return;
+  const Op *ld = lw_ring_put_load(op);
+  const char *t = ld ? ld->operands[0]->name : NULL;
+  if (!lw_tmap_param(t))
+    return; /* lw_ring refuses it */
+  for (int i = 0; i < info->ntmaps; i++)
+    if (strcmp(info->tmap_tensor[i], t) == 0)
+      return;
+  if (info->ntmaps < 2) {
+    info->tmap_tensor[info->ntmaps] = t;
+    info->tmap_rows[info->ntmaps++] = op->results[0]->type.rows;
+  }
+}
+
 /* The kernel's parameters in ABI order: its kind's, varlen's where the
- * kernel is varlen, dropout's where it has dropout, the run-time inputs'.
+ * kernel is varlen, dropout's where it has dropout, the run-time inputs',
+ * the tensor maps of info's TMA rings.
  * Returns the count, -1 when over LW_MAX_PARAMS. */
-static int kernel_params(Lowerer *L, const LwKind *K, LwParam *out) {
+static int kernel_params(Lowerer *L, const LwKind *K, const CgKernelInfo *info, LwParam *out) {
   int n = 0, nd = attr_get(&L->f->attrs, "dropout") ? 6 : 0;
   int nv = lw_is_varlen(L->f) ? NVARLEN : 0;
   if (K->nparams + nv + nd > LW_MAX_PARAMS)
@@ -107,12 +128,17 @@ static int kernel_params(Lowerer *L, const LwKind *K, LwParam *out) {
     out[n++] = varlen_params[i];
   for (int i = 0; i < nd; i++)
     out[n++] = dropout_params[i];
-  return input_params(L, out, n);
+  n = input_params(L, out, n);
+  if (n < 0 || n + info->ntmaps > LW_MAX_PARAMS)
+    return -1;
+  for (int i = 0; i < info->ntmaps; i++)
+    out[n++] = (LwParam){LW_TMAP, lw_tmap_param(info->tmap_tensor[i])};
+  return n;
 }
 
 static MlirType param_type(const Lowerer *L, LwParamType t) {
   switch (t) {
-  case LW_PTR: return L->b.ptr;
+  case LW_PTR: case LW_TMAP: return L->b.ptr;
   case LW_I32: case LW_U32: return L->b.i32;
   case LW_F32: return L->b.f32;
   default: return L->b.i64;
@@ -131,6 +157,16 @@ static void bind_params(Lowerer *L, const LwKind *K, const LwParam *ps, int n, M
   }
   for (int i = 0; i < n; i++)
     bind_param(L, &ps[i], a[i]);
+  /* after cg_mlir_pipeline's first stage, mlir_to_ptx.c makes these
+   * arguments byval grid constants (docs/hopper-pipeline.md §2) */
+  int maps[LW_MAX_PARAMS], nmaps = 0;
+  for (int i = 0; i < n; i++)
+    if (ps[i].type == LW_TMAP)
+      maps[nmaps++] = i;
+  if (nmaps)
+    mlirOperationSetAttributeByName(mlirBlockGetParentOperation(entry),
+                                    mlirStringRefCreateFromCString(CG_TENSOR_MAPS_ATTR),
+                                    mlirDenseI32ArrayGet(b->ctx, nmaps, maps));
   if (lw_is_varlen(L->f)) /* before the kind's: it sees this block's sequence */
     lw_varlen_bind(L);
   if (K->bind)
@@ -210,7 +246,9 @@ int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwK
   cg_builder_set_block(&L->b, gpu_module);
   LwParam ps[LW_MAX_PARAMS];
   MlirType params[LW_MAX_PARAMS];
-  int nparams = kernel_params(L, K, ps);
+  memset(info, 0, sizeof *info);
+  func_walk((Func *)f, tma_ring_fn, info);
+  int nparams = kernel_params(L, K, info, ps);
   if (nparams < 0) {
     cg_context_error(cc, mlirLocationUnknownGet(cg_context_mlir(cc)), "kernel %s: more than %d parameters",
                      f->name, LW_MAX_PARAMS);

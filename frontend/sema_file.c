@@ -58,10 +58,10 @@ static bool backward_schedule(Sema *S, const AstItem *it, const NameTable *names
   KernelSpec *k = by_slot[slot];
   if (!k)
     return true; /* the attention block had errors of its own */
-  if (sch.overlap || sch.producer) {
+  if (sch.overlap || sch.producer || sch.tma) {
     diag_error(&S->diag, it->name_loc, "'%s' in the backward's schedule",
-               sch.overlap ? "overlap" : "producer");
-    diag_note(&S->diag, NOLOC, "overlap and producer (warp specialization) are forward kernels' fields");
+               sch.overlap ? "overlap" : sch.producer ? "producer" : "tma");
+    diag_note(&S->diag, NOLOC, "overlap, producer and tma (warp specialization) are forward kernels' fields");
   } else if (!k->grad) {
     diag_error(&S->diag, it->name_loc, "schedule for the backward of '%.*s', which has no backward",
                (int)(n - ns), it->name);
@@ -149,10 +149,11 @@ SpecFile *fe_check(const Ast *ast, int *nerrors) {
       continue;
     }
     sched_of[slot] = it;
-    if (by_slot[slot] && (sch.overlap || sch.producer) && by_slot[slot]->mode == MODE_DECODE) {
+    if (by_slot[slot] && (sch.overlap || sch.producer || sch.tma) &&
+        by_slot[slot]->mode == MODE_DECODE) {
       diag_error(&S.diag, it->name_loc, "'%s' in a decode kernel's schedule",
-                 sch.overlap ? "overlap" : "producer");
-      diag_note(&S.diag, NOLOC, "overlap and producer (warp specialization) are forward kernels' fields");
+                 sch.overlap ? "overlap" : sch.producer ? "producer" : "tma");
+      diag_note(&S.diag, NOLOC, "overlap, producer and tma (warp specialization) are forward kernels' fields");
     }
     if (by_slot[slot])
       by_slot[slot]->schedule = sch;

@@ -87,6 +87,8 @@ typedef struct Schedule {
   int overlap; /* `overlap = 1`: 1, `overlap = 0`: -1, absent: 0 (off, P64) */
   int producer; /* `producer = 1`: a producer warpgroup loads K/V (warp-specialize): 1;
                   `producer = 0`: -1; absent: 0 (off) */
+  int tma;      /* `tma = 1`: the producer copies K/V with TMA: 1; `tma = 0`: -1
+                  (cp.async); absent: 0 (the compiler's choice: TMA) */
   SrcLoc loc;
 } Schedule;
 

@@ -231,6 +231,8 @@ static void print_kernel(FILE *out, const KernelSpec *k) {
     fprintf(out, " overlap=%d", k->schedule.overlap > 0);
   if (k->schedule.producer)
     fprintf(out, " producer=%d", k->schedule.producer > 0);
+  if (k->schedule.tma)
+    fprintf(out, " tma=%d", k->schedule.tma > 0);
   fputc('\n', out);
 }
 

@@ -97,6 +97,9 @@ void check_ring(Verifier *v, const Op *op) {
   const Attr *z = attr_get(&op->attrs, "zero");
   if (z && (z->kind != ATTR_INT || (z->i != 0 && z->i != 1)))
     report(v, op, "'zero' must be 0 or 1");
+  const Attr *tma = attr_get(&op->attrs, "tma");
+  if (tma && (tma->kind != ATTR_INT || (tma->i != 0 && tma->i != 1)))
+    report(v, op, "'tma' must be 0 or 1");
   check_ring_uses(v, op);
 }
 

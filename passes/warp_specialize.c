@@ -251,6 +251,24 @@ static int ring_stages(Func *f, const Split *sp) {
   return fit > 4 ? 4 : fit < 2 ? 2 : (int)fit;
 }
 
+/* Does ld's tile come by TMA (docs/hopper-pipeline.md §2-§3): a tensor
+ * map per K/V argument, built by the runtime at launch; one thread issues
+ * the bulk copies, which zero the rows past the tensor's end as cp.async
+ * does. K and V only (the runtime's maps). Not where the rows are a packed batch's (varlen: the rows after a
+ * sequence are the next one's, not out of range), nor where the schedule
+ * says `tma = 0`. The box is 64 columns (128 bytes, the 128-byte swizzle's
+ * row) by at most 256 rows. */
+static bool tma_load(const Func *f, const Op *ld) {
+  Type t = ld->results[0]->type;
+  const Value *src = ld->operands[0];
+  bool kv = !src->def && src->name && (strcmp(src->name, "k") == 0 || strcmp(src->name, "v") == 0);
+  return kv && attr_int(&f->attrs, "sched_tma", 1) == 1 &&
+         strcmp(attr_str(&f->attrs, "layout", "padded"), "padded") == 0 && ld->kind == OP_LOAD &&
+         ld->noperands == 4 && !attr_get(&ld->attrs, "pack") &&
+         t.rows >= 8 && t.rows <= 256 && t.cols % 64 == 0 &&
+         (t.elem == ELEM_BF16 || t.elem == ELEM_F16);
+}
+
 static void split_roles(Module *m, Func *f, Split *sp) {
   Op *loop = sp->loop;
   Block *qbody = loop->parent;
@@ -266,6 +284,8 @@ static void split_roles(Module *m, Func *f, Split *sp) {
     Type rt = type_ring(t->type);
     Op *r = build_op(&top, OP_RING, NULL, 0, &rt, 1, 0);
     op_set_attr_int(r, "stages", stages);
+    if (tma_load(f, sp->loads[k]))
+      op_set_attr_int(r, "tma", 1);
     r->results[0]->name = ring_name(m, t);
     rings[k] = r->results[0];
   }

@@ -477,6 +477,9 @@ void fa_param_values_(const fa_param *p, int n, fa_param_values *v) {
     case FA_PARAM_I32: v->slot[j].i32 = (int32_t)p[j].value; break;
     /* F32: the float's bits, passed as the 4 bytes they are */
     case FA_PARAM_U32: case FA_PARAM_F32: v->slot[j].u32 = (uint32_t)p[j].value; break;
+    case FA_PARAM_TMAP: /* encoded by the launch (launch.c) */
+      v->ptr[j] = v->map[p[j].value >= 0 && p[j].value < FA_MAX_TMAPS ? p[j].value : 0];
+      continue;
     }
     v->ptr[j] = &v->slot[j];
   }

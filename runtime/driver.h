@@ -45,6 +45,12 @@ typedef struct Driver {
   /* Optional too: a fused decode kernel's counters are zeroed with it (a
    * driver without it refuses those launches, nothing else). */
   CUresult (*MemsetD32Async)(CUdeviceptr, unsigned, size_t, CUstream);
+  /* Optional (CUDA 12.0+): the tensor maps of kernels that copy K and V
+   * with TMA (metadata tma); without it those launches are refused. */
+  CUresult (*TensorMapEncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                   const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                   const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                   CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 } Driver;
 
 struct fa_context {

@@ -140,6 +140,17 @@ FA_API const char *fa_role_name(fa_role role);
 
 #define FA_NAME_MAX 128
 
+/* ---- kernel metadata: tensor maps (docs/abi.md, "Tensor maps") -------- */
+
+/* The most tensor maps one kernel takes (K's and V's). */
+#define FA_MAX_TMAPS 2
+
+/* One tensor map a kernel takes (a metadata line `tma k|v ROWS`). */
+typedef struct fa_tmap_info {
+  char tensor; /* 'k' or 'v' */
+  int rows;    /* the box's rows, 1..256 (its columns: 64) */
+} fa_tmap_info;
+
 /* ---- kernel metadata: run-time inputs (docs/abi.md, "Run-time inputs") */
 
 /* The most run-time inputs one kernel may declare. */
@@ -285,6 +296,14 @@ typedef struct fa_kernel_info {
    * 0 and "" where not given. */
   int chunk;                 /* key chunk: steps per block, 1..65536 (classes kernels) */
   char classes[FA_NAME_MAX]; /* key classes: the classes kernel's name (phase 2) */
+  /* Tensor maps (docs/abi.md, "Tensor maps"; mode forward, padded batches
+   * only): key tma, one line `tma k|v ROWS` per map in parameter order. The
+   * kernel's producer copies K and V with TMA, and its last parameters are
+   * one CUtensorMap (128 bytes, by value) per line, which fa_forward encodes
+   * at each launch from the tensor's pointer, dims and strides, with boxes
+   * of 64 columns by ROWS rows and the 128-byte swizzle. */
+  int ntmaps;                          /* 0..FA_MAX_TMAPS */
+  fa_tmap_info tmaps[FA_MAX_TMAPS];    /* tmaps[0..ntmaps) */
 } fa_kernel_info;
 
 /* Parses metadata lines from `len` bytes of `text` (a whole PTX file or the
@@ -948,16 +967,20 @@ FA_API fa_status fa_backward(fa_module *mod, const fa_backward_args *args);
 
 /* One kernel parameter as the ABI passes it (docs/backward.md; U32 and F32:
  * dropout's, docs/dropout.md; a run-time input's: PTR and I64 strides, or
- * F32 / I32, docs/abi.md). */
+ * F32 / I32, docs/abi.md; TMAP: a 128-byte CUtensorMap passed by value,
+ * docs/abi.md "Tensor maps"). */
 typedef enum fa_param_kind {
-  FA_PARAM_PTR = 0, FA_PARAM_I32, FA_PARAM_I64, FA_PARAM_U32, FA_PARAM_F32
+  FA_PARAM_PTR = 0, FA_PARAM_I32, FA_PARAM_I64, FA_PARAM_U32, FA_PARAM_F32, FA_PARAM_TMAP
 } fa_param_kind;
 typedef struct fa_param {
   fa_param_kind kind;
   const char *name;       /* static: "q", "delta", "batch", "q.sb", ...; a run-time
                            * input's: "input0" (its pointer or its scalar), "input0.s0"..
                            * "input0.s3" (its strides), numbered by declaration */
-  int64_t value;          /* the address for PTR (0 for null); F32: the float's IEEE bits */
+  int64_t value;          /* the address for PTR (0 for null); F32: the float's IEEE bits;
+                           * TMAP ("tmap_k", "tmap_v"): the map's index in info->tmaps,
+                           * whose CUtensorMap the caller encodes (cuTensorMapEncodeTiled:
+                           * docs/abi.md) */
 } fa_param;
 
 /* The longest list: 30 parameters (main, kv), 6 of dropout's, 4 of a
@@ -978,7 +1001,10 @@ typedef struct fa_param {
  * (info->block_list) blk_list and blk_count (as fa_backward_params; their
  * shape fa_block_lists_shape's for the launch's sizes, their addresses
  * args->blocks' lists of that classifier, or 0 without args->blocks:
- * fa_forward passes the lists it builds). `lse` and `workspace` are the
+ * fa_forward passes the lists it builds); last, one FA_PARAM_TMAP per
+ * tensor map of info (info->ntmaps: K's and V's, in info->tmaps' order;
+ * value = the index, the map encoded by the caller as fa_forward does,
+ * docs/abi.md "Tensor maps"). `lse` and `workspace` are the
  * device addresses fa_forward passes (the caller's LSE or the module's
  * scratch).
  * FA_ERR_INVALID_ARGUMENT for a varlen kernel without args->varlen;

@@ -232,7 +232,8 @@ void fa_put_dropout_(fa_plist *l, double p, uint64_t seed, uint64_t offset, int 
 void fa_put_inputs_(fa_plist *l, const fa_input_info *decl, int ndecl, const fa_input *inputs,
                     int n);
 /* A list as cuLaunchKernel takes it: ptr[i] points at param i's value, of
- * the ABI's width (8 bytes: PTR, I64; 4: I32, U32, F32). */
+ * the ABI's width (8 bytes: PTR, I64; 4: I32, U32, F32; 128: TMAP, the
+ * CUtensorMap in map[value], which the launch encodes: launch.c). */
 typedef struct fa_param_values {
   union {
     uint64_t u64;
@@ -241,6 +242,7 @@ typedef struct fa_param_values {
     uint32_t u32;
   } slot[FA_BACKWARD_MAX_PARAMS];
   void *ptr[FA_BACKWARD_MAX_PARAMS];
+  _Alignas(64) unsigned char map[FA_MAX_TMAPS][128];
 } fa_param_values;
 void fa_param_values_(const fa_param *p, int n, fa_param_values *v);
 

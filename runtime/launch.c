@@ -3,6 +3,7 @@
  * blocks.c launch with (internal.h). The handles and the driver's entry
  * points are runtime.c's (driver.h).
  */
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,7 +105,54 @@ fa_status fa_forward_params_(const fa_kernel_info *in, const fa_forward_args *a,
     fa_block_lists visited = lists ? *lists : fa_visited_lists_(in, a->blocks, sz);
     fa_put_block_lists_(&l, &visited);
   }
+  for (int i = 0; i < in->ntmaps; i++)
+    fa_put_(&l, FA_PARAM_TMAP, in->tmaps[i].tensor == 'k' ? "tmap_k" : "tmap_v", i);
   *n = l.n;
+  return FA_OK;
+}
+
+/* The tensor maps of kernel `in` for args (docs/abi.md, "Tensor maps"):
+ * K or V [batch, seqlen_k, kv_heads, d] as a 4-d map, innermost first, boxes
+ * of 64 columns (128 bytes, the 128-byte swizzle the kernel's shared
+ * layout is) by the metadata's rows; rows past seqlen_k read as zeros. A
+ * tensor without elements gets a map of zeros, which no copy reads (the
+ * kernel's K/V loop has no step). */
+static fa_status encode_tmaps(fa_module *m, const fa_kernel_info *in, const fa_forward_args *a,
+                              fa_param_values *v) {
+  const Driver *cu = &m->ctx->cu;
+  for (int i = 0; i < in->ntmaps; i++) {
+    const fa_tensor *t = in->tmaps[i].tensor == 'k' ? &a->k : &a->v;
+    memset(v->map[i], 0, sizeof v->map[i]);
+    if (t->dim[0] == 0 || t->dim[1] == 0 || t->dim[2] == 0 || t->dim[3] == 0) continue;
+    if (!cu->TensorMapEncodeTiled) {
+      fa_fmt(m->errmsg, sizeof m->errmsg, "kernel %s copies K and V with TMA, and this CUDA "
+             "driver lacks cuTensorMapEncodeTiled (CUDA 12.0+): compile the spec with "
+             "`tma = 0;` in its schedule", in->kernel);
+      return FA_ERR_UNSUPPORTED;
+    }
+    /* A dimension of one element is never stepped over: any legal stride. */
+    cuuint64_t dims[4] = {(cuuint64_t)t->dim[3], (cuuint64_t)t->dim[1], (cuuint64_t)t->dim[2],
+                          (cuuint64_t)t->dim[0]};
+    int64_t s[3] = {t->stride[1], t->stride[2], t->stride[0]};
+    cuuint64_t strides[3];
+    for (int d = 0; d < 3; d++) strides[d] = dims[d + 1] == 1 ? 16 : (cuuint64_t)s[d] * 2;
+    cuuint32_t box[4] = {64, (cuuint32_t)in->tmaps[i].rows, 1, 1}, one[4] = {1, 1, 1, 1};
+    CUresult r = cu->TensorMapEncodeTiled(
+        (CUtensorMap *)(void *)v->map[i],
+        t->dtype == FA_DTYPE_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        4, t->data, dims, strides, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
+        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+      char head[256];
+      fa_cuda_msg_(cu, head, sizeof head, "cuTensorMapEncodeTiled", r);
+      fa_fmt(m->errmsg, sizeof m->errmsg, "kernel %s: the tensor map of %c (dims %" PRId64
+             "x%" PRId64 "x%" PRId64 "x%" PRId64 ", strides %" PRId64 ",%" PRId64 ",%" PRId64
+             "): %s", in->kernel, in->tmaps[i].tensor, t->dim[0], t->dim[1], t->dim[2],
+             t->dim[3], t->stride[0], t->stride[1], t->stride[2], head);
+      return FA_ERR_CUDA;
+    }
+  }
   return FA_OK;
 }
 
@@ -121,6 +169,8 @@ static fa_status launch(fa_module *m, int i, const fa_forward_args *a, CUdevicep
   int n = 0;
   fa_forward_params_(in, a, lse, ws, lists, p, &n);
   fa_param_values_(p, n, &v);
+  fa_status st = encode_tmaps(m, in, a, &v);
+  if (st != FA_OK) return st;
   CUresult r = m->ctx->cu.LaunchKernel(m->fns[i], grid[0], grid[1], grid[2],
                                        (unsigned)in->threads, 1, 1, (unsigned)in->smem_bytes,
                                        (CUstream)a->stream, v.ptr, NULL);

@@ -61,7 +61,7 @@ const char *const fa_meta_key_names_[K_COUNT] = {
   "cache", "page_size", "split", "q_len_max", "combine_kernel", "combine_threads", "unified_max",
   "combine_pdl", "combine_fused", "wide_kernel", "wide_tile_kv", "wide_threads",
   "wide_smem_bytes", "role", "forward", "dropout", "dropout_of", "dropout_mask", "layout",
-  "blocks", "block_list", "chunk", "classes", "input", "require",
+  "blocks", "block_list", "chunk", "classes", "input", "require", "tma",
 };
 
 static const int required_keys[] = {K_VERSION, K_KERNEL, K_DTYPE, K_HEAD_DIM, K_HEADS,
@@ -317,8 +317,27 @@ static fa_status split_line(Parser *p, const char *s, const char *e, int *k, cha
   return FA_OK;
 }
 
+/* `tma k|v ROWS`, one line per tensor map in parameter order: the
+ * kernel's last parameters are CUtensorMaps of K or V, each box 64 columns
+ * by ROWS rows (1..256; docs/abi.md, "Tensor maps"). */
+static fa_status take_tma(Parser *p, const char *val) {
+  fa_kernel_info *in = p->info;
+  const char *rows = val + 1;
+  if ((val[0] != 'k' && val[0] != 'v') || *rows != ' ')
+    return fail(p, "tma", "'%.60s' is not `k ROWS` or `v ROWS`", val);
+  int r = 0;
+  fa_status st = parse_int(p, "tma", rows + 1, 1, 256, &r);
+  if (st) return st;
+  for (int i = 0; i < in->ntmaps; i++)
+    if (in->tmaps[i].tensor == val[0]) return fail(p, "tma", "a second map of %s", val[0] == 'k' ? "k" : "v");
+  if (in->ntmaps == FA_MAX_TMAPS) return fail(p, "tma", "more than %s maps", "2");
+  in->tmaps[in->ntmaps].tensor = val[0];
+  in->tmaps[in->ntmaps++].rows = r;
+  return FA_OK;
+}
+
 static fa_status take_key(Parser *p, int k, const char *val) {
-  int repeats = k == K_INPUT || k == K_REQUIRE;
+  int repeats = k == K_INPUT || k == K_REQUIRE || k == K_TMA;
   if ((p->seen & (1ull << k)) && !repeats)
     return fail(p, fa_meta_key_names_[k], "%sgiven twice", "");
   if (!(p->seen & (1ull << k))) p->lines.key[k] = p->line;
@@ -328,6 +347,7 @@ static fa_status take_key(Parser *p, int k, const char *val) {
   if (k == K_REQUIRE)
     return fa_meta_take_require_(p->info, run, p->line, val, p->err, p->errlen);
   if (k == K_LAYOUT) return fa_meta_take_layout_(p->info, run, p->line, val, p->err, p->errlen);
+  if (k == K_TMA) return take_tma(p, val);
   if (k == K_KERNEL) run->kernel = p->line;
   return set_key(p, k, val);
 }
@@ -482,6 +502,9 @@ static fa_status check_complete(Parser *p) {
   if (!st) st = fa_meta_check_blocks_keys_(p);
   if (!st) st = fa_meta_check_inputs_(in, &p->lines.run, p->err, p->errlen);
   if (!st) st = check_dropout_keys(p);
+  /* fa_forward builds the maps of a padded batch's K and V */
+  if (!st && in->ntmaps && (in->mode != FA_MODE_FORWARD || in->varlen))
+    return fail_key(p, K_TMA, "%sonly valid with mode forward and a padded batch", "");
   return st ? st : fa_meta_check_layout_(in, &p->lines.run, p->err, p->errlen);
 }
 

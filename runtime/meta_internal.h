@@ -26,8 +26,9 @@ enum {
   K_LAYOUT,
   /* block lists (docs/abi.md, "Block lists") */
   K_BLOCKS, K_BLOCK_LIST, K_CHUNK, K_CLASSES,
-  /* run-time inputs (docs/abi.md): the only keys a block may repeat */
-  K_INPUT, K_REQUIRE, K_COUNT
+  /* the keys a block may repeat: run-time inputs (docs/abi.md) and the
+   * tensor maps of TMA copies (docs/abi.md, "Tensor maps") */
+  K_INPUT, K_REQUIRE, K_TMA, K_COUNT
 };
 
 /* Each key as its metadata line spells it, by K_ value. */

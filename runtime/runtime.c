@@ -61,6 +61,7 @@ static fa_status load_symbols(Driver *cu, char *err, size_t errlen) {
   /* Not in the list above: a driver without it still runs everything. */
   *(void **)&cu->LaunchKernelEx = dlsym(cu->lib, "cuLaunchKernelEx");
   *(void **)&cu->MemsetD32Async = dlsym(cu->lib, "cuMemsetD32Async");
+  *(void **)&cu->TensorMapEncodeTiled = dlsym(cu->lib, "cuTensorMapEncodeTiled");
   return FA_OK;
 }
 

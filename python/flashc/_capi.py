@@ -15,6 +15,7 @@ FA_OK, FA_ERR_COMPILE = 0, 14
 MODULE_MAX_KERNELS = 16
 MAX_INPUTS = 8          # FA_MAX_INPUTS
 INPUT_NAME_MAX = 64     # FA_INPUT_NAME_MAX
+MAX_TMAPS = 2           # FA_MAX_TMAPS
 # fa_input_dim: a tensor input's dim that is a launch size (negative), by its metadata name
 INPUT_DIMS = {-1: "batch", -2: "seqlen_q", -3: "seqlen_k"}
 
@@ -35,6 +36,11 @@ class InputInfo(ctypes.Structure):
                 ("rank", ctypes.c_int), ("dims", ctypes.c_int * 4)]
 
 
+class TmapInfo(ctypes.Structure):
+    """fa_tmap_info: one tensor map a kernel takes (TMA copies of K or V)."""
+    _fields_ = [("tensor", ctypes.c_char), ("rows", ctypes.c_int)]
+
+
 class KernelInfo(ctypes.Structure):
     _fields_ = [("version", ctypes.c_int), ("kernel", ctypes.c_char * FA_NAME_MAX),
                 ("mode", ctypes.c_int), ("dtype", ctypes.c_int), ("head_dim", ctypes.c_int),
@@ -50,7 +56,8 @@ class KernelInfo(ctypes.Structure):
                 ("require_q_le_k", ctypes.c_int), ("require_k_le_q", ctypes.c_int),
                 ("varlen", ctypes.c_int), ("blocks", ctypes.c_int), ("list_heads", ctypes.c_int),
                 ("block_list", ctypes.c_char * FA_NAME_MAX), ("chunk", ctypes.c_int),
-                ("classes", ctypes.c_char * FA_NAME_MAX)]
+                ("classes", ctypes.c_char * FA_NAME_MAX), ("ntmaps", ctypes.c_int),
+                ("tmaps", TmapInfo * MAX_TMAPS)]
 
 
 class Tensor(ctypes.Structure):

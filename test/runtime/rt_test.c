@@ -61,6 +61,7 @@ static void print_info(const fa_kernel_info *in) {
   if (in->mode == FA_MODE_BACKWARD) printf("role %s\nforward %s\n", fa_role_name(in->role),
                                            in->forward);
   rt_print_inputs(in);
+  for (int i = 0; i < in->ntmaps; i++) printf("tma %c %d\n", in->tmaps[i].tensor, in->tmaps[i].rows);
 }
 
 /* Parses FILE plus edits into *info; prints the failure. */

@@ -263,7 +263,7 @@ void rt_input_names(const fa_kernel_info *in, char *buf, size_t len) {
 }
 
 void rt_print_params(const char *label, fa_status st, const fa_param *p, int n) {
-  static const char *const kinds[] = {"ptr", "i32", "i64", "u32", "f32"};
+  static const char *const kinds[] = {"ptr", "i32", "i64", "u32", "f32", "tmap"};
   fputs(label, stdout);
   if (st != FA_OK) printf(" %s", rt_status_name(st));
   for (int i = 0; i < n; i++) {
