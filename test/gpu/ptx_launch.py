@@ -53,7 +53,8 @@ class Driver:
         """A launch with its parameter array built once: calling it launches."""
         holders = list(params)
         ptrs = (ctypes.c_void_p * len(holders))(
-            *[ctypes.cast(ctypes.pointer(h), ctypes.c_void_p) for h in holders])
+            *[h.addr if isinstance(h, TensorMap) else ctypes.cast(ctypes.pointer(h), ctypes.c_void_p)
+              for h in holders])
         cu, check = self.cu, self.check
         gx, gy, gz = grid
         threads, smem = meta["threads"], meta["smem_bytes"]
@@ -68,6 +69,40 @@ class Driver:
     def launch(self, fn, grid, meta, params):
         self.prepare(fn, grid, meta, params)()
 
+    def tensor_map(self, t, rows):
+        """The CUtensorMap of K or V (t: [b, s, h, d], 2-byte elements) as a
+        kernel with metadata `tma k|v ROWS` takes it (docs/abi.md "Tensor
+        maps"): 4-d, innermost first, boxes of 64 x rows, the 128-byte
+        swizzle, out-of-range rows read as zeros."""
+        m = TensorMap()
+        if t.numel() == 0:
+            return m  # never read: the kernel's K/V loop has no step
+        b, s, h, d = t.shape
+        dims = (ctypes.c_uint64 * 4)(d, s, h, b)
+        st = t.stride()
+        es = t.element_size()
+        strides = (ctypes.c_uint64 * 3)(*[16 if n == 1 else x * es
+                                          for n, x in ((s, st[1]), (h, st[2]), (b, st[0]))])
+        box = (ctypes.c_uint32 * 4)(64, rows, 1, 1)
+        one = (ctypes.c_uint32 * 4)(1, 1, 1, 1)
+        dtype = 9 if t.dtype == torch.bfloat16 else 6  # CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 / FLOAT16
+        enc = self.cu.cuTensorMapEncodeTiled
+        enc.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,
+                        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                        ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        # interleave none, swizzle 128B (3), L2 promotion 256B (3), OOB fill zeros
+        self.check(enc(m.addr, dtype, 4, t.data_ptr(), dims, strides, box, one, 0, 3, 3, 0),
+                   "cuTensorMapEncodeTiled")
+        return m
+
+
+class TensorMap:
+    """A 128-byte CUtensorMap in a 64-byte aligned host buffer (addr), passed
+    by value as a kernel parameter."""
+    def __init__(self):
+        self.buf = ctypes.create_string_buffer(128 + 64)
+        self.addr = (ctypes.addressof(self.buf) + 63) & ~63
+
 
 def parse_meta(text):
     """kernel name -> its metadata dict (every `// flashc.meta` block)."""
@@ -78,6 +113,9 @@ def parse_meta(text):
         key, _, val = line[len("// flashc.meta "):].partition(" ")
         if key == "kernel":
             cur = out.setdefault(val, {"kernel": val})
+        elif cur is not None and key == "tma":  # one line per tensor map: [("k", rows), ...]
+            t, _, rows = val.partition(" ")
+            cur.setdefault("tma", []).append((t, int(rows)))
         elif cur is not None:
             cur[key] = int(val) if val.lstrip("-").isdigit() else val
     return out
@@ -139,6 +177,8 @@ class Kernels:
         ws = None
         p = [ptr(q), ptr(k), ptr(v), ptr(o), ptr(lse), ptr(ws)] + sizes(b, sq, sk) + \
             strides(q) + strides(k) + strides(v) + strides(o)
+        for t, rows in self.meta[self.name].get("tma", []):  # the maps come last
+            p.append(self.drv.tensor_map(k if t == "k" else v, rows))
         return self.prepare("", "q", b, sq, sk, p)
 
     def forward(self, q, k, v, o, lse, b, sq, sk):
