@@ -203,6 +203,9 @@ void cg_tma_load_4d(CgBuilder *b, MlirValue dst, MlirValue map, MlirValue bar,
 void cg_prefetch_tensormap(CgBuilder *b, MlirValue map);
 /* bar.sync id, threads: a barrier among `threads` threads (whole warps). */
 void cg_named_barrier(CgBuilder *b, int id, int threads);
+/* bar.sync (or, with arrive, bar.arrive: no wait) on the named barrier whose
+ * id is the i32 value `id`, among `threads` threads. */
+void cg_named_barrier_at(CgBuilder *b, MlirValue id, int threads, bool arrive);
 /* setmaxnreg.inc/dec: this warpgroup's register budget becomes `regs`. */
 void cg_setmaxnreg(CgBuilder *b, bool increase, int regs);
 

@@ -76,6 +76,12 @@ void cg_named_barrier(CgBuilder *b, int id, int threads) {
   cg_ptx(b, text, NULL, "", 0, NULL, 0);
 }
 
+void cg_named_barrier_at(CgBuilder *b, MlirValue id, int threads, bool arrive) {
+  char text[64];
+  snprintf(text, sizeof text, "bar.%s $0, %d;", arrive ? "arrive" : "sync", threads);
+  cg_ptx(b, text, &id, "r", 1, NULL, 0);
+}
+
 void cg_setmaxnreg(CgBuilder *b, bool increase, int regs) {
   char text[64];
   snprintf(text, sizeof text, "setmaxnreg.%s.sync.aligned.u32 %d;", increase ? "inc" : "dec",

@@ -589,6 +589,36 @@ static void lower_warp_roles(Lowerer *L, const Op *op) {
   cg_builder_set_block(b, outer);
 }
 
+/* `mma_turn` (passes/pingpong.c): named barriers 2 and 3, one per consumer
+ * warpgroup, each counting 256 threads (its own 128 waiting, the other
+ * warpgroup's 128 arriving). wait: bar.sync on its own; pass: bar.arrive
+ * on the other's; start: warpgroup 1 arrives on warpgroup 0's, which so
+ * goes first. Warpgroup 1's last pass is never waited for: the CTA ends
+ * with that barrier half full, as FlashAttention-3's does. */
+enum { TURN_BARRIER = 2 };
+
+static void lower_mma_turn(Lowerer *L, const Op *op) {
+  CgBuilder *b = &L->b;
+  if (!L->consumer_barrier || L->threads != 256) {
+    lw_error(L, op, "mma_turn needs the two consumer warpgroups (8 warps) of a warp_roles");
+    return;
+  }
+  const char *action = attr_str(&op->attrs, "action", "");
+  MlirValue wg = cg_arith2(b, "arith.divui", L->tid, cg_const_i32(b, 128));
+  if (strcmp(action, "start") == 0) {
+    MlirBlock outer = b->block, second;
+    cg_if(b, cg_cmpi(b, "eq", wg, cg_const_i32(b, 1)), NULL, 0, false, &second, NULL);
+    cg_builder_set_block(b, second);
+    cg_named_barrier_at(b, cg_const_i32(b, TURN_BARRIER), 256, true);
+    cg_yield(b, NULL, 0);
+    cg_builder_set_block(b, outer);
+  } else if (strcmp(action, "wait") == 0) {
+    cg_named_barrier_at(b, cg_addi_c(b, wg, TURN_BARRIER), 256, false);
+  } else {
+    cg_named_barrier_at(b, cg_subi(b, cg_const_i32(b, TURN_BARRIER + 1), wg), 256, true);
+  }
+}
+
 /* `ring_put`: its load (skipped where the walk met it) into the slot. */
 static void lower_ring_put(Lowerer *L, const Op *op) {
   const Op *ld = op->operands[2]->def;
@@ -653,6 +683,7 @@ static void lower_op(Lowerer *L, const Op *op) {
   case OP_RING_PUT: lower_ring_put(L, op); break;
   case OP_RING_GET: lw_ring_get(L, op); break;
   case OP_RING_RELEASE: lw_ring_release(L, op); break;
+  case OP_MMA_TURN: lower_mma_turn(L, op); break;
   case OP_FOR: lower_for(L, op); break;
   case OP_IF: lower_if(L, op); break;
   case OP_GRAD:

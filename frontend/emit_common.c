@@ -376,6 +376,8 @@ void em_set_attrs(Lower *L, const char *target) {
     attr_set_int(L->m, a, "sched_producer", s->producer > 0);
   if (s->tma) /* the warp-specialize pass's choice of copies */
     attr_set_int(L->m, a, "sched_tma", s->tma > 0);
+  if (s->pingpong) /* the pingpong pass's switch */
+    attr_set_int(L->m, a, "sched_pingpong", s->pingpong > 0);
 }
 
 /* `for %iv = %c0 to hi`, with the builder moved into its body. */

@@ -41,6 +41,11 @@ static int table_get(const NameTable *t, const char *name) {
  * NAME is an attention block with grad = true (docs/backward.md). Returns
  * false when `it` is not such a name (an ordinary schedule or an unknown
  * attention), having said nothing. */
+/* The first Hopper-pipeline field a schedule gives (forward kernels' own). */
+static const char *hopper_field(const Schedule *s) {
+  return s->overlap ? "overlap" : s->producer ? "producer" : s->tma ? "tma" : "pingpong";
+}
+
 static bool backward_schedule(Sema *S, const AstItem *it, const NameTable *names,
                               KernelSpec **by_slot) {
   static const char suffix[] = "_bwd";
@@ -58,10 +63,9 @@ static bool backward_schedule(Sema *S, const AstItem *it, const NameTable *names
   KernelSpec *k = by_slot[slot];
   if (!k)
     return true; /* the attention block had errors of its own */
-  if (sch.overlap || sch.producer || sch.tma) {
-    diag_error(&S->diag, it->name_loc, "'%s' in the backward's schedule",
-               sch.overlap ? "overlap" : sch.producer ? "producer" : "tma");
-    diag_note(&S->diag, NOLOC, "overlap, producer and tma (warp specialization) are forward kernels' fields");
+  if (sch.overlap || sch.producer || sch.tma || sch.pingpong) {
+    diag_error(&S->diag, it->name_loc, "'%s' in the backward's schedule", hopper_field(&sch));
+    diag_note(&S->diag, NOLOC, "overlap, producer, tma and pingpong (warp specialization) are forward kernels' fields");
   } else if (!k->grad) {
     diag_error(&S->diag, it->name_loc, "schedule for the backward of '%.*s', which has no backward",
                (int)(n - ns), it->name);
@@ -149,11 +153,10 @@ SpecFile *fe_check(const Ast *ast, int *nerrors) {
       continue;
     }
     sched_of[slot] = it;
-    if (by_slot[slot] && (sch.overlap || sch.producer || sch.tma) &&
+    if (by_slot[slot] && (sch.overlap || sch.producer || sch.tma || sch.pingpong) &&
         by_slot[slot]->mode == MODE_DECODE) {
-      diag_error(&S.diag, it->name_loc, "'%s' in a decode kernel's schedule",
-                 sch.overlap ? "overlap" : sch.producer ? "producer" : "tma");
-      diag_note(&S.diag, NOLOC, "overlap, producer and tma (warp specialization) are forward kernels' fields");
+      diag_error(&S.diag, it->name_loc, "'%s' in a decode kernel's schedule", hopper_field(&sch));
+      diag_note(&S.diag, NOLOC, "overlap, producer, tma and pingpong (warp specialization) are forward kernels' fields");
     }
     if (by_slot[slot])
       by_slot[slot]->schedule = sch;

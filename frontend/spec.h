@@ -89,6 +89,8 @@ typedef struct Schedule {
                   `producer = 0`: -1; absent: 0 (off) */
   int tma;      /* `tma = 1`: the producer copies K/V with TMA: 1; `tma = 0`: -1
                   (cp.async); absent: 0 (the compiler's choice: TMA) */
+  int pingpong; /* `pingpong = 1`: the consumer warpgroups take turns at the tensor
+                  cores (the pingpong pass): 1; `pingpong = 0`: -1; absent: 0 (off) */
   SrcLoc loc;
 } Schedule;
 

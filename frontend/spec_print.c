@@ -233,6 +233,8 @@ static void print_kernel(FILE *out, const KernelSpec *k) {
     fprintf(out, " producer=%d", k->schedule.producer > 0);
   if (k->schedule.tma)
     fprintf(out, " tma=%d", k->schedule.tma > 0);
+  if (k->schedule.pingpong)
+    fprintf(out, " pingpong=%d", k->schedule.pingpong > 0);
   fputc('\n', out);
 }
 

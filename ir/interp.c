@@ -384,6 +384,7 @@ static void exec_op(Interp *I, const Op *op) {
   case OP_FULL: exec_full(I, op); break;
   case OP_IOTA: exec_iota(I, op); break;
   case OP_MATMUL: exec_matmul(I, op); break;
+  case OP_MMA_TURN: break; /* ordering among warpgroups; every matmul runs where it is */
   case OP_MMA_WAIT: /* the matmul ran to completion already */
     interp_copy_val(I, interp_val(I, op->results[0]), interp_val(I, op->operands[0]));
     break;

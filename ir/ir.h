@@ -192,6 +192,12 @@ const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial", "warp" 
  *    ring is then a map from step to tile. A ring {zero = 1} also has step
  *    -1, a tile of zeros never put (its get does not wait, its release
  *    frees nothing): overlap-softmax's P V before the first step.
+ *    `mma_turn {action = wait}` / `{action = pass}` (consumer, 2
+ *    warpgroups: passes/pingpong.c) bracket a warpgroup's issue of its
+ *    step's matmuls: it waits for its turn, and after issuing hands the
+ *    turn to the other warpgroup, so that one's softmax runs under the
+ *    other's matmuls; `{action = start}` (once, at the top of the consumer
+ *    region) gives warpgroup 0 the first turn. No effect on any value.
  *  - `load_paged %cache, %block_table, %b, %h, %row0, %limit {page_size = P}`:
  *    logical row R of sequence b is slot R % P of physical page
  *    block_table[b, R / P] of the cache [num_pages, P, heads, C]; rows at or
@@ -250,6 +256,7 @@ const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial", "warp" 
   X(OP_RING_PUT,    "ring_put")     /* ring, step, tile: producer; the step's tile */ \
   X(OP_RING_GET,    "ring_get")     /* ring, step -> tile: consumer; waits until it landed */ \
   X(OP_RING_RELEASE,"ring_release") /* ring, step: consumer; the step's tile is no longer read */ \
+  X(OP_MMA_TURN,    "mma_turn")     /* {action = start|wait|pass}: consumer warpgroups take turns at the tensor cores */ \
   X(OP_FOR,         "for")          /* lo, hi, inits... {parallel} region(iv, iter args) -> results */ \
   X(OP_IF,          "if")           /* cond; then, else regions -> results */  \
   X(OP_YIELD,       "yield")        /* terminator of for/if regions */         \

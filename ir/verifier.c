@@ -255,6 +255,7 @@ static void check_kind_rules(Verifier *v, const Op *op) {
   case OP_RING_PUT: check_ring_put(v, op); break;
   case OP_RING_GET: check_ring_get(v, op); break;
   case OP_RING_RELEASE: check_ring_release(v, op); break;
+  case OP_MMA_TURN: check_mma_turn(v, op); break;
   case OP_YIELD: case OP_RETURN: check_terminator(v, op); break;
   default: report(v, op, "unknown op kind %d", (int)op->kind);
   }

@@ -86,5 +86,6 @@ void check_warp_roles(Verifier *v, const Op *op);
 void check_ring_put(Verifier *v, const Op *op);
 void check_ring_get(Verifier *v, const Op *op);
 void check_ring_release(Verifier *v, const Op *op);
+void check_mma_turn(Verifier *v, const Op *op);
 
 #endif

@@ -12,6 +12,8 @@
  * at the top level of a block that runs once per step: the region itself or
  * a sequential for's body, never an if's branch, which only one path runs.
  */
+#include <string.h>
+
 #include "ir/verifier_internal.h"
 
 static bool is_ring_op(OpKind k) { return k == OP_RING_PUT || k == OP_RING_GET || k == OP_RING_RELEASE; }
@@ -282,4 +284,47 @@ void check_ring_release(Verifier *v, const Op *op) {
            "level of one block)", ring);
   else if (!precedes(get, op))
     report(v, op, "comes before the ring_get of %s (line %d)", ring, get->loc.line);
+}
+
+/* mma_turn {action = start|wait|pass} (passes/pingpong.c): no operands or
+ * results; in a warp_roles' consumer region; start once, at the top level
+ * of that region; in every block, its own waits and passes alternate,
+ * first a wait, last a pass, so that on every path a warpgroup that waited
+ * for its turn hands it on before it waits again (both warpgroups follow
+ * the same path: the conditions are the block's). */
+void check_mma_turn(Verifier *v, const Op *op) {
+  if (!want_counts(v, op, 0, 0) || !check_role(v, op, 1))
+    return;
+  const char *a = attr_str(&op->attrs, "action", "");
+  bool start = strcmp(a, "start") == 0, wait = strcmp(a, "wait") == 0;
+  if (!start && !wait && strcmp(a, "pass") != 0) {
+    report(v, op, "needs 'action' = start, wait or pass");
+    return;
+  }
+  const Block *b = op->parent;
+  if (start) {
+    if (!b->parent_op || b->parent_op->kind != OP_WARP_ROLES)
+      report(v, op, "start belongs at the top level of the consumer region");
+    for (const Op *o = b->first; o && o != op; o = o->next)
+      if (o->kind == OP_MMA_TURN && strcmp(attr_str(&o->attrs, "action", ""), "start") == 0)
+        report(v, op, "a second start (line %d has one)", o->loc.line);
+    return;
+  }
+  /* the previous wait or pass of the block: the other kind, or none
+   * before a wait */
+  const Op *prev = NULL;
+  for (const Op *o = b->first; o && o != op; o = o->next)
+    if (o->kind == OP_MMA_TURN && strcmp(attr_str(&o->attrs, "action", ""), "start") != 0)
+      prev = o;
+  bool prev_wait = prev && strcmp(attr_str(&prev->attrs, "action", ""), "wait") == 0;
+  if (wait && prev_wait)
+    report(v, op, "a second wait before a pass (line %d waits)", prev->loc.line);
+  else if (!wait && !prev_wait)
+    report(v, op, "a pass without a wait before it in its block");
+  if (!wait)
+    return;
+  for (const Op *o = op->next; o; o = o->next)
+    if (o->kind == OP_MMA_TURN)
+      return; /* the next one is checked on its own */
+  report(v, op, "a wait without a pass after it in its block");
 }

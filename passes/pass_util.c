@@ -86,6 +86,7 @@ bool op_is_pure(const Op *op) {
   case OP_RING_PUT:
   case OP_RING_GET:
   case OP_RING_RELEASE:
+  case OP_MMA_TURN: /* orders warpgroups' matmul issue */
   case OP_STORE:
   case OP_SCATTER:
   case OP_YIELD:

@@ -86,6 +86,9 @@ int pass_unified_max(Module *m, Func *f, const PassOptions *opts, FILE *diag);
  * intra-warpgroup overlap; async matmuls and mma_wait) */
 int pass_overlap_softmax(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_warp_specialize(Module *m, Func *f, const PassOptions *opts, FILE *diag);
+/* pingpong.c: the two consumer warpgroups take turns issuing their step's
+ * matmuls (mma_turn), one's softmax under the other's (FA3's pingpong). */
+int pass_pingpong(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_software_pipeline(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_fold_scale(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 

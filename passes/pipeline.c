@@ -65,6 +65,10 @@ static const Pass pipeline[] = {
     {"overlap-softmax",
      "forward on wgmma: issue S, then the step before's P V, and run the softmax under it",
      false, pass_overlap_softmax},
+    /* after overlap-softmax, whose asynchronous matmuls it takes turns at */
+    {"pingpong",
+     "forward with warp roles: the two consumer warpgroups take turns issuing their matmuls",
+     false, pass_pingpong},
     {"pipeline", "software-pipeline the K/V loop: load the next K tile while this one is used",
      false, pass_software_pipeline},
     {"fold-scale", "move the softmax scale past masks and row max: codegen folds it into exp2",
