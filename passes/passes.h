@@ -89,6 +89,9 @@ int pass_warp_specialize(Module *m, Func *f, const PassOptions *opts, FILE *diag
 /* pingpong.c: the two consumer warpgroups take turns issuing their step's
  * matmuls (mma_turn), one's softmax under the other's (FA3's pingpong). */
 int pass_pingpong(Module *m, Func *f, const PassOptions *opts, FILE *diag);
+/* hoist_gathers.c: a step's run-time input gathers issued above the wait
+ * for the async S matmul (their latency under the tensor cores). */
+int pass_hoist_gathers(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_software_pipeline(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_fold_scale(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 

@@ -69,6 +69,10 @@ static const Pass pipeline[] = {
     {"pingpong",
      "forward with warp roles: the two consumer warpgroups take turns issuing their matmuls",
      false, pass_pingpong},
+    /* after overlap-softmax, whose async S it issues the gathers under */
+    {"hoist-gathers",
+     "issue a step's gathers of run-time inputs above the wait for S (loads under the matmul)",
+     false, pass_hoist_gathers},
     {"pipeline", "software-pipeline the K/V loop: load the next K tile while this one is used",
      false, pass_software_pipeline},
     {"fold-scale", "move the softmax scale past masks and row max: codegen folds it into exp2",

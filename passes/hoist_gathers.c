@@ -1,0 +1,98 @@
+/* hoist_gathers.c - the `hoist-gathers` pass: a step's gathers of run-time
+ * inputs (a bias tile read element by element) are issued above the
+ * mma_wait of the asynchronous S matmul, with the index arithmetic they
+ * need, so that their loads' latency passes while the tensor cores compute
+ * S instead of in front of the softmax (docs/perf-log.md P60 saw the bias
+ * row bound by where its loads sit, not by how many there are).
+ *
+ *   %s = matmul %qt, %kt {async = 1}        %s = matmul %qt, %kt {async = 1}
+ *   %o_pv = matmul ... {async = 1}          %o_pv = matmul ... {async = 1}
+ *   %s_done = mma_wait %s {pending = 1}     %kc = add %iota1, %k0
+ *   ...                                     %bias = gather %in_bias, %b, %h, %qc, %kc
+ *   %kc = add %iota1, %k0                   %s_done = mma_wait %s {pending = 1}
+ *   %bias = gather %in_bias, %b, %h, %qc, %kc   ...
+ *   %x = add %s_done, %bias                 %x = add %s_done, %bias
+ *
+ * Moved: a gather at the wait's block level whose operands, followed back
+ * through pure region-free ops of that block after the wait, reach only
+ * values defined before the wait; the gather and that slice move, in
+ * program order, right above the wait. Only at waits for an async matmul
+ * issued in the same block (overlap-softmax's step). Values do not change
+ * (the interpreter completes a matmul where it is issued).
+ */
+#include <stdio.h>
+
+#include "passes/pass_util.h"
+#include "passes/passes.h"
+
+/* Is v defined by op `from` of b or an op after it? */
+static bool defined_after(const Value *v, const Block *b, const Op *from) {
+  const Op *d = v->def;
+  if (!d || d->parent != b)
+    return false;
+  for (const Op *o = from; o; o = o->next)
+    if (o == d)
+      return true;
+  return false;
+}
+
+/* Adds the slice of v after the wait (ops of b after it) to `mark`; false
+ * when it holds an op that cannot move. */
+static bool slice(Value *v, Block *b, Op *wait, OpList *mark, int depth) {
+  if (!defined_after(v, b, wait))
+    return true;
+  Op *d = v->def;
+  if (depth > 64 || d->nregions || d->kind == OP_MMA_WAIT ||
+      (d->kind != OP_GATHER && !op_is_pure(d)))
+    return false;
+  if (oplist_has(mark, d))
+    return true;
+  for (int i = 0; i < d->noperands; i++)
+    if (!slice(d->operands[i], b, wait, mark, depth + 1))
+      return false;
+  oplist_push(mark, d);
+  return true;
+}
+
+static bool fillable(const Op *wait) {
+  const Value *x = wait->operands[0];
+  return x->def && x->def->kind == OP_MATMUL && x->def->parent == wait->parent &&
+         attr_int(&x->def->attrs, "async", 0) == 1;
+}
+
+static void hoist(Op *wait) {
+  Block *b = wait->parent;
+  OpList mark = {0};
+  for (Op *o = wait->next; o; o = o->next) {
+    if (o->kind != OP_GATHER)
+      continue;
+    int n0 = mark.n;
+    bool ok = true;
+    for (int i = 0; ok && i < o->noperands; i++)
+      ok = slice(o->operands[i], b, wait, &mark, 0);
+    if (ok)
+      oplist_push(&mark, o);
+    else
+      mark.n = n0; /* this gather stays, with what only it needed */
+  }
+  /* in program order, so every moved op's operands are above it */
+  for (Op *o = wait->next; o;) {
+    Op *next = o->next;
+    if (oplist_has(&mark, o))
+      op_move_before(o, wait);
+    o = next;
+  }
+  oplist_free(&mark);
+}
+
+int pass_hoist_gathers(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
+  (void)m;
+  (void)opts;
+  (void)diag;
+  OpList waits = collect_ops(f, OP_MMA_WAIT);
+  for (int i = 0; i < waits.n; i++)
+    if (fillable(waits.v[i]))
+      hoist(waits.v[i]);
+  oplist_free(&waits);
+  return 0;
+}
