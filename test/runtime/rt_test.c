@@ -3,13 +3,15 @@
  *   flashc-rt-test meta FILE [--drop=KEY] [--set=KEY=VALUE] [--add=LINE]
  *       parses the metadata in FILE (after the edits) and prints the fields
  *   flashc-rt-test check FILE [--batch=N] [--sq=N] [--sk=N] [--layout=L]
- *                     [--cu_q=LIST] [--cu_k=LIST] [--params] [MOD...]
+ *                     [--cu_q=LIST] [--cu_k=LIST] [--params] [--launch] [MOD...]
  *       builds a valid forward launch for the kernel in FILE (contiguous
  *       tensors at fake aligned addresses; layout contig, packed or bhsd),
  *       applies MODs and prints what fa_forward_check says (and the grid;
  *       with --params, fa_forward_params' list, lse at the tensor's address
  *       or the scratch's 0x7700000000, workspace 0x7800000000 when the
- *       kernel has one). --cu_q=0,3,10 / --cu_k=...: a varlen launch
+ *       kernel has one; with --launch, fa_forward of FILE loaded as a
+ *       module through the driver FLASHC_LIBCUDA names: fake_cuda.c prints
+ *       what each launch was given). --cu_q=0,3,10 / --cu_k=...: a varlen launch
  *       (rt_varlen: the tensors packed [1, total, heads, d], host copies of
  *       the prefix sums given, device arrays at 0x1c000000000 and
  *       0x1c000100000). MOD is one of
@@ -151,6 +153,29 @@ static void print_params(const fa_kernel_info *info, const fa_forward_args *a) {
   rt_print_params("params:", st, p, n);
 }
 
+/* --launch: fa_forward of the module in `path` (its metadata; the driver is
+ * whatever FLASHC_LIBCUDA names: test/runtime/fake_cuda.c, whose launches
+ * print what they were given) with a's fake device addresses. */
+static int launch_forward(const char *path, const fa_forward_args *a) {
+  char err[1024];
+  fa_context *ctx = NULL;
+  fa_status st = fa_context_create(0, &ctx, err, sizeof err);
+  if (st != FA_OK) return rt_report(st, err);
+  fa_module *mod = NULL;
+  st = fa_module_load_ptx_file(ctx, path, &mod);
+  int rc;
+  if (st == FA_OK) {
+    st = fa_forward(mod, a);
+    printf("launch: ");
+    rc = rt_report(st, st == FA_OK ? NULL : fa_module_errmsg(mod));
+  } else {
+    rc = rt_report(st, fa_context_errmsg(ctx));
+  }
+  fa_module_destroy(mod);
+  fa_context_destroy(ctx);
+  return rc;
+}
+
 static int cmd_check(int argc, char **argv) {
   if (argc < 1) return usage();
   fa_kernel_info info;
@@ -159,13 +184,14 @@ static int cmd_check(int argc, char **argv) {
   int64_t b = 2, sq = 128, sk = 256;
   const char *layout = "contig";
   static rt_varlen vl;
-  int i = 1, params = 0;
+  int i = 1, params = 0, launch = 0;
   for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
     if (strncmp(argv[i], "--batch=", 8) == 0) b = rt_num(argv[i] + 8, "--batch");
     else if (strncmp(argv[i], "--sq=", 5) == 0) sq = rt_num(argv[i] + 5, "--sq");
     else if (strncmp(argv[i], "--sk=", 5) == 0) sk = rt_num(argv[i] + 5, "--sk");
     else if (strncmp(argv[i], "--layout=", 9) == 0) layout = argv[i] + 9;
     else if (strcmp(argv[i], "--params") == 0) params = 1;
+    else if (strcmp(argv[i], "--launch") == 0) launch = 1;
     else if (!rt_varlen_option(&vl, argv[i])) return usage();
   }
   int64_t batch = b; /* the inputs' batch: num_seqs in a varlen launch */
@@ -196,6 +222,7 @@ static int cmd_check(int argc, char **argv) {
     printf("grid: %u %u %u block %d smem %d\n", grid[0], grid[1], grid[2], info.threads,
            info.smem_bytes);
   if (st == FA_OK && params) print_params(&info, &a);
+  if (st == FA_OK && launch) return launch_forward(argv[0], &a);
   return rt_report(st, msg);
 }
 
