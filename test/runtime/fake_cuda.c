@@ -4,8 +4,8 @@
  * that load whatever text they are given, "device memory" from malloc, and
  * launches that run nothing. What the runtime asks of the driver at a
  * launch is printed on stdout, one `fake:` line a call, so a test can check
- * it: the grid, block and shared memory of each launch and every argument
- * of cuTensorMapEncodeTiled (docs/abi.md "Tensor maps"). Built a second
+ * it: the grid, block and shared memory of each launch, each memset, and
+ * every argument of cuTensorMapEncodeTiled (docs/abi.md "Tensor maps"). Built a second
  * time with FAKE_NO_TENSOR_MAPS as libfake_cuda_old.so: a driver older than
  * CUDA 12.0, without the encoder.
  *
@@ -105,6 +105,15 @@ EXPORT CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, 
   (void)fn, (void)stream, (void)extra;
   printf("fake: launch grid %u %u %u block %u %u %u smem %u params %s\n", gx, gy, gz, bx, by,
          bz, smem, params ? "given" : "none");
+  fflush(stdout);
+  return OK;
+}
+
+/* Prints the memset; writes nothing (the addresses may be the tests' fake
+ * ones). */
+EXPORT CUresult cuMemsetD32Async(uint64_t p, unsigned value, size_t n, void *stream) {
+  (void)p, (void)stream;
+  printf("fake: memset32 value %u count %zu\n", value, n);
   fflush(stdout);
   return OK;
 }

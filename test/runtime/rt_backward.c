@@ -17,7 +17,10 @@
  *       passes, what fa_backward_plan says: the workspace layout, the steps
  *       and, with --params, each launch's parameter list
  *       (fa_backward_params; the module's scratch is shown at 0x7700000000
- *       when ws=null). Options and MODs may come in any order. MOD is one of
+ *       when ws=null); with --launch, then fa_backward itself on FILE loaded
+ *       as a module, through the driver FLASHC_LIBCUDA names
+ *       (test/runtime/fake_cuda.c prints each launch and memset it is
+ *       given). Options and MODs may come in any order. MOD is one of
  *         T.dimI=N  T.strideI=N  T.data=null|0xHEX|+N  T.dtype=f16|bf16|f32|N
  *             (T = q, k, v, o, dout, dq, dk, dv; I = 0..3)
  *         lse=null|0xHEX|+N  ws=null|0xHEX|+N  ws_bytes=N  mode=N (the launch's
@@ -216,13 +219,16 @@ static void print_plan(const fa_kernel_info *k, const fa_backward_schedule *p,
   }
 }
 
+/* --launch: fa_backward of FILE's module with a (rt_launch_module). */
+static fa_status run_backward(fa_module *mod, const void *a) { return fa_backward(mod, a); }
+
 static int cmd_check(int argc, char **argv) {
   if (argc < 1) return usage();
   fa_kernel_info k[FA_MODULE_MAX_KERNELS];
   int n = 0, rc = load(argv[0], 0, NULL, k, &n);
   if (rc) return rc;
   int64_t b = 2, sq = 128, sk = 256;
-  int params = 0, info = 0;
+  int params = 0, info = 0, launch = 0;
   static Launch l;
   for (int i = 1; i < argc; i++) { /* options first, wherever they are */
     if (strncmp(argv[i], "--", 2) != 0) continue;
@@ -231,6 +237,7 @@ static int cmd_check(int argc, char **argv) {
     else if (strncmp(argv[i], "--sk=", 5) == 0) sk = rt_num(argv[i] + 5, "--sk");
     else if (strncmp(argv[i], "--info=", 7) == 0) info = (int)rt_num(argv[i] + 7, "--info");
     else if (strcmp(argv[i], "--params") == 0) params = 1;
+    else if (strcmp(argv[i], "--launch") == 0) launch = 1;
     else if (!rt_varlen_option(&l.vl, argv[i])) return usage();
   }
   if (info < 0 || info >= n) return usage();
@@ -251,6 +258,7 @@ static int cmd_check(int argc, char **argv) {
   st = fa_backward_plan(k, l.nkernels, a, &plan, msg, sizeof msg);
   rc = rt_report(st, msg);
   if (st == FA_OK) print_plan(k, &plan, a, params);
+  if (st == FA_OK && launch) rc = rt_launch_module(argv[0], run_backward, a);
   return rc;
 }
 

@@ -153,28 +153,8 @@ static void print_params(const fa_kernel_info *info, const fa_forward_args *a) {
   rt_print_params("params:", st, p, n);
 }
 
-/* --launch: fa_forward of the module in `path` (its metadata; the driver is
- * whatever FLASHC_LIBCUDA names: test/runtime/fake_cuda.c, whose launches
- * print what they were given) with a's fake device addresses. */
-static int launch_forward(const char *path, const fa_forward_args *a) {
-  char err[1024];
-  fa_context *ctx = NULL;
-  fa_status st = fa_context_create(0, &ctx, err, sizeof err);
-  if (st != FA_OK) return rt_report(st, err);
-  fa_module *mod = NULL;
-  st = fa_module_load_ptx_file(ctx, path, &mod);
-  int rc;
-  if (st == FA_OK) {
-    st = fa_forward(mod, a);
-    printf("launch: ");
-    rc = rt_report(st, st == FA_OK ? NULL : fa_module_errmsg(mod));
-  } else {
-    rc = rt_report(st, fa_context_errmsg(ctx));
-  }
-  fa_module_destroy(mod);
-  fa_context_destroy(ctx);
-  return rc;
-}
+/* --launch: fa_forward of FILE's module with a (rt_launch_module). */
+static fa_status run_forward(fa_module *mod, const void *a) { return fa_forward(mod, a); }
 
 static int cmd_check(int argc, char **argv) {
   if (argc < 1) return usage();
@@ -222,7 +202,7 @@ static int cmd_check(int argc, char **argv) {
     printf("grid: %u %u %u block %d smem %d\n", grid[0], grid[1], grid[2], info.threads,
            info.smem_bytes);
   if (st == FA_OK && params) print_params(&info, &a);
-  if (st == FA_OK && launch) return launch_forward(argv[0], &a);
+  if (st == FA_OK && launch) return rt_launch_module(argv[0], run_forward, &a);
   return rt_report(st, msg);
 }
 

@@ -362,3 +362,26 @@ int rt_varlen_mod(rt_varlen *r, const char *mod) {
 const fa_varlen *rt_varlen_args(rt_varlen *r) {
   return rt_varlen_on(r) && !r->null ? &r->v : NULL;
 }
+
+/* ---- launches through a driver (--launch) --------------------------------- */
+
+int rt_launch_module(const char *path, fa_status (*run)(fa_module *, const void *),
+                     const void *args) {
+  char err[1024];
+  fa_context *ctx = NULL;
+  fa_status st = fa_context_create(0, &ctx, err, sizeof err);
+  if (st != FA_OK) return rt_report(st, err);
+  fa_module *mod = NULL;
+  st = fa_module_load_ptx_file(ctx, path, &mod);
+  int rc;
+  if (st == FA_OK) {
+    st = run(mod, args);
+    printf("launch: ");
+    rc = rt_report(st, st == FA_OK ? NULL : fa_module_errmsg(mod));
+  } else {
+    rc = rt_report(st, fa_context_errmsg(ctx));
+  }
+  fa_module_destroy(mod);
+  fa_context_destroy(ctx);
+  return rc;
+}

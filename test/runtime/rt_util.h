@@ -106,4 +106,12 @@ int rt_varlen_mod(rt_varlen *r, const char *mod);
 /* The args' varlen: NULL without one (or after varlen=null). */
 const fa_varlen *rt_varlen_args(rt_varlen *r);
 
+/* Loads the PTX (or metadata) file `path` as a module on device 0 of the
+ * driver FLASHC_LIBCUDA names (test/runtime/fake_cuda.c prints what each
+ * launch is given), runs run(mod, args) and prints `launch: ` and its
+ * status (rt_report, with the module's message on failure). Returns
+ * rt_report's exit code. */
+int rt_launch_module(const char *path, fa_status (*run)(fa_module *, const void *),
+                     const void *args);
+
 #endif
