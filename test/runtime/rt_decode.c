@@ -2,7 +2,8 @@
  *
  *   flashc-rt-decode meta FILE
  *       parses the metadata and prints the decode fields
- *   flashc-rt-decode check FILE [--batch=N] [--qlen=N] [--capacity=N] [--params] [MOD...]
+ *   flashc-rt-decode check FILE [--batch=N] [--qlen=N] [--capacity=N] [--params] [--launch]
+ *                    [MOD...]
  *       builds a valid decode launch for the kernel in FILE (contiguous
  *       tensors at fake aligned device addresses; paged kernels get
  *       num_pages = batch * capacity / page_size + 1 pages, a reversed block
@@ -10,7 +11,10 @@
  *       and of the table), applies MODs and prints what fa_decode_check and
  *       fa_decode_plan (132 SMs) say; with --params, after a valid check,
  *       the split kernel's parameter list (fa_decode_params, the plan's
- *       nsplit, lse and workspace shown at 0x7700000000 / 0x7800000000).
+ *       nsplit, lse and workspace shown at 0x7700000000 / 0x7800000000);
+ *       with --launch, then fa_decode itself on FILE loaded as a module
+ *       through the driver FLASHC_LIBCUDA names (test/runtime/fake_cuda.c
+ *       prints each launch it is given).
  *       The kernel's run-time inputs are bound (rt_inputs_bind: tensors at
  *       0x1c000000000 + i * 2^32, seqlen_q = q_len). MOD is one of
  *         T.dimI=N  T.strideI=N  T.data=null|0xHEX|+N  T.dtype=f16|bf16|f32
@@ -159,17 +163,21 @@ static void print_params(const fa_kernel_info *info, const fa_decode_args *a, in
   rt_print_params("params:", st, p, n);
 }
 
+/* --launch: fa_decode of FILE's module (rt_launch_module). */
+static fa_status run_decode(fa_module *mod, const void *a) { return fa_decode(mod, a); }
+
 static int cmd_check(int argc, char **argv) {
   fa_kernel_info info;
   int rc = argc < 1 ? usage() : load(argv[0], &info);
   if (rc) return rc;
   int64_t b = 2, ql = 4, cap = 4096;
-  int i = 1, params = 0;
+  int i = 1, params = 0, launch = 0;
   for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
     if (strncmp(argv[i], "--batch=", 8) == 0) b = rt_num(argv[i] + 8, "--batch");
     else if (strncmp(argv[i], "--qlen=", 7) == 0) ql = rt_num(argv[i] + 7, "--qlen");
     else if (strncmp(argv[i], "--capacity=", 11) == 0) cap = rt_num(argv[i] + 11, "--capacity");
     else if (strcmp(argv[i], "--params") == 0) params = 1;
+    else if (strcmp(argv[i], "--launch") == 0) launch = 1;
     else return usage();
   }
   if (b < 0 || b > MAX_BATCH || cap < 0 ||
@@ -194,6 +202,7 @@ static int cmd_check(int argc, char **argv) {
            nsplit, ws, nsplit > 1 ? ", combine" : "", wide ? ", kernel " : "",
            wide ? info.decode.wide_kernel : "");
   if (st == FA_OK && params) print_params(&info, &l.a, nsplit);
+  if (st == FA_OK && launch) return rt_launch_module(argv[0], run_decode, &l.a);
   return rt_report(st, msg);
 }
 
