@@ -80,8 +80,32 @@ static void check_ring_uses(Verifier *v, const Op *op) {
            "before", names_get(&v->names, r), roles->loc.line);
 }
 
-/* ring {stages = S [, zero = 0|1]} : ring<tile<RxCxE>>, S in 1..8, E f16
- * or bf16. */
+/* A ring {tma = 1}'s puts are bulk tensor copies from the runtime's map of
+ * K or V (docs/abi.md "Tensor maps"): each put's tile is a plain `load` of
+ * the kernel's tensor argument %k or %v, and the tile is boxes of 64
+ * columns by at most 256 rows. */
+static void check_tma_ring(Verifier *v, const Op *op) {
+  Type t = res(op, 0);
+  if (t.cols % 64 || t.rows > 256) {
+    report(v, op, "a ring {tma = 1} holds tiles of 64-column multiples and at most 256 rows");
+    return;
+  }
+  const Value *r = op->results[0];
+  for (int i = 0; i < r->nuses; i++) {
+    const Op *put = r->uses[i].user;
+    if (!put || put->kind != OP_RING_PUT || put->noperands != 3)
+      continue;
+    const Op *ld = put->operands[2]->def;
+    const Value *src = ld && ld->noperands > 0 ? ld->operands[0] : NULL;
+    if (!ld || ld->kind != OP_LOAD || ld->noperands != 4 || src->def || !src->name ||
+        (strcmp(src->name, "k") != 0 && strcmp(src->name, "v") != 0))
+      report(v, op, "a ring {tma = 1} is put `load %%k` or `load %%v` tiles (the runtime's tensor "
+             "maps), not the put at line %d", put->loc.line);
+  }
+}
+
+/* ring {stages = S [, zero = 0|1] [, tma = 0|1]} : ring<tile<RxCxE>>, S in
+ * 1..8, E f16 or bf16. */
 void check_ring(Verifier *v, const Op *op) {
   char b[160];
   if (!want_counts(v, op, 0, 1))
@@ -102,6 +126,8 @@ void check_ring(Verifier *v, const Op *op) {
   const Attr *tma = attr_get(&op->attrs, "tma");
   if (tma && (tma->kind != ATTR_INT || (tma->i != 0 && tma->i != 1)))
     report(v, op, "'tma' must be 0 or 1");
+  else if (tma && tma->i == 1)
+    check_tma_ring(v, op);
   check_ring_uses(v, op);
 }
 
