@@ -1,10 +1,10 @@
 /* fake_cuda.c - a stand-in for libcuda.so.1 for the runtime's GPU-free lit
  * tests (FLASHC_LIBCUDA=libfake_cuda.so): one device like the H100 (132
  * SMs, 227 KiB of shared memory a block, compute capability 9.0), modules
- * that load whatever text they are given, "device memory" from malloc, and
- * launches that run nothing. What the runtime asks of the driver at a
+ * that load whatever text they are given (an entry point of any name),
+ * "device memory" from malloc, and launches that run nothing. What the runtime asks of the driver at a
  * launch is printed on stdout, one `fake:` line a call, so a test can check
- * it: the grid, block and shared memory of each launch, each memset, and
+ * it: the kernel, grid, block and shared memory of each launch, each memset, and
  * every argument of cuTensorMapEncodeTiled (docs/abi.md "Tensor maps"). Built a second
  * time with FAKE_NO_TENSOR_MAPS as libfake_cuda_old.so: a driver older than
  * CUDA 12.0, without the encoder.
@@ -70,7 +70,13 @@ EXPORT CUresult cuCtxPopCurrent_v2(void **ctx) {
 
 EXPORT CUresult cuCtxSynchronize(void) { return OK; }
 
-static int the_module, the_function;
+static int the_module;
+
+/* Each entry point a handle of its own, which remembers its name: the
+ * launch line says which kernel ran. */
+enum { MAX_FUNCTIONS = 64, MAX_NAME = 128 };
+static char function_names[MAX_FUNCTIONS][MAX_NAME];
+static int nfunctions;
 
 EXPORT CUresult cuModuleLoadDataEx(void **mod, const void *image, unsigned n, int *opts,
                                    void **vals) {
@@ -82,8 +88,16 @@ EXPORT CUresult cuModuleLoadDataEx(void **mod, const void *image, unsigned n, in
 EXPORT CUresult cuModuleUnload(void *mod) { (void)mod; return OK; }
 
 EXPORT CUresult cuModuleGetFunction(void **fn, void *mod, const char *name) {
-  (void)mod, (void)name;
-  *fn = &the_function;
+  (void)mod;
+  int i = 0;
+  while (i < nfunctions && strcmp(function_names[i], name) != 0)
+    i++;
+  if (i == nfunctions) {
+    if (nfunctions == MAX_FUNCTIONS)
+      return ERR_INVALID_VALUE;
+    snprintf(function_names[nfunctions++], MAX_NAME, "%s", name);
+  }
+  *fn = function_names[i];
   return OK;
 }
 
@@ -102,9 +116,9 @@ EXPORT CUresult cuFuncGetAttribute(int *v, int attr, void *fn) {
 EXPORT CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                unsigned by, unsigned bz, unsigned smem, void *stream,
                                void **params, void **extra) {
-  (void)fn, (void)stream, (void)extra;
-  printf("fake: launch grid %u %u %u block %u %u %u smem %u params %s\n", gx, gy, gz, bx, by,
-         bz, smem, params ? "given" : "none");
+  (void)stream, (void)extra;
+  printf("fake: launch %s grid %u %u %u block %u %u %u smem %u params %s\n", (const char *)fn, gx,
+         gy, gz, bx, by, bz, smem, params ? "given" : "none");
   fflush(stdout);
   return OK;
 }
