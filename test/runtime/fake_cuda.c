@@ -123,6 +123,36 @@ EXPORT CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, 
   return OK;
 }
 
+/* cuLaunchKernelEx's CUlaunchConfig and CUlaunchAttribute as cuda.h lays
+ * them out (an id, padding to 8 bytes, a 64-byte value union). */
+typedef struct LaunchAttribute {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    int i;
+  } value;
+} LaunchAttribute;
+typedef struct LaunchConfig {
+  unsigned gx, gy, gz, bx, by, bz, smem;
+  void *stream;
+  LaunchAttribute *attrs;
+  unsigned nattrs;
+} LaunchConfig;
+
+/* As cuLaunchKernel's line, `launch-ex`, with each attribute as ID=VALUE
+ * (6 = programmatic stream serialization: the decode combine's PDL). */
+EXPORT CUresult cuLaunchKernelEx(const LaunchConfig *c, void *fn, void **params, void **extra) {
+  (void)extra;
+  printf("fake: launch-ex %s grid %u %u %u block %u %u %u smem %u params %s attrs", (const char *)fn,
+         c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->smem, params ? "given" : "none");
+  for (unsigned i = 0; i < c->nattrs; i++)
+    printf(" %d=%d", c->attrs[i].id, c->attrs[i].value.i);
+  printf("\n");
+  fflush(stdout);
+  return OK;
+}
+
 /* Prints the memset; writes nothing (the addresses may be the tests' fake
  * ones). */
 EXPORT CUresult cuMemsetD32Async(uint64_t p, unsigned value, size_t n, void *stream) {
