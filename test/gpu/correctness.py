@@ -73,6 +73,9 @@ def attention(spec, q, k, v, sq, sk, exact):
     float32, as torch computes attention in bf16/fp16). Returns O [sq, H, DV]
     (float64) and LSE [H, sq] (float64), fully masked rows O = 0, LSE = -inf."""
     H, KH = spec["heads"], spec["kv_heads"]
+    if sk == 0:  # no key at all: every row fully masked (O = 0, LSE = -inf)
+        return (torch.zeros(sq, H, v.shape[-1], dtype=torch.float64, device=q.device),
+                torch.full((H, sq), float("-inf"), dtype=torch.float64, device=q.device))
     g = H // KH
     qh = q.transpose(0, 1)                                   # [H, sq, D]
     kh = k.transpose(0, 1).repeat_interleave(g, dim=0)       # [H, sk, D]

@@ -101,7 +101,8 @@ SPECS = {
     # its slots (mask-skip's skipped steps too), zero-trip loops issue nothing
     "ws_d128_bf16_causal": spec("bf16", 128, 8, 2, mask=causal, cases=[
         (2, 1025, 1025, "contig"), (1, 203, 4096, "contig"), (1, 4096, 1023, "bhsd"),
-        (3, 113, 113, "packed"), (2, 17, 1, "contig"), (2, 1, 17, "contig")]),
+        (3, 113, 113, "packed"), (2, 17, 1, "contig"), (2, 1, 17, "contig"),
+        (2, 17, 0, "contig")]),  # no key: empty tensor maps, the producer prefetches them
     "ws_d128_f16": spec("f16", 128, 16, 4, cases=[
         (2, 1025, 1023, "bhsd"), (1, 17, 113, "contig"), (1, 2048, 2048, "packed"),
         (2, 4096, 4096, "contig")]),
