@@ -563,10 +563,12 @@ static void lower_warp_roles(Lowerer *L, const Op *op) {
   if (L->producer_single) {
     cg_if(b, cg_cmpi(b, "eq", L->tid, cg_const_i32(b, 0)), NULL, 0, false, &one, NULL);
     cg_builder_set_block(b, one);
-    static const char *const maps[] = {"tmap_k", "tmap_v"};
-    for (int i = 0; i < 2; i++)
-      if (!mlirValueIsNull(lw_param(L, maps[i], true)))
-        cg_prefetch_tensormap(b, lw_param(L, maps[i], true));
+    static const char *const kv[] = {"k", "v"};
+    for (int i = 0; i < 2; i++) {
+      MlirValue map = lw_param(L, lw_tmap_param(kv[i]), true);
+      if (!mlirValueIsNull(map))
+        cg_prefetch_tensormap(b, map);
+    }
   }
   lw_walk_block(L, op->regions[0]);
   if (L->producer_single) {

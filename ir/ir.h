@@ -386,6 +386,10 @@ Value *func_arg(Func *f, const char *name);
 bool value_is_input_arg(const Value *v);
 /* Is v a block list, a kernel argument named %blk_NAME (passes/block_lists.c)? */
 bool value_is_block_list_arg(const Value *v);
+/* Is ld a plain `load %k|%v, %b, %h, %row0` of the kernel's K or V
+ * argument: what a ring {tma = 1} may be put (the runtime builds tensor
+ * maps of K and V only; docs/abi.md "Tensor maps")? */
+bool op_is_kv_load(const Op *ld);
 
 /* --------------------------------------------------------- attributes */
 

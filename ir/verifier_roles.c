@@ -95,10 +95,7 @@ static void check_tma_ring(Verifier *v, const Op *op) {
     const Op *put = r->uses[i].user;
     if (!put || put->kind != OP_RING_PUT || put->noperands != 3)
       continue;
-    const Op *ld = put->operands[2]->def;
-    const Value *src = ld && ld->noperands > 0 ? ld->operands[0] : NULL;
-    if (!ld || ld->kind != OP_LOAD || ld->noperands != 4 || src->def || !src->name ||
-        (strcmp(src->name, "k") != 0 && strcmp(src->name, "v") != 0))
+    if (!op_is_kv_load(put->operands[2]->def))
       report(v, op, "a ring {tma = 1} is put `load %%k` or `load %%v` tiles (the runtime's tensor "
              "maps), not the put at line %d", put->loc.line);
   }

@@ -260,11 +260,9 @@ static int ring_stages(Func *f, const Split *sp) {
  * row) by at most 256 rows. */
 static bool tma_load(const Func *f, const Op *ld) {
   Type t = ld->results[0]->type;
-  const Value *src = ld->operands[0];
-  bool kv = !src->def && src->name && (strcmp(src->name, "k") == 0 || strcmp(src->name, "v") == 0);
-  return kv && attr_int(&f->attrs, "sched_tma", 1) == 1 &&
-         strcmp(attr_str(&f->attrs, "layout", "padded"), "padded") == 0 && ld->kind == OP_LOAD &&
-         ld->noperands == 4 && !attr_get(&ld->attrs, "pack") &&
+  return op_is_kv_load(ld) && attr_int(&f->attrs, "sched_tma", 1) == 1 &&
+         strcmp(attr_str(&f->attrs, "layout", "padded"), "padded") == 0 &&
+         !attr_get(&ld->attrs, "pack") &&
          t.rows >= 8 && t.rows <= 256 && t.cols % 64 == 0 &&
          (t.elem == ELEM_BF16 || t.elem == ELEM_F16);
 }
