@@ -123,7 +123,7 @@ static fa_status encode_tmaps(fa_module *m, const fa_kernel_info *in, const fa_f
   for (int i = 0; i < in->ntmaps; i++) {
     const fa_tensor *t = in->tmaps[i].tensor == 'k' ? &a->k : &a->v;
     memset(v->map[i], 0, sizeof v->map[i]);
-    if (t->dim[0] == 0 || t->dim[1] == 0 || t->dim[2] == 0 || t->dim[3] == 0) continue;
+    if (!fa_has_elements(t)) continue;
     if (!cu->TensorMapEncodeTiled) {
       fa_fmt(m->errmsg, sizeof m->errmsg, "kernel %s copies K and V with TMA, and this CUDA "
              "driver lacks cuTensorMapEncodeTiled (CUDA 12.0+): compile the spec with "
