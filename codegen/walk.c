@@ -511,11 +511,18 @@ static void lower_if(Lowerer *L, const Op *op) {
 
 /* ---------------------------------------------------------- warp roles */
 
-/* Register budgets after the split (docs/hopper-pipeline.md §1 note 5):
- * the launch gives each of the 384 threads 168 (.minnctapersm 1); the
- * producer warpgroup gives up to 40, the two consumer warpgroups take 232:
- * 128 x 40 + 256 x 232 = 64512 = 384 x 168. */
-enum { PRODUCER_REGS = 40, CONSUMER_REGS = 232 };
+/* Register budgets after the split (docs/hopper-pipeline.md §1 note 5).
+ * Two consumer warpgroups: one block an SM, the launch gives each of the
+ * 384 threads 168 (.minnctapersm 1); the producer warpgroup gives up to
+ * 40, the consumers take 232: 128 x 40 + 256 x 232 = 64512 = 384 x 168.
+ * One consumer warpgroup (the backward's four warps): two blocks an SM
+ * (.minnctapersm 2), 128 a thread at launch; the producer keeps 24, the
+ * consumers take 232: 128 x 24 + 128 x 232 = 32768 = 256 x 128. */
+LwRoleRegs lw_role_regs(int consumer_threads) {
+  if (consumer_threads <= 128)
+    return (LwRoleRegs){.blocks_per_sm = 2, .producer = 24, .consumer = 232};
+  return (LwRoleRegs){.blocks_per_sm = 1, .producer = 40, .consumer = 232};
+}
 
 /* Is every ring_put in blk (at any depth) a TMA ring's? (some: *any) */
 static bool puts_all_tma(const Block *blk, bool *any) {
@@ -552,7 +559,7 @@ static void lower_warp_roles(Lowerer *L, const Op *op) {
   int threads = L->threads, warps = L->warps;
   cg_builder_set_block(b, pb);
   if (L->sm90)
-    cg_setmaxnreg(b, false, PRODUCER_REGS);
+    cg_setmaxnreg(b, false, lw_role_regs(threads).producer);
   L->tid = cg_subi(b, L->tid, cg_const_i32(b, L->threads));
   L->warp = cg_arith2(b, "arith.divui", L->tid, cg_const_i32(b, 32));
   L->threads = L->producer_threads;
@@ -584,7 +591,7 @@ static void lower_warp_roles(Lowerer *L, const Op *op) {
 
   cg_builder_set_block(b, cb);
   if (L->sm90)
-    cg_setmaxnreg(b, true, CONSUMER_REGS);
+    cg_setmaxnreg(b, true, lw_role_regs(threads).consumer);
   L->consumer_barrier = true;
   lower_region(L, op->regions[1], cb, 0, 0, -1, -1);
   L->consumer_barrier = false;

@@ -83,4 +83,12 @@ int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwK
 /* walk.c: lowers the ops of blk in order into the current block. */
 void lw_walk_block(Lowerer *L, const Block *blk);
 
+/* A warp_roles kernel's registers: the blocks an SM runs and the
+ * setmaxnreg budgets of the producer and consumer warpgroups, from the
+ * consumers' thread count (walk.c). */
+typedef struct LwRoleRegs {
+  int blocks_per_sm, producer, consumer;
+} LwRoleRegs;
+LwRoleRegs lw_role_regs(int consumer_threads);
+
 #endif

@@ -260,11 +260,12 @@ int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwK
   int block_threads = L->threads + L->producer_threads;
   MlirBlock entry = cg_gpu_kernel(&L->b, f->name, params, nparams, block_threads);
   /* Warp roles move registers between warpgroups (setmaxnreg), which
-   * needs the launch's allocation pinned: 65536 / threads each. */
+   * needs the launch's allocation pinned: 65536 / (threads x blocks an
+   * SM) each (lw_role_regs). */
   if (L->producer_threads)
     mlirOperationSetAttributeByName(mlirBlockGetParentOperation(entry),
                                     mlirStringRefCreateFromCString("nvvm.minctasm"),
-                                    cg_attr_i32(&L->b, 1));
+                                    cg_attr_i32(&L->b, lw_role_regs(L->threads).blocks_per_sm));
   cg_builder_set_block(&L->b, entry);
   bind_params(L, K, ps, nparams, entry);
   make_thread_ids(L);

@@ -58,7 +58,7 @@ static const Pass pipeline[] = {
      * longer the consumers' to prefetch; before overlap-softmax, which
      * takes V from its ring a step late */
     {"warp-specialize",
-     "forward on wgmma: a producer warpgroup loads K/V into rings of slots, the warps compute",
+     "forward and d128 backward on wgmma: a producer warpgroup loads the step's tiles into rings, the warps compute",
      false, pass_warp_specialize},
     /* before pipeline: V becomes a tile carried one step, which pipeline
      * leaves alone while it carries K */

@@ -54,7 +54,10 @@ enum { MAX_RINGS = 8, PRODUCER_WARPS = 4 };
 
 /* The loop to split and what moves. */
 typedef struct Split {
-  Op *loop;
+  Op *loop;   /* the step loop, whose staged loads move */
+  Op *mid;    /* a sequential loop between it and the tile loop (the
+                 backward's loop over a K/V head's query heads), or NULL */
+  Block *tbody; /* the parallel tile loop's body */
   Op *loads[MAX_RINGS]; /* the step's staged loads, in program order */
   int nloads;
   bool ok;
@@ -77,30 +80,39 @@ static void find_loads(Split *sp, Block *blk) {
   }
 }
 
-/* Can v be computed by the producer, whose region sits at the top of blk
- * (the Q tile's body)? Values from outside blk's tree are visible to it;
- * blk's own scalars are recomputed (scalar ops and pure scalar ifs only);
- * values inside blk's nested regions are not reachable. */
-static bool producer_computable(Value *v, Block *blk, int depth) {
-  Op *qloop = blk->parent_op, *d = v->def;
+/* Is blk one of the blocks whose scalars the producer recomputes: the
+ * tile loop's body, the mid loop's body? */
+static bool level_block(const Split *sp, const Block *blk) {
+  return blk == sp->tbody || (sp->mid && blk == for_body(sp->mid));
+}
+
+/* Can v be computed by the producer, whose region sits at the top of the
+ * tile loop's body? Values from outside that body's tree are visible to
+ * it; the scalars of the body and of the mid loop's body are recomputed
+ * (scalar ops and pure scalar ifs only), as are the loops' induction
+ * variables; values inside other nested regions are not reachable. */
+static bool producer_computable(Value *v, const Split *sp, int depth) {
+  Op *tloop = sp->tbody->parent_op, *d = v->def;
   Block *home = d ? d->parent : v->block;
-  if (home == blk && !d)
-    return true; /* the Q tile loop's induction variable */
-  if (home != blk)
-    return d ? !op_is_inside(d, qloop) : !(home->parent_op && op_is_inside(home->parent_op, qloop));
+  if (!d && home == sp->tbody)
+    return true; /* the tile loop's induction variable */
+  if (!d && sp->mid && home == for_body(sp->mid))
+    return v == for_iv(sp->mid);
+  if (!level_block(sp, home))
+    return d ? !op_is_inside(d, tloop) : !(home->parent_op && op_is_inside(home->parent_op, tloop));
   if (depth > 64 || v->type.kind != TYPE_SCALAR || !(op_is_pure(d) || op_is_pure_if(d)))
     return false;
   for (int i = 0; i < d->noperands; i++)
-    if (!producer_computable(d->operands[i], blk, depth + 1))
+    if (!producer_computable(d->operands[i], sp, depth + 1))
       return false;
-  /* what a pure if's regions read from blk */
+  /* what a pure if's regions read from the levels */
   for (int r = 0; r < d->nregions; r++)
     for (Op *o = d->regions[r]->first; o; o = o->next) {
       if (o->nregions)
         return false;
       for (int i = 0; i < o->noperands; i++) {
         Value *x = o->operands[i];
-        if (x->def && x->def->parent == blk && !producer_computable(x, blk, depth + 1))
+        if (x->def && level_block(sp, x->def->parent) && !producer_computable(x, sp, depth + 1))
           return false;
       }
     }
@@ -112,21 +124,39 @@ static bool staged_type(Type t) {
   return t.kind == TYPE_TILE && t.dist == DIST_NONE && (t.elem == ELEM_BF16 || t.elem == ELEM_F16);
 }
 
-/* Is loop the K/V loop of a Q tile the producer can feed? */
-static bool match_split(Op *loop, Split *sp) {
+/* The only `for` of blk is `loop`. */
+static bool only_loop(Block *blk, const Op *loop) {
+  for (Op *o = blk->first; o; o = o->next)
+    if (o != loop && o->kind == OP_FOR)
+      return false;
+  return true;
+}
+
+/* Is loop the step loop of a tile the producer can feed? The forward's
+ * K/V loop of a Q tile (carrying O, l, m), or a backward kernel's inner
+ * loop (carrying its gradient tiles), right in the parallel tile loop's
+ * body or in one sequential loop there (the K/V-outer kernels' loop over
+ * the query heads of a K/V head's group). */
+static bool match_split(Op *loop, Split *sp, bool backward) {
   memset(sp, 0, sizeof *sp);
   sp->loop = loop;
   sp->ok = true;
   int io, il, im;
-  Block *qbody = loop->parent;
-  Op *qloop = qbody->parent_op;
-  if (for_is_parallel(loop) || attr_get(&loop->attrs, "pipelined") ||
-      !kv_loop_state(loop, &io, &il, &im) || !qloop || qloop->kind != OP_FOR ||
-      !for_is_parallel(qloop))
+  if (for_is_parallel(loop) || attr_get(&loop->attrs, "pipelined") || !loop->parent->parent_op)
+    return false;
+  if (!backward && !kv_loop_state(loop, &io, &il, &im))
+    return false;
+  Op *up = loop->parent->parent_op;
+  if (backward && up->kind == OP_FOR && !for_is_parallel(up)) {
+    sp->mid = up;
+    up = up->parent->parent_op;
+  }
+  sp->tbody = (sp->mid ? sp->mid : loop)->parent;
+  if (!up || up->kind != OP_FOR || !for_is_parallel(up))
     return false;
   for (int i = 2; i < loop->noperands; i++)
     if (staged_type(loop->operands[i]->type))
-      return false; /* a carried staged tile (overlap-softmax's V) */
+      return false; /* a carried staged tile (overlap-softmax's V, pipeline's) */
   find_loads(sp, for_body(loop));
   if (!sp->ok || sp->nloads == 0)
     return false;
@@ -138,41 +168,41 @@ static bool match_split(Op *loop, Split *sp) {
     }
   /* The bounds and whatever the loads' rows read from outside the loop. */
   for (int i = 0; i < 2; i++)
-    if (!producer_computable(loop->operands[i], qbody, 0))
+    if (!producer_computable(loop->operands[i], sp, 0) ||
+        (sp->mid && !producer_computable(sp->mid->operands[i], sp, 0)))
       return false;
   for (int k = 0; k < sp->nloads; k++)
     for (int i = 0; i < sp->loads[k]->noperands; i++) {
       Value *x = sp->loads[k]->operands[i];
-      if (value_defined_outside(x, loop) && !producer_computable(x, qbody, 0))
+      if (value_defined_outside(x, loop) && !producer_computable(x, sp, 0))
         return false;
     }
-  /* One K/V loop per Q tile. */
-  for (Op *o = qbody->first; o; o = o->next)
-    if (o != loop && o->kind == OP_FOR)
-      return false;
-  return true;
+  /* One step loop per tile. */
+  return only_loop(sp->tbody, sp->mid ? sp->mid : loop) && (!sp->mid || only_loop(for_body(sp->mid), loop));
 }
 
 /* ---- the producer's copy of the scalars it needs ------------------------ */
 
 typedef struct Clone {
   Module *m;
-  Block *consumer; /* where the Q tile's ops now are */
-  Builder pre;     /* the producer region, before its loop */
-  Builder body;    /* the producer loop's body */
-  Op *loop;        /* the consumer's K/V loop */
-  Value *iv;       /* the producer loop's induction variable */
+  Block *consumer; /* where the tile's ops now are */
+  Block *midbody;  /* the consumer's mid loop's body, or NULL */
+  Builder pre;     /* the producer region, before its loops */
+  Builder mid;     /* the producer's mid loop's body, before its step loop */
+  Builder body;    /* the producer step loop's body */
+  Op *loop;        /* the consumer's step loop */
+  Value *iv;       /* the producer step loop's induction variable */
   ValueMap map;
 } Clone;
 
-/* v as the producer computes it before its loop: the consumer region's
- * scalars cloned (pure ifs with what their regions read), the rest as is. */
+/* v as the producer computes it before its step loop: the scalars of the
+ * consumer's tile body (and mid loop body) cloned, each before the
+ * producer's loop at its level (pure ifs with what their regions read);
+ * the rest as is. */
 static Value *clone_pre(Clone *c, Value *v) {
   Op *d = v->def;
-  if (!d || d->parent != c->consumer)
-    return v;
   Value *got = valuemap_get(&c->map, v);
-  if (got != v)
+  if (got != v || !d || (d->parent != c->consumer && d->parent != c->midbody))
     return got;
   for (int i = 0; i < d->noperands; i++)
     clone_pre(c, d->operands[i]);
@@ -180,7 +210,7 @@ static Value *clone_pre(Clone *c, Value *v) {
     for (Op *o = d->regions[r]->first; o; o = o->next)
       for (int i = 0; i < o->noperands; i++)
         clone_pre(c, o->operands[i]);
-  Op *k = op_clone(&c->pre, d, &c->map);
+  Op *k = op_clone(d->parent == c->consumer ? &c->pre : &c->mid, d, &c->map);
   for (int r = 0; r < d->nresults; r++)
     valuemap_put(c->m, &c->map, d->results[r], k->results[r]);
   return k->results[v->result_index];
@@ -229,15 +259,18 @@ static long tile_bytes(Type t) {
 
 /* The ring's stages: the schedule's when it names them, else as many as
  * shared memory holds (at most 4, at least 2) beside the consumers' own
- * staged tiles (Q) and the rings' barriers (1024-byte aligned blocks).
- * The producer runs that many steps ahead; d128 measured 2-10% faster with
- * 3 than with 2 (docs/perf-log.md P68). */
+ * staged tiles (Q; the backward's K/V-outer K and V) and the rings'
+ * barriers (1024-byte aligned blocks), for the blocks an SM runs: one with
+ * two consumer warpgroups, two with one (codegen gives each half the
+ * registers, walk_kernel.c). The producer runs that many steps ahead; d128
+ * measured 2-10% faster with 3 than with 2 (docs/perf-log.md P68). */
 static int ring_stages(Func *f, const Split *sp) {
   if (attr_int(&f->attrs, "sched_stages", 0) > 0)
     return (int)attr_int(&f->attrs, "stages", 2) < 2 ? 2 : (int)attr_int(&f->attrs, "stages", 2);
-  const long budget = 227L * 1024; /* sm_90a's shared memory per block */
+  int blocks_per_sm = attr_int(&f->attrs, "warps", 8) == 4 ? 2 : 1;
+  const long budget = 227L * 1024 / blocks_per_sm - (blocks_per_sm - 1) * 1024L;
   long own = 0, per_stage = 0;
-  OpList loads = collect_ops_in(sp->loop->parent, OP_LOAD);
+  OpList loads = collect_ops_in(sp->tbody, OP_LOAD);
   for (int i = 0; i < loads.n; i++)
     if (op_is_staged_load(loads.v[i]) && !op_is_inside(loads.v[i], sp->loop))
       own += tile_bytes(loads.v[i]->results[0]->type);
@@ -245,7 +278,7 @@ static int ring_stages(Func *f, const Split *sp) {
   for (int k = 0; k < sp->nloads; k++)
     per_stage += tile_bytes(sp->loads[k]->results[0]->type);
   /* overlap-softmax (after this pass) gives V's ring a slot of zeros */
-  if (overlap_softmax_wanted(f, true))
+  if (strcmp(attr_str(&f->attrs, "mode", ""), "forward") == 0 && overlap_softmax_wanted(f, true))
     own += tile_bytes(sp->loads[sp->nloads - 1]->results[0]->type);
   long fit = (budget - own - 1024L * sp->nloads) / per_stage;
   return fit > 4 ? 4 : fit < 2 ? 2 : (int)fit;
@@ -254,27 +287,50 @@ static int ring_stages(Func *f, const Split *sp) {
 /* Does ld's tile come by TMA (docs/hopper-pipeline.md §2-§3): a tensor
  * map per K/V argument, built by the runtime at launch; one thread issues
  * the bulk copies, which zero the rows past the tensor's end as cp.async
- * does. K and V only (the runtime's maps). Not where the rows are a packed batch's (varlen: the rows after a
+ * does. K and V of the forward only (the maps its launch encodes). Not where the rows are a packed batch's (varlen: the rows after a
  * sequence are the next one's, not out of range), nor where the schedule
  * says `tma = 0`. The box is 64 columns (128 bytes, the 128-byte swizzle's
  * row) by at most 256 rows. */
 static bool tma_load(const Func *f, const Op *ld) {
   Type t = ld->results[0]->type;
   return op_is_kv_load(ld) && attr_int(&f->attrs, "sched_tma", 1) == 1 &&
+         strcmp(attr_str(&f->attrs, "mode", ""), "forward") == 0 &&
          strcmp(attr_str(&f->attrs, "layout", "padded"), "padded") == 0 &&
          !attr_get(&ld->attrs, "pack") &&
          t.rows >= 8 && t.rows <= 256 && t.cols % 64 == 0 &&
          (t.elem == ELEM_BF16 || t.elem == ELEM_F16);
 }
 
+/* The number of steps of a loop from lo to hi: max(hi - lo, 0). */
+static Value *step_count(Builder *b, Value *lo, Value *hi) {
+  return build_binary(b, OP_MAX, build_binary(b, OP_SUB, hi, lo), build_index(b, 0));
+}
+
+/* The consumers' mid loop counts the steps before its iteration in an
+ * iter_arg %base (the producer's does the same): a step of the inner loop
+ * is %base + (iv - lo), so the steps of all the mid loop's iterations
+ * follow each other on the rings. Returns %base. */
+static Value *count_mid_steps(Module *m, Op *mid, Op *loop) {
+  Builder before = builder_before(m, mid);
+  op_append_operand(m, mid, build_index(&before, 0));
+  Value *base = block_add_arg(m, for_body(mid), type_scalar(ELEM_INDEX), "base");
+  op_append_result(m, mid, type_scalar(ELEM_INDEX));
+  Op *yield = block_terminator(for_body(mid));
+  Builder end = builder_before(m, yield);
+  end.loc = loop->loc;
+  op_append_operand(m, yield, build_binary(&end, OP_ADD, base,
+                                           step_count(&end, loop->operands[0], loop->operands[1])));
+  return base;
+}
+
 static void split_roles(Module *m, Func *f, Split *sp) {
   Op *loop = sp->loop;
-  Block *qbody = loop->parent;
-  Op *qterm = block_terminator(qbody);
+  Block *tbody = sp->tbody;
+  Op *tterm = block_terminator(tbody);
   int stages = ring_stages(f, sp);
 
-  /* The rings and the roles, first in the Q tile's body. */
-  Builder top = builder_before(m, qbody->first);
+  /* The rings and the roles, first in the tile's body. */
+  Builder top = builder_before(m, tbody->first);
   top.loc = loop->loc;
   Value *rings[MAX_RINGS];
   for (int k = 0; k < sp->nloads; k++) {
@@ -292,8 +348,8 @@ static void split_roles(Module *m, Func *f, Split *sp) {
   Block *producer = roles->regions[0], *consumer = roles->regions[1];
   producer->parent_op = consumer->parent_op = roles;
 
-  /* Everything else of the Q tile's body goes to the consumers. */
-  for (Op *o = roles->next; o && o != qterm;) {
+  /* Everything else of the tile's body goes to the consumers. */
+  for (Op *o = roles->next; o && o != tterm;) {
     Op *next = o->next;
     op_move_to_end(o, consumer);
     o = next;
@@ -301,17 +357,42 @@ static void split_roles(Module *m, Func *f, Split *sp) {
   Builder cend = builder_at_end(m, consumer);
   build_yield(&cend, NULL, 0);
 
-  /* The producer: the bounds, then one put per load and step. */
-  Clone c = {.m = m, .consumer = consumer, .loop = loop};
+  /* The producer: the bounds, then one put per load and step; each loop's
+   * scalars are cloned before it (the builder of its level moves there). */
+  Clone c = {.m = m, .consumer = consumer, .midbody = sp->mid ? for_body(sp->mid) : NULL,
+             .loop = loop};
   c.pre = builder_at_end(m, producer);
+  c.pre = builder_before(m, build_yield(&c.pre, NULL, 0));
   c.pre.loc = loop->loc;
+  Value *base = NULL, *pbase = NULL;
+  if (sp->mid) {
+    Value *mlo = clone_pre(&c, sp->mid->operands[0]), *mhi = clone_pre(&c, sp->mid->operands[1]);
+    Value *zero = build_index(&c.pre, 0);
+    Op *pmid = build_for(&c.pre, mlo, mhi, false, &zero, 1, for_iv(sp->mid)->name);
+    for_iter_arg(pmid, 0)->name = "base";
+    pbase = for_iter_arg(pmid, 0);
+    valuemap_put(m, &c.map, for_iv(sp->mid), for_iv(pmid));
+    c.mid = builder_at_end(m, for_body(pmid));
+    c.mid.loc = loop->loc;
+    c.pre = builder_before(m, pmid);
+    c.pre.loc = loop->loc;
+  }
+  Builder *level = sp->mid ? &c.mid : &c.pre;
   Value *lo = clone_pre(&c, loop->operands[0]), *hi = clone_pre(&c, loop->operands[1]);
-  Op *ploop = build_for(&c.pre, lo, hi, false, NULL, 0, "j");
+  Op *ploop = build_for(level, lo, hi, false, NULL, 0, "j");
+  if (sp->mid) {
+    Value *next = build_binary(level, OP_ADD, pbase, step_count(level, lo, hi));
+    build_yield(level, &next, 1);
+  }
+  *level = builder_before(m, ploop);
+  level->loc = loop->loc;
   c.iv = for_iv(ploop);
   valuemap_put(m, &c.map, for_iv(loop), c.iv);
   c.body = builder_at_end(m, for_body(ploop));
   c.body.loc = loop->loc;
   Value *pstep = step_number(&c.body, c.iv, lo);
+  if (pbase)
+    pstep = build_binary(&c.body, OP_ADD, pbase, pstep);
   for (int k = 0; k < sp->nloads; k++) {
     Op *ld = sp->loads[k];
     for (int i = 0; i < ld->noperands; i++)
@@ -323,13 +404,16 @@ static void split_roles(Module *m, Func *f, Split *sp) {
     build_op(&c.body, OP_RING_PUT, ops, 3, NULL, 0, 0);
   }
   build_yield(&c.body, NULL, 0);
-  build_yield(&c.pre, NULL, 0);
 
   /* The consumers: get at the top of the step, release at its end. */
+  if (sp->mid)
+    base = count_mid_steps(m, sp->mid, loop);
   Block *body = for_body(loop);
   Builder get = builder_before(m, body->first);
   get.loc = loop->loc;
   Value *cstep = step_number(&get, for_iv(loop), loop->operands[0]);
+  if (base)
+    cstep = build_binary(&get, OP_ADD, base, cstep);
   Builder rel = builder_before(m, block_terminator(body));
   rel.loc = loop->loc;
   for (int k = 0; k < sp->nloads; k++) {
@@ -344,24 +428,46 @@ static void split_roles(Module *m, Func *f, Split *sp) {
   }
 }
 
+/* Backward kernels the producer can feed: the K/V-outer ones (their inner
+ * loop over Q tiles loads Q and dO; kv, and dv of split-dkdv) and the
+ * Q-outer one (its inner loop loads K and V). The atomic kernel (main)
+ * keeps the pipeline pass's copies. */
+static bool backward_role(const Func *f) {
+  const char *role = attr_str(&f->attrs, "role", "");
+  return strcmp(role, "kv") == 0 || strcmp(role, "dv") == 0 || strcmp(role, "q") == 0;
+}
+
+/* The backward's head dims for warp roles: 128. Its four consumer warps
+ * run two blocks an SM at 128 registers a thread at launch (codegen/walk.c
+ * lw_role_regs), and ptxas sizes an instruction by that: d256's 64 x 256
+ * wgmma accumulators (128 registers) do not compile. d64 measured 5-10%
+ * slower with the producer than with the pipeline pass's copies (which
+ * also carry LSE and D a step ahead there); d128 faster (perf-log P78). */
+static bool backward_dims(int d, int dv) { return d > 64 && d <= 128 && dv <= 128; }
+
 int pass_warp_specialize(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   (void)diag;
   const char *target = attr_str(&f->attrs, "target", opts && opts->target ? opts->target : "sm_90a");
+  const char *mode = attr_str(&f->attrs, "mode", "");
   int d = (int)attr_int(&f->attrs, "head_dim", 0);
   int dv = (int)attr_int(&f->attrs, "v_head_dim", d);
+  int warps = (int)attr_int(&f->attrs, "warps", 4);
+  bool backward = strcmp(mode, "backward") == 0;
   /* On unless the spec's schedule says `producer = 0`: +15-25% at d128 and
-   * d256 on the H100 (docs/perf-log.md P68). */
+   * d256 on the H100 (docs/perf-log.md P68); the forward's two consumer
+   * warpgroups, the backward's one or two. */
   if (attr_int(&f->attrs, "sched_producer", 1) != 1 ||
-      strcmp(attr_str(&f->attrs, "mode", ""), "forward") != 0 ||
-      strcmp(target, "sm_90a") != 0 || (opts && opts->mma_sync) || d % 64 || dv % 64 ||
-      attr_int(&f->attrs, "warps", 4) != 8)
+      !(strcmp(mode, "forward") == 0 ? warps == 8
+        : backward                   ? backward_role(f) && backward_dims(d, dv) && (warps == 4 || warps == 8)
+                                     : false) ||
+      strcmp(target, "sm_90a") != 0 || (opts && opts->mma_sync) || d % 64 || dv % 64)
     return 0;
   if (block_has_op(f->body, OP_WARP_ROLES))
     return 0;
   OpList loops = collect_ops(f, OP_FOR);
   Split sp;
   for (int i = 0; i < loops.n; i++)
-    if (match_split(loops.v[i], &sp)) {
+    if (match_split(loops.v[i], &sp, backward)) {
       split_roles(m, f, &sp);
       break;
     }
