@@ -208,6 +208,18 @@ void cg_named_barrier(CgBuilder *b, int id, int threads);
 void cg_named_barrier_at(CgBuilder *b, MlirValue id, int threads, bool arrive);
 /* setmaxnreg.inc/dec: this warpgroup's register budget becomes `regs`. */
 void cg_setmaxnreg(CgBuilder *b, bool increase, int regs);
+/* cp.reduce.async.bulk ... add.f32: `bytes` (a multiple of 16) of f32 at
+ * shared address src (i32) added into global memory at dst (16-byte
+ * aligned), in this thread's current bulk group (sm_90). */
+void cg_bulk_reduce_add_f32(CgBuilder *b, MlirValue dst, MlirValue src, int bytes);
+/* cp.async.bulk.commit_group: closes this thread's bulk group. */
+void cg_bulk_commit(CgBuilder *b);
+/* cp.async.bulk.wait_group[.read] 0: this thread's bulk groups done (read:
+ * done reading their shared memory, which may then be rewritten). */
+void cg_bulk_wait(CgBuilder *b, bool read);
+/* bar.warp.sync -1: the warp's lanes meet (and see each other's shared
+ * memory writes). */
+void cg_syncwarp(CgBuilder *b);
 
 /* ------------------------------------------------------------- regions */
 MlirOperation cg_module_create(CgBuilder *b); /* builtin.module, gpu.container_module */

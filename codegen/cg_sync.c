@@ -88,3 +88,20 @@ void cg_setmaxnreg(CgBuilder *b, bool increase, int regs) {
            regs);
   cg_ptx(b, text, NULL, "", 0, NULL, 0);
 }
+
+void cg_bulk_reduce_add_f32(CgBuilder *b, MlirValue dst, MlirValue src, int bytes) {
+  char text[128];
+  snprintf(text, sizeof text,
+           "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], %d;", bytes);
+  MlirValue args[2] = {dst, src};
+  cg_ptx(b, text, args, "l,r", 2, NULL, 0);
+}
+
+void cg_bulk_commit(CgBuilder *b) { cg_ptx(b, "cp.async.bulk.commit_group;", NULL, "", 0, NULL, 0); }
+
+void cg_bulk_wait(CgBuilder *b, bool read) {
+  cg_ptx(b, read ? "cp.async.bulk.wait_group.read 0;" : "cp.async.bulk.wait_group 0;", NULL, "", 0,
+         NULL, 0);
+}
+
+void cg_syncwarp(CgBuilder *b) { cg_ptx(b, "bar.warp.sync -1;", NULL, "", 0, NULL, 0); }

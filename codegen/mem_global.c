@@ -125,6 +125,70 @@ static void add_rows_v4(Lowerer *L, const TensorRef *t, const CgVal *x, int mi, 
   lw_lane_ids_restore(L, ids);
 }
 
+/* Can the f32 tile x be added into t by bulk reductions (add_tile_bulk)?
+ * sm_90; whole fragments whose rows the warps split (or one warp), at most
+ * 32 rows a warp (a lane a row), rows of 16-byte multiples; tensors of at
+ * most 128 columns (dQ's accumulator at d256 measured 2-4% slower this way
+ * than with red.v4, perf-log P79: its kernel has no shared memory to spare). */
+static bool bulk_addable(const Lowerer *L, const TensorRef *t, const TileGeom *g) {
+  return L->sm90 && t->elem == ELEM_F32 && t->cols <= 128 && g->cls == TC_FULL &&
+         !g->col_split && (g->row_split || L->warps == 1) && 16 * g->nm <= 32 &&
+         g->cols % 4 == 0;
+}
+
+/* The f32 tile x added into t through shared memory and the TMA unit's
+ * bulk reductions (FlashAttention-3's dQ writer): each warp writes its
+ * rows of the tile to a buffer of its own (rows padded by 4 floats: the
+ * fragments' v2 stores hit 32 banks), then lane l adds row l with one
+ * `cp.reduce.async.bulk ... add.f32` of the row's cols x 4 contiguous
+ * bytes. The L2 adds whole lines, where add_rows_v4's red.v4 came as 16
+ * sectors a warp instruction (the atomic backward was bound by them on the
+ * L2, docs/perf-log.md P35). Before its next write a warp waits until its
+ * reductions have read the buffer; the kernel's end waits for them all
+ * (walk_kernel.c). No block barrier: each warp only touches its rows. */
+static void add_tile_bulk(Lowerer *L, const TensorRef *t, const CgVal *x, int col0,
+                          LwRowAt row_at, void *ctx) {
+  CgBuilder *b = &L->b;
+  const TileGeom *g = &x->g;
+  int wrows = 16 * g->nm, pitch = (g->cols + 4) * 4, bytes = L->warps * wrows * pitch;
+  if (L->bulk_buf_bytes < bytes) {
+    L->bulk_buf_off = lw_alloc_smem(L, bytes);
+    L->bulk_buf_bytes = bytes;
+  }
+  MlirValue wbuf = cg_addi_c(b, cg_muli_c(b, L->warp, wrows * pitch), L->bulk_buf_off);
+  cg_bulk_wait(b, true);
+  cg_syncwarp(b);
+  MlirType v2 = mlirVectorTypeGet(1, (int64_t[]){2}, b->f32);
+  for (int mi = 0; mi < g->nm; mi++)
+    for (int h = 0; h < 2; h++) {
+      MlirValue row = cg_addi_c(b, L->lg, mi * 16 + 8 * h);
+      MlirValue rbuf = cg_addi(b, wbuf, cg_muli_c(b, row, pitch));
+      for (int ni = 0; ni < g->nn; ni++) {
+        MlirValue e2[2] = {cg_float_cast(b, lw_elem(L, x, TC_FULL, mi, ni, 2 * h), b->f32),
+                           cg_float_cast(b, lw_elem(L, x, TC_FULL, mi, ni, 2 * h + 1), b->f32)};
+        MlirValue col = cg_muli_c(b, cg_addi_c(b, cg_muli_c(b, L->lq, 2), ni * 8), 4);
+        MlirValue p = cg_gep(b, L->smem, cg_addi(b, rbuf, col), b->i8);
+        cg_store(b, cg_vector_from(b, e2, 2, v2), p, 8);
+      }
+    }
+  cg_fence_proxy_async(b);
+  cg_syncwarp(b);
+  /* lane l < wrows: the warp's row l */
+  MlirValue row = cg_addi(b, cg_subi(b, lw_elem_row(L, g, 0, 0), L->lg), L->lane);
+  MlirValue off, ok;
+  window_row_at(L, row_at, ctx, row, col0, &off, &ok);
+  ok = cg_arith2(b, "arith.andi", ok, cg_cmpi(b, "ult", L->lane, cg_const_i32(b, wrows)));
+  MlirBlock then_block, outer = b->block;
+  cg_if(b, ok, NULL, 0, false, &then_block, NULL);
+  cg_builder_set_block(b, then_block);
+  MlirValue src = cg_gep(b, L->smem, cg_addi(b, wbuf, cg_muli_c(b, L->lane, pitch)), b->i8);
+  cg_bulk_reduce_add_f32(b, cg_gep(b, t->base, off, t->et), cg_shared_addr32(b, src),
+                         g->cols * 4);
+  cg_bulk_commit(b);
+  cg_yield(b, NULL, 0);
+  cg_builder_set_block(b, outer);
+}
+
 /* One row (mi, h) of a thread's share: the n8 fragments' two adjacent
  * elements are stored together. */
 static void store_row(Lowerer *L, const TensorRef *t, const CgVal *x, MlirValue off, int mi, int h) {
@@ -189,6 +253,10 @@ static void rows_loop(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt row_
   const TileGeom *g = &x->g;
   if (add && !g->row_split && !g->col_split && L->warps > 1) {
     lw_error(L, op, "a store with reduce = add needs a tile split over the warps");
+    return;
+  }
+  if (add && bulk_addable(L, t, g)) {
+    add_tile_bulk(L, t, x, col0, row_at, ctx);
     return;
   }
   int nm = g->cls == TC_ONE ? 1 : g->nm, nh = g->cls == TC_ONE ? 1 : 2;

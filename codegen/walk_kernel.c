@@ -272,6 +272,9 @@ int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwK
   if (lw_wgmma_plan(L, tc, target, K->no_wgmma) && bind_args(L))
     lw_walk_block(L, f->body);
   lw_flush_async(L, 0);
+  /* bulk reductions still reading shared memory (mem_global.c) */
+  if (L->bulk_buf_bytes)
+    cg_bulk_wait(&L->b, false);
   cg_gpu_return(&L->b);
   info->smem_bytes = L->smem_top > L->scratch_bytes ? L->smem_top : L->scratch_bytes;
   info->workspace_floats_per_row = lw_workspace_floats_per_row(f);
