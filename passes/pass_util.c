@@ -548,8 +548,16 @@ bool loop_rebuildable(Value *v, Op *loop) { return rebuildable(v, loop, 0); }
 
 bool overlap_softmax_wanted(const Func *f, bool has_rings) {
   int64_t sched = attr_int(&f->attrs, "sched_overlap", -1);
-  int d = (int)attr_int(&f->attrs, "head_dim", 0);
-  return sched == 1 || (sched == -1 && has_rings && attr_int(&f->attrs, "v_head_dim", d) <= 128);
+  if (sched != -1 || !has_rings)
+    return sched == 1;
+  long d = attr_int(&f->attrs, "head_dim", 0), dv = attr_int(&f->attrs, "v_head_dim", d);
+  if (dv <= 128)
+    return true;
+  /* Wider V (d192, d256; +2-5% on the H100's non-causal d256 rows,
+   * docs/perf-log.md P77) where V's slot of zeros fits beside Q and two
+   * stages of K and V (and the rings' barrier blocks) in sm_90a's 227 KB. */
+  long tq = attr_int(&f->attrs, "tile_q", 0), tk = attr_int(&f->attrs, "tile_kv", 0);
+  return tq * d * 2 + 2 * tk * (d + dv) * 2 + tk * dv * 2 + 2048 <= 227L * 1024;
 }
 
 Value *clone_load_at(Builder *b, Op *ld, Op *loop, Value *iv) {
