@@ -195,6 +195,7 @@ struct Lowerer {
   bool consumer_barrier; /* barriers are `bar.sync 1, threads`: consumers only */
   MlirValue put_slot;    /* while a ring_put's load is lowered: the slot (i32 bytes) */
   bool producer_single;  /* the producer region runs on one thread (TMA puts only) */
+  int role_blocks;       /* warp_roles {blocks_per_sm}: 1 or 2; 0 when absent */
   /* Tiles added by bulk reductions (mem_global.c add_tile_bulk): their
    * staging buffer's byte offset and size; 0 bytes when none. */
   int bulk_buf_off, bulk_buf_bytes;

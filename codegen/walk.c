@@ -517,8 +517,13 @@ static void lower_if(Lowerer *L, const Op *op) {
  * 40, the consumers take 232: 128 x 40 + 256 x 232 = 64512 = 384 x 168.
  * One consumer warpgroup (the backward's four warps): two blocks an SM
  * (.minnctapersm 2), 128 a thread at launch; the producer keeps 24, the
- * consumers take 232: 128 x 24 + 128 x 232 = 32768 = 256 x 128. */
-LwRoleRegs lw_role_regs(int consumer_threads) {
+ * consumers take 232: 128 x 24 + 128 x 232 = 32768 = 256 x 128. Or, where
+ * the pass found shared memory for one block only (blocks_per_sm = 1: the
+ * backward at d256), one block: consumers 240 (a 64 x 256 wgmma's
+ * accumulators and the tile's other registers), producer 24. */
+LwRoleRegs lw_role_regs(int consumer_threads, int blocks_per_sm) {
+  if (consumer_threads <= 128 && blocks_per_sm == 1)
+    return (LwRoleRegs){.blocks_per_sm = 1, .producer = 40, .consumer = 240};
   if (consumer_threads <= 128)
     return (LwRoleRegs){.blocks_per_sm = 2, .producer = 24, .consumer = 232};
   return (LwRoleRegs){.blocks_per_sm = 1, .producer = 40, .consumer = 232};
@@ -559,7 +564,7 @@ static void lower_warp_roles(Lowerer *L, const Op *op) {
   int threads = L->threads, warps = L->warps;
   cg_builder_set_block(b, pb);
   if (L->sm90)
-    cg_setmaxnreg(b, false, lw_role_regs(threads).producer);
+    cg_setmaxnreg(b, false, lw_role_regs(threads, L->role_blocks).producer);
   L->tid = cg_subi(b, L->tid, cg_const_i32(b, L->threads));
   L->warp = cg_arith2(b, "arith.divui", L->tid, cg_const_i32(b, 32));
   L->threads = L->producer_threads;
@@ -591,7 +596,7 @@ static void lower_warp_roles(Lowerer *L, const Op *op) {
 
   cg_builder_set_block(b, cb);
   if (L->sm90)
-    cg_setmaxnreg(b, true, lw_role_regs(threads).consumer);
+    cg_setmaxnreg(b, true, lw_role_regs(threads, L->role_blocks).consumer);
   L->consumer_barrier = true;
   lower_region(L, op->regions[1], cb, 0, 0, -1, -1);
   L->consumer_barrier = false;

@@ -85,10 +85,10 @@ void lw_walk_block(Lowerer *L, const Block *blk);
 
 /* A warp_roles kernel's registers: the blocks an SM runs and the
  * setmaxnreg budgets of the producer and consumer warpgroups, from the
- * consumers' thread count (walk.c). */
+ * consumers' thread count and the op's blocks_per_sm (0: absent) (walk.c). */
 typedef struct LwRoleRegs {
   int blocks_per_sm, producer, consumer;
 } LwRoleRegs;
-LwRoleRegs lw_role_regs(int consumer_threads);
+LwRoleRegs lw_role_regs(int consumer_threads, int blocks_per_sm);
 
 #endif

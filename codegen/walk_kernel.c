@@ -18,9 +18,13 @@ static void count_parallel(Op *op, void *ctx) {
 }
 
 /* The producer warps of the kernel's warp_roles op (0: none). */
+/* The warp_roles op's producer warps and blocks an SM (0: the default for
+ * its consumers, lw_role_regs). */
 static void producer_warps_fn(Op *op, void *ctx) {
-  if (op->kind == OP_WARP_ROLES)
-    *(int *)ctx = (int)attr_int(&op->attrs, "producer_warps", 4);
+  if (op->kind == OP_WARP_ROLES) {
+    ((int *)ctx)[0] = (int)attr_int(&op->attrs, "producer_warps", 4);
+    ((int *)ctx)[1] = (int)attr_int(&op->attrs, "blocks_per_sm", 0);
+  }
 }
 
 /* Parameter p of the kind's ABI is v: a Lowerer field, or a named
@@ -226,9 +230,10 @@ int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwK
   L->kind = K;
   L->warps = (int)attr_int(&f->attrs, "warps", 4);
   L->threads = 32 * L->warps;
-  int producer_warps = 0;
-  func_walk((Func *)f, producer_warps_fn, &producer_warps);
-  L->producer_threads = 32 * producer_warps;
+  int roles[2] = {0, 0};
+  func_walk((Func *)f, producer_warps_fn, roles);
+  L->producer_threads = 32 * roles[0];
+  L->role_blocks = roles[1];
   L->dtype = kernel_dtype(f);
   L->sm90 = strcmp(target, "sm_90a") == 0;
   L->remat_descriptors = K->remat_descriptors;
@@ -265,7 +270,7 @@ int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwK
   if (L->producer_threads)
     mlirOperationSetAttributeByName(mlirBlockGetParentOperation(entry),
                                     mlirStringRefCreateFromCString("nvvm.minctasm"),
-                                    cg_attr_i32(&L->b, lw_role_regs(L->threads).blocks_per_sm));
+                                    cg_attr_i32(&L->b, lw_role_regs(L->threads, L->role_blocks).blocks_per_sm));
   cg_builder_set_block(&L->b, entry);
   bind_params(L, K, ps, nparams, entry);
   make_thread_ids(L);

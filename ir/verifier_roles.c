@@ -149,6 +149,9 @@ void check_warp_roles(Verifier *v, const Op *op) {
   const Attr *p = attr_get(&op->attrs, "producer_warps");
   if (!p || p->kind != ATTR_INT || p->i < 1 || p->i > 16)
     report(v, op, "needs 'producer_warps' = 1 .. 16");
+  const Attr *bps = attr_get(&op->attrs, "blocks_per_sm");
+  if (bps && (bps->kind != ATTR_INT || bps->i < 1 || bps->i > 2))
+    report(v, op, "'blocks_per_sm' must be 1 or 2 (the blocks an SM runs: codegen's register split)");
   int region;
   const Op *outer = enclosing_roles(op, &region);
   if (outer)

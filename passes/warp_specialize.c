@@ -261,14 +261,12 @@ static long tile_bytes(Type t) {
  * shared memory holds (at most 4, at least 2) beside the consumers' own
  * staged tiles (Q; the backward's K/V-outer K and V) and the rings'
  * barriers (1024-byte aligned blocks), for the blocks an SM runs: one with
- * two consumer warpgroups, two with one (codegen gives each half the
- * registers, walk_kernel.c). The producer runs that many steps ahead; d128
- * measured 2-10% faster with 3 than with 2 (docs/perf-log.md P68). */
-static int ring_stages(Func *f, const Split *sp) {
-  if (attr_int(&f->attrs, "sched_stages", 0) > 0)
-    return (int)attr_int(&f->attrs, "stages", 2) < 2 ? 2 : (int)attr_int(&f->attrs, "stages", 2);
-  int blocks_per_sm = attr_int(&f->attrs, "warps", 8) == 4 ? 2 : 1;
-  const long budget = 227L * 1024 / blocks_per_sm - (blocks_per_sm - 1) * 1024L;
+ * two consumer warpgroups; with one (the backward's four warps) two where
+ * two stages fit in half the shared memory, else one (*blocks_per_sm: 1;
+ * codegen then gives the consumers more registers, walk.c lw_role_regs).
+ * The producer runs that many steps ahead; d128 measured 2-10% faster
+ * with 3 than with 2 (docs/perf-log.md P68). */
+static int ring_stages(Func *f, const Split *sp, int *blocks_per_sm) {
   long own = 0, per_stage = 0;
   OpList loads = collect_ops_in(sp->tbody, OP_LOAD);
   for (int i = 0; i < loads.n; i++)
@@ -280,7 +278,16 @@ static int ring_stages(Func *f, const Split *sp) {
   /* overlap-softmax (after this pass) gives V's ring a slot of zeros */
   if (strcmp(attr_str(&f->attrs, "mode", ""), "forward") == 0 && overlap_softmax_wanted(f, true))
     own += tile_bytes(sp->loads[sp->nloads - 1]->results[0]->type);
-  long fit = (budget - own - 1024L * sp->nloads) / per_stage;
+  own += 1024L * sp->nloads;
+  const long sm = 227L * 1024, half = sm / 2 - 1024;
+  int given = attr_int(&f->attrs, "sched_stages", 0) > 0 ? (int)attr_int(&f->attrs, "stages", 2) : 0;
+  if (given && given < 2)
+    given = 2;
+  *blocks_per_sm =
+      attr_int(&f->attrs, "warps", 8) == 4 && own + (given ? given : 2) * per_stage <= half ? 2 : 1;
+  if (given)
+    return given;
+  long fit = ((*blocks_per_sm == 2 ? half : sm) - own) / per_stage;
   return fit > 4 ? 4 : fit < 2 ? 2 : (int)fit;
 }
 
@@ -327,7 +334,8 @@ static void split_roles(Module *m, Func *f, Split *sp) {
   Op *loop = sp->loop;
   Block *tbody = sp->tbody;
   Op *tterm = block_terminator(tbody);
-  int stages = ring_stages(f, sp);
+  int blocks_per_sm;
+  int stages = ring_stages(f, sp, &blocks_per_sm);
 
   /* The rings and the roles, first in the tile's body. */
   Builder top = builder_before(m, tbody->first);
@@ -345,6 +353,8 @@ static void split_roles(Module *m, Func *f, Split *sp) {
   }
   Op *roles = build_op(&top, OP_WARP_ROLES, NULL, 0, NULL, 0, 2);
   op_set_attr_int(roles, "producer_warps", PRODUCER_WARPS);
+  if (attr_int(&f->attrs, "warps", 8) == 4)
+    op_set_attr_int(roles, "blocks_per_sm", blocks_per_sm);
   Block *producer = roles->regions[0], *consumer = roles->regions[1];
   producer->parent_op = consumer->parent_op = roles;
 
@@ -437,13 +447,13 @@ static bool backward_role(const Func *f) {
   return strcmp(role, "kv") == 0 || strcmp(role, "dv") == 0 || strcmp(role, "q") == 0;
 }
 
-/* The backward's head dims for warp roles: 128. Its four consumer warps
- * run two blocks an SM at 128 registers a thread at launch (codegen/walk.c
- * lw_role_regs), and ptxas sizes an instruction by that: d256's 64 x 256
- * wgmma accumulators (128 registers) do not compile. d64 measured 5-10%
+/* The backward's head dims for warp roles: past 64. d64 measured 5-10%
  * slower with the producer than with the pipeline pass's copies (which
- * also carry LSE and D a step ahead there); d128 faster (perf-log P78). */
-static bool backward_dims(int d, int dv) { return d > 64 && d <= 128 && dv <= 128; }
+ * also carry LSE and D a step ahead there); d128 faster (perf-log P78).
+ * d256 runs one block an SM (its rings and K/V tiles fill the shared
+ * memory; ptxas sizes a 64 x 256 wgmma's accumulators by the launch's
+ * registers, which two blocks an SM would halve). */
+static bool backward_dims(int d, int dv) { return d > 64 && dv > 0; }
 
 int pass_warp_specialize(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   (void)diag;
