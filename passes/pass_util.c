@@ -553,9 +553,12 @@ bool overlap_softmax_wanted(const Func *f, bool has_rings) {
   long d = attr_int(&f->attrs, "head_dim", 0), dv = attr_int(&f->attrs, "v_head_dim", d);
   if (dv <= 128)
     return true;
-  /* Wider V (d192, d256; +2-5% on the H100's non-causal d256 rows,
-   * docs/perf-log.md P77) where V's slot of zeros fits beside Q and two
-   * stages of K and V (and the rings' barrier blocks) in sm_90a's 227 KB. */
+  /* Wider V (d192, d256): unmasked kernels only (H100, d256: +2-7% on the
+   * rows from 2k, 0 to -6% causal; docs/perf-log.md P77, P81), where V's
+   * slot of zeros fits beside Q and two stages of K and V (and the rings'
+   * barrier blocks) in sm_90a's 227 KB. */
+  if (strcmp(attr_str(&f->attrs, "mask", "none"), "none") != 0)
+    return false;
   long tq = attr_int(&f->attrs, "tile_q", 0), tk = attr_int(&f->attrs, "tile_kv", 0);
   return tq * d * 2 + 2 * tk * (d + dv) * 2 + tk * dv * 2 + 2048 <= 227L * 1024;
 }
