@@ -36,13 +36,18 @@
  *
  * The pass fires unless the spec's schedule says `producer = 0`, on forward
  * kernels for sm_90a whose matmuls run on wgmma (head dims multiples of 64,
- * whole warpgroups, not -mma=sync), for a K/V loop that is the sequential
- * loop of a parallel loop's body carrying O, l, m, with no tile carried
- * (it runs before overlap-softmax, which then takes V from its ring), no nested loop, and staged loads whose
- * rows are computed from the step by scalar ops (and the bounds from the
- * Q tile's scalars): what the producer can compute alone. Anything else
- * is left to the pipeline pass. It runs before `pipeline`, which then
- * finds nothing to prefetch in either loop.
+ * two warpgroups, not -mma=sync), for a K/V loop that is the sequential
+ * loop of a parallel loop's body carrying O, l, m, with no staged tile
+ * carried (it runs before overlap-softmax, which then takes V from its
+ * ring), no nested loop, and staged loads whose rows are computed from the
+ * step by scalar ops (and the bounds from the Q tile's scalars): what the
+ * producer can compute alone. Also on the backward's K/V-outer and Q-outer
+ * kernels past head dim 64 (docs/hopper-pipeline.md §10): their step loop
+ * carries the gradient tiles, and bwd_kv's sits in a sequential loop over
+ * a K/V head's query heads, which the producer copies, both roles counting
+ * steps across it (count_mid_steps). Anything else is left to the pipeline
+ * pass. It runs before `pipeline`, which then finds nothing to prefetch in
+ * either loop.
  */
 #include <stdio.h>
 #include <string.h>
