@@ -17,9 +17,8 @@ static void count_parallel(Op *op, void *ctx) {
     (*(int *)ctx)++;
 }
 
-/* The producer warps of the kernel's warp_roles op (0: none). */
-/* The warp_roles op's producer warps and blocks an SM (0: the default for
- * its consumers, lw_role_regs). */
+/* The warp_roles op's producer warps (0: none) and blocks an SM (0: the
+ * default for its consumers, lw_role_regs). */
 static void producer_warps_fn(Op *op, void *ctx) {
   if (op->kind == OP_WARP_ROLES) {
     ((int *)ctx)[0] = (int)attr_int(&op->attrs, "producer_warps", 4);

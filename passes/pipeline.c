@@ -58,7 +58,7 @@ static const Pass pipeline[] = {
      * longer the consumers' to prefetch; before overlap-softmax, which
      * takes V from its ring a step late */
     {"warp-specialize",
-     "forward and d128 backward on wgmma: a producer warpgroup loads the step's tiles into rings, the warps compute",
+     "forward and backward (past d64) on wgmma: a producer warpgroup loads the step's tiles into rings, the warps compute",
      false, pass_warp_specialize},
     /* before pipeline: V becomes a tile carried one step, which pipeline
      * leaves alone while it carries K */

@@ -299,9 +299,10 @@ static int ring_stages(Func *f, const Split *sp, int *blocks_per_sm) {
 /* Does ld's tile come by TMA (docs/hopper-pipeline.md §2-§3): a tensor
  * map per K/V argument, built by the runtime at launch; one thread issues
  * the bulk copies, which zero the rows past the tensor's end as cp.async
- * does. K and V of the forward only (the maps its launch encodes). Not where the rows are a packed batch's (varlen: the rows after a
- * sequence are the next one's, not out of range), nor where the schedule
- * says `tma = 0`. The box is 64 columns (128 bytes, the 128-byte swizzle's
+ * does. K and V of the forward only (the maps its launch encodes). Not
+ * where the rows are a packed batch's (varlen: the rows after a sequence
+ * are the next one's, not out of range), nor where the schedule says
+ * `tma = 0`. The box is 64 columns (128 bytes, the 128-byte swizzle's
  * row) by at most 256 rows. */
 static bool tma_load(const Func *f, const Op *ld) {
   Type t = ld->results[0]->type;
