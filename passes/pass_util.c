@@ -1,5 +1,6 @@
 /* pass_util.c - helpers shared by the passes (see pass_util.h). */
 #include "passes/pass_util.h"
+#include "passes/passes.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -556,11 +557,12 @@ bool overlap_softmax_wanted(const Func *f, bool has_rings) {
   /* Wider V (d192, d256): unmasked kernels only (H100, d256: +2-7% on the
    * rows from 2k, 0 to -6% causal; docs/perf-log.md P77, P81), where V's
    * slot of zeros fits beside Q and two stages of K and V (and the rings'
-   * barrier blocks) in sm_90a's 227 KB. */
+   * barrier blocks) in sm_90a's 227 KB (tiling_smem_limit). */
   if (strcmp(attr_str(&f->attrs, "mask", "none"), "none") != 0)
     return false;
   long tq = attr_int(&f->attrs, "tile_q", 0), tk = attr_int(&f->attrs, "tile_kv", 0);
-  return tq * d * 2 + 2 * tk * (d + dv) * 2 + tk * dv * 2 + 2048 <= 227L * 1024;
+  return tq * d * 2 + 2 * tk * (d + dv) * 2 + tk * dv * 2 + 2048 <=
+         tiling_smem_limit(attr_str(&f->attrs, "target", "sm_90a"));
 }
 
 Value *clone_load_at(Builder *b, Op *ld, Op *loop, Value *iv) {

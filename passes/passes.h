@@ -70,6 +70,9 @@ bool tiling_decode_warp_split(const Func *f, const PassOptions *opts);
 /* The pipeline stages of split-dkdv's dV kernel copied from the tiled
  * K/V-outer kernel f (tiling.c). */
 int tiling_dv_kernel_stages(const Func *f);
+/* The shared memory one block may use on target (sm_80's for an unknown
+ * one): what the passes that size rings and slots fit in (tiling.c). */
+long tiling_smem_limit(const char *target);
 int pass_reorder_q_outer(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_defer_rescale(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_partition_warps(Module *m, Func *f, const PassOptions *opts, FILE *diag);

@@ -53,6 +53,11 @@ static const TargetInfo *find_target(const char *name) {
   return NULL;
 }
 
+long tiling_smem_limit(const char *target) {
+  const TargetInfo *t = find_target(target ? target : "sm_90a");
+  return t ? t->smem_per_block : targets[0].smem_per_block;
+}
+
 /* Q tile once, K and V tiles once per pipeline stage. */
 static long smem_bytes(const Sched *s, const Shape *sh) {
   long q = (long)s->tile_q * sh->d * sh->elem_bytes;

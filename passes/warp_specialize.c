@@ -284,7 +284,7 @@ static int ring_stages(Func *f, const Split *sp, int *blocks_per_sm) {
   if (strcmp(attr_str(&f->attrs, "mode", ""), "forward") == 0 && overlap_softmax_wanted(f, true))
     own += tile_bytes(sp->loads[sp->nloads - 1]->results[0]->type);
   own += 1024L * sp->nloads;
-  const long sm = 227L * 1024, half = sm / 2 - 1024;
+  const long sm = tiling_smem_limit(attr_str(&f->attrs, "target", "sm_90a")), half = sm / 2 - 1024;
   int given = attr_int(&f->attrs, "sched_stages", 0) > 0 ? (int)attr_int(&f->attrs, "stages", 2) : 0;
   if (given && given < 2)
     given = 2;
