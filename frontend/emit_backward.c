@@ -106,11 +106,18 @@ static void open_kernel(Bwd *B, Module *m, const KernelSpec *k, Role role, const
    * (else the tiling pass chooses). */
   const Schedule *bs = &k->bwd_schedule;
   if (bs->loc.line > 0) {
+    const char *base = k->name ? k->name : "attn";
+    char *sname = module_alloc(m, strlen(base) + 5);
+    snprintf(sname, strlen(base) + 5, "%s_bwd", base);
+    L->f->sched_loc = bs->loc;
+    L->f->sched_name = sname;
     attr_set_int(m, a, "sched_tile_q", bs->tile_q);
     attr_set_int(m, a, "sched_tile_kv", bs->tile_kv);
     attr_set_int(m, a, "sched_warps", bs->warps);
     attr_set_int(m, a, "sched_stages", bs->stages);
   } else {
+    L->f->sched_loc = (SrcLoc){0}; /* the forward's schedule is not the backward's */
+    L->f->sched_name = NULL;
     attr_remove(a, "sched_tile_q");
     attr_remove(a, "sched_tile_kv");
     attr_remove(a, "sched_warps");

@@ -364,6 +364,10 @@ void em_set_attrs(Lower *L, const char *target) {
   }
   attr_set_word(L->m, a, "schedule", "fa1");
   const Schedule *s = &k->schedule;
+  if (s->loc.line > 0) {
+    L->f->sched_loc = s->loc;
+    L->f->sched_name = k->name;
+  }
   if (s->loc.line > 0 || s->tile_q || s->tile_kv || s->warps || s->stages) {
     attr_set_int(L->m, a, "sched_tile_q", s->tile_q);
     attr_set_int(L->m, a, "sched_tile_kv", s->tile_kv);

@@ -415,6 +415,8 @@ Func *func_clone(Module *m, Func *f, const char *name) {
   }
   Func *c = func_create(m, name, types, names, f->nargs, f->loc);
   attrs_copy(m, &c->attrs, &f->attrs);
+  c->sched_loc = f->sched_loc;
+  c->sched_name = f->sched_name;
   ValueMap map = {0};
   for (int i = 0; i < f->nargs; i++)
     valuemap_put(m, &map, f->args[i], c->args[i]);

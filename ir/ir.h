@@ -345,6 +345,11 @@ struct Func {
   Block *body;
   AttrList attrs; /* spec facts (dtype, heads, ...) and schedule (tile_q, warps, ...) */
   SrcLoc loc;
+  /* The `schedule NAME { ... }` block that set its tiles (line 0: none)
+   * and that block's name (NAME, or NAME_bwd for a backward kernel): where
+   * the tiling pass reports a schedule it cannot use. */
+  SrcLoc sched_loc;
+  const char *sched_name;
   Module *module;
 };
 

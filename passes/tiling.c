@@ -17,6 +17,7 @@
  * Rewrite: tile_size ops become const ops; every Br / Bc extent in every type
  * becomes the number; the kernel gets tile_q, tile_kv, warps, stages.
  */
+#include <stdarg.h>
 #include <string.h>
 
 #include "passes/pass_util.h"
@@ -51,6 +52,26 @@ static const TargetInfo *find_target(const char *name) {
     if (strcmp(targets[i].name, name) == 0)
       return &targets[i];
   return NULL;
+}
+
+/* An error about f's schedule block: at the block (source line and caret)
+ * when the spec gave one, else at the kernel; "schedule for 'NAME'", plus
+ * the kernel whose rule refused it where the block sets several (a
+ * backward's, a forward's dropout twin). */
+static void sched_error(FILE *diag, const Func *f, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void sched_error(FILE *diag, const Func *f, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  const char *name = f->sched_name ? f->sched_name : f->name;
+  if (strcmp(name, f->name) == 0)
+    pass_report(diag, f, f->sched_loc, "error", "schedule for '%s': %s", name, msg);
+  else
+    pass_report(diag, f, f->sched_loc, "error", "schedule for '%s' (kernel %s): %s", name, f->name,
+                msg);
 }
 
 long tiling_smem_limit(const char *target) {
@@ -265,16 +286,16 @@ static int refuse_budget(FILE *diag, Func *f, const Sched *s, const Shape *sh,
                          const TargetInfo *t) {
   long sm = smem_bytes(s, sh), rg = regs_per_thread(s, sh);
   if (sm > t->smem_per_block)
-    pass_error(diag, f,
-               "schedule for '%s': tile %dx%d with %d stage%s needs %ld bytes of shared "
-               "memory, the target has %ld (%s)",
-               f->name, s->tile_q, s->tile_kv, s->stages, s->stages == 1 ? "" : "s", sm,
-               t->smem_per_block, t->name);
+    sched_error(diag, f,
+                "tile %dx%d with %d stage%s needs %ld bytes of shared memory, the target has "
+                "%ld (%s)",
+                s->tile_q, s->tile_kv, s->stages, s->stages == 1 ? "" : "s", sm,
+                t->smem_per_block, t->name);
   else
-    pass_error(diag, f,
-               "schedule for '%s': tile %dx%d with %d warps needs %ld registers per thread, "
-               "the target allows %d (%s)",
-               f->name, s->tile_q, s->tile_kv, s->warps, rg, t->max_regs_per_thread, t->name);
+    sched_error(diag, f,
+                "tile %dx%d with %d warps needs %ld registers per thread, the target allows %d "
+                "(%s)",
+                s->tile_q, s->tile_kv, s->warps, rg, t->max_regs_per_thread, t->name);
   return 1;
 }
 
@@ -326,14 +347,14 @@ static int choose(Func *f, const PassOptions *opts, FILE *diag, Sched *out) {
     const char *why = backward_shape_problem(&s, role);
     long sm = backward_smem(&s, &sh, role);
     if (!why && sm > t->smem_per_block) {
-      pass_error(diag, f, "schedule for '%s': tile %dx%d with %d stage%s needs %ld bytes of "
-                 "shared memory, the target has %ld (%s)", f->name, s.tile_q, s.tile_kv,
-                 s.stages, s.stages == 1 ? "" : "s", sm, t->smem_per_block, t->name);
+      sched_error(diag, f, "tile %dx%d with %d stage%s needs %ld bytes of shared memory, the "
+                  "target has %ld (%s)", s.tile_q, s.tile_kv, s.stages,
+                  s.stages == 1 ? "" : "s", sm, t->smem_per_block, t->name);
       return 1;
     }
     if (why) {
-      pass_error(diag, f, "schedule for '%s': tile %dx%d, %d warps, %d stages: %s", f->name,
-                 s.tile_q, s.tile_kv, s.warps, s.stages, why);
+      sched_error(diag, f, "tile %dx%d, %d warps, %d stages: %s", s.tile_q, s.tile_kv, s.warps,
+                  s.stages, why);
       return 1;
     }
     *out = s;
@@ -341,8 +362,8 @@ static int choose(Func *f, const PassOptions *opts, FILE *diag, Sched *out) {
   }
   const char *why = shape_problem(&s, decode);
   if (why) {
-    pass_error(diag, f, "schedule for '%s': tile %dx%d, %d warps, %d stages: %s", f->name,
-               s.tile_q, s.tile_kv, s.warps, s.stages, why);
+    sched_error(diag, f, "tile %dx%d, %d warps, %d stages: %s", s.tile_q, s.tile_kv, s.warps,
+                s.stages, why);
     return 1;
   }
   if (!fits(&s, &sh, t))
