@@ -6,7 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "llvm-c/BitReader.h"
+#include "llvm-c/BitWriter.h"
 #include "llvm-c/Core.h"
 #include "llvm-c/Error.h"
 #include "llvm-c/Support.h"
@@ -216,64 +219,320 @@ static LLVMTargetMachineRef create_target_machine(const char *chip, const char *
   return tm;
 }
 
-static int report_llvm_error(CgContext *c, MlirLocation loc, const char *what, char *msg) {
-  cg_context_error(c, loc, "%s: %s", what, msg ? msg : "unknown error");
-  LLVMDisposeMessage(msg);
-  return -1;
+/* "what: msg" (malloc'ed; "what" when msg is NULL). */
+static char *message_join(const char *what, const char *msg) {
+  size_t len = strlen(what) + (msg ? strlen(msg) : 0) + 3;
+  char *out = malloc(len);
+  if (out)
+    snprintf(out, len, "%s%s%s", what, msg ? ": " : "", msg ? msg : "");
+  return out;
 }
 
-static int optimize(CgContext *c, MlirLocation loc, LLVMModuleRef lm, LLVMTargetMachineRef tm,
-                    int opt_level) {
-  char passes[32];
-  snprintf(passes, sizeof passes, "default<O%d>", opt_level < 0 ? 0 : opt_level > 3 ? 3 : opt_level);
-  LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
-  LLVMErrorRef e = LLVMRunPasses(lm, passes, tm, po);
-  LLVMDisposePassBuilderOptions(po);
-  if (e)
-    return report_llvm_error(c, loc, "LLVM optimization failed", LLVMGetErrorMessage(e));
-  return 0;
-}
-
-static int emit_ptx(CgContext *c, MlirLocation loc, LLVMModuleRef lm, LLVMTargetMachineRef tm,
-                    CgStrBuf *ptx) {
-  char *err = NULL;
-  LLVMMemoryBufferRef buf = NULL;
-  if (LLVMTargetMachineEmitToMemoryBuffer(tm, lm, LLVMAssemblyFile, &err, &buf))
-    return report_llvm_error(c, loc, "NVPTX code generation failed", err);
-  cg_strbuf_append(ptx, LLVMGetBufferStart(buf), LLVMGetBufferSize(buf));
-  LLVMDisposeMemoryBuffer(buf);
-  return 0;
-}
-
-/* LLVM passes, printing, backend: everything after the module exists. */
-static int llvm_stages(CgContext *c, MlirLocation loc, LLVMModuleRef lm, const char *chip,
-                       const char *features, int opt_level, bool short_shared_ptr,
-                       CgStrBuf *llvm_ir, CgStrBuf *ptx, CgTimes *times) {
-  char *err = NULL;
-  LLVMTargetMachineRef tm = create_target_machine(chip, features, opt_level, short_shared_ptr, &err);
-  if (!tm)
-    return report_llvm_error(c, loc, "no NVPTX target", err);
+/* LLVM passes, printing, backend: everything after the module exists. On
+ * failure *err is a malloc'ed message (no CgContext: kernel jobs run this
+ * on threads of their own). */
+static int llvm_stages_core(LLVMModuleRef lm, const char *chip, const char *features,
+                            int opt_level, bool short_shared_ptr, CgStrBuf *llvm_ir,
+                            CgStrBuf *ptx, double *ms_opt, double *ms_codegen, char **err) {
+  char *msg = NULL;
+  *err = NULL;
+  LLVMTargetMachineRef tm = create_target_machine(chip, features, opt_level, short_shared_ptr, &msg);
+  if (!tm) {
+    *err = message_join("no NVPTX target", msg);
+    LLVMDisposeMessage(msg);
+    return -1;
+  }
   LLVMSetTarget(lm, "nvptx64-nvidia-cuda");
   LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
   LLVMSetModuleDataLayout(lm, dl);
   LLVMDisposeTargetData(dl);
   int rc = 0;
   double t0 = cg_now_ms();
-  if (opt_level > 0)
-    rc = optimize(c, loc, lm, tm, opt_level);
+  if (opt_level > 0) {
+    char passes[32];
+    snprintf(passes, sizeof passes, "default<O%d>", opt_level > 3 ? 3 : opt_level);
+    LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+    LLVMErrorRef e = LLVMRunPasses(lm, passes, tm, po);
+    LLVMDisposePassBuilderOptions(po);
+    if (e) {
+      char *m = LLVMGetErrorMessage(e);
+      *err = message_join("LLVM optimization failed", m);
+      LLVMDisposeErrorMessage(m);
+      rc = -1;
+    }
+  }
   double t1 = cg_now_ms();
   if (rc == 0 && llvm_ir) {
     char *text = LLVMPrintModuleToString(lm);
     cg_strbuf_puts(llvm_ir, text);
     LLVMDisposeMessage(text);
   }
-  if (rc == 0 && ptx)
-    rc = emit_ptx(c, loc, lm, tm, ptx);
-  if (times) {
-    times->llvm_opt += t1 - t0;
-    times->llvm_codegen += cg_now_ms() - t1;
+  if (rc == 0 && ptx) {
+    LLVMMemoryBufferRef buf = NULL;
+    if (LLVMTargetMachineEmitToMemoryBuffer(tm, lm, LLVMAssemblyFile, &msg, &buf)) {
+      *err = message_join("NVPTX code generation failed", msg);
+      LLVMDisposeMessage(msg);
+      rc = -1;
+    } else {
+      cg_strbuf_append(ptx, LLVMGetBufferStart(buf), LLVMGetBufferSize(buf));
+      LLVMDisposeMemoryBuffer(buf);
+    }
   }
+  *ms_opt += t1 - t0;
+  *ms_codegen += cg_now_ms() - t1;
   LLVMDisposeTargetMachine(tm);
+  return rc;
+}
+
+static int llvm_stages(CgContext *c, MlirLocation loc, LLVMModuleRef lm, const char *chip,
+                       const char *features, int opt_level, bool short_shared_ptr,
+                       CgStrBuf *llvm_ir, CgStrBuf *ptx, CgTimes *times) {
+  double ms_opt = 0, ms_codegen = 0;
+  char *err = NULL;
+  int rc = llvm_stages_core(lm, chip, features, opt_level, short_shared_ptr, llvm_ir, ptx, &ms_opt,
+                            &ms_codegen, &err);
+  if (rc)
+    cg_context_error(c, loc, "%s", err ? err : "LLVM failed");
+  free(err);
+  if (times) {
+    times->llvm_opt += ms_opt;
+    times->llvm_codegen += ms_codegen;
+  }
+  return rc;
+}
+
+/* --------------------------------------------- kernels on their own threads */
+
+/* A module of several kernels: each kernel's LLVM passes and NVPTX
+ * codegen, the bulk of the compile, run on a thread of its own, from the
+ * module's bitcode parsed into the thread's context with the other
+ * kernels deleted (they call nothing and nothing calls them). The PTX is
+ * then put together as the whole module's would be: one header, the
+ * module's declarations once before the first kernel, each kernel's labels
+ * numbered by its place in the module (NVPTX numbers them per function). `FLASHC_JOBS=1` compiles the module whole;
+ * test/codegen/parallel_ptx.test checks that both give the same bytes. */
+enum { MAX_JOBS = 64 };
+
+typedef struct KernelJob {
+  const void *bitcode;
+  size_t bitcode_len;
+  int index; /* the kernel's place among the module's defined functions */
+  const char *chip, *features;
+  int opt_level;
+  bool short_ptr;
+  CgStrBuf ptx;
+  char *err;
+  double ms_opt, ms_codegen;
+} KernelJob;
+
+/* The defined functions of lm, in order (at most cap); -1 when one is
+ * used by another (a callee the kernel jobs could not delete) or there are
+ * more than cap. */
+static int defined_functions(LLVMModuleRef lm, LLVMValueRef *fns, int cap) {
+  int n = 0;
+  for (LLVMValueRef f = LLVMGetFirstFunction(lm); f; f = LLVMGetNextFunction(f)) {
+    if (LLVMIsDeclaration(f))
+      continue;
+    if (n == cap || LLVMGetFirstUse(f))
+      return -1;
+    fns[n++] = f;
+  }
+  return n;
+}
+
+static void *kernel_job(void *arg) {
+  KernelJob *j = arg;
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMMemoryBufferRef buf =
+      LLVMCreateMemoryBufferWithMemoryRange(j->bitcode, j->bitcode_len, "kernel", 0);
+  LLVMModuleRef m = NULL;
+  if (LLVMParseBitcodeInContext2(ctx, buf, &m)) {
+    j->err = message_join("internal error: a kernel's bitcode could not be read back", NULL);
+  } else {
+    LLVMValueRef fns[MAX_JOBS];
+    int n = defined_functions(m, fns, MAX_JOBS);
+    for (int i = 0; i < n; i++)
+      if (i != j->index)
+        LLVMDeleteFunction(fns[i]);
+    llvm_stages_core(m, j->chip, j->features, j->opt_level, j->short_ptr, NULL, &j->ptx,
+                     &j->ms_opt, &j->ms_codegen, &j->err);
+    LLVMDisposeModule(m);
+  }
+  LLVMDisposeMemoryBuffer(buf);
+  LLVMContextDispose(ctx);
+  return NULL;
+}
+
+/* The jobs to run at once: FLASHC_JOBS when set (1: none at once), else
+ * the machine's processors. */
+static int max_jobs(void) {
+  const char *e = getenv("FLASHC_JOBS");
+  if (e && *e)
+    return atoi(e) < 1 ? 1 : atoi(e);
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > MAX_JOBS ? MAX_JOBS : (int)n;
+}
+
+/* Appends s[0 .. len) to out with "$L__BB0_" (NVPTX's labels, numbered
+ * by function: 0 in a module of one) numbered index. */
+static void append_renumbered(CgStrBuf *out, const char *s, size_t len, int index) {
+  static const char label[] = "$L__BB0_";
+  const size_t n = sizeof label - 1;
+  size_t from = 0;
+  for (size_t i = 0; i + n <= len; i++)
+    if (memcmp(s + i, label, n) == 0) {
+      cg_strbuf_append(out, s + from, i - from);
+      cg_strbuf_printf(out, "$L__BB%d_", index);
+      i += n - 1;
+      from = i + 1;
+    }
+  cg_strbuf_append(out, s + from, len - from);
+}
+
+/* The parts of one kernel's PTX: its header (to the first "// .globl"
+ * line), that line, the declarations after it, and the kernel. False when
+ * the text is not shaped so. */
+typedef struct PtxParts {
+  const char *head, *globl, *decls, *kernel, *end;
+} PtxParts;
+
+static bool split_ptx(const CgStrBuf *ptx, PtxParts *p) {
+  const char *s = ptx->data;
+  if (!s)
+    return false;
+  p->end = s + ptx->len;
+  p->head = s;
+  p->globl = strstr(s, "\t// .globl\t");
+  if (!p->globl)
+    return false;
+  p->decls = strchr(p->globl, '\n');
+  if (!p->decls)
+    return false;
+  p->decls++;
+  p->kernel = strstr(p->decls, ".visible .entry ");
+  if (!p->kernel)
+    p->kernel = strstr(p->decls, ".entry ");
+  /* a stack frame's depot is named by function too; none is expected
+   * (codegen allocates no stack), so such a part is not joined */
+  return p->kernel != NULL && !strstr(p->kernel, "__local_depot");
+}
+
+/* Is line [l, l + len) one of buf's lines? */
+static bool has_line(const CgStrBuf *buf, const char *l, size_t len) {
+  if (!buf->data)
+    return false;
+  const char *q = buf->data, *end = buf->data + buf->len;
+  while (q < end) {
+    const char *nl = memchr(q, '\n', (size_t)(end - q));
+    const char *eol = nl ? nl + 1 : end;
+    if ((size_t)(eol - q) == len && memcmp(q, l, len) == 0)
+      return true;
+    q = eol;
+  }
+  return false;
+}
+
+/* Appends the non-blank lines of [from, to) that `seen` lacks to it. */
+static void add_decls(CgStrBuf *seen, const char *from, const char *to) {
+  while (from < to) {
+    const char *nl = memchr(from, '\n', (size_t)(to - from));
+    const char *eol = nl ? nl + 1 : to;
+    size_t len = (size_t)(eol - from);
+    if (!(len == 1 && from[0] == '\n') && !has_line(seen, from, len))
+      cg_strbuf_append(seen, from, len);
+    from = eol;
+  }
+}
+
+/* The module's PTX from its kernels' (in module order); -1 when a part is
+ * not shaped as expected (the caller then compiles the module whole). */
+static int join_ptx(KernelJob *jobs, int n, CgStrBuf *ptx) {
+  PtxParts parts[MAX_JOBS];
+  CgStrBuf decls;
+  cg_strbuf_init(&decls);
+  for (int i = 0; i < n; i++) {
+    if (!split_ptx(&jobs[i].ptx, &parts[i])) {
+      cg_strbuf_free(&decls);
+      return -1;
+    }
+    add_decls(&decls, parts[i].decls, parts[i].kernel);
+  }
+  for (int i = 0; i < n; i++) {
+    const PtxParts *p = &parts[i];
+    if (i == 0)
+      cg_strbuf_append(ptx, p->head, (size_t)(p->globl - p->head));
+    cg_strbuf_append(ptx, p->globl, (size_t)(p->decls - p->globl));
+    if (i == 0 && decls.len) {
+      cg_strbuf_append(ptx, decls.data, decls.len);
+      cg_strbuf_puts(ptx, "\n");
+    }
+    append_renumbered(ptx, p->kernel, (size_t)(p->end - p->kernel), i);
+  }
+  cg_strbuf_free(&decls);
+  return 0;
+}
+
+/* The PTX of lm's kernels, each on a thread; 1 when the module is not one
+ * to split (one kernel, a call between functions, jobs limited to 1, or a
+ * part shaped unexpectedly): the caller compiles it whole. */
+static int kernels_in_parallel(CgContext *c, MlirLocation loc, LLVMModuleRef lm, const char *chip,
+                               const char *features, int opt_level, bool short_ptr,
+                               CgStrBuf *ptx, CgTimes *times) {
+  LLVMValueRef fns[MAX_JOBS];
+  int n = defined_functions(lm, fns, MAX_JOBS), jobs_at_once = max_jobs();
+  if (n < 2 || jobs_at_once < 2)
+    return 1;
+  LLVMMemoryBufferRef bc = LLVMWriteBitcodeToMemoryBuffer(lm);
+  KernelJob *jobs = calloc((size_t)n, sizeof *jobs);
+  if (!bc || !jobs) {
+    if (bc)
+      LLVMDisposeMemoryBuffer(bc);
+    free(jobs);
+    return 1;
+  }
+  for (int i = 0; i < n; i++) {
+    jobs[i] = (KernelJob){.bitcode = LLVMGetBufferStart(bc), .bitcode_len = LLVMGetBufferSize(bc),
+                          .index = i, .chip = chip, .features = features,
+                          .opt_level = opt_level, .short_ptr = short_ptr};
+    cg_strbuf_init(&jobs[i].ptx);
+  }
+  /* waves of jobs_at_once threads; a job whose thread could not start runs here */
+  for (int first = 0; first < n; first += jobs_at_once) {
+    int last = first + jobs_at_once < n ? first + jobs_at_once : n;
+    pthread_t th[MAX_JOBS];
+    bool started[MAX_JOBS];
+    for (int i = first; i < last; i++)
+      started[i - first] = pthread_create(&th[i - first], NULL, kernel_job, &jobs[i]) == 0;
+    for (int i = first; i < last; i++) {
+      if (started[i - first])
+        pthread_join(th[i - first], NULL);
+      else
+        kernel_job(&jobs[i]);
+    }
+  }
+  int rc = 0;
+  double ms_opt = 0, ms_codegen = 0;
+  for (int i = 0; i < n && rc == 0; i++)
+    if (jobs[i].err) {
+      cg_context_error(c, loc, "%s", jobs[i].err);
+      rc = -1;
+    }
+  for (int i = 0; i < n; i++) {
+    ms_opt = jobs[i].ms_opt > ms_opt ? jobs[i].ms_opt : ms_opt;
+    ms_codegen = jobs[i].ms_codegen > ms_codegen ? jobs[i].ms_codegen : ms_codegen;
+  }
+  if (rc == 0 && join_ptx(jobs, n, ptx))
+    rc = 1;
+  if (times && rc == 0) { /* wall time: the slowest job's */
+    times->llvm_opt += ms_opt;
+    times->llvm_codegen += ms_codegen;
+  }
+  for (int i = 0; i < n; i++) {
+    cg_strbuf_free(&jobs[i].ptx);
+    free(jobs[i].err);
+  }
+  free(jobs);
+  LLVMDisposeMemoryBuffer(bc);
   return rc;
 }
 
@@ -293,7 +552,13 @@ int cg_translate(CgContext *c, MlirModule device, const char *chip, const char *
     if (cg_context_error_count(c) == 0)
       cg_context_error(c, loc, "translation to LLVM IR failed");
   } else {
-    rc = llvm_stages(c, loc, lm, chip, features, opt_level, short_shared_ptr, llvm_ir, ptx, times);
+    rc = llvm_ir || opt_level <= 0
+             ? 1
+             : kernels_in_parallel(c, loc, lm, chip, features, opt_level, short_shared_ptr, ptx,
+                                   times);
+    if (rc == 1)
+      rc = llvm_stages(c, loc, lm, chip, features, opt_level, short_shared_ptr, llvm_ir, ptx,
+                       times);
     LLVMDisposeModule(lm);
   }
   LLVMContextDispose(lctx);

@@ -104,7 +104,9 @@ static void usage(FILE *out) {
           "Every option may be spelled with one dash or two (-emit=ptx, --emit=ptx).\n"
           "exit status: 0 success, 1 errors in the input (diagnostics on stderr), 2 usage\n"
           "errors, 3 internal errors or output that could not be written\n"
-          "environment: FLASHC_DUMP_IR=all|NAME[,NAME] prints the IR after those passes\n");
+          "environment: FLASHC_DUMP_IR=all|NAME[,NAME] prints the IR after those passes;\n"
+          "FLASHC_JOBS=N compiles a module's kernels on at most N threads (default: the\n"
+          "processors; 1: one after the other, the same PTX)\n");
 }
 
 static double now_ms(void) {
