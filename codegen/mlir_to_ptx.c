@@ -367,9 +367,7 @@ static void *kernel_job(void *arg) {
  * the machine's processors. */
 static int max_jobs(void) {
   const char *e = getenv("FLASHC_JOBS");
-  if (e && *e)
-    return atoi(e) < 1 ? 1 : atoi(e);
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  long n = e && *e ? atol(e) : sysconf(_SC_NPROCESSORS_ONLN);
   return n < 1 ? 1 : n > MAX_JOBS ? MAX_JOBS : (int)n;
 }
 

@@ -106,11 +106,10 @@ static void open_kernel(Bwd *B, Module *m, const KernelSpec *k, Role role, const
    * (else the tiling pass chooses). */
   const Schedule *bs = &k->bwd_schedule;
   if (bs->loc.line > 0) {
-    const char *base = k->name ? k->name : "attn";
-    char *sname = module_alloc(m, strlen(base) + 5);
-    snprintf(sname, strlen(base) + 5, "%s_bwd", base);
+    char sname[SPEC_MAX_KERNEL_NAME + 16];
+    snprintf(sname, sizeof sname, "%s%s", k->name ? k->name : "attn", role_suffix[ROLE_MAIN]);
     L->f->sched_loc = bs->loc;
-    L->f->sched_name = sname;
+    L->f->sched_name = module_strdup(m, sname);
     attr_set_int(m, a, "sched_tile_q", bs->tile_q);
     attr_set_int(m, a, "sched_tile_kv", bs->tile_kv);
     attr_set_int(m, a, "sched_warps", bs->warps);

@@ -282,20 +282,31 @@ static const char *shape_problem(const Sched *s, bool decode) {
   return NULL;
 }
 
+/* A schedule whose tiles do not fit the target's shared memory (bytes). */
+static int refuse_smem(FILE *diag, Func *f, const Sched *s, long bytes, const TargetInfo *t) {
+  sched_error(diag, f,
+              "tile %dx%d with %d stage%s needs %ld bytes of shared memory, the target has %ld "
+              "(%s)",
+              s->tile_q, s->tile_kv, s->stages, s->stages == 1 ? "" : "s", bytes,
+              t->smem_per_block, t->name);
+  return 1;
+}
+
+/* A schedule the kernel's shape rules refuse (why). */
+static int refuse_shape(FILE *diag, Func *f, const Sched *s, const char *why) {
+  sched_error(diag, f, "tile %dx%d, %d warps, %d stages: %s", s->tile_q, s->tile_kv, s->warps,
+              s->stages, why);
+  return 1;
+}
+
 static int refuse_budget(FILE *diag, Func *f, const Sched *s, const Shape *sh,
                          const TargetInfo *t) {
   long sm = smem_bytes(s, sh), rg = regs_per_thread(s, sh);
   if (sm > t->smem_per_block)
-    sched_error(diag, f,
-                "tile %dx%d with %d stage%s needs %ld bytes of shared memory, the target has "
-                "%ld (%s)",
-                s->tile_q, s->tile_kv, s->stages, s->stages == 1 ? "" : "s", sm,
-                t->smem_per_block, t->name);
-  else
-    sched_error(diag, f,
-                "tile %dx%d with %d warps needs %ld registers per thread, the target allows %d "
-                "(%s)",
-                s->tile_q, s->tile_kv, s->warps, rg, t->max_regs_per_thread, t->name);
+    return refuse_smem(diag, f, s, sm, t);
+  sched_error(diag, f,
+              "tile %dx%d with %d warps needs %ld registers per thread, the target allows %d (%s)",
+              s->tile_q, s->tile_kv, s->warps, rg, t->max_regs_per_thread, t->name);
   return 1;
 }
 
@@ -345,27 +356,17 @@ static int choose(Func *f, const PassOptions *opts, FILE *diag, Sched *out) {
              user.warps ? user.warps : auto_s.warps, user.stages ? user.stages : auto_s.stages};
   if (backward) { /* schedule NAME_bwd { ... } (docs/backward.md) */
     const char *why = backward_shape_problem(&s, role);
+    if (why)
+      return refuse_shape(diag, f, &s, why);
     long sm = backward_smem(&s, &sh, role);
-    if (!why && sm > t->smem_per_block) {
-      sched_error(diag, f, "tile %dx%d with %d stage%s needs %ld bytes of shared memory, the "
-                  "target has %ld (%s)", s.tile_q, s.tile_kv, s.stages,
-                  s.stages == 1 ? "" : "s", sm, t->smem_per_block, t->name);
-      return 1;
-    }
-    if (why) {
-      sched_error(diag, f, "tile %dx%d, %d warps, %d stages: %s", s.tile_q, s.tile_kv, s.warps,
-                  s.stages, why);
-      return 1;
-    }
+    if (sm > t->smem_per_block)
+      return refuse_smem(diag, f, &s, sm, t);
     *out = s;
     return 0;
   }
   const char *why = shape_problem(&s, decode);
-  if (why) {
-    sched_error(diag, f, "tile %dx%d, %d warps, %d stages: %s", s.tile_q, s.tile_kv, s.warps,
-                s.stages, why);
-    return 1;
-  }
+  if (why)
+    return refuse_shape(diag, f, &s, why);
   if (!fits(&s, &sh, t))
     return refuse_budget(diag, f, &s, &sh, t);
   *out = s;
