@@ -212,22 +212,6 @@ static void make_key(const Resolved *r, const char *src, size_t len, char key[KC
  * compiles take this lock. Cache hits do not. */
 static pthread_mutex_t compile_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Comma-separated names of the passes that run, for the metadata (as the
- * CLI writes them). */
-static void passes_ran(const PassOptions *po, char *buf, size_t len) {
-  int n;
-  const Pass *p = pass_pipeline(&n);
-  size_t used = 0;
-  buf[0] = '\0';
-  for (int i = 0; i < n; i++) {
-    int off = 0;
-    for (int d = 0; d < po->ndisabled; d++)
-      off |= strcmp(po->disabled[d], p[i].name) == 0;
-    if (!off)
-      used += snprintf(buf + used, used < len ? len - used : 0, "%s%s", used ? "," : "", p[i].name);
-  }
-}
-
 /* The spec's kernel the options name (or its only one); NULL after writing
  * the reason to diag. */
 static const KernelSpec *pick_kernel(const SpecFile *spec, const Resolved *r, FILE *diag) {
@@ -271,8 +255,8 @@ static fa_status emit_kernel(const KernelSpec *k, const Resolved *r, FILE *diag,
             r->filename, k->name, primary);
     goto done;
   }
-  char ran[256], cgerr[8192] = "";
-  passes_ran(&r->po, ran, sizeof ran);
+  char ran[PASS_NAMES_MAX], cgerr[8192] = "";
+  pass_names_ran(&r->po, ran, sizeof ran);
   CgOptions co;
   cg_options_init(&co);
   co.target = r->target;

@@ -49,6 +49,10 @@ const Pass *pass_find(const char *name);
 
 /* Sets defaults: all passes, target sm_90a, no dumps, max_passes -1. */
 void pass_options_init(PassOptions *o);
+/* Comma-separated names of the passes opts runs, for the metadata (the
+ * runtime takes up to 511 characters: PASS_NAMES_MAX covers them all). */
+enum { PASS_NAMES_MAX = 512 };
+void pass_names_ran(const PassOptions *opts, char *buf, size_t len);
 /* Was pass `name` disabled (-disable-pass=NAME)? false for NULL opts. */
 bool pass_is_disabled(const PassOptions *opts, const char *name);
 
@@ -97,5 +101,8 @@ int pass_pingpong(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_hoist_gathers(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_software_pipeline(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_fold_scale(Module *m, Func *f, const PassOptions *opts, FILE *diag);
+/* async-matmuls (async_matmuls.c): the backward's matmuls issued early and
+ * waited for late, so that independent ones overlap on wgmma */
+int pass_async_matmuls(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 
 #endif

@@ -7,6 +7,7 @@
  * disabled; the others are written to work on whatever subset ran before
  * them.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,6 +78,10 @@ static const Pass pipeline[] = {
      false, pass_software_pipeline},
     {"fold-scale", "move the softmax scale past masks and row max: codegen folds it into exp2",
      false, pass_fold_scale},
+    /* last: it reorders what the passes before it matched on */
+    {"async-matmuls",
+     "backward, one warpgroup an SM (d256): issue a step's matmuls early, wait for each at its first use",
+     false, pass_async_matmuls},
 };
 
 enum { NPASSES = sizeof pipeline / sizeof pipeline[0] };
@@ -91,6 +96,20 @@ const Pass *pass_find(const char *name) {
     if (name && strcmp(pipeline[i].name, name) == 0)
       return &pipeline[i];
   return NULL;
+}
+
+/* Comma-separated names of the passes opts runs (all but the disabled, or
+ * opts->only), for the metadata's `passes` line. */
+void pass_names_ran(const PassOptions *opts, char *buf, size_t len) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < NPASSES; i++) {
+    bool off = opts->only ? strcmp(opts->only, pipeline[i].name) != 0
+                          : pass_is_disabled(opts, pipeline[i].name);
+    if (!off)
+      used += snprintf(buf + used, used < len ? len - used : 0, "%s%s", used ? "," : "",
+                       pipeline[i].name);
+  }
 }
 
 void pass_options_init(PassOptions *o) {

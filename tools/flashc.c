@@ -345,23 +345,6 @@ static int select_tile_kernel(const Options *o, Module *m) {
   return 0;
 }
 
-/* Comma-separated names of the passes that ran, for the metadata. */
-static void passes_ran(const PassOptions *po, char *buf, size_t len) {
-  int n;
-  const Pass *p = pass_pipeline(&n);
-  buf[0] = '\0';
-  size_t used = 0;
-  for (int i = 0; i < n; i++) {
-    bool off = false;
-    for (int d = 0; d < po->ndisabled; d++)
-      off |= strcmp(po->disabled[d], p[i].name) == 0;
-    if (po->only)
-      off = strcmp(po->only, p[i].name) != 0;
-    if (!off)
-      used += snprintf(buf + used, used < len ? len - used : 0, "%s%s", used ? "," : "", p[i].name);
-  }
-}
-
 /* -emit=ptx and -emit=cubin write one module: one kernel of the file (its
  * companions, a decode kernel's combine kernel and variant, go with it). */
 static int check_one_kernel(const Options *o, int nkernels) {
@@ -401,8 +384,8 @@ static int emit_code(const Options *o, Module *m, FILE *out, double t_front) {
   for (int i = 0; o->separate_combine && i < m->nfuncs; i++)
     if (strcmp(attr_str(&m->funcs[i]->attrs, "mode", "forward"), "decode") == 0)
       attr_set_word(m, &m->funcs[i]->attrs, "combine", "separate");
-  char ran[256];
-  passes_ran(&o->passes, ran, sizeof ran);
+  char ran[PASS_NAMES_MAX];
+  pass_names_ran(&o->passes, ran, sizeof ran);
   CgStats stats;
   CgOptions co;
   cg_options_init(&co);
