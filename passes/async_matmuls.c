@@ -5,46 +5,51 @@
  * elementwise work between them (FlashAttention-3's backward overlaps dP
  * with the exponentials of S the same way).
  *
- * The K/V-outer step (docs/backward.md), before and after:
+ * The K/V-outer step at d256 (dV in a kernel of its own: split-dkdv),
+ * before and after:
  *
  *   %st = matmul %kt, %qt {transpose_b = 1}   %st = matmul %kt, %qt {transpose_b = 1, async = 1}
  *   ... %p = exp(%st - lse) ...               %dpt = matmul %vt, %dot {transpose_b = 1, async = 1}
  *   %dpt = matmul %vt, %dot {transpose_b = 1} %st_w = mma_wait %st {pending = 1}
  *   %dz = mul %p, (sub %dpt, %dl)             ... %p = exp(%st_w - lse) ...
- *   %ptc = cast %p                            %ptc = cast %p
- *   %dv_n = matmul %ptc, %dot, %dv            %dv_n = matmul %ptc, %dot, %dv {async = 1}
- *   %dsc = cast %dz                           %dpt_w = mma_wait %dpt {pending = 1}
+ *   %dsc = cast %dz                           %dpt_w = mma_wait %dpt {pending = 0}
  *   %dk_n = matmul %dsc, %qt, %dk             %dz = mul %p, (sub %dpt_w, %dl)
- *   yield %dk_n, %dv_n                        %dsc = cast %dz
+ *   yield %dk_n                               %dsc = cast %dz
  *                                             %dk_n = matmul %dsc, %qt, %dk {async = 1}
- *                                             %dv_w = mma_wait %dv_n {pending = 1}
  *                                             %dk_w = mma_wait %dk_n {pending = 0}
- *                                             yield %dk_w, %dv_w
+ *                                             yield %dk_w
  *
  * How: every matmul of a block that holds two or more becomes async, with
  * an mma_wait that takes over its uses; then the block is list-scheduled:
- * of the ops whose inputs are ready, a matmul goes first, then any other op
- * in program order, and a wait only when nothing else can go (the oldest
- * first). Orders kept besides the values': the matmuls among themselves
- * (wgmma groups complete in order, and a wait's depth counts the matmuls
- * issued after its own), the ops with effects among themselves (stores,
- * staged loads, ring ops, loops, ifs that hold any), each matmul after
- * every such op before it, and each such op after the wait of every matmul
- * before it: no store, ring release or loop runs beside a matmul still in
- * flight, so no shared memory a running wgmma reads is rewritten under it.
- * Values do not change (the interpreter completes a matmul where it is
- * issued; so does mma.sync, where the waits lower to nothing).
+ * of the ops whose inputs are ready, a matmul goes first, else the one due
+ * first: the others in program order, a wait right before the first op
+ * that needs it. So matmuls move up and waits down, and nothing else moves
+ * past a wait (ops hoisted above one would hold their registers beside the
+ * accumulators in flight: the dropout keep mask's Philox rounds spilled
+ * so, docs/perf-log.md P88). Orders kept besides the values': the matmuls
+ * among themselves (wgmma groups complete in order, and a wait's depth
+ * counts the matmuls issued after its own), the ops with effects among
+ * themselves (stores, staged loads, ring ops, loops, ifs that hold any),
+ * each matmul after every such op before it, and each such op after the
+ * wait of every matmul before it: no store, ring release or loop runs
+ * beside a matmul still in flight, so no shared memory a running wgmma
+ * reads is rewritten under it. Values do not change (the interpreter
+ * completes a matmul where it is issued; so does mma.sync, where the waits
+ * lower to nothing).
  *
- * Where: kernels of the backward (`mode = backward`) for sm_90a unless the
- * codegen is told -mma=sync, whose one consumer warpgroup has its SM to
- * itself (warp-specialize's `blocks_per_sm = 1`: d256): no other warpgroup
- * fills the tensor cores while it computes elementwise, so its own matmuls
- * must (+3-6% there). With two blocks an SM (d64, d128) the other block
- * already does, and the pass measured 0 to -15% (the A fragments and
- * accumulators in flight live longer: the d128 consumers spill;
- * docs/perf-log.md P87), as overlap-softmax did for the forward (P64). Not
- * in blocks that hold async matmuls already nor in kernels whose
- * warpgroups take turns (mma_turn: pingpong's order).
+ * Where: the warp-specialized kernels of the backward (`mode = backward`,
+ * `warp_roles`: head dims past 64) for sm_90a unless the codegen is told
+ * -mma=sync, in the steps whose loop carries at most 256 bytes of register
+ * tiles a consumer thread (one 64 x 128 f32 accumulator: the Q-outer
+ * kernel's dQ at d128) or whose warpgroup has its SM to itself
+ * (`blocks_per_sm = 1`: d256). Measured on the H100 (docs/perf-log.md P87,
+ * P88): d256 +1-8%, d128's Q-outer kernel +1-9%; d128's K/V-outer kernel
+ * (dK and dV carried, 512 bytes) -10-15%: the accumulators and A fragments
+ * in flight live longer and its 232 registers spill; d64 (no producer, two
+ * or three blocks an SM that fill the tensor cores under each other's
+ * exponentials, as the forward's overlap found in P64) flat to -2%. Not in
+ * blocks that hold async matmuls already nor in kernels whose warpgroups
+ * take turns (mma_turn: pingpong's order).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -140,10 +145,26 @@ static void need_orders(Sched *s) {
   }
 }
 
-/* The next op to go: a ready matmul, else the first ready op that is not a
- * wait, else the first ready wait. */
-static int pick(const Sched *s, const bool *done) {
-  int best = -1, best_class = 3;
+/* When each op is due: its place in program order (2 i), a wait right
+ * before the first op that needs it (2 j - 1), or before the terminator. */
+static void set_due(const Sched *s, int *due) {
+  for (int i = 0; i < s->n; i++) {
+    due[i] = 2 * i;
+    if (s->ops[i]->kind != OP_MMA_WAIT)
+      continue;
+    due[i] = 2 * s->n;
+    for (int j = i + 1; j < s->n; j++)
+      if (s->need[j * s->n + i]) {
+        due[i] = 2 * j - 1;
+        break;
+      }
+  }
+}
+
+/* The next op to go: a ready matmul, else the ready op due first. */
+static int pick(const Sched *s, const bool *done, const int *due) {
+  int best = -1;
+  bool best_mm = false;
   for (int i = 0; i < s->n; i++) {
     if (done[i])
       continue;
@@ -152,10 +173,9 @@ static int pick(const Sched *s, const bool *done) {
       ready = !s->need[i * s->n + j] || done[j];
     if (!ready)
       continue;
-    Op *o = s->ops[i];
-    int cls = o->kind == OP_MATMUL ? 0 : o->kind == OP_MMA_WAIT ? 2 : 1;
-    if (cls < best_class)
-      best = i, best_class = cls;
+    bool mm = s->ops[i]->kind == OP_MATMUL;
+    if (best < 0 || (mm && !best_mm) || (mm == best_mm && due[i] < due[best]))
+      best = i, best_mm = mm;
   }
   return best;
 }
@@ -182,7 +202,7 @@ static void schedule_block(Module *m, Block *blk) {
   s.ops = calloc((size_t)s.n, sizeof *s.ops);
   s.need = calloc((size_t)s.n * (size_t)s.n, 1);
   bool *done = calloc((size_t)s.n, sizeof *done);
-  int *order = calloc((size_t)s.n, sizeof *order);
+  int *order = calloc((size_t)s.n, sizeof *order), *due = calloc((size_t)s.n, sizeof *due);
   int i = 0; /* op ids are scratch: they number the block's ops here */
   for (Op *o = blk->first; o && o != term; o = o->next, i++) {
     s.ops[i] = o;
@@ -191,8 +211,9 @@ static void schedule_block(Module *m, Block *blk) {
   for (i = 0; i < s.n; i++)
     need_values(&s, i, s.ops[i], blk);
   need_orders(&s);
+  set_due(&s, due);
   for (i = 0; i < s.n; i++) {
-    int k = pick(&s, done);
+    int k = pick(&s, done, due);
     if (k < 0) /* cannot happen: program order satisfies every need */
       break;
     done[k] = true;
@@ -202,6 +223,7 @@ static void schedule_block(Module *m, Block *blk) {
     for (i = 0; i < s.n; i++)
       op_move_to_end(s.ops[order[i]], blk);
   set_pending(blk);
+  free(due);
   free(order);
   free(done);
   free(s.need);
@@ -224,26 +246,44 @@ static void collect_blocks(Block *b, Block ***v, int *n, int *cap) {
   (*v)[(*n)++] = b;
 }
 
-/* Does f's one consumer warpgroup run alone on its SM (the header)? */
-static bool alone_on_sm(Func *f) {
+/* The warp roles of f (warp-specialize's), or NULL. */
+static const Op *warp_roles_of(Func *f) {
   OpList roles = collect_ops(f, OP_WARP_ROLES);
-  bool alone = roles.n == 1 && attr_int(&roles.v[0]->attrs, "blocks_per_sm", 0) == 1 &&
-               attr_int(&f->attrs, "warps", 4) == 4;
+  const Op *r = roles.n == 1 ? roles.v[0] : NULL;
   oplist_free(&roles);
-  return alone;
+  return r;
+}
+
+/* Is blk's step light enough for matmuls in flight (the header): its
+ * innermost enclosing loop carries at most 256 bytes of register tiles a
+ * consumer thread, or the consumers have the SM to themselves? */
+enum { ASYNC_CARRY_MAX_BYTES = 256 };
+
+static bool step_has_room(const Block *blk, const Op *roles, int threads) {
+  if (attr_int(&roles->attrs, "blocks_per_sm", 0) == 1)
+    return true;
+  for (const Op *p = blk->parent_op; p; p = p->parent ? p->parent->parent_op : NULL)
+    if (p->kind == OP_FOR)
+      return loop_register_bytes(p, threads) <= ASYNC_CARRY_MAX_BYTES;
+  return false;
 }
 
 int pass_async_matmuls(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   (void)diag;
   const char *target = attr_str(&f->attrs, "target", opts && opts->target ? opts->target : "sm_90a");
   if (strcmp(attr_str(&f->attrs, "mode", ""), "backward") != 0 || strcmp(target, "sm_90a") != 0 ||
-      (opts && opts->mma_sync) || block_has_op(f->body, OP_MMA_TURN) || !alone_on_sm(f))
+      (opts && opts->mma_sync) || block_has_op(f->body, OP_MMA_TURN))
     return 0;
+  const Op *roles = warp_roles_of(f);
+  if (!roles)
+    return 0;
+  int threads = 32 * (int)attr_int(&f->attrs, "warps", 4);
   Block **blocks = NULL;
   int n = 0, cap = 0;
   collect_blocks(f->body, &blocks, &n, &cap);
   for (int i = 0; i < n; i++)
-    schedule_block(m, blocks[i]);
+    if (step_has_room(blocks[i], roles, threads))
+      schedule_block(m, blocks[i]);
   free(blocks);
   return 0;
 }

@@ -616,3 +616,13 @@ Value *loop_rebuild(Builder *b, Value *v, Op *loop, Value *iv, ValueMap *map) {
     valuemap_put(b->m, map, d->results[r], c->results[r]);
   return c->results[v->result_index];
 }
+
+int loop_register_bytes(const Op *loop, int threads) {
+  int n = 0;
+  for (int i = 0; i < loop->nresults; i++) {
+    Type t = loop->results[i]->type;
+    if (t.kind == TYPE_TILE && t.dist != DIST_NONE && t.rows > 0 && t.cols > 0)
+      n += t.rows * t.cols * (t.elem == ELEM_F32 ? 4 : 2) / threads;
+  }
+  return n;
+}

@@ -124,4 +124,8 @@ Value *clone_load_at(Builder *b, Op *ld, Op *loop, Value *iv);
  * (V's ring then needs a slot of zeros), overlap_softmax.c after. */
 bool overlap_softmax_wanted(const Func *f, bool has_rings);
 
+/* Bytes a thread of the register tiles loop carries (its results), over
+ * `threads` threads: what its step holds in registers from start to end. */
+int loop_register_bytes(const Op *loop, int threads);
+
 #endif

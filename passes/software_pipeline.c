@@ -389,16 +389,6 @@ static OpList movable_loads(Op *loop, OpList *found, bool nested_loop) {
  * vectors are not carried ahead (128 of the 255 registers a thread). */
 enum { VECTOR_CARRY_MAX_BYTES = 511 };
 
-static int carried_register_bytes(const Op *loop, int threads) {
-  int n = 0;
-  for (int i = 0; i < loop->nresults; i++) {
-    Type t = loop->results[i]->type;
-    if (t.kind == TYPE_TILE && t.dist != DIST_NONE && t.rows > 0 && t.cols > 0)
-      n += t.rows * t.cols * (t.elem == ELEM_F32 ? 4 : 2) / threads;
-  }
-  return n;
-}
-
 static bool pipeline_loop(Module *m, Op *loop, int stages, bool carry_all, int threads) {
   if (attr_get(&loop->attrs, "pipelined"))
     return false;
@@ -441,7 +431,7 @@ static bool pipeline_loop(Module *m, Op *loop, int stages, bool carry_all, int t
   /* Vector loads: one step ahead whatever the depth (each carried copy
    * holds registers through the whole step), issued after the staged
    * copies. */
-  if (vec.n && carried_register_bytes(loop, threads) <= VECTOR_CARRY_MAX_BYTES)
+  if (vec.n && loop_register_bytes(loop, threads) <= VECTOR_CARRY_MAX_BYTES)
     carry_loads(m, loop, &vec, 1, top, term, false);
   op_set_attr_int(loop, "pipelined", stages);
   oplist_free(&carried);
