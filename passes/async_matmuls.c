@@ -43,9 +43,10 @@
  * tiles a consumer thread (one 64 x 128 f32 accumulator: the Q-outer
  * kernel's dQ at d128) or whose warpgroup has its SM to itself
  * (`blocks_per_sm = 1`: d256). Measured on the H100 (docs/perf-log.md P87,
- * P88): d256 +1-8%, d128's Q-outer kernel +1-9%; d128's K/V-outer kernel
- * (dK and dV carried, 512 bytes) -10-15%: the accumulators and A fragments
- * in flight live longer and its 232 registers spill; d64 (no producer, two
+ * P88): d256 +3-10%, d128 (its Q-outer kernel) +0-2%, the dropout rows
+ * +1-5%; d128's K/V-outer kernel (dK and dV carried, 512 bytes) -10-15%:
+ * the accumulators and A fragments in flight live longer and its 232
+ * registers spill; d64 (no producer, two
  * or three blocks an SM that fill the tensor cores under each other's
  * exponentials, as the forward's overlap found in P64) flat to -2%. Not in
  * blocks that hold async matmuls already nor in kernels whose warpgroups
