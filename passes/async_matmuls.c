@@ -46,9 +46,9 @@
  * P88): d256 +3-10%, d128 (its Q-outer kernel) +0-2%, the dropout rows
  * +1-5%; d128's K/V-outer kernel (dK and dV carried, 512 bytes) -10-15%:
  * the accumulators and A fragments in flight live longer and its 232
- * registers spill; d64 (no producer, two
- * or three blocks an SM that fill the tensor cores under each other's
- * exponentials, as the forward's overlap found in P64) flat to -2%. Not in
+ * registers spill; d64 (no producer, two or three blocks an SM that fill
+ * the tensor cores under each other's exponentials, as the forward's
+ * overlap found in P64) flat to -2%. Not in
  * blocks that hold async matmuls already nor in kernels whose warpgroups
  * take turns (mma_turn: pingpong's order).
  */
@@ -271,9 +271,8 @@ static bool step_has_room(const Block *blk, const Op *roles, int threads) {
 
 int pass_async_matmuls(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   (void)diag;
-  const char *target = attr_str(&f->attrs, "target", opts && opts->target ? opts->target : "sm_90a");
-  if (strcmp(attr_str(&f->attrs, "mode", ""), "backward") != 0 || strcmp(target, "sm_90a") != 0 ||
-      (opts && opts->mma_sync) || block_has_op(f->body, OP_MMA_TURN))
+  if (strcmp(attr_str(&f->attrs, "mode", ""), "backward") != 0 || !pass_targets_wgmma(f, opts) ||
+      block_has_op(f->body, OP_MMA_TURN))
     return 0;
   const Op *roles = warp_roles_of(f);
   if (!roles)

@@ -334,7 +334,6 @@ static void rewrite_step(Module *m, Step *st) {
 
 int pass_overlap_softmax(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   (void)diag;
-  const char *target = attr_str(&f->attrs, "target", opts && opts->target ? opts->target : "sm_90a");
   int d = (int)attr_int(&f->attrs, "head_dim", 0);
   int dv = (int)attr_int(&f->attrs, "v_head_dim", d);
   /* Without a producer warpgroup only where the schedule asks (`overlap =
@@ -343,7 +342,7 @@ int pass_overlap_softmax(Module *m, Func *f, const PassOptions *opts, FILE *diag
    * warpgroup's softmax. Over rings it is on by default up to dv 128 (P70). */
   if (!overlap_softmax_wanted(f, block_has_op(f->body, OP_WARP_ROLES)) ||
       strcmp(attr_str(&f->attrs, "mode", ""), "forward") != 0 ||
-      strcmp(target, "sm_90a") != 0 || (opts && opts->mma_sync) || d % 64 || dv % 64 ||
+      !pass_targets_wgmma(f, opts) || d % 64 || dv % 64 ||
       attr_int(&f->attrs, "warps", 4) % 4)
     return 0;
   OpList loops = collect_ops(f, OP_FOR);

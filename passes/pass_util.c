@@ -1,6 +1,5 @@
 /* pass_util.c - helpers shared by the passes (see pass_util.h). */
 #include "passes/pass_util.h"
-#include "passes/passes.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -615,6 +614,11 @@ Value *loop_rebuild(Builder *b, Value *v, Op *loop, Value *iv, ValueMap *map) {
   for (int r = 0; r < d->nresults; r++)
     valuemap_put(b->m, map, d->results[r], c->results[r]);
   return c->results[v->result_index];
+}
+
+bool pass_targets_wgmma(const Func *f, const PassOptions *opts) {
+  const char *target = attr_str(&f->attrs, "target", opts && opts->target ? opts->target : "sm_90a");
+  return strcmp(target, "sm_90a") == 0 && !(opts && opts->mma_sync);
 }
 
 int loop_register_bytes(const Op *loop, int threads) {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "ir/ir.h"
+#include "passes/passes.h"
 
 /* A growable list of ops (malloc'ed; free with oplist_free). */
 typedef struct OpList {
@@ -123,6 +124,12 @@ Value *clone_load_at(Builder *b, Op *ld, Op *loop, Value *iv);
  * docs/perf-log.md P70). warp_specialize.c asks before it makes the rings
  * (V's ring then needs a slot of zeros), overlap_softmax.c after. */
 bool overlap_softmax_wanted(const Func *f, bool has_rings);
+
+/* Do the passes that pay off only on asynchronous wgmma apply to f: its
+ * target is sm_90a and the codegen is not told -mma=sync? (Codegen may
+ * still keep a kernel whose shapes wgmma cannot take on mma.sync; those
+ * passes check the shapes they need.) */
+bool pass_targets_wgmma(const Func *f, const PassOptions *opts);
 
 /* Bytes a thread of the register tiles loop carries (its results), over
  * `threads` threads: what its step holds in registers from start to end. */

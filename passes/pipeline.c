@@ -80,7 +80,7 @@ static const Pass pipeline[] = {
      false, pass_fold_scale},
     /* last: it reorders what the passes before it matched on */
     {"async-matmuls",
-     "backward, one warpgroup an SM (d256): issue a step's matmuls early, wait for each at its first use",
+     "backward with warp roles (d128's dQ, d256): issue a step's matmuls early, wait for each at first use",
      false, pass_async_matmuls},
 };
 

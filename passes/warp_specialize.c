@@ -463,7 +463,6 @@ static bool backward_dims(int d, int dv) { return d > 64 && dv > 0; }
 
 int pass_warp_specialize(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   (void)diag;
-  const char *target = attr_str(&f->attrs, "target", opts && opts->target ? opts->target : "sm_90a");
   const char *mode = attr_str(&f->attrs, "mode", "");
   int d = (int)attr_int(&f->attrs, "head_dim", 0);
   int dv = (int)attr_int(&f->attrs, "v_head_dim", d);
@@ -476,7 +475,7 @@ int pass_warp_specialize(Module *m, Func *f, const PassOptions *opts, FILE *diag
       !(strcmp(mode, "forward") == 0 ? warps == 8
         : backward                   ? backward_role(f) && backward_dims(d, dv) && (warps == 4 || warps == 8)
                                      : false) ||
-      strcmp(target, "sm_90a") != 0 || (opts && opts->mma_sync) || d % 64 || dv % 64)
+      !pass_targets_wgmma(f, opts) || d % 64 || dv % 64)
     return 0;
   if (block_has_op(f->body, OP_WARP_ROLES))
     return 0;
