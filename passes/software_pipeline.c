@@ -24,10 +24,11 @@
  * last step loads one tile past the loop's end: rows past the sequence read
  * 0 and the value is never used.
  *
- * With two or more warpgroups on their own rows (8+ warps, sm_90a) every
- * staged tile is carried this way (V too: %vt_pro / %vt_cur / %vt_next), and
- * codegen waits for all of them at the top of the step, so the step has one
- * barrier and the next tiles' copies come after it (see pass_software_pipeline).
+ * With two or more warpgroups on their own rows (8+ warps, sm_90a), and in
+ * the deterministic backward's kernels on wgmma, every staged tile is carried this way (V
+ * too: %vt_pro / %vt_cur / %vt_next; the backward's dO), and codegen waits
+ * for all of them at the top of the step, so the step has one barrier and
+ * the next tiles' copies come after it (see pass_software_pipeline).
  *
  * With stages = S > 2 every staged tile is carried S - 1 steps ahead: the
  * prologue loads the tiles of steps lo .. lo+S-2 (%kt_pro, %vt_pro, then
@@ -457,10 +458,18 @@ int pass_software_pipeline(Module *m, Func *f, const PassOptions *opts, FILE *di
    * block (d64, several blocks per SM) lost 3-8% to the second V buffer's
    * occupancy. Split-K warps (cross-warp reductions) share rows and need
    * their barriers anyway; mma.sync (sm_80) measured a loss before
-   * (docs/perf-log.md P08). */
+   * (docs/perf-log.md P08). The deterministic backward's kernels on wgmma
+   * carry every tile whatever their warps: their blocks an SM are bound by
+   * registers, not shared memory (tiling budgets `stages` buffers of each
+   * inner tile), and the step's three barriers become one: H100, d64 (four
+   * warps, two or three blocks an SM), docs/perf-log.md P91: +3-8%. Not
+   * the atomic launch's kernel (main): beside its dS^T and dQ staging
+   * buffers a second dO buffer left d128 one block an SM, -30% (P91). */
   const char *target = attr_str(&f->attrs, "target", opts && opts->target ? opts->target : "sm_90a");
-  bool carry_all = attr_int(&f->attrs, "warps", 4) >= 8 && strcmp(target, "sm_90a") == 0 &&
-                   !block_has_op(f->body, OP_XWARP_REDUCE);
+  bool backward = strcmp(attr_str(&f->attrs, "mode", ""), "backward") == 0 &&
+                  strcmp(attr_str(&f->attrs, "role", ""), "main") != 0;
+  bool carry_all = (attr_int(&f->attrs, "warps", 4) >= 8 || (backward && pass_targets_wgmma(f, opts))) &&
+                   strcmp(target, "sm_90a") == 0 && !block_has_op(f->body, OP_XWARP_REDUCE);
   OpList loops = {0};
   func_walk(f, loops_fn, &loops);
   bool changed = false;
