@@ -25,7 +25,8 @@
  * 0 and the value is never used.
  *
  * With two or more warpgroups on their own rows (8+ warps, sm_90a), and in
- * the deterministic backward's kernels on wgmma, every staged tile is carried this way (V
+ * the deterministic backward's kernels on wgmma up to head dim 96 (see
+ * pass_software_pipeline for which), every staged tile is carried this way (V
  * too: %vt_pro / %vt_cur / %vt_next; the backward's dO), and codegen waits
  * for all of them at the top of the step, so the step has one barrier and
  * the next tiles' copies come after it (see pass_software_pipeline).
@@ -441,6 +442,14 @@ static bool pipeline_loop(Module *m, Op *loop, int stages, bool carry_all, int t
   return true;
 }
 
+/* Does f read run-time input tensors (`input NAME: ...`: arguments in_*)? */
+static bool reads_inputs(const Func *f) {
+  for (int i = 0; i < f->nargs; i++)
+    if (value_is_input_arg(f->args[i]))
+      return true;
+  return false;
+}
+
 int pass_software_pipeline(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   (void)diag;
   int stages = (int)attr_int(&f->attrs, "stages", 1);
@@ -464,10 +473,18 @@ int pass_software_pipeline(Module *m, Func *f, const PassOptions *opts, FILE *di
    * inner tile), and the step's three barriers become one: H100, d64 (four
    * warps, two or three blocks an SM), docs/perf-log.md P91: +3-8%. Not
    * the atomic launch's kernel (main): beside its dS^T and dQ staging
-   * buffers a second dO buffer left d128 one block an SM, -30% (P91). */
+   * buffers a second dO buffer left d128 one block an SM, -30% (P91).
+   * Nor, until the GPU suites of those kernels have run with it
+   * (test/gpu/inputs.py, block_lists.py, varlen.py), kernels that read
+   * run-time inputs or packed (varlen) rows, nor head dims past 96 (d128
+   * and up are warp-specialized; those it does not take, a document mask's,
+   * were neither measured nor run this way). */
   const char *target = attr_str(&f->attrs, "target", opts && opts->target ? opts->target : "sm_90a");
   bool backward = strcmp(attr_str(&f->attrs, "mode", ""), "backward") == 0 &&
-                  strcmp(attr_str(&f->attrs, "role", ""), "main") != 0;
+                  strcmp(attr_str(&f->attrs, "role", ""), "main") != 0 &&
+                  strcmp(attr_str(&f->attrs, "layout", "padded"), "padded") == 0 &&
+                  !reads_inputs(f) && attr_int(&f->attrs, "head_dim", 128) <= 96 &&
+                  attr_int(&f->attrs, "v_head_dim", 128) <= 96;
   bool carry_all = (attr_int(&f->attrs, "warps", 4) >= 8 || (backward && pass_targets_wgmma(f, opts))) &&
                    strcmp(target, "sm_90a") == 0 && !block_has_op(f->body, OP_XWARP_REDUCE);
   OpList loops = {0};
