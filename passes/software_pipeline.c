@@ -450,6 +450,26 @@ static bool reads_inputs(const Func *f) {
   return false;
 }
 
+/* Does the backward kernel f carry every staged tile, whatever its warps?
+ * The deterministic launch's kernels on wgmma: their blocks an SM are bound
+ * by registers, not shared memory (tiling budgets `stages` buffers of each
+ * inner tile), and the step's three barriers become one: H100, d64 (four
+ * warps, two or three blocks an SM), docs/perf-log.md P91: +3-8%. Not the
+ * atomic launch's kernel (main): beside its dS^T and dQ staging buffers a
+ * second dO buffer left d128 one block an SM, -30% (P91). Nor, until the
+ * GPU suites of those kernels have run with it (test/gpu/inputs.py,
+ * block_lists.py, varlen.py), kernels that read run-time inputs or packed
+ * (varlen) rows, nor head dims past 96 (d128 and up are warp-specialized;
+ * those it does not take, a document mask's, were neither measured nor run
+ * this way). */
+static bool backward_carries_all(const Func *f, const PassOptions *opts) {
+  return strcmp(attr_str(&f->attrs, "mode", ""), "backward") == 0 &&
+         strcmp(attr_str(&f->attrs, "role", ""), "main") != 0 &&
+         strcmp(attr_str(&f->attrs, "layout", "padded"), "padded") == 0 && !reads_inputs(f) &&
+         attr_int(&f->attrs, "head_dim", 128) <= 96 && attr_int(&f->attrs, "v_head_dim", 128) <= 96 &&
+         pass_targets_wgmma(f, opts);
+}
+
 int pass_software_pipeline(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   (void)diag;
   int stages = (int)attr_int(&f->attrs, "stages", 1);
@@ -465,28 +485,14 @@ int pass_software_pipeline(Module *m, Func *f, const PassOptions *opts, FILE *di
    * and one warpgroup's softmax runs under the other's matmuls. H100,
    * docs/perf-log.md P16: d128 +3-4%, d256 +8-11%; one warpgroup per
    * block (d64, several blocks per SM) lost 3-8% to the second V buffer's
-   * occupancy. Split-K warps (cross-warp reductions) share rows and need
-   * their barriers anyway; mma.sync (sm_80) measured a loss before
-   * (docs/perf-log.md P08). The deterministic backward's kernels on wgmma
-   * carry every tile whatever their warps: their blocks an SM are bound by
-   * registers, not shared memory (tiling budgets `stages` buffers of each
-   * inner tile), and the step's three barriers become one: H100, d64 (four
-   * warps, two or three blocks an SM), docs/perf-log.md P91: +3-8%. Not
-   * the atomic launch's kernel (main): beside its dS^T and dQ staging
-   * buffers a second dO buffer left d128 one block an SM, -30% (P91).
-   * Nor, until the GPU suites of those kernels have run with it
-   * (test/gpu/inputs.py, block_lists.py, varlen.py), kernels that read
-   * run-time inputs or packed (varlen) rows, nor head dims past 96 (d128
-   * and up are warp-specialized; those it does not take, a document mask's,
-   * were neither measured nor run this way). */
+   * occupancy (the backward's kernels do not: backward_carries_all).
+   * Split-K warps (cross-warp reductions) share rows and need their
+   * barriers anyway; mma.sync (sm_80) measured a loss before
+   * (docs/perf-log.md P08). */
   const char *target = attr_str(&f->attrs, "target", opts && opts->target ? opts->target : "sm_90a");
-  bool backward = strcmp(attr_str(&f->attrs, "mode", ""), "backward") == 0 &&
-                  strcmp(attr_str(&f->attrs, "role", ""), "main") != 0 &&
-                  strcmp(attr_str(&f->attrs, "layout", "padded"), "padded") == 0 &&
-                  !reads_inputs(f) && attr_int(&f->attrs, "head_dim", 128) <= 96 &&
-                  attr_int(&f->attrs, "v_head_dim", 128) <= 96;
-  bool carry_all = (attr_int(&f->attrs, "warps", 4) >= 8 || (backward && pass_targets_wgmma(f, opts))) &&
-                   strcmp(target, "sm_90a") == 0 && !block_has_op(f->body, OP_XWARP_REDUCE);
+  bool two_warpgroups = attr_int(&f->attrs, "warps", 4) >= 8 && strcmp(target, "sm_90a") == 0;
+  bool carry_all = (two_warpgroups || backward_carries_all(f, opts)) &&
+                   !block_has_op(f->body, OP_XWARP_REDUCE);
   OpList loops = {0};
   func_walk(f, loops_fn, &loops);
   bool changed = false;
