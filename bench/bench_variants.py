@@ -180,7 +180,9 @@ def density(mask_mod, torch):
 
 
 def main():
+    global D
     a = peer_args()
+    D = a.head_dim or D
     if a.write_specs:
         write_variant_specs(a.write_specs)
         return

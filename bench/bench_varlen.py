@@ -47,7 +47,9 @@ def spec_text(name):
 
 
 def main():
+    global D
     a = peer_args()
+    D = a.head_dim or D
     if a.write_specs:
         write_specs(a.write_specs, ROWS, spec_text)
         return

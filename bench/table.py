@@ -6,7 +6,8 @@ import argparse
 
 
 def peer_args():
-    """--write-specs DIR | --ptx-dir DIR [--json F] [--no-bwd] [--no-flex] [--only a,b]."""
+    """--write-specs DIR | --ptx-dir DIR [--json F] [--no-bwd] [--no-flex] [--only a,b]
+    [--head-dim N] (the same N both times: the specs are written for it)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--write-specs", help="write one spec a row into this folder and stop")
     ap.add_argument("--ptx-dir", help="the rows' PTX (flashc DIR/NAME.fa -o DIR/NAME.ptx)")
@@ -14,6 +15,8 @@ def peer_args():
     ap.add_argument("--no-bwd", action="store_true", help="forward only")
     ap.add_argument("--no-flex", action="store_true", help="without FlexAttention")
     ap.add_argument("--only", default="", help="comma separated row names")
+    ap.add_argument("--head-dim", type=int, default=0,
+                    help="every row's head dim (default: the bench's own, 128)")
     return ap.parse_args()
 
 

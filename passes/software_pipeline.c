@@ -442,30 +442,20 @@ static bool pipeline_loop(Module *m, Op *loop, int stages, bool carry_all, int t
   return true;
 }
 
-/* Does f read run-time input tensors (`input NAME: ...`: arguments in_*)? */
-static bool reads_inputs(const Func *f) {
-  for (int i = 0; i < f->nargs; i++)
-    if (value_is_input_arg(f->args[i]))
-      return true;
-  return false;
-}
-
 /* Does the backward kernel f carry every staged tile, whatever its warps?
  * The deterministic launch's kernels on wgmma: their blocks an SM are bound
  * by registers, not shared memory (tiling budgets `stages` buffers of each
  * inner tile), and the step's three barriers become one: H100, d64 (four
- * warps, two or three blocks an SM), docs/perf-log.md P91: +3-8%. Not the
+ * warps, two or three blocks an SM), docs/perf-log.md P91: +3-8%; kernels
+ * reading run-time inputs or packed (varlen) rows, P92: 0 to +5%. Not the
  * atomic launch's kernel (main): beside its dS^T and dQ staging buffers a
- * second dO buffer left d128 one block an SM, -30% (P91). Nor, until the
- * GPU suites of those kernels have run with it (test/gpu/inputs.py,
- * block_lists.py, varlen.py), kernels that read run-time inputs or packed
- * (varlen) rows, nor head dims past 96 (d128 and up are warp-specialized;
- * those it does not take, a document mask's, were neither measured nor run
- * this way). */
+ * second dO buffer left d128 one block an SM, -30% (P91). Nor head dims past
+ * 96: d128 and up are warp-specialized (two warpgroups carry every tile
+ * anyway), and those it does not take (a document mask's, a prefix mask's)
+ * measured within noise this way (P92). */
 static bool backward_carries_all(const Func *f, const PassOptions *opts) {
   return strcmp(attr_str(&f->attrs, "mode", ""), "backward") == 0 &&
          strcmp(attr_str(&f->attrs, "role", ""), "main") != 0 &&
-         strcmp(attr_str(&f->attrs, "layout", "padded"), "padded") == 0 && !reads_inputs(f) &&
          attr_int(&f->attrs, "head_dim", 128) <= 96 && attr_int(&f->attrs, "v_head_dim", 128) <= 96 &&
          pass_targets_wgmma(f, opts);
 }
