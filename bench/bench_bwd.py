@@ -41,7 +41,9 @@ retain_graph=True); autograd.grad does the same without accumulating into
 .grad); fwdbwd = forward + that.
 Timing: CUDA events around each call after an untimed first call and warm-up,
 median of up to --reps (fewer when a call is long: about --target-ms per
-measurement). TFLOP/s: forward = 4*B*H*S*S*D (halved when causal), bwd = 2.5x,
+measurement). With fwdbwd, flashc's forward half is also timed alone (JSON
+fwd_flashc_*) and each kernel of its fwd+bwd sequence with events between
+the launches (fwdbwd_flashc_steps, ms), printed on the row's progress line. TFLOP/s: forward = 4*B*H*S*S*D (halved when causal), bwd = 2.5x,
 fwdbwd = 3.5x that. Peak memory (rows at 16k, or --mem-all): max_memory_allocated
 during one backward minus what was allocated before it (flashc's dQ/dK/dV,
 delta and dq_acc allocated by torch inside), MiB, and the ratio to FA2's.
@@ -82,6 +84,32 @@ def time_ms(fn, reps, target_ms):
     one = bench.median_ms(fn, warmup=0, reps=1)
     n = max(3, min(reps, int(target_ms / max(one, 1e-3))))
     return bench.median_ms(fn, warmup=2, reps=n)
+
+
+def steps_ms(fn, reps=10):
+    """Median ms of each kernel launch of a ptx_launch sequence (nested
+    sequences flattened), CUDA events between the launches: where the time
+    of fwd+bwd goes when its sum differs from its parts'."""
+    steps, todo = [], [fn]
+    while todo:
+        f = todo.pop(0)
+        if hasattr(f, "launches"):
+            todo[:0] = list(f.launches)
+        else:
+            steps.append(f)
+    fn()
+    torch.cuda.synchronize()
+    times = [[] for _ in steps]
+    for _ in range(reps):
+        ev = [torch.cuda.Event(enable_timing=True) for _ in range(len(steps) + 1)]
+        ev[0].record()
+        for i, f in enumerate(steps):
+            f()
+            ev[i + 1].record()
+        ev[-1].synchronize()
+        for i in range(len(steps)):
+            times[i].append(ev[i].elapsed_time(ev[i + 1]))
+    return [sorted(t)[len(t) // 2] for t in times]
 
 
 def peak_mib(fn):
@@ -253,6 +281,7 @@ def flashc_impls(mods, c, q, k, v, do, scale, row, modes):
     timed = {impl: {"bwd": go} for impl, go in launches.items()} if "bwd" in modes else {}
     if "fwdbwd" in modes:
         timed.setdefault("flashc", {})["fwdbwd"] = sequence([fwd, launches["flashc"]])
+        timed["flashc"]["fwd"] = fwd  # after fwdbwd: its forward half alone (the JSON's fwd_flashc_*)
 
     def mem(det):
         def go():
@@ -319,7 +348,8 @@ def run_config(mods, c, args, use_flex):
     do = torch.randn(B, S, H, D, device=dev, dtype=dtype)
     modes = ("bwd", "fwdbwd") if args.mode == "both" else (args.mode,)
     row = dict(c, kernel=configs.bwd_kernel_name(c))
-    flops = {"bwd": BWD_FLOPS * bench.fwd_flops(c), "fwdbwd": FWDBWD_FLOPS * bench.fwd_flops(c)}
+    flops = {"bwd": BWD_FLOPS * bench.fwd_flops(c), "fwdbwd": FWDBWD_FLOPS * bench.fwd_flops(c),
+             "fwd": bench.fwd_flops(c)}
     mem_row = S == 16384 or args.mem_all
     try:
         timed, memfns = flashc_impls(mods, c, q, k, v, do, scale, row, modes)
@@ -330,6 +360,8 @@ def run_config(mods, c, args, use_flex):
         for mode, fn in fns.items():
             try:
                 row[f"{mode}_{impl}_ms"] = time_ms(fn, args.reps, args.target_ms)
+                if mode == "fwdbwd":  # each kernel's share, launched as in the sequence
+                    row[f"{mode}_{impl}_steps"] = steps_ms(fn)
             except RuntimeError as e:
                 row[f"{mode}_{impl}_error"] = short(e)
     if mem_row:
@@ -468,7 +500,10 @@ def main():
     ap.add_argument("--quick", action="store_true", help="seqlen 2k and 8k only")
     ap.add_argument("--only", default=None, help="substring filter on kernel names (bwd_d128_h16_...)")
     ap.add_argument("--seqlen", default=None, help="comma list: only these seqlens")
-    ap.add_argument("--reps", type=int, default=10, help="timed calls per measurement, at most")
+    # --target-ms decides: every median spans ~400 ms of calls, longer than
+    # the power cap's clock swings (1545-1980 MHz in 100-ms phases under a
+    # d64 fwd+bwd at ~700 W; 10 reps of an 11-ms call read one phase, P93)
+    ap.add_argument("--reps", type=int, default=1000, help="timed calls per measurement, at most")
     ap.add_argument("--target-ms", type=float, default=400.0,
                     help="about this much timed GPU time per measurement (fewer reps for long calls)")
     ap.add_argument("--no-flex", action="store_true")
@@ -523,6 +558,9 @@ def main():
               + " ".join(f"{m} " + " ".join(f"{i}={cell(r, f'{m}_{i}_tflops', 1)}"
                                             for i in ("flashc", "flashc_atomic", "fa2", "cudnn", "flex")
                                             if f"{m}_{i}_tflops" in r) for m in modes)
+              + (f" | fwd flashc={cell(r, 'fwd_flashc_tflops', 1)}" if "fwd_flashc_tflops" in r else "")
+              + (" | fwdbwd steps ms " + " ".join(f"{x:.3f}" for x in r["fwdbwd_flashc_steps"])
+                 if "fwdbwd_flashc_steps" in r else "")
               + (f" | flashc: {r['flashc_error']}" if "flashc_error" in r else ""), flush=True)
         for i in ("flashc", "flashc_atomic", "flashc_nms"):
             ch = r.get(i + "_check")
