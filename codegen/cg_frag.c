@@ -25,10 +25,23 @@ bool lw_geom(Lowerer *L, Type t, TileGeom *g, const Op *op) {
   g->rows = R;
   g->cols = C;
   g->cls = (R == 1 && C == 1) ? TC_ONE : C == 1 ? TC_ROWV : R == 1 ? TC_COLV : TC_FULL;
-  g->row_split = t.dist == DIST_ROWS && R > 1;
+  g->row_split = (t.dist == DIST_ROWS || t.dist == DIST_GROUP_COLS) && R > 1;
   g->col_split = t.dist == DIST_COLS && C > 1;
+  g->groups = 1;
+  g->group_warps = W;
   int rw = R, cw = C;
-  if (g->row_split) {
+  if (t.dist == DIST_GROUP_COLS) {
+    /* a warp a 16-row slice; the warps left over form more groups */
+    if (g->cls != TC_FULL || R % 16 || W % (R / 16) || W == R / 16)
+      return geom_fail(L, op, "a group tile needs 16-row slices and warps for two groups or more", t);
+    g->group_warps = R / 16;
+    g->groups = W / g->group_warps;
+    g->group_cols = true;
+    if (C % g->groups)
+      return geom_fail(L, op, "a group_cols tile's columns do not split over its groups", t);
+    cw = C / g->groups;
+    rw = 16;
+  } else if (g->row_split) {
     if (R % W)
       return geom_fail(L, op, "rows do not split evenly over the warps", t);
     rw = R / W;
@@ -132,14 +145,28 @@ MlirValue lw_elem(Lowerer *L, const CgVal *cv, TileClass rc, int mi, int ni, int
   return cv->e[lw_index_of(&cv->g, mi, ni, e)];
 }
 
+MlirValue lw_group_warp(Lowerer *L, const TileGeom *g) {
+  if (g->groups <= 1)
+    return L->warp;
+  return cg_arith2(&L->b, "arith.remui", L->warp, cg_const_i32(&L->b, g->group_warps));
+}
+
+MlirValue lw_group(Lowerer *L, const TileGeom *g) {
+  if (g->groups <= 1)
+    return cg_const_i32(&L->b, 0);
+  return cg_arith2(&L->b, "arith.divui", L->warp, cg_const_i32(&L->b, g->group_warps));
+}
+
 /* The warp's first row / column of a tile (i32), 0 when not split. */
 static MlirValue row_base(Lowerer *L, const TileGeom *g) {
   if (!g->row_split)
     return cg_const_i32(&L->b, 0);
-  return cg_muli_c(&L->b, L->warp, 16 * g->nm);
+  return cg_muli_c(&L->b, lw_group_warp(L, g), 16 * g->nm);
 }
 
 static MlirValue col_base(Lowerer *L, const TileGeom *g) {
+  if (g->group_cols)
+    return cg_muli_c(&L->b, lw_group(L, g), 8 * g->nn);
   if (!g->col_split)
     return cg_const_i32(&L->b, 0);
   return cg_muli_c(&L->b, L->warp, 8 * g->nn);
@@ -148,7 +175,8 @@ static MlirValue col_base(Lowerer *L, const TileGeom *g) {
 MlirValue lw_elem_split(Lowerer *L, const TileGeom *g, int axis, int idx, int e,
                         MlirValue *lane, int *c, int *align) {
   /* the warp base is warp x (16 nm rows | 8 nn columns), 0 when not split */
-  int step = axis == 0 ? (g->row_split ? 16 * g->nm : 0) : (g->col_split ? 8 * g->nn : 0);
+  int step = axis == 0 ? (g->row_split ? 16 * g->nm : 0)
+                       : (g->col_split || g->group_cols ? 8 * g->nn : 0);
   *align = step ? step & -step : 1 << 30;
   if (axis == 0) {
     *lane = L->lg;
@@ -192,9 +220,9 @@ bool lw_compatible(const TileGeom *o, const TileGeom *r) {
     return false;
   if (cols && !(r->cls == TC_COLV || r->cls == TC_FULL))
     return false;
-  if (rows && (o->nm != r->nm || o->row_split != r->row_split))
+  if (rows && (o->nm != r->nm || o->row_split != r->row_split || o->groups != r->groups))
     return false;
-  if (cols && (o->nn != r->nn || o->col_split != r->col_split))
+  if (cols && (o->nn != r->nn || o->col_split != r->col_split || o->group_cols != r->group_cols))
     return false;
   return true;
 }

@@ -8,6 +8,10 @@
  * at op, or a plain one when op is NULL) when the warps cannot hold it. */
 bool lw_geom(Lowerer *L, Type t, TileGeom *g, const Op *op);
 int lw_geom_count(const TileGeom *g); /* elements one thread holds */
+/* The warp's index within its group (the warp when the tile has no groups)
+ * and its group (0), i32. */
+MlirValue lw_group_warp(Lowerer *L, const TileGeom *g);
+MlirValue lw_group(Lowerer *L, const TileGeom *g);
 CgVal *lw_tile(Lowerer *L, Type t, const TileGeom *g); /* elements uninitialized */
 CgVal *lw_splat(Lowerer *L, Type t, MlirValue v);
 /* The element of operand cv at result position (mi, ni, e) of class rc. */

@@ -43,6 +43,10 @@ typedef struct TileGeom {
   int nm, nn;     /* fragments per warp: m16 tiles, n8 tiles */
   bool row_split; /* warp w starts at row w * 16 * nm (dist rows) */
   bool col_split; /* warp w starts at col w * 8 * nn (dist cols) */
+  int groups;     /* > 1 (dist group_cols): the warps form `groups` groups of
+                   * group_warps; warp w holds rows 16 nm (w % group_warps) */
+  int group_warps;
+  bool group_cols; /* dist group_cols: group g holds columns g * 8 nn .. */
 } TileGeom;
 
 /* CV_RING: a ring's shared-memory slots and barriers (mem_ring.c). */

@@ -48,6 +48,12 @@ static bool plan_matmul(Lowerer *L, const Op *op, const TileGeom *rg, MmaPlan *p
   MlirValue k0;
   bool k_split = false;
   p->a_smem = p->a->kind == CV_SMEM;
+  /* group_cols (wgmma only): every group all of K, its share of the
+   * columns (compute_wgmma.c) */
+  if (rg->groups > 1 && (!p->a_smem || !p->trans_a || p->trans_b || !L->wgmma)) {
+    lw_error(L, op, "a group_cols matmul needs wgmma, and A^T and B in shared memory");
+    return false;
+  }
   if (p->a_smem) {
     int ar = p->trans_a ? p->a->type.cols : p->a->type.rows;
     int ac = p->trans_a ? p->a->type.rows : p->a->type.cols;

@@ -97,7 +97,8 @@ static void plan_lanes(Lowerer *L, MmaPlan *p, MlirValue a_row0, MlirValue k0, M
 bool lw_mma_sync_plan(Lowerer *L, const Op *op, const TileGeom *rg, MmaPlan *p, MlirValue k0,
                       bool k_split) {
   CgBuilder *b = &L->b;
-  MlirValue a_row0 = rg->row_split ? cg_muli_c(b, L->warp, 16 * rg->nm) : cg_const_i32(b, 0);
+  MlirValue a_row0 =
+      rg->row_split ? cg_muli_c(b, lw_group_warp(L, rg), 16 * rg->nm) : cg_const_i32(b, 0);
   MlirValue n0 = rg->col_split ? cg_muli_c(b, L->warp, 8 * rg->nn) : cg_const_i32(b, 0);
   /* A warp's column offset into a swizzled operand would move its chunks
    * across the xor pattern; no schedule splits those columns over warps. */

@@ -42,9 +42,18 @@ static const char *matmul_problem(const Lowerer *L, const Op *op) {
   Type rt = op->results[0]->type, at = op->operands[0]->type, bt = op->operands[1]->type;
   bool trans_b = attr_int(&op->attrs, "transpose_b", 0) != 0;
   int rows = 16 * L->warps;
-  if (rt.dist != DIST_ROWS || rt.rows != rows)
+  if (rt.dist == DIST_GROUP_COLS) {
+    /* N split over warpgroups (passes/group_dq.c): each reads all of A^T
+     * and its 64-column blocks of B */
+    int groups = L->warps / 4;
+    if (rt.rows != 64 || L->warps % 4 || groups < 2 || trans_b ||
+        !attr_int(&op->attrs, "transpose_a", 0) || attr_get(&op->attrs, "b_col0") ||
+        rt.cols % (64 * groups))
+      return "a group matmul is not 64 rows of A^T x B split over whole warpgroups";
+    rows = 64;
+  } else if (rt.dist != DIST_ROWS || rt.rows != rows)
     return "a matmul result is not split into 16 rows per warp";
-  if (rt.cols % 8 || rt.cols > 256)
+  if (rt.cols % 8 || rt.cols > (rt.dist == DIST_GROUP_COLS ? 256 * L->warps / 4 : 256))
     return "a matmul result is wider than 256 columns or not a multiple of 8";
   if (!lw_is_staged_type(bt) || !staged_tile_ok(bt))
     return "a matmul B operand is not a staged tile of whole 64-column blocks";
@@ -138,7 +147,13 @@ void lw_wgmma_matmul(Lowerer *L, const Op *op, CgVal *r, const MmaPlan *p, bool 
   const CgVal *a = p->a, *bm = p->bm;
   bool trans_a = p->trans_a, trans_b = p->trans_b;
   CgMmaType mt = p->mt;
-  int N = r->g.cols, K = trans_b ? bm->type.cols : bm->type.rows, ksteps = K / 16;
+  /* a group_cols result: its N is the g-th 1 / groups of the columns,
+   * all of K; B's first byte is its group's first 64-column block */
+  bool gcols = r->g.group_cols;
+  int N = gcols ? 8 * r->g.nn : r->g.cols;
+  int K = trans_b ? bm->type.cols : bm->type.rows, ksteps = K / 16;
+  MlirValue bgroup = gcols ? cg_muli_c(b, lw_group(L, &r->g), N / 64 * bm->type.rows * 128)
+                           : cg_const_i32(b, 0);
   int nacc = N / 2;
   bool a_smem = a->kind == CV_SMEM;
   if (r->ne != nacc || ksteps > 16) {
@@ -167,15 +182,19 @@ void lw_wgmma_matmul(Lowerer *L, const Op *op, CgVal *r, const MmaPlan *p, bool 
    * window from column block b_col0 / 64. */
   MlirValue zero = cg_const_i32(b, 0);
   MlirValue bdesc = trans_b ? descriptor(L, bm, zero, 16, 1024)
-                            : descriptor(L, bm, cg_const_i32(b, p->b_col0 / 64 * bm->type.rows * 128),
+                            : descriptor(L, bm,
+                                         cg_addi(b, bgroup,
+                                                 cg_const_i32(b, p->b_col0 / 64 * bm->type.rows * 128)),
                                          bm->type.rows * 128, 1024);
   MlirValue adesc = {NULL};
   if (a_smem) {
     /* This warpgroup's 64 rows: 64 rows of a K-major A, the 64-column block
      * of an M-major one. */
     MlirValue wg = cg_arith2(b, "arith.divui", L->warp, cg_const_i32(b, 4));
-    adesc = trans_a ? descriptor(L, a, cg_muli_c(b, wg, a->type.rows * 128), a->type.rows * 128,
-                                 1024)
+    /* M-major A^T: a group_cols product's only 64-column block, else the
+     * warpgroup's block */
+    MlirValue at = gcols ? cg_const_i32(b, 0) : cg_muli_c(b, wg, a->type.rows * 128);
+    adesc = trans_a ? descriptor(L, a, at, a->type.rows * 128, 1024)
                     : descriptor(L, a, cg_muli_c(b, wg, 64 * 128), 16, 1024);
   }
   for (int kk = 0; kk < ksteps; kk++) {

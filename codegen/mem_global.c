@@ -136,6 +136,26 @@ static bool bulk_addable(const Lowerer *L, const TensorRef *t, const TileGeom *g
          g->cols % 4 == 0;
 }
 
+/* x's rows (a warp's) as f32 into its buffer wbuf of rows `pitch` bytes
+ * apart, two elements a store. */
+static void write_rows_smem(Lowerer *L, const CgVal *x, MlirValue wbuf, int pitch) {
+  CgBuilder *b = &L->b;
+  const TileGeom *g = &x->g;
+  MlirType v2 = mlirVectorTypeGet(1, (int64_t[]){2}, b->f32);
+  for (int mi = 0; mi < g->nm; mi++)
+    for (int h = 0; h < 2; h++) {
+      MlirValue row = cg_addi_c(b, L->lg, mi * 16 + 8 * h);
+      MlirValue rbuf = cg_addi(b, wbuf, cg_muli_c(b, row, pitch));
+      for (int ni = 0; ni < g->nn; ni++) {
+        MlirValue e2[2] = {cg_float_cast(b, lw_elem(L, x, TC_FULL, mi, ni, 2 * h), b->f32),
+                           cg_float_cast(b, lw_elem(L, x, TC_FULL, mi, ni, 2 * h + 1), b->f32)};
+        MlirValue col = cg_muli_c(b, cg_addi_c(b, cg_muli_c(b, L->lq, 2), ni * 8), 4);
+        MlirValue p = cg_gep(b, L->smem, cg_addi(b, rbuf, col), b->i8);
+        cg_store(b, cg_vector_from(b, e2, 2, v2), p, 8);
+      }
+    }
+}
+
 /* The f32 tile x added into t through shared memory and the TMA unit's
  * bulk reductions (FlashAttention-3's dQ writer): each warp writes its
  * rows of the tile to a buffer of its own (rows padded by 4 floats: the
@@ -150,7 +170,9 @@ static void add_tile_bulk(Lowerer *L, const TensorRef *t, const CgVal *x, int co
                           LwRowAt row_at, void *ctx) {
   CgBuilder *b = &L->b;
   const TileGeom *g = &x->g;
-  int wrows = 16 * g->nm, pitch = (g->cols + 4) * 4, bytes = L->warps * wrows * pitch;
+  /* a group_cols tile: the warp's columns are its group's share */
+  int wcols = g->group_cols ? 8 * g->nn : g->cols;
+  int wrows = 16 * g->nm, pitch = (wcols + 4) * 4, bytes = L->warps * wrows * pitch;
   if (L->bulk_buf_bytes < bytes) {
     L->bulk_buf_off = lw_alloc_smem(L, bytes);
     L->bulk_buf_bytes = bytes;
@@ -158,32 +180,22 @@ static void add_tile_bulk(Lowerer *L, const TensorRef *t, const CgVal *x, int co
   MlirValue wbuf = cg_addi_c(b, cg_muli_c(b, L->warp, wrows * pitch), L->bulk_buf_off);
   cg_bulk_wait(b, true);
   cg_syncwarp(b);
-  MlirType v2 = mlirVectorTypeGet(1, (int64_t[]){2}, b->f32);
-  for (int mi = 0; mi < g->nm; mi++)
-    for (int h = 0; h < 2; h++) {
-      MlirValue row = cg_addi_c(b, L->lg, mi * 16 + 8 * h);
-      MlirValue rbuf = cg_addi(b, wbuf, cg_muli_c(b, row, pitch));
-      for (int ni = 0; ni < g->nn; ni++) {
-        MlirValue e2[2] = {cg_float_cast(b, lw_elem(L, x, TC_FULL, mi, ni, 2 * h), b->f32),
-                           cg_float_cast(b, lw_elem(L, x, TC_FULL, mi, ni, 2 * h + 1), b->f32)};
-        MlirValue col = cg_muli_c(b, cg_addi_c(b, cg_muli_c(b, L->lq, 2), ni * 8), 4);
-        MlirValue p = cg_gep(b, L->smem, cg_addi(b, rbuf, col), b->i8);
-        cg_store(b, cg_vector_from(b, e2, 2, v2), p, 8);
-      }
-    }
+  write_rows_smem(L, x, wbuf, pitch);
   cg_fence_proxy_async(b);
   cg_syncwarp(b);
   /* lane l < wrows: the warp's row l */
   MlirValue row = cg_addi(b, cg_subi(b, lw_elem_row(L, g, 0, 0), L->lg), L->lane);
   MlirValue off, ok;
   window_row_at(L, row_at, ctx, row, col0, &off, &ok);
+  if (g->group_cols)
+    off = cg_addi(b, off, cg_int_cast(b, cg_muli_c(b, lw_group(L, g), wcols), b->i64));
   ok = cg_arith2(b, "arith.andi", ok, cg_cmpi(b, "ult", L->lane, cg_const_i32(b, wrows)));
   MlirBlock then_block, outer = b->block;
   cg_if(b, ok, NULL, 0, false, &then_block, NULL);
   cg_builder_set_block(b, then_block);
   MlirValue src = cg_gep(b, L->smem, cg_addi(b, wbuf, cg_muli_c(b, L->lane, pitch)), b->i8);
   cg_bulk_reduce_add_f32(b, cg_gep(b, t->base, off, t->et), cg_shared_addr32(b, src),
-                         g->cols * 4);
+                         wcols * 4);
   cg_bulk_commit(b);
   cg_yield(b, NULL, 0);
   cg_builder_set_block(b, outer);

@@ -120,6 +120,7 @@ const char *dist_name(Dist d) {
   case DIST_COLS: return "cols";
   case DIST_PARTIAL: return "partial";
   case DIST_WARP: return "warp";
+  case DIST_GROUP_COLS: return "group_cols";
   default: return "none";
   }
 }

@@ -96,6 +96,10 @@ typedef enum Dist {
   DIST_PARTIAL, /* each warp holds a partial result that an xwarp_reduce combines */
   DIST_WARP,    /* each warp holds its own whole value, computed from its own keys
                    (warp-split-kv); elementwise ops apply per warp, xwarp_reduce merges */
+  DIST_GROUP_COLS, /* the warps form groups of rows/16 (a warpgroup for a 64-row tile),
+                   warp w holding rows 16 (w % (rows/16)); group g holds the g-th
+                   1/groups of the columns (a matmul whose N the groups split,
+                   passes/group_dq.c); only a store {reduce = add} reads it */
 } Dist;
 
 /* Symbolic tile extents before the tiling pass fixes them. */

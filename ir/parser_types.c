@@ -71,12 +71,12 @@ static bool parse_tile_type(Parser *p, Type *t) {
   advance(p);
   Dist d = DIST_NONE;
   if (accept_punct(p, ',')) {
-    static const char *const dists[] = {"none", "rows", "cols", "partial", "warp"};
+    static const char *const dists[] = {"none", "rows", "cols", "partial", "warp", "group_cols"};
     int k = 0;
-    while (k < 5 && !is_word(&p->cur, dists[k]))
+    while (k < 6 && !is_word(&p->cur, dists[k]))
       k++;
-    if (k == 5) {
-      ERROR_TOK(p, "expected a distribution (rows, cols, partial, warp, none)");
+    if (k == 6) {
+      ERROR_TOK(p, "expected a distribution (rows, cols, partial, warp, group_cols, none)");
       return false;
     }
     d = (Dist)k;

@@ -294,6 +294,10 @@ static void check_operands(Verifier *v, const Op *op) {
     if (x->type.kind == TYPE_TILE && x->type.dist == DIST_PARTIAL && op->kind != OP_XWARP_REDUCE)
       report(v, op, "partial value %s used by %s (only xwarp_reduce may use it)", names_get(&v->names, x),
              op_name(op->kind));
+    if (x->type.kind == TYPE_TILE && x->type.dist == DIST_GROUP_COLS &&
+        !(op->kind == OP_STORE && i == 4 && attr_get(&op->attrs, "reduce")) && op->kind != OP_MMA_WAIT)
+      report(v, op, "%s value %s used by %s (only a store with reduce = add may use it)", dist_name(x->type.dist),
+             names_get(&v->names, x), op_name(op->kind));
   }
 }
 

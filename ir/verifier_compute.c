@@ -59,6 +59,11 @@ void check_matmul(Verifier *v, const Op *op) {
   if (op->noperands == 3 && !same_shape_elem(opnd(op, 2), want))
     report(v, op, "accumulator %s, expected %s", tstr(opnd(op, 2), a), tstr(want, b));
   want_result(v, op, want);
+  /* a column split over warp groups (passes/group_dq.c): A^T read whole by
+   * every group, no accumulator to split */
+  if (res(op, 0).kind == TYPE_TILE && res(op, 0).dist == DIST_GROUP_COLS &&
+      (!trans_a || trans || op->noperands != 2))
+    report(v, op, "a group_cols result needs transpose_a, an untransposed B and no accumulator");
   const Attr *as = attr_get(&op->attrs, "async");
   if (as && (as->kind != ATTR_INT || (as->i != 0 && as->i != 1)))
     report(v, op, "'async' must be 0 or 1");

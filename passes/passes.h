@@ -67,6 +67,9 @@ int run_pipeline(Module *m, const PassOptions *opts);
 int pass_differentiate(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_small_batch_variant(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_tiling(Module *m, Func *f, const PassOptions *opts, FILE *diag);
+/* backward main kernel on 128-key tiles: dQ's columns split between the
+ * warpgroups (group_cols), each adding its own */
+int pass_group_dq(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_split_dkdv(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 /* tiling.c: does decode kernel f's automatic schedule give one 16-row Q tile
  * to warps that split each K/V tile's keys (warp-split-kv)? */

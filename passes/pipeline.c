@@ -24,6 +24,10 @@ static const Pass pipeline[] = {
      pass_small_batch_variant},
     {"tiling", "choose tile sizes, warps and stages; make tile extents concrete", true,
      pass_tiling},
+    /* right after tiling, which tiles main for it (128 keys, 8 warps) */
+    {"group-dq",
+     "atomic backward on 128-key tiles: dQ split by columns between the warpgroups (or by keys, summed), added once",
+     false, pass_group_dq},
     /* after tiling (its rule reads the tiles), before the passes that
      * rewrite loops: the copy it adds is skipped and pipelined like any */
     {"split-dkdv", "backward: dV in a kernel of its own where dK and dV overflow the registers",

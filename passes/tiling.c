@@ -176,8 +176,36 @@ static long backward_smem(const Sched *s, const Shape *sh, const char *role) {
   return outer * row + (long)s->stages * inner * row + ds;
 }
 
-static Sched backward_sched(const Shape *sh, const char *role, const TargetInfo *t) {
+/* Does f read run-time input tensors (`input NAME: ...`)? A mask over
+ * them gets block lists per tile shape (block-lists), and another shape
+ * for main would need classifiers of its own. */
+static bool reads_inputs(const Func *f) {
+  for (int i = 0; i < f->nargs; i++)
+    if (value_is_input_arg(f->args[i]))
+      return true;
+  return false;
+}
+
+/* The atomic launch's kernel (main) on wgmma at d128, with group-dq on:
+ * 128-key K/V tiles and eight warps, two warpgroups of 64 keys sharing
+ * each 64-row Q and dO tile; dQ = dS K split by columns between them,
+ * each multiplying all 128 keys for its 64 columns (passes/group_dq.c):
+ * half the dQ bytes the L2 adds per FLOP of 64-key tiles, where the atomic
+ * kernel was bound (docs/perf-log.md P79; +6-18%, P94). d64's halves
+ * would be 32 columns, and its K split with a sum lost (P90). */
+static bool grouped_dq(const Shape *sh, const char *role, const Func *f, const PassOptions *opts) {
+  return strcmp(role, "main") == 0 && pass_targets_wgmma(f, opts) && !reads_inputs(f) &&
+         !pass_is_disabled(opts, "group-dq") && sh->d == 128 && sh->dv % 64 == 0 &&
+         sh->dv <= 128;
+}
+
+static Sched backward_sched(const Shape *sh, const char *role, const TargetInfo *t, bool grouped) {
   Sched s = {64, 64, 4, 2};
+  if (grouped) {
+    Sched g = {64, 128, 8, 2};
+    if (backward_smem(&g, sh, role) <= t->smem_per_block)
+      return g;
+  }
   if (backward_smem(&s, sh, role) > t->smem_per_block)
     s.stages = 1;
   return s;
@@ -327,7 +355,7 @@ static int choose(Func *f, const PassOptions *opts, FILE *diag, Sched *out) {
   bool decode = strcmp(mode, "decode") == 0;
   bool backward = strcmp(mode, "backward") == 0;
   const char *role = attr_str(&f->attrs, "role", "");
-  Sched auto_s = backward ? backward_sched(&sh, role, t)
+  Sched auto_s = backward ? backward_sched(&sh, role, t, grouped_dq(&sh, role, f, opts))
                  : decode ? decode_sched(&sh, decode_live_rows(&f->attrs), opts)
                           : forward_sched(&sh, t, opts);
   /* Already tiled (a .tile input that went through this pass): the extents
@@ -351,7 +379,11 @@ static int choose(Func *f, const PassOptions *opts, FILE *diag, Sched *out) {
       return refuse_budget(diag, f, out, &sh, t);
     return 0;
   }
-  /* A partial schedule block: fill the rest from the automatic choice. */
+  /* A partial schedule block: fill the rest from the automatic choice
+   * (for the backward, the plain one: a user's tiles with group-dq's
+   * eight warps would be a schedule the user did not ask for). */
+  if (backward)
+    auto_s = backward_sched(&sh, role, t, false);
   Sched s = {user.tile_q ? user.tile_q : auto_s.tile_q, user.tile_kv ? user.tile_kv : auto_s.tile_kv,
              user.warps ? user.warps : auto_s.warps, user.stages ? user.stages : auto_s.stages};
   if (backward) { /* schedule NAME_bwd { ... } (docs/backward.md) */

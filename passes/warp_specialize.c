@@ -258,6 +258,14 @@ static const char *ring_name(Module *m, const Value *t) {
   return s;
 }
 
+/* The atomic launch's kernel as tiling made it for group-dq (a Q tile of
+ * fewer rows than 16 x warps: two warpgroups of 64 keys): one block an
+ * SM, so a producer warpgroup fits beside its 8 consumer warps. */
+static bool grouped_main(const Func *f) {
+  return strcmp(attr_str(&f->attrs, "role", ""), "main") == 0 &&
+         16 * attr_int(&f->attrs, "warps", 4) > attr_int(&f->attrs, "tile_q", 64);
+}
+
 static long tile_bytes(Type t) {
   return (long)t.rows * t.cols * (t.elem == ELEM_F32 ? 4 : 2);
 }
@@ -284,6 +292,15 @@ static int ring_stages(Func *f, const Split *sp, int *blocks_per_sm) {
   if (strcmp(attr_str(&f->attrs, "mode", ""), "forward") == 0 && overlap_softmax_wanted(f, true))
     own += tile_bytes(sp->loads[sp->nloads - 1]->results[0]->type);
   own += 1024L * sp->nloads;
+  /* group-dq's main kernel (8 warps): the dS^T copy the dQ matmul reads
+   * and the bulk reductions' staging, a warp's 16 rows of its group's
+   * columns each (codegen's lw_regs_to_smem, mem_global.c) */
+  if (grouped_main(f)) {
+    long tq = attr_int(&f->attrs, "tile_q", 64), tkv = attr_int(&f->attrs, "tile_kv", 128);
+    long warps = attr_int(&f->attrs, "warps", 8), groups = warps / (tq / 16);
+    long d = attr_int(&f->attrs, "head_dim", 128);
+    own += tkv * tq * 2 + warps * 16 * (d / groups + 4) * 4 + 2048;
+  }
   const long sm = tiling_smem_limit(attr_str(&f->attrs, "target", "sm_90a")), half = sm / 2 - 1024;
   int given = attr_int(&f->attrs, "sched_stages", 0) > 0 ? (int)attr_int(&f->attrs, "stages", 2) : 0;
   if (given && given < 2)
@@ -450,6 +467,8 @@ static void split_roles(Module *m, Func *f, Split *sp) {
  * keeps the pipeline pass's copies. */
 static bool backward_role(const Func *f) {
   const char *role = attr_str(&f->attrs, "role", "");
+  if (grouped_main(f))
+    return true;
   return strcmp(role, "kv") == 0 || strcmp(role, "dv") == 0 || strcmp(role, "q") == 0;
 }
 
@@ -473,7 +492,7 @@ int pass_warp_specialize(Module *m, Func *f, const PassOptions *opts, FILE *diag
    * warpgroups, the backward's one or two. */
   if (attr_int(&f->attrs, "sched_producer", 1) != 1 ||
       !(strcmp(mode, "forward") == 0 ? warps == 8
-        : backward                   ? backward_role(f) && backward_dims(d, dv) && (warps == 4 || warps == 8)
+        : backward                   ? backward_role(f) && (backward_dims(d, dv) || grouped_main(f)) && (warps == 4 || warps == 8)
                                      : false) ||
       !pass_targets_wgmma(f, opts) || d % 64 || dv % 64)
     return 0;
