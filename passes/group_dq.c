@@ -37,22 +37,6 @@
 #include "passes/pass_util.h"
 #include "passes/passes.h"
 
-/* Is every use of v a store {reduce = add} of it, or an mma_wait whose
- * result's uses are? */
-static bool only_added(const Value *v) {
-  for (int u = 0; u < v->nuses; u++) {
-    const Op *user = v->uses[u].user;
-    if (user->kind == OP_MMA_WAIT) {
-      if (!only_added(user->results[0]))
-        return false;
-    } else if (!(user->kind == OP_STORE && v->uses[u].index == 4 &&
-                 attr_get(&user->attrs, "reduce"))) {
-      return false;
-    }
-  }
-  return true;
-}
-
 /* The single store {reduce = add} reading v, or NULL. */
 static Op *sole_add(const Value *v) {
   if (v->nuses != 1)
@@ -111,10 +95,9 @@ static bool split_columns(Module *m, Op *mm, int groups) {
 
 int pass_group_dq(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   (void)opts;
-  int rows = (int)attr_int(&f->attrs, "tile_q", 0), warps = (int)attr_int(&f->attrs, "warps", 4);
-  if (strcmp(attr_str(&f->attrs, "mode", ""), "backward") != 0 || rows <= 0 || rows % 16 ||
-      16 * warps <= rows || warps % (rows / 16))
+  if (!pass_rows_grouped(f))
     return 0;
+  int rows = (int)attr_int(&f->attrs, "tile_q", 0), warps = (int)attr_int(&f->attrs, "warps", 4);
   OpList mms = collect_ops(f, OP_MATMUL);
   int failed = 0;
   for (int i = 0; i < mms.n; i++) {
@@ -123,7 +106,7 @@ int pass_group_dq(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
     if (!attr_int(&mm->attrs, "transpose_a", 0) || r->type.rows != rows ||
         r->type.dist != DIST_ROWS)
       continue;
-    if (mm->noperands != 2 || attr_int(&mm->attrs, "transpose_b", 0) || !only_added(r)) {
+    if (mm->noperands != 2 || attr_int(&mm->attrs, "transpose_b", 0) || !sole_add(r)) {
       pass_error(diag, f, "group-dq: a product of %d rows over %d warps that is not only added "
                  "into memory", rows, warps);
       failed = 1;

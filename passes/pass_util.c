@@ -630,3 +630,9 @@ int loop_register_bytes(const Op *loop, int threads) {
   }
   return n;
 }
+
+bool pass_rows_grouped(const Func *f) {
+  long rows = attr_int(&f->attrs, "tile_q", 0), warps = attr_int(&f->attrs, "warps", 4);
+  return strcmp(attr_str(&f->attrs, "mode", ""), "backward") == 0 && rows > 0 && rows % 16 == 0 &&
+         16 * warps > rows && warps % (rows / 16) == 0;
+}

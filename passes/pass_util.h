@@ -130,6 +130,10 @@ bool overlap_softmax_wanted(const Func *f, bool has_rings);
  * still keep a kernel whose shapes wgmma cannot take on mma.sync; those
  * passes check the shapes they need.) */
 bool pass_targets_wgmma(const Func *f, const PassOptions *opts);
+/* Is f a backward kernel whose Q tile has fewer rows than 16 x warps, its
+ * warps in groups of tile_q / 16 sharing each Q tile (tiling's schedule
+ * for group-dq: passes/group_dq.c)? */
+bool pass_rows_grouped(const Func *f);
 
 /* Bytes a thread of the register tiles loop carries (its results), over
  * `threads` threads: what its step holds in registers from start to end. */

@@ -262,8 +262,7 @@ static const char *ring_name(Module *m, const Value *t) {
  * fewer rows than 16 x warps: two warpgroups of 64 keys): one block an
  * SM, so a producer warpgroup fits beside its 8 consumer warps. */
 static bool grouped_main(const Func *f) {
-  return strcmp(attr_str(&f->attrs, "role", ""), "main") == 0 &&
-         16 * attr_int(&f->attrs, "warps", 4) > attr_int(&f->attrs, "tile_q", 64);
+  return strcmp(attr_str(&f->attrs, "role", ""), "main") == 0 && pass_rows_grouped(f);
 }
 
 static long tile_bytes(Type t) {
