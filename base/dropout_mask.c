@@ -22,20 +22,63 @@ void philox4x32(const uint32_t ctr[4], const uint32_t key[2], int rounds, uint32
     out[i] = c[i];
 }
 
+/* The order of binary16 values on bit patterns (not NaN): -0 and +0 equal,
+ * negative values below positive ones. */
+static int32_t half_key(uint32_t h) {
+  int32_t mag = (int32_t)(h & 0x7fff);
+  return (h & 0x8000) ? -mag : mag;
+}
+
+bool half_lt(uint32_t a, uint32_t b) {
+  if ((a & 0x7fff) > 0x7c00 || (b & 0x7fff) > 0x7c00) /* NaN: unordered */
+    return false;
+  return half_key(a) < half_key(b);
+}
+
+/* The 16-bit patterns u with half(u) < half(t), for t not NaN. */
+static uint32_t half_count_below(uint32_t t) {
+  uint32_t m = t & 0x7fff;
+  if (t & 0x8000) /* negatives of larger magnitude, up to -inf */
+    return 0x7c00 - m;
+  return m == 0 ? 0x7c00 : 0x7c00 + 1 + m; /* the negatives (and -0 when t > 0), then 0 .. t - 1 */
+}
+
+/* t with half_count_below(t) == n, for n in 0 .. 0x7c00 + 1 + 0x7c00 except
+ * 0x7c01 (no t has exactly -0 and nothing else below it); UINT32_MAX if none. */
+static uint32_t half_below_count(uint32_t n) {
+  if (n <= 0x7c00)
+    return 0x8000 | (0x7c00 - n);
+  if (n >= 0x7c02 && n <= 0x7c01 + 0x7c00)
+    return n - 0x7c01;
+  return UINT32_MAX;
+}
+
 uint32_t dropout_threshold(double p) {
-  double t = nearbyint(65536.0 * (1.0 - p));
-  return t < 0 ? 0 : t > 65536 ? 65536 : (uint32_t)t;
+  double r = nearbyint(65536.0 * (1.0 - p));
+  uint32_t n = r < 0 ? 0 : r > 65536 ? 65536 : (uint32_t)r;
+  uint32_t t = half_below_count(n);
+  if (t != UINT32_MAX)
+    return t;
+  return half_below_count(65536 - n) | 1u << 16; /* keep the complement */
+}
+
+double dropout_keep_rate(uint32_t threshold) {
+  uint32_t below = half_count_below(threshold & 0xffff);
+  return (threshold >> 16 & 1 ? 65536 - below : below) / 65536.0;
+}
+
+bool dropout_keep_bits(uint32_t u, uint32_t threshold) {
+  return half_lt(u & 0xffff, threshold & 0xffff) != (bool)(threshold >> 16 & 1);
 }
 
 bool dropout_keep(uint64_t seed, uint64_t offset, uint32_t bh, uint32_t q, uint32_t k,
                   uint32_t threshold) {
-  uint32_t ctr[4] = {k & ~9u, q & ~8u, bh, (uint32_t)offset};
+  uint32_t ctr[4] = {q & ~8u, k & ~9u, bh, (uint32_t)offset};
   uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32) + (uint32_t)(offset >> 32)};
   uint32_t w[4];
   philox4x32(ctr, key, DROPOUT_ROUNDS, w);
   uint32_t slot = (k & 1) | (k >> 3 & 1) << 1 | (q >> 3 & 1) << 2;
-  uint32_t u = (w[slot / 2] >> (16 * (slot % 2))) & 0xffff;
-  return u < threshold;
+  return dropout_keep_bits(w[slot / 2] >> (16 * (slot % 2)), threshold);
 }
 
 uint32_t dropout_threshold_torch(double p) {

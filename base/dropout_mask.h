@@ -12,16 +12,27 @@
  * Element (bh = b * heads + h, q, k) of a launch with seed and offset (both
  * 64-bit, as PyTorch's CUDA generator hands them out) belongs to the group
  * of eight elements that differ only in bits 0 and 3 of k and bit 3 of q,
- * and takes the 16-bit slot (k & 1) | (k >> 3 & 1) << 1 | (q >> 3 & 1) << 2
+ * and takes the 16-bit slot u = (k & 1) | (k >> 3 & 1) << 1 | (q >> 3 & 1) << 2
  * of that group's
- *   philox4x32_7(counter = (k & ~9, q & ~8, bh, offset_lo),
+ *   philox4x32_7(counter = (q & ~8, k & ~9, bh, offset_lo),
  *                key = (seed_lo, seed_hi + offset_hi))
- * (word slot / 2, low half for even slots). It is kept when that value is
- * below threshold = round(65536 (1 - p)): a keep rate within 2^-17 of
- * 1 - p (FlashAttention-2 compares bytes: rate (floor(255 (1 - p)) + 1) /
- * 256). A pure function of (seed, offset, b, h, q, k): tiles, warps and
- * schedules cannot change it, so the backward regenerates the forward's mask
- * and a host reference recomputes it.
+ * (word slot / 2, low half for even slots). It is kept when
+ *   (half(u) < half(t)) != flip
+ * with u and t read as IEEE binary16 bit patterns (ordered: NaN compares
+ * false) and (t, flip) the launch's threshold argument (t in its low 16
+ * bits, flip in bit 16), chosen by dropout_threshold so that exactly
+ * round(65536 (1 - p)) of the 65536 patterns are kept: a keep rate within
+ * 2^-17 of 1 - p (FlashAttention-2 compares bytes: rate (floor(255 (1 - p))
+ * + 1) / 256). The binary16 order is the tensor cores' neighbour's: one
+ * `set.lt.u32.f16x2` compares the two 16-bit values of a word at once and
+ * yields the masks of two adjacent elements, which one lop3 applies to
+ * their packed bf16 or f16 probabilities (codegen/compute_dropout.c). A pure
+ * function of (seed, offset, b, h, q, k): tiles, warps and schedules cannot
+ * change it, so the backward regenerates the forward's mask and a host
+ * reference recomputes it. The keys enter the counter's second word, which
+ * Philox's first round only xors: in a kernel whose rows are queries the
+ * first round's products and one of the second's are per-row constants,
+ * hoisted out of the K/V loop.
  *
  * Why these groups: a thread's accumulator fragment of a tensor-core matmul
  * (mma.sync m16n8 and wgmma alike) holds rows r and r + 8 and columns c,
@@ -49,8 +60,19 @@ enum { DROPOUT_ROUNDS = 7 };
 /* Random123's philox4x32_R: `rounds` rounds of ctr[4] under key[2]. */
 void philox4x32(const uint32_t ctr[4], const uint32_t key[2], int rounds, uint32_t out[4]);
 
-/* round(65536 (1 - p)) for p in [0, 1]: 65536 keeps everything. */
+/* The launch's threshold argument for rate p in [0, 1]: t | flip << 16
+ * (above) keeping round(65536 (1 - p)) of the 65536 16-bit patterns. */
 uint32_t dropout_threshold(double p);
+
+/* The fraction of 16-bit patterns that threshold keeps (its exact rate). */
+double dropout_keep_rate(uint32_t threshold);
+
+/* Is u's low 16 bits' value below b's as binary16 (ordered: false if
+ * either is NaN)? */
+bool half_lt(uint32_t a, uint32_t b);
+
+/* The keep decision of a 16-bit value u (its low bits) under threshold. */
+bool dropout_keep_bits(uint32_t u, uint32_t threshold);
 
 /* The keep decision of element (bh, q, k) (the definition above). */
 bool dropout_keep(uint64_t seed, uint64_t offset, uint32_t bh, uint32_t q, uint32_t k,
@@ -64,8 +86,7 @@ bool dropout_keep(uint64_t seed, uint64_t offset, uint32_t bh, uint32_t q, uint3
  *                key = (seed_lo, seed_hi))
  * and is kept when that byte is <= floor(255 (1 - p)) (1 - p in float, as
  * FlashAttention computes it): a keep rate of (floor + 1) / 256.
- * dropout_threshold_torch gives floor + 1, so that both definitions keep an
- * element when its value is below the threshold. */
+ * dropout_threshold_torch gives floor + 1: the byte is kept when below it. */
 uint32_t dropout_threshold_torch(double p);
 
 /* The kernels' launch arguments keep_threshold and keep_scale for rate p

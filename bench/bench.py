@@ -52,6 +52,19 @@ def median_ms(fn, warmup=5, reps=20, inner=1):
     return statistics.median(times)
 
 
+def sustained_ms(fn, reps, target_ms, inner=1):
+    """Median ms of fn() over about target_ms of calls (at most reps timings
+    of `inner` calls, at least 3): one untimed first call (compiles,
+    allocates), one timed to size the run, then warm-up. The H100's power
+    cap moves its clocks in 100-300 ms phases (docs/perf-log.md P93): a
+    median of a few long calls reads one."""
+    fn()
+    torch.cuda.synchronize()
+    one = median_ms(fn, warmup=0, reps=1, inner=inner)
+    n = max(3, min(reps, int(target_ms / max(one * inner, 1e-3))))
+    return median_ms(fn, warmup=2, reps=n, inner=inner)
+
+
 def fwd_flops(c):
     f = 4.0 * c["batch"] * c["heads"] * c["seqlen"] * c["seqlen"] * c["head_dim"]
     return f / 2 if c["causal"] else f

@@ -77,13 +77,8 @@ BWD_FLOPS, FWDBWD_FLOPS = 2.5, 3.5
 # ---- timing and memory -----------------------------------------------------------
 
 def time_ms(fn, reps, target_ms):
-    """Median ms of fn(): one untimed first call (compiles, allocates), then
-    warm-up and up to reps timed calls, fewer when a call is long."""
-    fn()
-    torch.cuda.synchronize()
-    one = bench.median_ms(fn, warmup=0, reps=1)
-    n = max(3, min(reps, int(target_ms / max(one, 1e-3))))
-    return bench.median_ms(fn, warmup=2, reps=n)
+    """Median ms of fn() over about target_ms of calls (bench.sustained_ms)."""
+    return bench.sustained_ms(fn, reps, target_ms)
 
 
 def steps_ms(fn, reps=10):

@@ -461,6 +461,13 @@ void cg_wgmma(CgBuilder *b, CgMmaType t, int n, MlirValue *acc, const MlirValue 
   free(s);
 }
 
+MlirValue cg_ptx_pure(CgBuilder *b, const char *ptx, const char *constraints,
+                      const MlirValue *args, int nargs, MlirType result) {
+  CgNamedAttr a[2] = {{"asm_string", cg_attr_str(b, ptx)},
+                      {"constraints", cg_attr_str(b, constraints)}};
+  return cg_result(cg_op(b, "llvm.inline_asm", args, nargs, &result, 1, a, 2), 0);
+}
+
 MlirValue cg_opaque_f32(CgBuilder *b, MlirValue x) {
   /* no side effects: LLVM may still move, merge or drop it */
   CgNamedAttr a[2] = {{"asm_string", cg_attr_str(b, "mov.b32 $0, $1;")},

@@ -135,6 +135,11 @@ MlirValue cg_pack2(CgBuilder *b, CgMmaType t, MlirValue lo, MlirValue hi);
  * instead of being sunk past the cast (a select of 16-bit halves: two
  * PRMT and a SEL an element). */
 MlirValue cg_opaque_f32(CgBuilder *b, MlirValue x);
+/* One PTX instruction without side effects (LLVM may move, merge or drop
+ * it): $0 the result, then the args; constraints e.g. "=r,r,r". For what
+ * LLVM's NVPTX backend has no pattern for (set.lt.u32.f16x2). */
+MlirValue cg_ptx_pure(CgBuilder *b, const char *ptx, const char *constraints,
+                      const MlirValue *args, int nargs, MlirType result);
 void cg_ptx(CgBuilder *b, const char *ptx, const MlirValue *args, const char *arg_constraints,
             int nargs, MlirValue *regs, int nregs);
 

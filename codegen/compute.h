@@ -1,6 +1,7 @@
 /* compute.h - layer 2: compute on register tiles (docs/codegen.md).
  *
  *   compute_elementwise.c  elementwise ops, iota, full
+ *   compute_dropout.c      dropout's keep test on packed pairs of P
  *   compute_reduce.c       every reduction (rowmax/rowsum, xwarp_reduce, reduce)
  *   compute_matmul.c       the matmul dispatcher, in front of two engines:
  *   compute_mma_sync.c       mma.sync m16n8k16 (ldmatrix operands)
@@ -17,6 +18,14 @@
 void lw_elementwise(Lowerer *L, const Op *op);
 void lw_iota(Lowerer *L, const Op *op);
 void lw_full(Lowerer *L, const Op *op);
+/* Is the index scalar v a multiple of m by its definition (constants, sums
+ * and products of them: tile bases)? */
+bool lw_index_multiple_of(const Value *v, int m);
+/* Dropout applied to P's column pairs (compute_dropout.c): lowers `cast`
+ * of ir/dropout.c's dropout select to bf16 / f16 one packed pair at a time
+ * and returns true, or returns false (nothing emitted) when op is not that
+ * form or its tile has no such pairs. */
+bool lw_dropout_cast(Lowerer *L, const Op *op);
 
 /* -------------------------------------------------------- reductions */
 

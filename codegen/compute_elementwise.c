@@ -148,6 +148,11 @@ static MlirValue mul_u32_half(CgBuilder *b, MlirValue x, MlirValue y, bool high)
   return cg_op1(b, "arith.trunci", &w, 1, b->i32, NULL, 0);
 }
 
+/* The low 16 bits of an i32 as an f16 (cmp's hlt). */
+static MlirValue low_half_f16(CgBuilder *b, MlirValue x) {
+  return cg_bitcast(b, cg_op1(b, "arith.trunci", &x, 1, b->i16, NULL, 0), b->f16);
+}
+
 /* One element of an elementwise op. x[] are the operands converted to `et`
  * (the operation type: f32, i64, i1 or u32), except for select's condition and
  * the operands of cmp, which keep their own type `et`. */
@@ -195,6 +200,8 @@ static MlirValue scalar_op(Lowerer *L, const Op *op, MlirValue *x, ElemType et) 
     return cg_select(b, cg_cmpf(b, "oeq", x[0], zero), zero, r);
   }
   case OP_CMP: {
+    if (strcmp(attr_str(&op->attrs, "pred", ""), "hlt") == 0) /* u32's low halves as f16 */
+      return cg_cmpf(b, "olt", low_half_f16(b, x[0]), low_half_f16(b, x[1]));
     const char *p = cmp_pred(attr_str(&op->attrs, "pred", "eq"), et);
     if (!p) {
       lw_error(L, op, "unknown predicate");
@@ -338,6 +345,8 @@ void lw_elementwise(Lowerer *L, const Op *op) {
     lw_error(L, op, "no lowering for this op");
     return;
   }
+  if (op->kind == OP_CAST && lw_dropout_cast(L, op))
+    return;
   const Op *sub = NULL;
   EwArgs a = {.n = op->noperands, .k0 = CG_LOG2E};
   const Op *src = exp_of_sub(op, &sub) ? sub : op;
@@ -402,6 +411,10 @@ void lw_elementwise(Lowerer *L, const Op *op) {
 
 /* Is the index scalar v a multiple of m by its definition (a constant, or
  * sums and products of such: the tile bases q0 = i * Br, k0 = j * Bc)? */
+static bool multiple_of(const Value *v, int m, int depth);
+
+bool lw_index_multiple_of(const Value *v, int m) { return multiple_of(v, m, 0); }
+
 static bool multiple_of(const Value *v, int m, int depth) {
   double c;
   if (value_const((Value *)v, &c))

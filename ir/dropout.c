@@ -19,8 +19,8 @@ static Value *iota_and(Builder *b, Type st, int axis, Value *base, int64_t mask)
 Value *build_dropout_keep(Builder *b, const DropoutArgs *a, Value *bh, Type st, int q_axis,
                           Value *q0, Value *k0) {
   int k_axis = 1 - q_axis;
-  Value *ctr[4] = {build_cast(b, iota_and(b, st, k_axis, k0, ~(int64_t)9), ELEM_U32),
-                   build_cast(b, iota_and(b, st, q_axis, q0, ~(int64_t)8), ELEM_U32),
+  Value *ctr[4] = {build_cast(b, iota_and(b, st, q_axis, q0, ~(int64_t)8), ELEM_U32),
+                   build_cast(b, iota_and(b, st, k_axis, k0, ~(int64_t)9), ELEM_U32),
                    build_cast(b, bh, ELEM_U32), a->offset_lo};
   Value *key[2] = {a->seed_lo, build_binary(b, OP_ADD, a->seed_hi, a->offset_hi)};
   Value *w[4];
@@ -33,9 +33,11 @@ Value *build_dropout_keep(Builder *b, const DropoutArgs *a, Value *bh, Type st, 
   Value *hi = build_select(b, k3, w[2], w[3]);
   Value *pick = build_select(b, q3, lo, hi);
   Value *k1 = build_cast(b, iota_and(b, st, k_axis, k0, 1), ELEM_U32);
-  Value *shift = build_binary(b, OP_MUL, k1, u32c(b, 16));
-  Value *u = build_binary(b, OP_AND, build_binary(b, OP_SHR, pick, shift), u32c(b, 0xffff));
-  return build_cmp(b, "lt", u, a->threshold);
+  Value *u = build_binary(b, OP_SHR, pick, build_binary(b, OP_MUL, k1, u32c(b, 16)));
+  /* (half(u) < half(t)) != flip: t the threshold's low 16 bits, flip bit 16 */
+  Value *below = build_cmp(b, "hlt", u, a->threshold);
+  Value *flip = build_cmp(b, "ne", build_binary(b, OP_SHR, a->threshold, u32c(b, 16)), u32c(b, 0));
+  return build_cmp(b, "ne", below, flip);
 }
 
 /* (base + i) & mask >> shift, as u32. */

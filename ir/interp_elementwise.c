@@ -3,6 +3,8 @@
  * unary math, one result element at a time. */
 #include "ir/interp_internal.h"
 
+#include "base/dropout_mask.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -128,6 +130,7 @@ static double cmpop(int pred, double a, double b) {
   case P_GT: return a > b;
   case P_GE: return a >= b;
   case P_EQ: return a == b;
+  case P_HLT: return half_lt((uint32_t)(int64_t)a, (uint32_t)(int64_t)b);
   default: return a != b;
   }
 }

@@ -33,7 +33,7 @@ typedef struct Tensor {
 } Tensor;
 
 /* Decoded attributes. */
-enum { P_LT, P_LE, P_GT, P_GE, P_EQ, P_NE };
+enum { P_LT, P_LE, P_GT, P_GE, P_EQ, P_NE, P_HLT };
 
 typedef struct OpInfo {
   int pred;        /* cmp */

@@ -32,8 +32,8 @@ static void number_op(Op *op, void *ctx) {
 }
 
 static int pred_code(const char *s) {
-  static const char *const names[] = {"lt", "le", "gt", "ge", "eq", "ne"};
-  for (int i = 0; i < 6; i++)
+  static const char *const names[] = {"lt", "le", "gt", "ge", "eq", "ne", "hlt"};
+  for (int i = 0; i < 7; i++)
     if (s && strcmp(s, names[i]) == 0)
       return i;
   return -1;

@@ -231,7 +231,7 @@ const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial", "warp" 
   X(OP_ABS,         "abs")                                                     \
   X(OP_FLOOR,       "floor")                                                   \
   X(OP_RECIP,       "recip")        /* 1/x, and 0 where x == 0 (fully masked rows) */ \
-  X(OP_CMP,         "cmp")          /* {pred = lt|le|gt|ge|eq|ne} -> i1 */     \
+  X(OP_CMP,         "cmp")          /* {pred = lt|le|gt|ge|eq|ne|hlt} -> i1 (hlt: u32, low 16 bits as binary16, ordered <) */     \
   X(OP_AND,         "and")          /* i1; u32: bitwise */                     \
   X(OP_OR,          "or")           /* i1; u32: bitwise */                     \
   X(OP_XOR,         "xor")          /* u32: bitwise */                         \

@@ -77,9 +77,11 @@ void check_binary(Verifier *v, const Op *op) {
   if (op->kind == OP_CEILDIV && x.elem != ELEM_INDEX)
     report(v, op, "operands must be index");
   if (op->kind == OP_CMP) {
-    static const char *const preds[] = {"lt", "le", "gt", "ge", "eq", "ne", NULL};
+    static const char *const preds[] = {"lt", "le", "gt", "ge", "eq", "ne", "hlt", NULL};
     if (!word_in(op, "pred", preds))
-      report(v, op, "needs 'pred' = lt, le, gt, ge, eq or ne");
+      report(v, op, "needs 'pred' = lt, le, gt, ge, eq, ne or hlt");
+    else if (!strcmp(attr_str(&op->attrs, "pred", ""), "hlt") && !bits)
+      report(v, op, "'hlt' compares u32 operands (their low 16 bits as binary16)");
   }
   ElemType e = (op->kind == OP_CMP || logic) ? ELEM_I1 : x.elem; /* u32 and/or: u32 */
   Type t = broadcast_type(x, y, e);

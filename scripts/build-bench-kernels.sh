@@ -8,7 +8,8 @@
 # more with -mma=sync -> .device/bench_bwd/mma-sync, the causal ones with
 # -disable-pass=mask-skip -> .device/bench_bwd/no-mask-skip; the variants benchmark's
 # (bench/bench_variants.py) -> .device/bench_variants; the varlen benchmark's
-# (bench/bench_varlen.py) -> .device/bench_varlen.
+# (bench/bench_varlen.py) -> .device/bench_varlen; the dropout benchmark's
+# (bench/bench_dropout.py) -> .device/bench_dropout.
 set -e
 FLASHC=${FLASHC:-build/tools/flashc}
 OUT=${OUT_DIR:-.device/bench}
@@ -70,10 +71,19 @@ for spec in "$VOUT"/*.fa; do
   "$FLASHC" "$spec" -emit=ptx --target=sm_90a "$@" $(cat "$VOUT/$name.flags") -o "$VOUT/$name.ptx"
 done
 echo "variants bench: $(ls "$VOUT"/*.ptx | wc -l) PTX in $VOUT"
+# A benchmark script's specs (its --write-specs) compiled in place:
+#   bench_dir WHAT SCRIPT DIR [flashc flags]
+bench_dir() {
+  what=$1 script=$2 dir=$3
+  shift 3
+  python3 "$script" --write-specs "$dir" >/dev/null
+  for spec in "$dir"/*.fa; do
+    "$FLASHC" "$spec" -emit=ptx --target=sm_90a "$@" -o "$dir/$(basename "$spec" .fa).ptx"
+  done
+  echo "$what bench: $(ls "$dir"/*.ptx | wc -l) PTX in $dir"
+}
 # The varlen benchmark's kernels (bench/bench_varlen.py) -> .device/bench_varlen.
-LOUT=${VARLEN_OUT_DIR:-.device/bench_varlen}
-python3 bench/bench_varlen.py --write-specs "$LOUT" >/dev/null
-for spec in "$LOUT"/*.fa; do
-  "$FLASHC" "$spec" -emit=ptx --target=sm_90a "$@" -o "$LOUT/$(basename "$spec" .fa).ptx"
-done
-echo "varlen bench: $(ls "$LOUT"/*.ptx | wc -l) PTX in $LOUT"
+bench_dir varlen bench/bench_varlen.py "${VARLEN_OUT_DIR:-.device/bench_varlen}" "$@"
+# The dropout benchmark's kernels (bench/bench_dropout.py) -> .device/bench_dropout:
+# each row's dropout module and, for the exact rows, its spec without dropout.
+bench_dir dropout bench/bench_dropout.py "${DROPOUT_OUT_DIR:-.device/bench_dropout}" "$@"

@@ -3,9 +3,11 @@
  *      the host form on score tiles at odd positions, queries on the rows and
  *      on the columns, for several p; the same for PyTorch's mask
  *      (build_dropout_keep_torch, dropout_keep_torch);
- *   2. statistics of the host form over 1.2e7 elements for p = 0.1, 0.17,
- *      0.5: the keep fraction within 4 sigma of the rate threshold / 65536,
- *      which is within 2^-17 of 1 - p; neighbours along k, q and heads (and k, k+8
+ *   2. the threshold keeps exactly round(65536 (1 - p)) of the 65536 16-bit
+ *      values (binary16 order, the flip bit) for every count 0 .. 65536
+ *      near the order's edges and every 97th between; statistics of the
+ *      host form over 1.2e7 elements for p = 0.1, 0.17,
+ *      0.5: the keep fraction within 4 sigma of the rate (within 2^-17 of 1 - p); neighbours along k, q and heads (and k, k+8
  *      and q, q+8, which share a Philox call) kept together as often as
  *      independence says (within 4 sigma of rate^2);
  *   3. another seed, another offset (its low and its high word) give
@@ -97,12 +99,39 @@ static void check_ir(void) {
   }
 }
 
+/* For counts n = 0 .. 65536 (those next to the edges of the binary16
+ * order, where the threshold's form changes, and every 97th), the threshold
+ * for p = 1 - n / 65536 keeps exactly n of the 65536 values, and
+ * dropout_keep_rate says so. */
+static void check_thresholds(void) {
+  static const uint32_t edges[] = {0, 1, 2, 1023, 1024, 2045, 2046, 2047, 2048, 31743, 31744, 31745,
+                                   31746, 31747, 32768, 33790, 33791, 33792, 63488, 63489, 63490,
+                                   63491, 64512, 65534, 65535, 65536};
+  int checked = 0, bad = 0;
+  for (uint32_t n = 0; n <= 65536; n++) {
+    bool edge = false;
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+      edge |= edges[i] == n;
+    if (!edge && n % 97)
+      continue;
+    uint32_t thr = dropout_threshold(1.0 - n / 65536.0), kept = 0;
+    for (uint32_t u = 0; u < 65536; u++)
+      kept += dropout_keep_bits(u, thr);
+    if (kept != n || dropout_keep_rate(thr) != n / 65536.0) {
+      if (bad++ < 5)
+        printf("  n = %u: threshold 0x%05x keeps %u, rate %.7f\n", n, thr, kept, dropout_keep_rate(thr));
+    }
+    checked++;
+  }
+  report(bad == 0, "thresholds keep exactly n of 65536 values: %d counts checked, %d wrong", checked, bad);
+}
+
 /* Elements: bh 0..11, q 0..999, k 0..999 (1.2e7). */
 enum { NBH = 12, NQ = 1000, NK = 1000 };
 
 static void check_stats(double p) {
   uint32_t thr = dropout_threshold(p);
-  double rate = thr / 65536.0;
+  double rate = dropout_keep_rate(thr);
   report(fabs(rate - (1 - p)) <= 0x1p-17, "p = %g: rate %.7f, |rate - (1 - p)| = %.2e <= 2^-17", p,
          rate, fabs(rate - (1 - p)));
   const uint64_t seed = 0x5eed5eed12345678ull, offset = 0x10000;
@@ -167,6 +196,7 @@ static void check_streams(void) {
 
 int main(void) {
   check_ir();
+  check_thresholds();
   check_stats(0.1);
   check_stats(0.17);
   check_stats(0.5);
