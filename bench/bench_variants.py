@@ -191,10 +191,11 @@ def main():
     import flashc
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     from torch import _dynamo
-    from bench import median_ms
+    from bench import sustained_ms
 
-    def time_ms(fn):  # 5 calls back to back a timing: the op's host work overlaps the GPU's
-        return median_ms(fn, warmup=3, reps=10, inner=5)
+    def time_ms(fn):  # 5 calls back to back a timing: the op's host work overlaps the GPU's;
+        # the median over ~400 ms of calls: the power cap's phases (docs/perf-log.md P93)
+        return sustained_ms(fn, reps=200, target_ms=400, inner=5)
     names = [n for n in VARIANTS if not a.only or n in a.only.split(",")]
     print(f"bench_variants: B={B} H={H} S={S} d={D} bf16; {torch.cuda.get_device_name()}, "
           f"torch {torch.__version__}; TFLOP/s on kept pairs; ratio = Flex time / flashc time")

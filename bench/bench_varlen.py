@@ -56,10 +56,10 @@ def main():
     import torch
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
     import flashc
-    from bench import median_ms
+    from bench import sustained_ms
 
-    def time_ms(fn):
-        return median_ms(fn, warmup=3, reps=10, inner=5)
+    def time_ms(fn):  # the median over ~400 ms of calls (docs/perf-log.md P93)
+        return sustained_ms(fn, reps=200, target_ms=400, inner=5)
 
     lens = lengths()
     total = sum(lens)
