@@ -28,6 +28,12 @@ typedef struct Bwd {
   Lower L;
   Value *c0, *scale, *ninf, *f0, *br, *bc, *nq, *nk, *group;
   int d, dv;
+  /* With dropout, dS = s P o (M o dP - D / s) for s = 1 / (1 - p): the
+   * kernels whose dS feeds only their own dK or dQ keep dS / s and scale
+   * the sum once at its store (no multiply an element); the atomic
+   * launch's main kernel adds dS K into dq_acc, whose post kernel knows no
+   * s, and scales each dP. inv_keep = 1 / s when folded, else NULL. */
+  Value *inv_keep;
 } Bwd;
 
 static Type tensor4(ElemType e, int rows, int heads, int cols) {
@@ -213,11 +219,14 @@ static Probs probs(Bwd *B, Value *s, Value *lse_safe) {
 }
 
 /* dS = P o (dP - D) o score'; with dropout dP is the kept entries' dZ
- * scaled by 1 / (1 - p) (D is rowsum(dO o O) all the same). */
+ * scaled by 1 / (1 - p) (D is rowsum(dO o O) all the same), or dS divided
+ * by that scale (Bwd.inv_keep). */
 static Value *dscores(Bwd *B, const Probs *pr, Value *dp, Value *dl) {
   Lower *L = &B->L;
   if (L->dropout)
-    dp = em_dropout(L, dp, true, "dpd");
+    dp = em_dropout(L, dp, !B->inv_keep, "dpd");
+  if (B->inv_keep) /* dS / s (Bwd.inv_keep) */
+    dl = em_bin(L, OP_MUL, dl, B->inv_keep, "dls");
   Value *dz = em_bin(L, OP_MUL, pr->p, em_bin(L, OP_SUB, dp, dl, NULL), "dz");
   if (!L->k->score)
     return dz;
@@ -226,6 +235,13 @@ static Value *dscores(Bwd *B, const Probs *pr, Value *dp, Value *dl) {
   Op *g = build_op(&L->b, OP_GRAD, (Value *[]){pr->sc, pr->ss}, 2, &st, 1, 0);
   Value *dsm = em_bin(L, OP_MUL, dz, em_name(L, g->results[0], "dscore"), NULL);
   return em_name(L, build_select(&L->b, pr->cond, dsm, B->f0), "ds");
+}
+
+/* What a sum of dS products is multiplied by at its store: the softmax
+ * scale, and with dS / s (Bwd.inv_keep) s too. */
+static Value *ds_scale(Bwd *B) {
+  Lower *L = &B->L;
+  return B->inv_keep ? em_bin(L, OP_MUL, B->scale, L->keep_scale, "dss") : B->scale;
 }
 
 /* NAME_bwd_pre: delta = rowsum(dO o O) per query row, in f32. */
@@ -343,7 +359,7 @@ static void emit_kv_outer(Bwd *B, bool with_dq) {
   build_yield(&L->b, (Value *[]){fi->results[0], fi->results[1]}, 2);
   L->b = builder_after(L->m, fg);
   L->b.loc = L->k->loc;
-  Value *dks = em_bin(L, OP_MUL, fg->results[0], B->scale, "dks");
+  Value *dks = em_bin(L, OP_MUL, fg->results[0], ds_scale(B), "dks");
   em_store(L, func_arg(L->f, "dk"), hk, k0, em_name(L, build_cast(&L->b, dks, L->dt), "dkc"));
   Value *dvs = fg->results[1];
   if (L->dropout) /* dV = sum of dropped P^T dO, times 1 / (1 - p) */
@@ -385,7 +401,7 @@ static void emit_q_outer(Bwd *B) {
   build_yield(&L->b, &dq, 1);
   L->b = builder_after(L->m, fj);
   L->b.loc = L->k->loc;
-  Value *dqs = em_bin(L, OP_MUL, fj->results[0], B->scale, "dqs");
+  Value *dqs = em_bin(L, OP_MUL, fj->results[0], ds_scale(B), "dqs");
   em_store(L, func_arg(L->f, "dq"), L->hv, q0, em_name(L, build_cast(&L->b, dqs, L->dt), "dqc"));
   close_kernel(B, loops, 3);
 }
@@ -394,6 +410,8 @@ int emit_backward_kernels(Module *m, const KernelSpec *k, const char *target, FI
   for (int r = ROLE_PRE; r <= ROLE_Q; r++) {
     Bwd B;
     open_kernel(&B, m, k, (Role)r, target);
+    if (B.L.dropout && (r == ROLE_KV || r == ROLE_Q)) /* Bwd.inv_keep */
+      B.inv_keep = em_un(&B.L, OP_RECIP, B.L.keep_scale, "inv_keep");
     switch ((Role)r) {
     case ROLE_PRE: emit_pre(&B); break;
     case ROLE_MAIN: emit_kv_outer(&B, true); break;
