@@ -120,12 +120,13 @@ def run(c, ctx, args, time_ms):
     dq, dk, dv = (torch.empty_like(x) for x in (q, k, v))
     step = [0]
 
-    def ours(p, bwd):
+    def ours(p, bwd, mode=0):  # mode: FA_BACKWARD_AUTO (0) or _ATOMIC (2)
         def f():
             step[0] += 1  # a new offset every call, as training advances it
             mod.forward(q, k, v, o, lse, dropout=(p, 99, step[0] * 4096))
             if bwd:
-                mod.backward(q, k, v, o, lse, do, dq, dk, dv, dropout=(p, 99, step[0] * 4096))
+                mod.backward(q, k, v, o, lse, do, dq, dk, dv, mode=mode,
+                             dropout=(p, 99, step[0] * 4096))
         return f
 
     plain_path = os.path.join(args.ptx_dir, plain_name(c) + ".ptx")
@@ -153,14 +154,18 @@ def run(c, ctx, args, time_ms):
              "cuDNN": lambda p, b: peer(SDPBackend.CUDNN_ATTENTION, p, b)}
     if plain:
         impls["nodrop"] = no_dropout
+    if args.atomic:  # the atomic launch: one kernel regenerates the mask, not two
+        impls["atomic"] = lambda p, b: ours(p, b, mode=2) if b else None
     if args.no_peers or c.get("torch"):  # the torch rows compare with their exact twin
         del impls["FA2"], impls["cuDNN"]
     for who, make in impls.items():
         for bwd in (False, True):
             for p in ((0.0,) if who == "nodrop" else (0.0, args.p)):
                 key = f"{who} {'fwdbwd' if bwd else 'fwd'} p={p:g}"
+                fn = make(p, bwd)
+                if fn is None:
+                    continue
                 try:
-                    fn = make(p, bwd)
                     ms = time_ms(fn, args.reps, args.target_ms)
                     row[key] = flops(c) * (3.5 if bwd else 1) / ms / 1e9
                 except Exception as ex:  # a peer that cannot run this row
@@ -185,6 +190,8 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--only", default="", help="rows whose name contains this")
     ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument("--atomic", action="store_true",
+                    help="also fwd+bwd with the atomic backward launch (FA_BACKWARD_ATOMIC)")
     a = ap.parse_args()
     if a.write_specs:
         write_specs(a.write_specs)
@@ -201,7 +208,7 @@ def main():
         r = run(c, ctx, a, sustained_ms)
         rows.append(r)
         bad += not r["check"]
-        cols = [k for k in r if k.startswith(("flashc", "nodrop", "FA2", "cuDNN")) and "error" not in k]
+        cols = [k for k in r if k.startswith(("flashc", "nodrop", "atomic", "FA2", "cuDNN")) and "error" not in k]
         print(f"{r['name']:22s} check {'ok' if r['check'] else 'WRONG'} "
               f"({r['err']:.1e}/{r['bound']:.1e})")
         for k in cols:
