@@ -3,7 +3,9 @@
  *      the host form on score tiles at odd positions, queries on the rows and
  *      on the columns, for several p; the same for PyTorch's mask
  *      (build_dropout_keep_torch, dropout_keep_torch);
- *   2. the threshold keeps exactly round(65536 (1 - p)) of the 65536 16-bit
+ *   2. half_lt (the binary16 order the keep test uses) against IEEE `<` on
+ *      the decoded values, exhaustively in u for a sample of thresholds;
+ *      the threshold keeps exactly round(65536 (1 - p)) of the 65536 16-bit
  *      values (binary16 order, the flip bit) for every count 0 .. 65536
  *      near the order's edges and every 97th between; statistics of the
  *      host form over 1.2e7 elements for p = 0.1, 0.17,
@@ -97,6 +99,33 @@ static void check_ir(void) {
     report(differ == 0, "tile IR mask == host mask%s, p = %g%s: %d of %d kept",
            torch ? " (torch)" : "", cases[ci].p, tr ? " (keys on rows)" : "", kept, R * C);
   }
+}
+
+/* binary16 bit pattern h as a double (NaN for the NaN patterns). */
+static double half_value(uint32_t h) {
+  int e = (int)(h >> 10 & 31), m = (int)(h & 1023);
+  double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+/* half_lt, the order the GPU's set.lt.f16x2 and setp.lt.f16 compare in,
+ * against IEEE's `<` on the decoded values: every pattern u against every
+ * 61st threshold pattern and the edges (zeros, infinities, NaNs). */
+static void check_half_order(void) {
+  static const uint32_t edges[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x7bff, 0xfbff,
+                                   0x7c00, 0xfc00, 0x7c01, 0xfe00, 0x3c00, 0xbc00};
+  long checked = 0, bad = 0;
+  for (uint32_t t = 0; t < 65536; t++) {
+    bool edge = false;
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+      edge |= edges[i] == t;
+    if (!edge && t % 61)
+      continue;
+    double tv = half_value(t);
+    for (uint32_t u = 0; u < 65536; u++, checked++)
+      bad += half_lt(u, t) != (half_value(u) < tv);
+  }
+  report(bad == 0, "half_lt is binary16's ordered <: %ld pairs, %ld wrong", checked, bad);
 }
 
 /* For counts n = 0 .. 65536 (those next to the edges of the binary16
@@ -196,6 +225,7 @@ static void check_streams(void) {
 
 int main(void) {
   check_ir();
+  check_half_order();
   check_thresholds();
   check_stats(0.1);
   check_stats(0.17);
