@@ -8,10 +8,11 @@
  *      the threshold keeps exactly round(65536 (1 - p)) of the 65536 16-bit
  *      values (binary16 order, the flip bit) for every count 0 .. 65536
  *      near the order's edges and every 97th between; statistics of the
- *      host form over 1.2e7 elements for p = 0.1, 0.17,
- *      0.5: the keep fraction within 4 sigma of the rate (within 2^-17 of 1 - p); neighbours along k, q and heads (and k, k+8
- *      and q, q+8, which share a Philox call) kept together as often as
- *      independence says (within 4 sigma of rate^2);
+ *      host form over 1.2e7 elements for p = 0.1, 0.17, 0.5: the keep
+ *      fraction within 4 sigma of the rate (within 2^-17 of 1 - p);
+ *      neighbours along k, q and heads (and k, k+8 and q, q+8, which share
+ *      a Philox call) kept together as often as independence says (within
+ *      4 sigma of rate^2);
  *   3. another seed, another offset (its low and its high word) give
  *      another mask (about 2 rate (1 - rate) of the elements differ); the
  *      same seed and offset give the same one.
