@@ -67,7 +67,7 @@ uint32_t dropout_threshold(double p);
 /* The fraction of 16-bit patterns that threshold keeps (its exact rate). */
 double dropout_keep_rate(uint32_t threshold);
 
-/* Is u's low 16 bits' value below b's as binary16 (ordered: false if
+/* Is a's low 16 bits' value below b's as binary16 (ordered: false if
  * either is NaN)? */
 bool half_lt(uint32_t a, uint32_t b);
 

@@ -470,10 +470,7 @@ MlirValue cg_ptx_pure(CgBuilder *b, const char *ptx, const char *constraints,
 
 MlirValue cg_opaque_f32(CgBuilder *b, MlirValue x) {
   /* no side effects: LLVM may still move, merge or drop it */
-  CgNamedAttr a[2] = {{"asm_string", cg_attr_str(b, "mov.b32 $0, $1;")},
-                      {"constraints", cg_attr_str(b, "=f,f")}};
-  MlirType t = mlirValueGetType(x);
-  return cg_result(cg_op(b, "llvm.inline_asm", &x, 1, &t, 1, a, 2), 0);
+  return cg_ptx_pure(b, "mov.b32 $0, $1;", "=f,f", &x, 1, mlirValueGetType(x));
 }
 
 void cg_wgmma_fence(CgBuilder *b, MlirValue *regs, int nregs) {

@@ -23,8 +23,9 @@ void lw_full(Lowerer *L, const Op *op);
 bool lw_index_multiple_of(const Value *v, int m);
 /* Dropout applied to P's column pairs (compute_dropout.c): lowers `cast`
  * of ir/dropout.c's dropout select to bf16 / f16 one packed pair at a time
- * and returns true, or returns false (nothing emitted) when op is not that
- * form or its tile has no such pairs. */
+ * and returns true (also when it reported op's tile as one the warps cannot
+ * hold), or returns false (nothing emitted) when op is not that form or its
+ * tile has no such pairs. */
 bool lw_dropout_cast(Lowerer *L, const Op *op);
 
 /* -------------------------------------------------------- reductions */

@@ -127,7 +127,9 @@ bool lw_dropout_cast(Lowerer *L, const Op *op) {
     return false;
   Type rt = op->results[0]->type;
   TileGeom g;
-  if (!lw_geom(L, rt, &g, NULL) || g.cls != TC_FULL)
+  if (!lw_geom(L, rt, &g, op))
+    return true; /* reported at op */
+  if (g.cls != TC_FULL || lw_geom_count(&g) > 4096)
     return false; /* columns c, c + 1 are elements e, e + 1 of TC_FULL only */
   const CgVal *p = lw_get(L, m.p), *word = lw_get(L, m.word);
   const CgVal *thr = lw_get(L, m.thr), *flip = lw_get(L, m.flip);
@@ -145,8 +147,6 @@ bool lw_dropout_cast(Lowerer *L, const Op *op) {
   MlirType v2 = mlirVectorTypeGet(1, (int64_t[]){2}, et);
   CgVal *r = lw_tile(L, rt, &g);
   int mi[4096], ni[4096], e[4096];
-  if (r->ne > 4096 || r->ne % 2)
-    return false;
   lw_positions(&g, mi, ni, e);
   for (int k = 0; k < r->ne; k += 2) {
     MlirValue w = lw_elem(L, word, g.cls, mi[k], ni[k], e[k]);

@@ -411,10 +411,6 @@ void lw_elementwise(Lowerer *L, const Op *op) {
 
 /* Is the index scalar v a multiple of m by its definition (a constant, or
  * sums and products of such: the tile bases q0 = i * Br, k0 = j * Bc)? */
-static bool multiple_of(const Value *v, int m, int depth);
-
-bool lw_index_multiple_of(const Value *v, int m) { return multiple_of(v, m, 0); }
-
 static bool multiple_of(const Value *v, int m, int depth) {
   double c;
   if (value_const((Value *)v, &c))
@@ -428,6 +424,8 @@ static bool multiple_of(const Value *v, int m, int depth) {
     return multiple_of(d->operands[0], m, depth + 1) && multiple_of(d->operands[1], m, depth + 1);
   return false;
 }
+
+bool lw_index_multiple_of(const Value *v, int m) { return multiple_of(v, m, 0); }
 
 /* iota's dropout form (ir/dropout.c), (base + pos) & M, where the
  * elements of one Philox group must get one SSA value. pos is warp base +
