@@ -66,6 +66,10 @@ typedef struct InterpSizes {
    * nearest 1 / (1 - p)). */
   double dropout_p;
   uint64_t seed, offset;
+  /* a persistent kernel's %nctas (passes/persistent.c): the blocks that
+   * walk its tiles; 0 binds 3 (a stride that leaves some blocks a tile
+   * fewer than others) */
+  int64_t nctas;
 } InterpSizes;
 
 /* Runs kernel f. batch, seqlen_q, seqlen_k bind the index arguments of those

@@ -206,6 +206,8 @@ static void bind_args(Interp *I, const InterpBinding *bs, int nb) {
         interp_set_scalar(interp_val(I, a), (double)I->sz.nsplit);
       else if (strcmp(name, "max_pages") == 0)
         interp_set_scalar(interp_val(I, a), (double)I->sz.max_pages);
+      else if (strcmp(name, "nctas") == 0)
+        interp_set_scalar(interp_val(I, a), (double)(I->sz.nctas > 0 ? I->sz.nctas : 3));
       else if (dropout_arg(&I->sz, strcmp(attr_str(&f->attrs, "dropout_mask", ""), "torch") == 0,
                            name, &x))
         interp_set_scalar(interp_val(I, a), x);
@@ -214,7 +216,7 @@ static void bind_args(Interp *I, const InterpBinding *bs, int nb) {
       else
         interp_fail(I, NULL,
              "scalar argument %%%s has no value (only batch, seqlen_q/q_len, seqlen_k/capacity, "
-             "nsplit, max_pages, dropout's seed_lo .. keep_scale, bound run-time inputs)",
+             "nsplit, max_pages, nctas, dropout's seed_lo .. keep_scale, bound run-time inputs)",
              name);
     } else {
       interp_fail(I, NULL, "argument %%%s has an unsupported type", name);

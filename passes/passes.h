@@ -88,6 +88,9 @@ int pass_mask_skip(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 /* block_lists.c: lists of the kept tile pairs (docs/abi.md "Block lists") */
 int pass_block_lists(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_heavy_first(Module *m, Func *f, const PassOptions *opts, FILE *diag);
+/* persistent.c: %nctas blocks walk the (batch, head, Q tile) tiles, the
+ * rings' steps counting on across them (docs/hopper-pipeline.md §11) */
+int pass_persistent(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 /* decode only (docs/decode.md); nothing on forward kernels */
 int pass_pack_gqa(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_split_kv(Module *m, Func *f, const PassOptions *opts, FILE *diag);

@@ -86,6 +86,11 @@ static const Pass pipeline[] = {
     {"async-matmuls",
      "backward with warp roles (d128's dQ, d256): issue a step's matmuls early, wait for each at first use",
      false, pass_async_matmuls},
+    /* after every pass that rewrites a tile's loops: it only moves the
+     * nest's body into per-CTA walks over the tiles */
+    {"persistent",
+     "forward with warp roles, attribute persistent = 1: %nctas blocks each walk many tiles, rings kept across them",
+     false, pass_persistent},
 };
 
 enum { NPASSES = sizeof pipeline / sizeof pipeline[0] };

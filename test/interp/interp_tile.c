@@ -1,8 +1,8 @@
 /* interp_tile - runs the kernels of a tile IR file in the interpreter on the
  * same random inputs and compares their outputs.
  *
- *   interp_tile [--batch B] [--seqlen-q N] [--seqlen-k N] [--seed S] [--exact]
- *               [--no-verify] FILE
+ *   interp_tile [--batch B] [--seqlen-q N] [--seqlen-k N] [--nctas N] [--seed S]
+ *               [--exact] [--no-verify] FILE
  *
  * Every kernel of FILE is parsed (and verified unless --no-verify), then run
  * with the index arguments batch, seqlen_q and seqlen_k bound to the sizes
@@ -279,6 +279,8 @@ int main(int argc, char **argv) {
       r.sz.seqlen_q = atoll(argv[++i]);
     else if (strcmp(argv[i], "--seqlen-k") == 0 && more)
       r.sz.seqlen_k = atoll(argv[++i]);
+    else if (strcmp(argv[i], "--nctas") == 0 && more)
+      r.sz.nctas = atoll(argv[++i]);
     else if (strcmp(argv[i], "--seed") == 0 && more)
       r.seed = strtoull(argv[++i], NULL, 10);
     else if (strcmp(argv[i], "--exact") == 0)
@@ -291,7 +293,7 @@ int main(int argc, char **argv) {
       path = NULL, i = argc;
   }
   if (!path) {
-    fprintf(stderr, "usage: interp_tile [--batch B] [--seqlen-q N] [--seqlen-k N] [--seed S] "
+    fprintf(stderr, "usage: interp_tile [--batch B] [--seqlen-q N] [--seqlen-k N] [--nctas N] [--seed S] "
                     "[--exact] [--no-verify] FILE\n");
     return 2;
   }

@@ -1,0 +1,276 @@
+/* persistent.c - the `persistent` pass: a warp-specialized forward kernel
+ * whose CTAs each walk many (batch, head, Q tile) work tiles.
+ *
+ * One CTA per tile pays its prologue (barrier init, Q's and the first K/V
+ * tiles' latency) and its epilogue unoverlapped; with 4-8 K/V steps a tile
+ * (512-1k rows) that is what separates the short rows from cuDNN's
+ * (docs/hopper-pipeline.md §11). A persistent kernel launches %nctas CTAs
+ * (the runtime: min(tiles, SMs)), each taking tiles cta, cta + nctas, ...
+ * (FlashAttention-3's static persistent scheduler: Q tiles fastest, then
+ * heads, then batches, so CTAs running together share a head's K/V in L2).
+ *
+ * The rewrite, on the nest warp-specialize leaves:
+ *
+ *   for %b parallel { for %h parallel { [%hk = ...] for %i parallel {
+ *     %r = ring ...                           (the K/V rings)
+ *     warp_roles { P(b, h, i) } consumer { C(b, h, i) } } } }
+ * =>
+ *   %ntiles = nb * nh * ni
+ *   for %cta = 0 to %nctas parallel {
+ *     %r = ring ...                           (once per CTA: barriers too)
+ *     warp_roles {
+ *       for %u = 0 to ceildiv(ntiles - cta, nctas) iter_args(%base = 0) {
+ *         t = cta + u nctas; i = t % ni; h = t / ni % nh; b = t / (ni nh)
+ *         P(b, h, i) with every ring step s as select(s < 0, s, base + s)
+ *         yield base + (P's step count)
+ *       } } consumer { the same walk over C }
+ *   }
+ *
+ * Codegen takes a ring's slot and phase from the step (slot = step mod
+ * stages, phase = step / stages), so steps that keep counting across tiles
+ * carry the rings' state from tile to tile as FA3's PipelineState does; a
+ * negative step stays the zero slot (overlap-softmax's step -1). A role's
+ * step count is the upper bound of its step loop (the loop holding its
+ * ring ops, from 0: mask-skip trims only the upper bound of a forward's);
+ * both roles compute it from the same tile, so their bases agree.
+ *
+ * It fires on forward kernels with warp roles whose attribute `persistent`
+ * is 1 (the runtime's persistent launch: docs/abi.md), and leaves any other
+ * nest alone.
+ */
+#include <string.h>
+
+#include "passes/pass_util.h"
+#include "passes/passes.h"
+
+enum { MAX_NEST = 3 };
+
+typedef struct Nest {
+  Op *loop[MAX_NEST]; /* outermost first: parallel, from 0 */
+  int n;
+  Op *roles;          /* the warp_roles in the innermost body */
+} Nest;
+
+/* Are the ops of blk, but `keep`, its terminator and ring ops, pure scalar
+ * ops (what may move into both roles' walks)? */
+static bool only_scalars_besides(Block *blk, Op *keep, bool rings_ok) {
+  for (Op *o = blk->first; o; o = o->next) {
+    if (o == keep || o == block_terminator(blk) || (rings_ok && o->kind == OP_RING))
+      continue;
+    if (!op_is_pure(o) || o->nregions || o->nresults != 1 || o->results[0]->type.kind != TYPE_SCALAR)
+      return false;
+  }
+  return true;
+}
+
+static bool from_zero(Op *loop) {
+  double lo;
+  return value_const(loop->operands[0], &lo) && lo == 0;
+}
+
+/* The nest of parallel loops (from 0, no results) down to a body holding
+ * the rings and the warp_roles; false when the kernel is not that shape. */
+static bool find_nest(Func *f, Nest *n) {
+  Block *blk = f->body;
+  Op *par = NULL;
+  for (Op *o = blk->first; o; o = o->next)
+    if (o->kind == OP_FOR && for_is_parallel(o))
+      par = o;
+  n->n = 0;
+  while (par) {
+    if (n->n == MAX_NEST || !from_zero(par) || par->nresults || par->noperands != 2 ||
+        !value_defined_outside(par->operands[1], n->n ? n->loop[0] : par))
+      return false;
+    n->loop[n->n++] = par;
+    Block *body = for_body(par);
+    Op *next = NULL, *roles = NULL;
+    for (Op *o = body->first; o; o = o->next) {
+      if (o->kind == OP_FOR && for_is_parallel(o))
+        next = o;
+      if (o->kind == OP_WARP_ROLES)
+        roles = o;
+    }
+    if (next && !roles && only_scalars_besides(body, next, false)) {
+      par = next;
+      continue;
+    }
+    if (!next && roles && only_scalars_besides(body, roles, true)) {
+      n->roles = roles;
+      return true;
+    }
+    return false;
+  }
+  return false;
+}
+
+/* The loop of a role's region holding its ring ops (directly, or in ifs);
+ * NULL unless there is exactly one and it starts at 0. */
+static Op *step_loop(Block *role) {
+  Op *found = NULL;
+  for (Op *o = role->first; o; o = o->next) {
+    if (o->kind != OP_FOR)
+      continue;
+    Block *b = for_body(o);
+    if (!block_has_op(b, OP_RING_PUT) && !block_has_op(b, OP_RING_GET))
+      continue;
+    if (found || !from_zero(o))
+      return NULL;
+    found = o;
+  }
+  return found;
+}
+
+/* The ring ops inside blk (at any depth). */
+static void ring_ops(Block *blk, OpList *out) {
+  for (Op *o = blk->first; o; o = o->next) {
+    for (int r = 0; r < o->nregions; r++)
+      ring_ops(o->regions[r], out);
+    if (o->kind == OP_RING_PUT || o->kind == OP_RING_GET || o->kind == OP_RING_RELEASE)
+      oplist_push(out, o);
+  }
+}
+
+/* Every ring step s inside blk becomes select(s < 0, s, base + s), one
+ * value per s (made where s is: a get and its release keep naming the same
+ * step, as the verifier asks). */
+static void offset_steps(Module *m, Block *blk, Value *base, Value *zero) {
+  OpList ops = {0};
+  ring_ops(blk, &ops);
+  ValueMap done = {0};
+  for (int i = 0; i < ops.n; i++) {
+    Op *o = ops.v[i];
+    Value *s = o->operands[1], *t = valuemap_get(&done, s);
+    if (t == s) {
+      Builder b = s->def ? builder_after(m, s->def) : builder_at_end(m, s->block);
+      if (!s->def)
+        b = s->block->first ? builder_before(m, s->block->first) : b;
+      b.loc = o->loc;
+      Value *neg = build_cmp(&b, "lt", s, zero);
+      t = build_select(&b, neg, s, build_binary(&b, OP_ADD, base, s));
+      t->name = "gstep";
+      valuemap_put(m, &done, s, t);
+    }
+    op_set_operand(o, 1, t);
+  }
+  oplist_free(&ops);
+}
+
+/* The walk of one role region `role` (its ops moved into a tile loop):
+ * the nest's induction variables become the decoded tile's, the ops
+ * between the loops are copied in front (each role its own copy), the
+ * steps offset by the loop-carried base. */
+static bool walk_role(Module *m, const Nest *n, Block *role, Value *cta, Value *nctas,
+                      Value *ntiles, Value *const *ext) {
+  Op *steps = step_loop(role);
+  Op *term = block_terminator(role);
+  if (!steps || !term || term->noperands)
+    return false;
+  Builder b = builder_before(m, role->first);
+  b.loc = n->roles->loc;
+  Value *zero = build_index(&b, 0);
+  Value *mine = build_binary(&b, OP_CEILDIV, build_binary(&b, OP_SUB, ntiles, cta), nctas);
+  Op *walk = build_for(&b, zero, mine, false, &zero, 1, "u");
+  Block *body = for_body(walk);
+  Value *base = for_iter_arg(walk, 0);
+  base->name = "base";
+  /* the role's ops (after the walk's own) go into the walk's body */
+  while (walk->next != term)
+    op_move_to_end(walk->next, body);
+  /* t = cta + u nctas, decoded innermost loop fastest */
+  Builder wb = body->first ? builder_before(m, body->first) : builder_at_end(m, body);
+  wb.loc = n->roles->loc;
+  Value *t = build_binary(&wb, OP_ADD, cta, build_binary(&wb, OP_MUL, for_iv(walk), nctas));
+  t->name = "tile";
+  ValueMap map = {0};
+  for (int d = n->n - 1; d >= 0; d--) {
+    Value *iv = for_iv(n->loop[d]);
+    Value *x = d ? build_binary(&wb, OP_REM, t, ext[d]) : t;
+    x->name = iv->name;
+    valuemap_put(m, &map, iv, x);
+    if (d)
+      t = build_binary(&wb, OP_DIV, t, ext[d]);
+  }
+  /* the scalar ops between the loops, copied in order (outer first) */
+  for (int d = 0; d < n->n; d++) {
+    Block *lb = for_body(n->loop[d]);
+    for (Op *o = lb->first; o; o = o->next) {
+      if (o->kind == OP_FOR || o->kind == OP_WARP_ROLES || o->kind == OP_RING ||
+          o == block_terminator(lb))
+        continue;
+      Op *c = op_clone(&wb, o, &map);
+      c->results[0]->name = o->results[0]->name;
+      valuemap_put(m, &map, o->results[0], c->results[0]);
+    }
+  }
+  /* uses inside the walk body of the old values now read the new ones */
+  for (int i = 0; i < map.n; i++) {
+    Value *from = map.from[i];
+    for (int u = from->nuses - 1; u >= 0; u--) {
+      Op *user = from->uses[u].user;
+      if (op_is_inside(user, walk))
+        op_set_operand(user, from->uses[u].index, map.to[i]);
+    }
+  }
+  offset_steps(m, body, base, zero);
+  Builder yb = builder_at_end(m, body);
+  yb.loc = n->roles->loc;
+  Value *next = build_binary(&yb, OP_ADD, base, steps->operands[1]);
+  build_yield(&yb, &next, 1);
+  return true;
+}
+
+/* Erases op and everything in its regions, users before what they use. */
+static void erase_tree(Op *op) {
+  for (int r = 0; r < op->nregions; r++)
+    for (Op *o = op->regions[r]->last; o;) {
+      Op *prev = o->prev;
+      erase_tree(o);
+      o = prev;
+    }
+  op_erase(op);
+}
+
+int pass_persistent(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
+  (void)opts;
+  (void)diag;
+  if (strcmp(attr_str(&f->attrs, "mode", "forward"), "forward") != 0 ||
+      attr_int(&f->attrs, "persistent", 0) != 1)
+    return 0;
+  Nest n = {0};
+  if (!find_nest(f, &n) || n.roles->nregions != 2)
+    return 0;
+  Block *roles[2] = {n.roles->regions[0], n.roles->regions[1]};
+  for (int r = 0; r < 2; r++)
+    if (!step_loop(roles[r]))
+      return 0;
+  Op *outer = n.loop[0];
+  Builder b = builder_before(m, outer);
+  b.loc = outer->loc;
+  Value *ext[MAX_NEST];
+  Value *ntiles = NULL;
+  for (int d = 0; d < n.n; d++) {
+    ext[d] = n.loop[d]->operands[1];
+    ntiles = d ? build_binary(&b, OP_MUL, ntiles, ext[d]) : ext[d];
+    if (d)
+      ntiles->name = "ntiles";
+  }
+  Value *nctas = block_add_arg(m, f->body, type_index(), "nctas");
+  Op *ctas = build_for(&b, build_index(&b, 0), nctas, true, NULL, 0, "cta");
+  Block *cb = for_body(ctas);
+  /* rings and the warp_roles move into the CTA loop */
+  Block *inner = for_body(n.loop[n.n - 1]);
+  for (Op *o = inner->first; o;) {
+    Op *next = o->next;
+    if (o->kind == OP_RING || o == n.roles)
+      op_move_to_end(o, cb);
+    o = next;
+  }
+  Builder yb = builder_at_end(m, cb);
+  yb.loc = outer->loc;
+  build_yield(&yb, NULL, 0);
+  for (int r = 0; r < 2; r++)
+    if (!walk_role(m, &n, roles[r], for_iv(ctas), nctas, ntiles, ext))
+      return 0; /* checked above: cannot happen */
+  erase_tree(n.loop[0]); /* what is left of the nest: the scalars the walks copied */
+  return 0;
+}
