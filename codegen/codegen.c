@@ -137,6 +137,7 @@ static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
                    : blocks_of && attr_get(a, "chunk") ? "row_tiles*chunks,list_heads,batch"
                    : blocks_of              ? "row_tiles,list_heads,batch"
                    : kv_outer               ? "k_tiles,kv_heads,batch"
+                   : func_arg((Func *)f, "nctas") ? "persistent"
                    : ki->parallel_loops >= 3 ? "q_tiles,heads,batch"
                                              : "1,heads,batch");
   cg_strbuf_printf(sb, "// flashc.meta workspace_floats_per_row %d\n",

@@ -415,7 +415,7 @@ static void lower_seq_for(Lowerer *L, const Op *op) {
 }
 
 
-static MlirValue grid_dim(CgBuilder *b, const char *dim) {
+MlirValue lw_grid_dim(CgBuilder *b, const char *dim) {
   char text[32];
   snprintf(text, sizeof text, "#gpu<dim %s>", dim);
   CgNamedAttr a = {"dimension", cg_attr(b, text)};
@@ -452,7 +452,7 @@ static void grid_stride_for(Lowerer *L, const Op *op) {
   MlirValue lo = lw_get(L, op->operands[0])->v, hi = lw_get(L, op->operands[1])->v;
   MlirValue start = cg_addi(b, lo, cg_int_cast(b, cg_block_id(b, dim), b->i64));
   MlirBlock body;
-  cg_for(b, start, hi, grid_dim(b, dim), NULL, 0, &body);
+  cg_for(b, start, hi, lw_grid_dim(b, dim), NULL, 0, &body);
   lw_set(L, for_iv((Op *)op), lw_scalar(L, type_index(), mlirBlockGetArgument(body, 0)));
   MlirBlock outer = b->block;
   if (K->grid_body && K->grid_body(L, op, dim, mlirBlockGetArgument(body, 0), body)) {

@@ -82,6 +82,9 @@ int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwK
 
 /* walk.c: lowers the ops of blk in order into the current block. */
 void lw_walk_block(Lowerer *L, const Block *blk);
+/* gridDim.dim as i64 (a grid-stride loop's step; a persistent kernel's
+ * %nctas). */
+MlirValue lw_grid_dim(CgBuilder *b, const char *dim);
 
 /* A warp_roles kernel's registers: the blocks an SM runs and the
  * setmaxnreg budgets of the producer and consumer warpgroups, from the

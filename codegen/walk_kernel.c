@@ -198,9 +198,12 @@ static bool bind_args(Lowerer *L) {
       continue;
     }
     const char *n = a->name ? a->name : "";
+    /* a persistent kernel's %nctas (passes/persistent.c): the launch's
+     * blocks, gridDim.x, not a parameter */
     MlirValue v = strcmp(n, "batch") == 0      ? L->batch
                   : strcmp(n, "seqlen_q") == 0 ? L->seqlen_q
                   : strcmp(n, "seqlen_k") == 0 ? L->seqlen_k
+                  : strcmp(n, "nctas") == 0    ? lw_grid_dim(&L->b, "x")
                                                : lw_param(L, n, false);
     if (mlirValueIsNull(v)) {
       lw_error(L, NULL, "kernel argument %%%s has no place in the kernel ABI", n);

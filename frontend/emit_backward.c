@@ -132,6 +132,7 @@ static void open_kernel(Bwd *B, Module *m, const KernelSpec *k, Role role, const
   attr_remove(a, "sched_producer");
   attr_remove(a, "sched_tma");
   attr_remove(a, "sched_pingpong");
+  attr_remove(a, "persistent");
   L->b = builder_at_end(m, L->f->body);
   L->b.loc = k->loc;
   L->seqq = func_arg(L->f, "seqlen_q");

@@ -43,7 +43,8 @@ static int table_get(const NameTable *t, const char *name) {
  * attention), having said nothing. */
 /* The first Hopper-pipeline field a schedule gives (forward kernels' own). */
 static const char *hopper_field(const Schedule *s) {
-  return s->overlap ? "overlap" : s->producer ? "producer" : s->tma ? "tma" : "pingpong";
+  return s->overlap ? "overlap" : s->producer ? "producer" : s->tma ? "tma"
+         : s->pingpong ? "pingpong" : "persistent";
 }
 
 static bool backward_schedule(Sema *S, const AstItem *it, const NameTable *names,
@@ -63,9 +64,9 @@ static bool backward_schedule(Sema *S, const AstItem *it, const NameTable *names
   KernelSpec *k = by_slot[slot];
   if (!k)
     return true; /* the attention block had errors of its own */
-  if (sch.overlap || sch.producer || sch.tma || sch.pingpong) {
+  if (sch.overlap || sch.producer || sch.tma || sch.pingpong || sch.persistent) {
     diag_error(&S->diag, it->name_loc, "'%s' in the backward's schedule", hopper_field(&sch));
-    diag_note(&S->diag, NOLOC, "overlap, producer, tma and pingpong (warp specialization) are forward kernels' fields");
+    diag_note(&S->diag, NOLOC, "overlap, producer, tma, pingpong and persistent (warp specialization) are forward kernels' fields");
   } else if (!k->grad) {
     diag_error(&S->diag, it->name_loc, "schedule for the backward of '%.*s', which has no backward",
                (int)(n - ns), it->name);
@@ -153,10 +154,10 @@ SpecFile *fe_check(const Ast *ast, int *nerrors) {
       continue;
     }
     sched_of[slot] = it;
-    if (by_slot[slot] && (sch.overlap || sch.producer || sch.tma || sch.pingpong) &&
+    if (by_slot[slot] && (sch.overlap || sch.producer || sch.tma || sch.pingpong || sch.persistent) &&
         by_slot[slot]->mode == MODE_DECODE) {
       diag_error(&S.diag, it->name_loc, "'%s' in a decode kernel's schedule", hopper_field(&sch));
-      diag_note(&S.diag, NOLOC, "overlap, producer, tma and pingpong (warp specialization) are forward kernels' fields");
+      diag_note(&S.diag, NOLOC, "overlap, producer, tma, pingpong and persistent (warp specialization) are forward kernels' fields");
     }
     if (by_slot[slot])
       by_slot[slot]->schedule = sch;

@@ -46,11 +46,11 @@ static void check_tile(Sema *S, const AstTileEntry *t, Schedule *sch,
 }
 
 /* schedule NAME { 'tile' q = N, kv = N;  warps = N;  stages = N;  overlap = 0|1;
- *                 producer = 0|1;  tma = 0|1;  pingpong = 0|1; } */
+ *                 producer = 0|1;  tma = 0|1;  pingpong = 0|1;  persistent = 0|1; } */
 void sema_check_schedule(Sema *S, const AstItem *it, Schedule *sch) {
   static const char *const names[] = {"warps", "stages", "overlap", "producer", "tma",
-                                      "pingpong", NULL};
-  const AstStmt *seen_f[6] = {0};
+                                      "pingpong", "persistent", NULL};
+  const AstStmt *seen_f[7] = {0};
   const AstTileEntry *seen_t[2] = {0};
   sch->loc = sloc(S, it->loc);
   for (const AstStmt *s = it->stmts; s; s = s->next) {
@@ -62,14 +62,15 @@ void sema_check_schedule(Sema *S, const AstItem *it, Schedule *sch) {
     int f = sema_name_index(s->name, names);
     if (f < 0) {
       diag_error(&S->diag, s->loc, "unknown schedule field '%s'", s->name);
-      const char *all[] = {"warps", "stages", "overlap", "producer", "tma", "pingpong", "tile", NULL};
+      const char *all[] = {"warps",    "stages",     "overlap", "producer", "tma",
+                           "pingpong", "persistent", "tile",    NULL};
       const char *best = diag_closest(s->name, all);
       if (best)
         diag_note(&S->diag, NOLOC, "did you mean '%s'?", best);
       else
         diag_note(&S->diag, NOLOC,
                   "a schedule has tile q = N, kv = N; warps = N; stages = N; overlap = 0|1; "
-                  "producer = 0|1; tma = 0|1; pingpong = 0|1;");
+                  "producer = 0|1; tma = 0|1; pingpong = 0|1; persistent = 0|1;");
       continue;
     }
     if (seen_f[f]) {
@@ -96,7 +97,9 @@ void sema_check_schedule(Sema *S, const AstItem *it, Schedule *sch) {
       sch->producer = v ? 1 : -1;
     else if (f == 4)
       sch->tma = v ? 1 : -1;
-    else
+    else if (f == 5)
       sch->pingpong = v ? 1 : -1;
+    else
+      sch->persistent = v ? 1 : -1;
   }
 }

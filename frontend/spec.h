@@ -91,6 +91,8 @@ typedef struct Schedule {
                   (cp.async); absent: 0 (the compiler's choice: TMA) */
   int pingpong; /* `pingpong = 1`: the consumer warpgroups take turns at the tensor
                   cores (the pingpong pass): 1; `pingpong = 0`: -1; absent: 0 (off) */
+  int persistent; /* `persistent = 1`: one block an SM walks the forward's tiles (the
+                    persistent pass): 1; `persistent = 0`: -1; absent: 0 (off) */
   SrcLoc loc;
 } Schedule;
 

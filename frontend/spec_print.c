@@ -235,6 +235,8 @@ static void print_kernel(FILE *out, const KernelSpec *k) {
     fprintf(out, " tma=%d", k->schedule.tma > 0);
   if (k->schedule.pingpong)
     fprintf(out, " pingpong=%d", k->schedule.pingpong > 0);
+  if (k->schedule.persistent)
+    fprintf(out, " persistent=%d", k->schedule.persistent > 0);
   fputc('\n', out);
 }
 

@@ -80,6 +80,13 @@ fa_status fa_forward_grid(const fa_kernel_info *info, int64_t batch, int64_t seq
   if (!info || !grid) return FA_ERR_NULL_POINTER;
   if (batch < 0 || seqlen_q < 0 || info->tile_q <= 0) return FA_ERR_INVALID_ARGUMENT;
   int64_t gx = info->grid == FA_GRID_ONE ? 1 : (seqlen_q + info->tile_q - 1) / info->tile_q;
+  if (info->grid == FA_GRID_PERSISTENT) { /* the tiles, walked by x blocks */
+    if (!fa_mul_ok(gx, info->heads, &gx) || !fa_mul_ok(gx, batch, &gx) || gx > MAX_GRID_X)
+      return FA_ERR_TOO_LARGE;
+    grid[0] = (unsigned)gx;
+    grid[1] = grid[2] = 1;
+    return FA_OK;
+  }
   if (gx > MAX_GRID_X || info->heads > MAX_GRID_YZ || batch > MAX_GRID_YZ)
     return FA_ERR_TOO_LARGE;
   grid[0] = (unsigned)gx;

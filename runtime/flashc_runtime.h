@@ -108,10 +108,12 @@ typedef enum fa_mask { FA_MASK_NONE = 0, FA_MASK_CAUSAL, FA_MASK_WINDOW, FA_MASK
  * kernels: `k_tiles,kv_heads,batch`, one block per K/V tile (docs/backward.md);
  * classifier kernels (mode blocks): `row_tiles,list_heads,batch`, one block per list;
  * a two-phase classifier's classes kernel (key chunk C): `row_tiles*chunks,list_heads,batch`,
- * x = row_tiles * ceil(steps / C), one block per C steps of a list. */
+ * x = row_tiles * ceil(steps / C), one block per C steps of a list; a persistent forward
+ * (`persistent`): x blocks, at most the device's SMs, that walk the q_tiles x heads x batch
+ * tiles (their count is the kernel's gridDim.x: no parameter). */
 typedef enum fa_grid {
   FA_GRID_Q_TILES = 0, FA_GRID_ONE, FA_GRID_SPLITS, FA_GRID_K_TILES, FA_GRID_ROW_TILES,
-  FA_GRID_ROW_CHUNKS
+  FA_GRID_ROW_CHUNKS, FA_GRID_PERSISTENT
 } fa_grid;
 /* Which way a classifier's lists run (metadata key `blocks rows|cols N`;
  * docs/abi.md, "Block lists"): ROWS, one list per Q tile (the K/V tiles it
@@ -608,7 +610,9 @@ FA_API fa_status fa_forward_check(const fa_kernel_info *info, const fa_forward_a
 
 /* The launch geometry fa_forward uses for `batch` x `seqlen_q` (grid[3] =
  * x, y, z; block = info->threads); a varlen launch's is num_seqs x
- * max_seqlen_q's. Returns FA_ERR_TOO_LARGE when a grid
+ * max_seqlen_q's. A persistent kernel (FA_GRID_PERSISTENT): x = its tiles
+ * (q_tiles x heads x batch), y = z = 1; fa_forward launches at most the
+ * device's SM count of them. Returns FA_ERR_TOO_LARGE when a grid
  * dimension exceeds the CUDA limits, FA_ERR_NULL_POINTER for NULL. */
 FA_API fa_status fa_forward_grid(const fa_kernel_info *info, int64_t batch, int64_t seqlen_q,
                           unsigned grid[3]);

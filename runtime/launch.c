@@ -164,6 +164,9 @@ static fa_status launch(fa_module *m, int i, const fa_forward_args *a, CUdevicep
   unsigned grid[3];
   fa_sizes sz = fa_launch_sizes_(a->varlen, &a->q, &a->k);
   fa_forward_grid(in, sz.batch, sz.seqlen_q, grid); /* checked by fa_forward_check */
+  int sms = fa_module_sm_count_(m);
+  if (in->grid == FA_GRID_PERSISTENT && sms > 0 && grid[0] > (unsigned)sms)
+    grid[0] = (unsigned)sms; /* one block an SM walks the tiles (passes/persistent.c) */
   fa_param p[FA_BACKWARD_MAX_PARAMS];
   fa_param_values v;
   int n = 0;

@@ -219,13 +219,13 @@ static fa_status set_key(Parser *p, int k, const char *v) {
     static const char *const n[] = {"q_tiles,heads,batch", "1,heads,batch",
                                     "splits,kv_heads,batch", "k_tiles,kv_heads,batch",
                                     "row_tiles,list_heads,batch",
-                                    "row_tiles*chunks,list_heads,batch", NULL};
+                                    "row_tiles*chunks,list_heads,batch", "persistent", NULL};
     static const int val[] = {FA_GRID_Q_TILES, FA_GRID_ONE, FA_GRID_SPLITS, FA_GRID_K_TILES,
-                              FA_GRID_ROW_TILES, FA_GRID_ROW_CHUNKS};
+                              FA_GRID_ROW_TILES, FA_GRID_ROW_CHUNKS, FA_GRID_PERSISTENT};
     st = parse_enum(p, key, v, n, val,
                     "q_tiles,heads,batch, 1,heads,batch, splits,kv_heads,batch, "
-                    "k_tiles,kv_heads,batch, row_tiles,list_heads,batch or "
-                    "row_tiles*chunks,list_heads,batch", &tmp);
+                    "k_tiles,kv_heads,batch, row_tiles,list_heads,batch, "
+                    "row_tiles*chunks,list_heads,batch or persistent", &tmp);
     in->grid = (fa_grid)tmp;
     return st;
   }

@@ -166,6 +166,9 @@ class Kernels:
         heads, kvh = m["heads"], m["kv_heads"]
         if grid_kind == "k":
             grid = (max(1, cdiv(sk, m["tile_kv"])), kvh, b)
+        elif m.get("grid") == "persistent":  # one block an SM walks the tiles (docs/abi.md)
+            sms = torch.cuda.get_device_properties(0).multi_processor_count
+            grid = (max(1, min(sms, cdiv(sq, m["tile_q"]) * heads * b)), 1, 1)
         else:
             grid = (max(1, cdiv(sq, m["tile_q"])), heads, b)
         return self.drv.prepare(self.fn[kname], grid, m, params)

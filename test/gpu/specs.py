@@ -112,6 +112,14 @@ SPECS = {
     "ws_d64_bf16_causal": spec("bf16", 64, 8, 8, mask=causal, cases=[
         (2, 1025, 1025, "contig"), (1, 4096, 203, "contig"), (3, 113, 113, "packed"),
         (1, 17, 4096, "bhsd")]),
+    # schedule persistent = 1 (passes/persistent.c): one block an SM walks
+    # many tiles; more tiles than SMs, fewer, one, partial tiles, no key
+    "persist_d128_bf16_causal": spec("bf16", 128, 8, 2, mask=causal, cases=[
+        (32, 512, 512, "contig"), (2, 1025, 1025, "contig"), (1, 203, 4096, "bhsd"),
+        (3, 113, 113, "packed"), (1, 17, 1, "contig"), (2, 17, 0, "contig")]),
+    "persist_d256_bf16": spec("bf16", 256, 4, 4, cases=[
+        (32, 512, 512, "contig"), (2, 1023, 1023, "packed"), (1, 4096, 203, "contig"),
+        (1, 17, 4096, "bhsd")]),
     "doc_d128_bf16": spec("bf16", 128, 8, 2, mask=documents((300, 700, 1500)), cases=[
         (2, 2048, 2048, "contig"), (1, 1025, 1025, "bhsd"), (1, 203, 203, "contig")]),
     "window_d128_bf16": spec("bf16", 128, 16, 4, mask=window(256),

@@ -55,9 +55,11 @@ static void print_info(const fa_kernel_info *in) {
          mask_names[in->mask], in->scale, in->tile_q, in->tile_kv, in->warps, in->stages,
          in->threads);
   static const char *const grids[] = {"q_tiles,heads,batch", "1,heads,batch",
-                                      "splits,kv_heads,batch", "k_tiles,kv_heads,batch"};
+                                      "splits,kv_heads,batch", "k_tiles,kv_heads,batch",
+                                      "row_tiles,list_heads,batch",
+                                      "row_tiles*chunks,list_heads,batch", "persistent"};
   printf("smem_bytes %d\ngrid %s\nworkspace_floats_per_row %d\ntarget %s\npasses %s\n",
-         in->smem_bytes, grids[in->grid & 3], in->workspace_floats_per_row, in->target,
+         in->smem_bytes, grids[in->grid <= FA_GRID_PERSISTENT ? in->grid : 0], in->workspace_floats_per_row, in->target,
          in->passes);
   printf("layout %s\n", in->varlen ? "varlen" : "padded");
   if (in->mode == FA_MODE_BACKWARD) printf("role %s\nforward %s\n", fa_role_name(in->role),
