@@ -35,8 +35,8 @@
  * both roles compute it from the same tile, so their bases agree.
  *
  * It fires on forward kernels with warp roles whose attribute `persistent`
- * is 1 (the runtime's persistent launch: docs/abi.md), and leaves any other
- * nest alone.
+ * is 1 (the runtime's persistent launch: docs/abi.md), not varlen and
+ * without block lists, and leaves any other nest alone.
  */
 #include <string.h>
 
@@ -236,6 +236,14 @@ int pass_persistent(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   if (strcmp(attr_str(&f->attrs, "mode", "forward"), "forward") != 0 ||
       attr_int(&f->attrs, "persistent", 0) != 1)
     return 0;
+  /* varlen kernels find their sequence from blockIdx.z (codegen's
+   * mem_varlen.c), block-list kernels their list from the tile's block:
+   * not walked (yet) */
+  if (strcmp(attr_str(&f->attrs, "layout", "padded"), "varlen") == 0)
+    return 0;
+  for (int i = 0; i < f->nargs; i++)
+    if (value_is_block_list_arg(f->args[i]))
+      return 0;
   Nest n = {0};
   if (!find_nest(f, &n) || n.roles->nregions != 2)
     return 0;
