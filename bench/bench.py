@@ -174,10 +174,16 @@ def run_config(rt, c, ptx_dir, args):
     mod = rt.load_ptx(path)
     row["load_ms"] = (time.perf_counter() - t0) * 1e3
     o = torch.full_like(q[..., : c["head_dim"]], float("nan"))
-    mod.forward(q, k, v, o)
+    status, msg = mod.forward(q, k, v, o)
     torch.cuda.synchronize()
     ok, err, bound = check(o, q, k, v, c["causal"], scale)
     row.update(ok=ok, err=err, bound=bound)
+    if not ok:  # why: the launch's status, the error, where the NaNs are
+        nan = torch.isnan(o).any(dim=-1)  # [B, S, H]
+        where = nan.nonzero()[:1].tolist()
+        row["why"] = (f"{status} {msg}; err {err:.2e} > {bound:.2e}; "
+                      f"{int(nan.sum())} of {nan.numel()} rows NaN, first (b, s, h) {where}")
+        print(f"{configs.kernel_name(c)} S={S}: {row['why']}", flush=True)
     if ok:  # the FA1-order ablation kernels are slow: sustained_ms takes 3 of them
         row["flashc_ms"] = sustained_ms(lambda: mod.forward(q, k, v, o), args.reps, args.target_ms)
     peers = {}

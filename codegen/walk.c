@@ -141,9 +141,17 @@ static void lower_region(Lowerer *L, const Block *blk, MlirBlock into, int ring_
 
 static const char *const grid_dims[3] = {"z", "y", "x"};
 
+/* A persistent kernel's walk (passes/persistent.c): the loop to its
+ * %nctas argument, which codegen binds to gridDim.x. */
+static bool walks_nctas(Lowerer *L, const Op *op) {
+  const Value *hi = op->operands[1];
+  return hi->block == L->f->body && hi->name && strcmp(hi->name, "nctas") == 0;
+}
+
 /* A parallel loop: this thread block's iteration is lo + block id; the
  * k-th parallel loop of the nest takes grid dimension z, y, x in that order
- * (batch, heads, Q tiles: docs/abi.md), guarded by iv < hi. */
+ * (batch, heads, Q tiles: docs/abi.md), guarded by iv < hi; a persistent
+ * kernel's one loop takes x (its bound is gridDim.x). */
 static void grid_block_for(Lowerer *L, const Op *op) {
   if (op->noperands != 2 || op->nresults != 0) {
     lw_error(L, op, "a parallel loop with iter_args is not supported");
@@ -155,7 +163,9 @@ static void grid_block_for(Lowerer *L, const Op *op) {
   }
   CgBuilder *b = &L->b;
   MlirValue lo = lw_get(L, op->operands[0])->v, hi = lw_get(L, op->operands[1])->v;
-  MlirValue bid = cg_int_cast(b, cg_block_id(b, grid_dims[L->parallel_seen++]), b->i64);
+  const char *dim = walks_nctas(L, op) ? "x" : grid_dims[L->parallel_seen];
+  L->parallel_seen++;
+  MlirValue bid = cg_int_cast(b, cg_block_id(b, dim), b->i64);
   MlirValue iv = cg_addi(b, lo, bid);
   lw_set(L, for_iv((Op *)op), lw_scalar(L, type_index(), iv));
   MlirBlock then_block;

@@ -9,6 +9,14 @@
  * (FlashAttention-3's static persistent scheduler: Q tiles fastest, then
  * heads, then batches, so CTAs running together share a head's K/V in L2).
  *
+ * Only tiles of equal work are walked. Where a role's step count depends on
+ * the Q tile (a causal mask's narrowed loop), every static order measured
+ * slower than one block a tile, whose blocks the hardware hands out as SMs
+ * free up (P101, d128 causal 16k: this stride 413 TFLOP/s, 3x spread of
+ * steps between CTAs; Q tile slowest dealt in a snake 547; the same by L2
+ * sections of heads 482; one block a tile 578). Such kernels are left
+ * alone until a dynamic (atomic counter) scheduler exists.
+ *
  * The rewrite, on the nest warp-specialize leaves:
  *
  *   for %b parallel { for %h parallel { [%hk = ...] for %i parallel {
@@ -35,8 +43,9 @@
  * both roles compute it from the same tile, so their bases agree.
  *
  * It fires on forward kernels with warp roles whose attribute `persistent`
- * is 1 (the runtime's persistent launch: docs/abi.md), not varlen and
- * without block lists, and leaves any other nest alone.
+ * is 1 (the runtime's persistent launch: docs/abi.md), not varlen, without
+ * block lists and with tiles of equal work, and leaves any other nest
+ * alone.
  */
 #include <string.h>
 
@@ -155,6 +164,24 @@ static void offset_steps(Module *m, Block *blk, Value *base, Value *zero) {
   oplist_free(&ops);
 }
 
+/* Does v's value come from x (through the ops that define it)? */
+static bool depends_on(const Value *v, const Value *x, int depth) {
+  if (v == x)
+    return true;
+  if (!v->def || depth > 64)
+    return false;
+  for (int i = 0; i < v->def->noperands; i++)
+    if (depends_on(v->def->operands[i], x, depth + 1))
+      return true;
+  return false;
+}
+
+/* Tiles of unequal work: the role's step count depends on the innermost
+ * (Q tile) loop's index. */
+static bool unequal_tiles(const Nest *n, Block *role) {
+  return depends_on(step_loop(role)->operands[1], for_iv(n->loop[n->n - 1]), 0);
+}
+
 /* The walk of one role region `role` (its ops moved into a tile loop):
  * the nest's induction variables become the decoded tile's, the ops
  * between the loops are copied in front (each role its own copy), the
@@ -249,7 +276,7 @@ int pass_persistent(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
     return 0;
   Block *roles[2] = {n.roles->regions[0], n.roles->regions[1]};
   for (int r = 0; r < 2; r++)
-    if (!step_loop(roles[r]))
+    if (!step_loop(roles[r]) || unequal_tiles(&n, roles[r]))
       return 0;
   Op *outer = n.loop[0];
   Builder b = builder_before(m, outer);

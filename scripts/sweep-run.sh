@@ -13,6 +13,6 @@ for g in .device/sweep/*/; do
   for d in "$g"*/; do
     echo "## $group $(basename "$d")"
     python3 bench/bench.py --ptx-dir "$d" --only "$group" --lib $BUILD/libflashc_runtime.so \
-      ${@:---no-flex} 2>&1 | grep -E '^ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ '
+      ${@:---no-flex} 2>&1 | grep -E '^ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ |rows NaN'
   done
 done

@@ -114,7 +114,7 @@ SPECS = {
         (1, 17, 4096, "bhsd")]),
     # schedule persistent = 1 (passes/persistent.c): one block an SM walks
     # many tiles; more tiles than SMs, fewer, one, partial tiles, no key
-    "persist_d128_bf16_causal": spec("bf16", 128, 8, 2, mask=causal, cases=[
+    "persist_d128_bf16_gqa": spec("bf16", 128, 8, 2, cases=[
         (32, 512, 512, "contig"), (2, 1025, 1025, "contig"), (1, 203, 4096, "bhsd"),
         (3, 113, 113, "packed"), (1, 17, 1, "contig"), (2, 17, 0, "contig")]),
     "persist_d256_bf16": spec("bf16", 256, 4, 4, cases=[
