@@ -42,6 +42,14 @@
  * ring ops, from 0: mask-skip trims only the upper bound of a forward's);
  * both roles compute it from the same tile, so their bases agree.
  *
+ * Q's tile goes through the producer too (walked kernels only): a ring of
+ * one stage, %qt_ring, whose step is the walk's tile count u; the producer
+ * puts tile u's Q first in its tile, the consumers get it where they
+ * loaded it and release it after their step loop (the tile's last QK^T),
+ * so tile u + 1's Q copies while the consumers finish tile u (its last
+ * P V, the epilogue) instead of after it (FA3's Q barrier; P102). Up to
+ * 32 KB of Q (head dim 128): see q_through_producer.
+ *
  * It fires on forward kernels with warp roles whose attribute `persistent`
  * is 1 (the runtime's persistent launch: docs/abi.md), not varlen, without
  * block lists and with tiles of equal work, and leaves any other nest
@@ -52,7 +60,7 @@
 #include "passes/pass_util.h"
 #include "passes/passes.h"
 
-enum { MAX_NEST = 3 };
+enum { MAX_NEST = 3, Q_RING_MAX_BYTES = 32 << 10 };
 
 typedef struct Nest {
   Op *loop[MAX_NEST]; /* outermost first: parallel, from 0 */
@@ -141,13 +149,21 @@ static void ring_ops(Block *blk, OpList *out) {
 
 /* Every ring step s inside blk becomes select(s < 0, s, base + s), one
  * value per s (made where s is: a get and its release keep naming the same
- * step, as the verifier asks). */
-static void offset_steps(Module *m, Block *blk, Value *base, Value *zero) {
+ * step, as the verifier asks); q_ring's steps become the walk's u. */
+static void offset_steps(Module *m, Block *blk, Value *base, Value *zero, const Value *q_ring,
+                         Value *u) {
   OpList ops = {0};
   ring_ops(blk, &ops);
   ValueMap done = {0};
   for (int i = 0; i < ops.n; i++) {
     Op *o = ops.v[i];
+    if (o->operands[0] == q_ring) { /* one step a tile: the tile's count */
+      Value *was = o->operands[1];
+      op_set_operand(o, 1, u);
+      if (was->def && was->nuses == 0)
+        op_erase(was->def);
+      continue;
+    }
     Value *s = o->operands[1], *t = valuemap_get(&done, s);
     if (t == s) {
       Builder b = s->def ? builder_after(m, s->def) : builder_at_end(m, s->block);
@@ -187,7 +203,7 @@ static bool unequal_tiles(const Nest *n, Block *role) {
  * between the loops are copied in front (each role its own copy), the
  * steps offset by the loop-carried base. */
 static bool walk_role(Module *m, const Nest *n, Block *role, Value *cta, Value *nctas,
-                      Value *ntiles, Value *const *ext) {
+                      Value *ntiles, Value *const *ext, const Value *q_ring) {
   Op *steps = step_loop(role);
   Op *term = block_terminator(role);
   if (!steps || !term || term->noperands)
@@ -238,12 +254,92 @@ static bool walk_role(Module *m, const Nest *n, Block *role, Value *cta, Value *
         op_set_operand(user, from->uses[u].index, map.to[i]);
     }
   }
-  offset_steps(m, body, base, zero);
+  offset_steps(m, body, base, zero, q_ring, for_iv(walk));
   Builder yb = builder_at_end(m, body);
   yb.loc = n->roles->loc;
   Value *next = build_binary(&yb, OP_ADD, base, steps->operands[1]);
   build_yield(&yb, &next, 1);
   return true;
+}
+
+/* v as the producer computes it: the ops of the consumer region `cons`
+ * it comes from, cloned in order at b (each once: map). */
+static Value *clone_scalars(Module *m, Builder *b, Block *cons, ValueMap *map, Value *v) {
+  Value *got = valuemap_get(map, v);
+  Op *d = v->def;
+  if (got != v || !d || d->parent != cons)
+    return got;
+  for (int i = 0; i < d->noperands; i++)
+    clone_scalars(m, b, cons, map, d->operands[i]);
+  Op *k = op_clone(b, d, map);
+  for (int r = 0; r < d->nresults; r++)
+    valuemap_put(m, map, d->results[r], k->results[r]);
+  return k->results[v->result_index];
+}
+
+/* Are the ops of `cons` that v comes from pure scalar ops (what the
+ * producer may compute again)? */
+static bool scalar_slice(Block *cons, const Value *v, int depth) {
+  const Op *d = v->def;
+  if (!d || d->parent != cons)
+    return true;
+  if (depth > 64 || !op_is_pure((Op *)d) || d->nregions || v->type.kind != TYPE_SCALAR)
+    return false;
+  for (int i = 0; i < d->noperands; i++)
+    if (!scalar_slice(cons, d->operands[i], depth + 1))
+      return false;
+  return true;
+}
+
+/* The consumers' Q tile through the producer (see the top): the ring, in
+ * front of the warp_roles; the producer's put first in its region, the
+ * consumers' get in the load's place and their release after the step
+ * loop, all at step 0 until the walks make it u. NULL (nothing changed)
+ * where the consumers load no Q tile before their step loop from
+ * scalars the producer can compute. */
+static Value *q_through_producer(Module *m, const Nest *n, Block *prod, Block *cons) {
+  Op *steps = step_loop(cons), *ld = NULL;
+  for (Op *o = cons->first; o && o != steps; o = o->next)
+    if (o->kind == OP_LOAD && op_is_staged_load(o) && o->operands[0]->name &&
+        strcmp(o->operands[0]->name, "q") == 0)
+      ld = o;
+  /* The producer copies Q with cp.async, 128 threads on few registers: a
+   * 64 KB tile (d256) spilled and measured 2-8% slower; 32 KB (d128) +12%
+   * at 512 rows (P102). TMA for Q is what the larger tile waits for. */
+  Type qt = ld ? ld->results[0]->type : (Type){0};
+  if (!ld || qt.rows * qt.cols * 2 > Q_RING_MAX_BYTES)
+    return NULL;
+  for (int i = 1; i < ld->noperands; i++)
+    if (!scalar_slice(cons, ld->operands[i], 0))
+      return NULL;
+  Builder rb = builder_before(m, n->roles);
+  rb.loc = ld->loc;
+  Type rt = type_ring(ld->results[0]->type);
+  Op *r = build_op(&rb, OP_RING, NULL, 0, &rt, 1, 0);
+  op_set_attr_int(r, "stages", 1);
+  Value *ring = r->results[0];
+  ring->name = "qt_ring";
+  /* the producer: Q's load and put, first */
+  Builder pb = prod->first ? builder_before(m, prod->first) : builder_at_end(m, prod);
+  pb.loc = ld->loc;
+  ValueMap map = {0};
+  for (int i = 1; i < ld->noperands; i++)
+    clone_scalars(m, &pb, cons, &map, ld->operands[i]);
+  Op *pl = op_clone(&pb, ld, &map);
+  Value *put[3] = {ring, build_index(&pb, 0), pl->results[0]};
+  build_op(&pb, OP_RING_PUT, put, 3, NULL, 0, 0);
+  /* the consumers: get where they loaded, release after the step loop */
+  Builder cb = builder_before(m, ld);
+  cb.loc = ld->loc;
+  Value *get[2] = {ring, build_index(&cb, 0)};
+  Op *g = build_op(&cb, OP_RING_GET, get, 2, &ld->results[0]->type, 1, 0);
+  g->results[0]->name = ld->results[0]->name;
+  value_replace_all_uses(ld->results[0], g->results[0]);
+  op_erase(ld);
+  Builder after = builder_after(m, steps);
+  after.loc = steps->loc;
+  build_op(&after, OP_RING_RELEASE, get, 2, NULL, 0, 0);
+  return ring;
 }
 
 /* Erases op and everything in its regions, users before what they use. */
@@ -289,6 +385,7 @@ int pass_persistent(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
     if (d)
       ntiles->name = "ntiles";
   }
+  Value *q_ring = q_through_producer(m, &n, roles[0], roles[1]);
   Value *nctas = block_add_arg(m, f->body, type_index(), "nctas");
   Op *ctas = build_for(&b, build_index(&b, 0), nctas, true, NULL, 0, "cta");
   Block *cb = for_body(ctas);
@@ -304,7 +401,7 @@ int pass_persistent(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   yb.loc = outer->loc;
   build_yield(&yb, NULL, 0);
   for (int r = 0; r < 2; r++)
-    if (!walk_role(m, &n, roles[r], for_iv(ctas), nctas, ntiles, ext))
+    if (!walk_role(m, &n, roles[r], for_iv(ctas), nctas, ntiles, ext, q_ring))
       return 0; /* checked above: cannot happen */
   erase_tree(n.loop[0]); /* what is left of the nest: the scalars the walks copied */
   return 0;
