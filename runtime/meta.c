@@ -505,6 +505,12 @@ static fa_status check_complete(Parser *p) {
   /* fa_forward builds the maps of a padded batch's K and V */
   if (!st && in->ntmaps && (in->mode != FA_MODE_FORWARD || in->varlen))
     return fail_key(p, K_TMA, "%sonly valid with mode forward and a padded batch", "");
+  /* a persistent kernel decodes its tiles from its walk, not from the
+   * block: no varlen sequence, no block list (passes/persistent.c) */
+  if (!st && in->grid == FA_GRID_PERSISTENT &&
+      (in->mode != FA_MODE_FORWARD || in->varlen || in->block_list[0]))
+    return fail_key(p, K_GRID, "%spersistent is only valid with mode forward, a padded batch "
+                    "and no block list", "");
   return st ? st : fa_meta_check_layout_(in, &p->lines.run, p->err, p->errlen);
 }
 

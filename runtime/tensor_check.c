@@ -513,16 +513,17 @@ static fa_status check_input_tensor_memory(const fa_input_info *x, const fa_tens
                                            size_t len) {
   uintptr_t p = (uintptr_t)t->data;
   size_t es = fa_dtype_size(x->dtype);
-  if (!t->data && extent_of(t, x->rank) != 0) {
-    fa_fmt(msg, len, "input '%s': data pointer is NULL", x->name);
-    return FA_ERR_NULL_POINTER;
-  }
+  /* strides first: extent_of takes them >= 0 */
   for (int d = 0; d < x->rank; d++)
     if (t->stride[d] < 0) {
       fa_fmt(msg, len, "input '%s': stride[%d] is %" PRId64 ", strides cannot be negative",
              x->name, d, t->stride[d]);
       return FA_ERR_STRIDE;
     }
+  if (!t->data && extent_of(t, x->rank) != 0) {
+    fa_fmt(msg, len, "input '%s': data pointer is NULL", x->name);
+    return FA_ERR_NULL_POINTER;
+  }
   if (p % es) {
     fa_fmt(msg, len, "input '%s': data pointer 0x%" PRIxPTR " is not %zu-byte aligned (its %s "
            "elements)", x->name, p, es, fa_dtype_name(x->dtype));

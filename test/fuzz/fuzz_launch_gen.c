@@ -93,7 +93,10 @@ void make_info(FuzzIn *in, fa_kernel_info *info, int kind) {
   }
   uint8_t b = fuzz_u8(in);
   info->dtype = b & 1 ? FA_DTYPE_BF16 : FA_DTYPE_F16;
-  info->grid = decode ? FA_GRID_SPLITS : b & 2 ? FA_GRID_ONE : FA_GRID_Q_TILES;
+  info->grid = decode                          ? FA_GRID_SPLITS
+               : b & 2                         ? FA_GRID_ONE
+               : b & 4 && kind == KIND_FORWARD ? FA_GRID_PERSISTENT /* padded only */
+                                               : FA_GRID_Q_TILES;
   info->head_dim = 8 * (1 + fuzz_u8(in) % 32);
   info->v_head_dim = fuzz_u8(in) & 1 ? info->head_dim : 8 * (1 + fuzz_u8(in) % 32);
   info->kv_heads = 1 + fuzz_u8(in) % 16;

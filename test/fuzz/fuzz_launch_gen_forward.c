@@ -25,7 +25,11 @@ static void forward_accepted(const fa_kernel_info *info, fa_forward_args *a) {
   Sizes s = launch_sizes(a->varlen, &a->q, &a->k);
   unsigned grid[3];
   FUZZ_CHECK(fa_forward_grid(info, s.batch, s.sq, grid) == FA_OK);
-  FUZZ_CHECK(grid[1] == (unsigned)info->heads && grid[2] == (unsigned)s.batch);
+  if (info->grid == FA_GRID_PERSISTENT) /* x: every tile, walked by at most the SMs' blocks */
+    FUZZ_CHECK(grid[0] == (unsigned)((s.sq + info->tile_q - 1) / info->tile_q * info->heads *
+                                     s.batch) && grid[1] == 1 && grid[2] == 1);
+  else
+    FUZZ_CHECK(grid[1] == (unsigned)info->heads && grid[2] == (unsigned)s.batch);
   fa_param p[FA_BACKWARD_MAX_PARAMS];
   int np = 0;
   FUZZ_CHECK(fa_forward_params(info, a, (uint64_t)(uintptr_t)a->lse, 0, p, &np) == FA_OK);
@@ -37,6 +41,8 @@ static void forward_accepted(const fa_kernel_info *info, fa_forward_args *a) {
 void forward(FuzzIn *in, int varlen, int visit) {
   fa_kernel_info info;
   make_info(in, &info, varlen ? KIND_VARLEN : KIND_FORWARD);
+  if (visit && info.grid == FA_GRID_PERSISTENT)
+    info.grid = FA_GRID_Q_TILES; /* a kernel that visits lists is not walked */
   if (visit)
     make_visit(in, &info, 0);
   Varlen vl;

@@ -137,7 +137,10 @@ static void forward_launch(const fa_kernel_info *in) {
     expect_ok(st, "forward", msg);
   unsigned grid[3];
   FUZZ_CHECK(fa_forward_grid(in, 2, a.varlen ? a.varlen->max_seqlen_q : sq, grid) == FA_OK);
-  FUZZ_CHECK(grid[1] == (unsigned)in->heads && grid[2] == 2 && grid[0] >= 1);
+  if (in->grid == FA_GRID_PERSISTENT) /* x: every tile of the two batches */
+    FUZZ_CHECK(grid[0] >= 2 * (unsigned)in->heads && grid[1] == 1 && grid[2] == 1);
+  else
+    FUZZ_CHECK(grid[1] == (unsigned)in->heads && grid[2] == 2 && grid[0] >= 1);
   fa_param p[FA_BACKWARD_MAX_PARAMS];
   int n = 0;
   FUZZ_CHECK(fa_forward_params(in, &a, 0, 0, p, &n) == FA_OK);
