@@ -141,11 +141,16 @@ static void lower_region(Lowerer *L, const Block *blk, MlirBlock into, int ring_
 
 static const char *const grid_dims[3] = {"z", "y", "x"};
 
+/* The name of a loop's upper bound when it is a kernel argument, else "". */
+static const char *bound_arg_name(Lowerer *L, const Op *op) {
+  const Value *hi = op->operands[1];
+  return hi->block == L->f->body && hi->name ? hi->name : "";
+}
+
 /* A persistent kernel's walk (passes/persistent.c): the loop to its
  * %nctas argument, which codegen binds to gridDim.x. */
 static bool walks_nctas(Lowerer *L, const Op *op) {
-  const Value *hi = op->operands[1];
-  return hi->block == L->f->body && hi->name && strcmp(hi->name, "nctas") == 0;
+  return strcmp(bound_arg_name(L, op), "nctas") == 0;
 }
 
 /* A parallel loop: this thread block's iteration is lo + block id; the
@@ -435,7 +440,7 @@ MlirValue lw_grid_dim(CgBuilder *b, const char *dim) {
 /* The dimension of the first entry of map that matches loop op, or NULL. */
 static const char *grid_dim_of(Lowerer *L, const LwGridMap *map, const Op *op) {
   const Value *hi = op->operands[1];
-  const char *n = hi->block == L->f->body && hi->name ? hi->name : "";
+  const char *n = bound_arg_name(L, op);
   for (int i = 0; i < 4 && map[i].dim; i++)
     if (map[i].bound ? strcmp(n, map[i].bound) == 0 : hi->def && hi->def->kind == OP_CONST)
       return map[i].dim;

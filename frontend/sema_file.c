@@ -37,16 +37,27 @@ static int table_get(const NameTable *t, const char *name) {
   return -1;
 }
 
+/* The first Hopper-pipeline field a schedule gives (forward kernels' own),
+ * NULL when it gives none. */
+static const char *hopper_field(const Schedule *s) {
+  return s->overlap      ? "overlap"
+         : s->producer   ? "producer"
+         : s->tma        ? "tma"
+         : s->pingpong   ? "pingpong"
+         : s->persistent ? "persistent"
+                         : NULL;
+}
+
+/* Says that hopper_field's field is a forward kernel's. */
+static void hopper_field_note(Sema *S) {
+  diag_note(&S->diag, NOLOC, "overlap, producer, tma, pingpong and persistent (warp "
+            "specialization) are forward kernels' fields");
+}
+
 /* schedule NAME_bwd { ... }: the schedule of NAME's backward kernels, when
  * NAME is an attention block with grad = true (docs/backward.md). Returns
  * false when `it` is not such a name (an ordinary schedule or an unknown
  * attention), having said nothing. */
-/* The first Hopper-pipeline field a schedule gives (forward kernels' own). */
-static const char *hopper_field(const Schedule *s) {
-  return s->overlap ? "overlap" : s->producer ? "producer" : s->tma ? "tma"
-         : s->pingpong ? "pingpong" : "persistent";
-}
-
 static bool backward_schedule(Sema *S, const AstItem *it, const NameTable *names,
                               KernelSpec **by_slot) {
   static const char suffix[] = "_bwd";
@@ -64,9 +75,9 @@ static bool backward_schedule(Sema *S, const AstItem *it, const NameTable *names
   KernelSpec *k = by_slot[slot];
   if (!k)
     return true; /* the attention block had errors of its own */
-  if (sch.overlap || sch.producer || sch.tma || sch.pingpong || sch.persistent) {
+  if (hopper_field(&sch)) {
     diag_error(&S->diag, it->name_loc, "'%s' in the backward's schedule", hopper_field(&sch));
-    diag_note(&S->diag, NOLOC, "overlap, producer, tma, pingpong and persistent (warp specialization) are forward kernels' fields");
+    hopper_field_note(S);
   } else if (!k->grad) {
     diag_error(&S->diag, it->name_loc, "schedule for the backward of '%.*s', which has no backward",
                (int)(n - ns), it->name);
@@ -154,10 +165,9 @@ SpecFile *fe_check(const Ast *ast, int *nerrors) {
       continue;
     }
     sched_of[slot] = it;
-    if (by_slot[slot] && (sch.overlap || sch.producer || sch.tma || sch.pingpong || sch.persistent) &&
-        by_slot[slot]->mode == MODE_DECODE) {
+    if (by_slot[slot] && hopper_field(&sch) && by_slot[slot]->mode == MODE_DECODE) {
       diag_error(&S.diag, it->name_loc, "'%s' in a decode kernel's schedule", hopper_field(&sch));
-      diag_note(&S.diag, NOLOC, "overlap, producer, tma, pingpong and persistent (warp specialization) are forward kernels' fields");
+      hopper_field_note(&S);
     }
     if (by_slot[slot])
       by_slot[slot]->schedule = sch;
