@@ -23,11 +23,11 @@ typedef struct CgKernelInfo {
   int workspace_floats_per_row;
   bool wgmma;         /* its matmuls run on warpgroup MMA (compute_wgmma.c) */
   bool matmuls;       /* it has any (the backward's pre and post have none) */
-  /* Its tensor-map parameters (its last ones), in order: the tensor ("k",
-   * "v") and the box's rows (the ring's tile rows; columns 64). */
+  /* Its tensor-map parameters (its last ones), in order: the tensor ("q",
+   * "k", "v") and the box's rows (the ring's tile rows; columns 64). */
   int ntmaps;
-  const char *tmap_tensor[2];
-  int tmap_rows[2];
+  const char *tmap_tensor[3];
+  int tmap_rows[3];
 } CgKernelInfo;
 
 /* Appends gpu.func @<f->name> to the gpu.module body. Errors go to cc's

@@ -186,8 +186,8 @@ void lw_ring_put_end(Lowerer *L, const Op *op);
 void lw_ring_put_tma(Lowerer *L, const Op *op);
 /* The load a ring's put stores (NULL when it has none). */
 const Op *lw_ring_put_load(const Op *ring);
-/* The name of the tensor-map parameter of tensor argument `tensor` ("k":
- * "tmap_k", "v": "tmap_v"); NULL for any other. */
+/* The name of the tensor-map parameter of tensor argument `tensor` ("q":
+ * "tmap_q", "k": "tmap_k", "v": "tmap_v"); NULL for any other. */
 const char *lw_tmap_param(const char *tensor);
 /* `ring_get`: waits for the step's tile; the slot as a staged tile. */
 void lw_ring_get(Lowerer *L, const Op *op);

@@ -51,7 +51,10 @@ static MlirValue slot_buffer(Lowerer *L, const CgVal *r, MlirValue slot) {
 const char *lw_tmap_param(const char *tensor) {
   if (!tensor)
     return NULL;
-  return strcmp(tensor, "k") == 0 ? "tmap_k" : strcmp(tensor, "v") == 0 ? "tmap_v" : NULL;
+  return strcmp(tensor, "q") == 0   ? "tmap_q"
+         : strcmp(tensor, "k") == 0 ? "tmap_k"
+         : strcmp(tensor, "v") == 0 ? "tmap_v"
+                                    : NULL;
 }
 
 const Op *lw_ring_put_load(const Op *ring) {

@@ -590,9 +590,9 @@ static void lower_warp_roles(Lowerer *L, const Op *op) {
   if (L->producer_single) {
     cg_if(b, cg_cmpi(b, "eq", L->tid, cg_const_i32(b, 0)), NULL, 0, false, &one, NULL);
     cg_builder_set_block(b, one);
-    static const char *const kv[] = {"k", "v"};
-    for (int i = 0; i < 2; i++) {
-      MlirValue map = lw_param(L, lw_tmap_param(kv[i]), true);
+    static const char *const qkv[] = {"q", "k", "v"};
+    for (int i = 0; i < 3; i++) {
+      MlirValue map = lw_param(L, lw_tmap_param(qkv[i]), true);
       if (!mlirValueIsNull(map))
         cg_prefetch_tensormap(b, map);
     }

@@ -23,7 +23,7 @@ enum { LW_MAX_PARAMS = 96 };
  * A kernel with dropout (attribute `dropout`) takes lw_dropout_params after
  * its kind's: u32 words and an f32, bound by name to the IR's scalar
  * arguments of those names. A kernel whose rings are TMA's takes last one
- * tensor map per TMA-loaded tensor (LW_TMAP, "tmap_k", "tmap_v": a
+ * tensor map per TMA-loaded tensor (LW_TMAP, "tmap_q", "tmap_k", "tmap_v": a
  * 128-byte CUtensorMap passed by value as a grid constant). */
 typedef enum LwParamType { LW_PTR, LW_I32, LW_I64, LW_U32, LW_F32, LW_TMAP } LwParamType;
 typedef struct LwParam {

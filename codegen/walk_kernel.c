@@ -110,7 +110,7 @@ static void tma_ring_fn(Op *op, void *ctx) {
   for (int i = 0; i < info->ntmaps; i++)
     if (strcmp(info->tmap_tensor[i], t) == 0)
       return;
-  if (info->ntmaps < 2) {
+  if (info->ntmaps < 3) {
     info->tmap_tensor[info->ntmaps] = t;
     info->tmap_rows[info->ntmaps++] = op->results[0]->type.rows;
   }

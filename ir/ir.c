@@ -440,6 +440,15 @@ bool op_is_kv_load(const Op *ld) {
          (strcmp(t->name, "k") == 0 || strcmp(t->name, "v") == 0);
 }
 
+bool op_is_tensor_map_load(const Op *ld) {
+  if (op_is_kv_load(ld))
+    return true;
+  if (!ld || ld->kind != OP_LOAD || ld->noperands != 4)
+    return false;
+  const Value *t = ld->operands[0];
+  return !t->def && t->block && t->block->parent_func && t->name && strcmp(t->name, "q") == 0;
+}
+
 bool value_is_block_list_arg(const Value *v) {
   return v && !v->def && v->block && v->block->parent_func && v->name &&
          strncmp(v->name, "blk_", 4) == 0;

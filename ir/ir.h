@@ -396,9 +396,12 @@ bool value_is_input_arg(const Value *v);
 /* Is v a block list, a kernel argument named %blk_NAME (passes/block_lists.c)? */
 bool value_is_block_list_arg(const Value *v);
 /* Is ld a plain `load %k|%v, %b, %h, %row0` of the kernel's K or V
- * argument: what a ring {tma = 1} may be put (the runtime builds tensor
- * maps of K and V only; docs/abi.md "Tensor maps")? */
+ * argument? */
 bool op_is_kv_load(const Op *ld);
+/* Is ld a plain `load %q|%k|%v, %b, %h, %row0`: what a ring {tma = 1} may
+ * be put (the runtime builds tensor maps of Q, K and V; docs/abi.md
+ * "Tensor maps")? */
+bool op_is_tensor_map_load(const Op *ld);
 
 /* --------------------------------------------------------- attributes */
 

@@ -81,8 +81,8 @@ static void check_ring_uses(Verifier *v, const Op *op) {
 }
 
 /* A ring {tma = 1}'s puts are bulk tensor copies from the runtime's map of
- * K or V (docs/abi.md "Tensor maps"): each put's tile is a plain `load` of
- * the kernel's tensor argument %k or %v, and the tile is boxes of 64
+ * Q, K or V (docs/abi.md "Tensor maps"): each put's tile is a plain `load`
+ * of the kernel's tensor argument %q, %k or %v, and the tile is boxes of 64
  * columns by at most 256 rows. */
 static void check_tma_ring(Verifier *v, const Op *op) {
   Type t = res(op, 0);
@@ -95,9 +95,9 @@ static void check_tma_ring(Verifier *v, const Op *op) {
     const Op *put = r->uses[i].user;
     if (!put || put->kind != OP_RING_PUT || put->noperands != 3)
       continue;
-    if (!op_is_kv_load(put->operands[2]->def))
-      report(v, op, "a ring {tma = 1} is put `load %%k` or `load %%v` tiles (the runtime's tensor "
-             "maps), not the put at line %d", put->loc.line);
+    if (!op_is_tensor_map_load(put->operands[2]->def))
+      report(v, op, "a ring {tma = 1} is put `load %%q`, `load %%k` or `load %%v` tiles (the "
+             "runtime's tensor maps), not the put at line %d", put->loc.line);
   }
 }
 

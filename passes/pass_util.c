@@ -636,3 +636,20 @@ bool pass_rows_grouped(const Func *f) {
   return strcmp(attr_str(&f->attrs, "mode", ""), "backward") == 0 && rows > 0 && rows % 16 == 0 &&
          16 * warps > rows && warps % (rows / 16) == 0;
 }
+
+/* A tensor map per Q/K/V argument, built by the runtime at launch; one
+ * thread issues the bulk copies, which zero the rows past the tensor's end
+ * as cp.async does. The forward's tensors only (the maps its launch
+ * encodes). Not where the rows are a packed batch's (varlen: the rows after
+ * a sequence are the next one's, not out of range), nor where the schedule
+ * says `tma = 0`. The box is 64 columns (128 bytes, the 128-byte swizzle's
+ * row) by at most 256 rows. */
+bool pass_tma_load(const Func *f, const Op *ld) {
+  Type t = ld->results[0]->type;
+  return op_is_tensor_map_load(ld) && attr_int(&f->attrs, "sched_tma", 1) == 1 &&
+         strcmp(attr_str(&f->attrs, "mode", ""), "forward") == 0 &&
+         strcmp(attr_str(&f->attrs, "layout", "padded"), "padded") == 0 &&
+         !attr_get(&ld->attrs, "pack") &&
+         t.rows >= 8 && t.rows <= 256 && t.cols % 64 == 0 &&
+         (t.elem == ELEM_BF16 || t.elem == ELEM_F16);
+}

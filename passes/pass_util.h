@@ -134,6 +134,10 @@ bool pass_targets_wgmma(const Func *f, const PassOptions *opts);
  * warps in groups of tile_q / 16 sharing each Q tile (tiling's schedule
  * for group-dq: passes/group_dq.c)? */
 bool pass_rows_grouped(const Func *f);
+/* Does ld's tile come by TMA (docs/hopper-pipeline.md §2-§3): a plain load
+ * of Q, K or V of a padded forward on bf16/f16 tiles of 8..256 rows by
+ * 64-column multiples, unless the schedule says `tma = 0`? */
+bool pass_tma_load(const Func *f, const Op *ld);
 
 /* Bytes a thread of the register tiles loop carries (its results), over
  * `threads` threads: what its step holds in registers from start to end. */

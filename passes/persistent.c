@@ -47,8 +47,9 @@
  * puts tile u's Q first in its tile, the consumers get it where they
  * loaded it and release it after their step loop (the tile's last QK^T),
  * so tile u + 1's Q copies while the consumers finish tile u (its last
- * P V, the epilogue) instead of after it (FA3's Q barrier; P102). Up to
- * 32 KB of Q (head dim 128): see q_through_producer.
+ * P V, the epilogue) instead of after it (FA3's Q barrier; P102). By TMA
+ * where K and V are (the runtime's map of Q), else by cp.async up to 32 KB
+ * of Q (head dim 128): see q_through_producer.
  *
  * It fires on forward kernels with warp roles whose attribute `persistent`
  * is 1 (the runtime's persistent launch: docs/abi.md), not varlen, without
@@ -297,17 +298,22 @@ static bool scalar_slice(Block *cons, const Value *v, int depth) {
  * loop, all at step 0 until the walks make it u. NULL (nothing changed)
  * where the consumers load no Q tile before their step loop from
  * scalars the producer can compute. */
-static Value *q_through_producer(Module *m, const Nest *n, Block *prod, Block *cons) {
+static Value *q_through_producer(Module *m, const Func *f, const Nest *n, Block *prod,
+                                 Block *cons) {
   Op *steps = step_loop(cons), *ld = NULL;
   for (Op *o = cons->first; o && o != steps; o = o->next)
     if (o->kind == OP_LOAD && op_is_staged_load(o) && o->operands[0]->name &&
         strcmp(o->operands[0]->name, "q") == 0)
       ld = o;
-  /* The producer copies Q with cp.async, 128 threads on few registers: a
-   * 64 KB tile (d256) spilled and measured 2-8% slower; 32 KB (d128) +12%
-   * at 512 rows (P102). TMA for Q is what the larger tile waits for. */
-  Type qt = ld ? ld->results[0]->type : (Type){0};
-  if (!ld || qt.rows * qt.cols * 2 > Q_RING_MAX_BYTES)
+  /* By TMA where the runtime has Q's map (one thread, no registers); else
+   * cp.async by the producer's 128 threads on few registers, where a 64
+   * KB tile (d256) spilled and measured 2-8% slower, 32 KB (d128) +12% at
+   * 512 rows (P102). */
+  if (!ld)
+    return NULL;
+  Type qt = ld->results[0]->type;
+  bool tma = pass_tma_load(f, ld);
+  if (!tma && qt.rows * qt.cols * 2 > Q_RING_MAX_BYTES)
     return NULL;
   for (int i = 1; i < ld->noperands; i++)
     if (!scalar_slice(cons, ld->operands[i], 0))
@@ -317,6 +323,8 @@ static Value *q_through_producer(Module *m, const Nest *n, Block *prod, Block *c
   Type rt = type_ring(ld->results[0]->type);
   Op *r = build_op(&rb, OP_RING, NULL, 0, &rt, 1, 0);
   op_set_attr_int(r, "stages", 1);
+  if (tma)
+    op_set_attr_int(r, "tma", 1);
   Value *ring = r->results[0];
   ring->name = "qt_ring";
   /* the producer: Q's load and put, first */
@@ -385,7 +393,7 @@ int pass_persistent(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
     if (d)
       ntiles->name = "ntiles";
   }
-  Value *q_ring = q_through_producer(m, &n, roles[0], roles[1]);
+  Value *q_ring = q_through_producer(m, f, &n, roles[0], roles[1]);
   Value *nctas = block_add_arg(m, f->body, type_index(), "nctas");
   Op *ctas = build_for(&b, build_index(&b, 0), nctas, true, NULL, 0, "cta");
   Block *cb = for_body(ctas);

@@ -313,24 +313,6 @@ static int ring_stages(Func *f, const Split *sp, int *blocks_per_sm) {
   return fit > 4 ? 4 : fit < 2 ? 2 : (int)fit;
 }
 
-/* Does ld's tile come by TMA (docs/hopper-pipeline.md §2-§3): a tensor
- * map per K/V argument, built by the runtime at launch; one thread issues
- * the bulk copies, which zero the rows past the tensor's end as cp.async
- * does. K and V of the forward only (the maps its launch encodes). Not
- * where the rows are a packed batch's (varlen: the rows after a sequence
- * are the next one's, not out of range), nor where the schedule says
- * `tma = 0`. The box is 64 columns (128 bytes, the 128-byte swizzle's
- * row) by at most 256 rows. */
-static bool tma_load(const Func *f, const Op *ld) {
-  Type t = ld->results[0]->type;
-  return op_is_kv_load(ld) && attr_int(&f->attrs, "sched_tma", 1) == 1 &&
-         strcmp(attr_str(&f->attrs, "mode", ""), "forward") == 0 &&
-         strcmp(attr_str(&f->attrs, "layout", "padded"), "padded") == 0 &&
-         !attr_get(&ld->attrs, "pack") &&
-         t.rows >= 8 && t.rows <= 256 && t.cols % 64 == 0 &&
-         (t.elem == ELEM_BF16 || t.elem == ELEM_F16);
-}
-
 /* The number of steps of a loop from lo to hi: max(hi - lo, 0). */
 static Value *step_count(Builder *b, Value *lo, Value *hi) {
   return build_binary(b, OP_MAX, build_binary(b, OP_SUB, hi, lo), build_index(b, 0));
@@ -369,7 +351,7 @@ static void split_roles(Module *m, Func *f, Split *sp) {
     Type rt = type_ring(t->type);
     Op *r = build_op(&top, OP_RING, NULL, 0, &rt, 1, 0);
     op_set_attr_int(r, "stages", stages);
-    if (tma_load(f, sp->loads[k]))
+    if (pass_tma_load(f, sp->loads[k]))
       op_set_attr_int(r, "tma", 1);
     r->results[0]->name = ring_name(m, t);
     rings[k] = r->results[0];

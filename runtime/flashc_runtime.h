@@ -148,12 +148,12 @@ FA_API const char *fa_role_name(fa_role role);
 
 /* ---- kernel metadata: tensor maps (docs/abi.md, "Tensor maps") -------- */
 
-/* The most tensor maps one kernel takes (K's and V's). */
-#define FA_MAX_TMAPS 2
+/* The most tensor maps one kernel takes (Q's, K's and V's). */
+#define FA_MAX_TMAPS 3
 
-/* One tensor map a kernel takes (a metadata line `tma k|v ROWS`). */
+/* One tensor map a kernel takes (a metadata line `tma q|k|v ROWS`). */
 typedef struct fa_tmap_info {
-  char tensor; /* 'k' or 'v' */
+  char tensor; /* 'q', 'k' or 'v' */
   int rows;    /* the box's rows, 1..256 (its columns: 64) */
 } fa_tmap_info;
 
@@ -303,8 +303,8 @@ typedef struct fa_kernel_info {
   int chunk;                 /* key chunk: steps per block, 1..65536 (classes kernels) */
   char classes[FA_NAME_MAX]; /* key classes: the classes kernel's name (phase 2) */
   /* Tensor maps (docs/abi.md, "Tensor maps"; mode forward, padded batches
-   * only): key tma, one line `tma k|v ROWS` per map in parameter order. The
-   * kernel's producer copies K and V with TMA, and its last parameters are
+   * only): key tma, one line `tma q|k|v ROWS` per map in parameter order. The
+   * kernel's producer copies K and V (a persistent kernel's Q too) with TMA, and its last parameters are
    * one CUtensorMap (128 bytes, by value) per line, which fa_forward encodes
    * at each launch from the tensor's pointer, dims and strides, with boxes
    * of 64 columns by ROWS rows and the 128-byte swizzle. */

@@ -30,7 +30,7 @@ typedef struct fa_param {
                            * input's: "input0" (its pointer or its scalar), "input0.s0"..
                            * "input0.s3" (its strides), numbered by declaration */
   int64_t value;          /* the address for PTR (0 for null); F32: the float's IEEE bits;
-                           * TMAP ("tmap_k", "tmap_v"): the map's index in info->tmaps,
+                           * TMAP ("tmap_q", "tmap_k", "tmap_v"): the map's index in info->tmaps,
                            * whose CUtensorMap the caller encodes (cuTensorMapEncodeTiled:
                            * docs/abi.md) */
 } fa_param;

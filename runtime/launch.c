@@ -61,6 +61,11 @@ static fa_status ensure_scratch(fa_module *m, size_t bytes) {
 
 static CUdeviceptr devptr(const void *p) { return (CUdeviceptr)(uintptr_t)p; }
 
+/* The parameter of tensor map `tensor` ('q', 'k', 'v'): "tmap_q", ... */
+static const char *tmap_param_name(char tensor) {
+  return tensor == 'q' ? "tmap_q" : tensor == 'k' ? "tmap_k" : "tmap_v";
+}
+
 /* The module's kernel that fa_forward launches for args: the first, or
  * with dropout_p > 0 the one whose dropout_of names it; -1 (message in m)
  * when the module has none. */
@@ -106,7 +111,7 @@ fa_status fa_forward_params_(const fa_kernel_info *in, const fa_forward_args *a,
     fa_put_block_lists_(&l, &visited);
   }
   for (int i = 0; i < in->ntmaps; i++)
-    fa_put_(&l, FA_PARAM_TMAP, in->tmaps[i].tensor == 'k' ? "tmap_k" : "tmap_v", i);
+    fa_put_(&l, FA_PARAM_TMAP, tmap_param_name(in->tmaps[i].tensor), i);
   *n = l.n;
   return FA_OK;
 }
@@ -121,7 +126,8 @@ static fa_status encode_tmaps(fa_module *m, const fa_kernel_info *in, const fa_f
                               fa_param_values *v) {
   const Driver *cu = &m->ctx->cu;
   for (int i = 0; i < in->ntmaps; i++) {
-    const fa_tensor *t = in->tmaps[i].tensor == 'k' ? &a->k : &a->v;
+    char name = in->tmaps[i].tensor;
+    const fa_tensor *t = name == 'q' ? &a->q : name == 'k' ? &a->k : &a->v;
     memset(v->map[i], 0, sizeof v->map[i]);
     if (!fa_has_elements(t)) continue;
     if (!cu->TensorMapEncodeTiled) {

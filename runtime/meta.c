@@ -317,20 +317,21 @@ static fa_status split_line(Parser *p, const char *s, const char *e, int *k, cha
   return FA_OK;
 }
 
-/* `tma k|v ROWS`, one line per tensor map in parameter order: the
- * kernel's last parameters are CUtensorMaps of K or V, each box 64 columns
+/* `tma q|k|v ROWS`, one line per tensor map in parameter order: the
+ * kernel's last parameters are CUtensorMaps of Q, K or V, each box 64 columns
  * by ROWS rows (1..256; docs/abi.md, "Tensor maps"). */
 static fa_status take_tma(Parser *p, const char *val) {
   fa_kernel_info *in = p->info;
   const char *rows = val + 1;
-  if ((val[0] != 'k' && val[0] != 'v') || *rows != ' ')
-    return fail(p, "tma", "'%.60s' is not `k ROWS` or `v ROWS`", val);
+  if ((val[0] != 'q' && val[0] != 'k' && val[0] != 'v') || *rows != ' ')
+    return fail(p, "tma", "'%.60s' is not `q ROWS`, `k ROWS` or `v ROWS`", val);
   int r = 0;
   fa_status st = parse_int(p, "tma", rows + 1, 1, 256, &r);
   if (st) return st;
   for (int i = 0; i < in->ntmaps; i++)
-    if (in->tmaps[i].tensor == val[0]) return fail(p, "tma", "a second map of %s", val[0] == 'k' ? "k" : "v");
-  if (in->ntmaps == FA_MAX_TMAPS) return fail(p, "tma", "more than %s maps", "2");
+    if (in->tmaps[i].tensor == val[0])
+      return fail(p, "tma", "a second map of %s", val[0] == 'q' ? "q" : val[0] == 'k' ? "k" : "v");
+  if (in->ntmaps == FA_MAX_TMAPS) return fail(p, "tma", "more than %s maps", "3");
   in->tmaps[in->ntmaps].tensor = val[0];
   in->tmaps[in->ntmaps++].rows = r;
   return FA_OK;

@@ -15,7 +15,7 @@ FA_OK, FA_ERR_COMPILE = 0, 14
 MODULE_MAX_KERNELS = 16
 MAX_INPUTS = 8          # FA_MAX_INPUTS
 INPUT_NAME_MAX = 64     # FA_INPUT_NAME_MAX
-MAX_TMAPS = 2           # FA_MAX_TMAPS
+MAX_TMAPS = 3           # FA_MAX_TMAPS
 # fa_input_dim: a tensor input's dim that is a launch size (negative), by its metadata name
 INPUT_DIMS = {-1: "batch", -2: "seqlen_q", -3: "seqlen_k"}
 
@@ -37,7 +37,7 @@ class InputInfo(ctypes.Structure):
 
 
 class TmapInfo(ctypes.Structure):
-    """fa_tmap_info: one tensor map a kernel takes (TMA copies of K or V)."""
+    """fa_tmap_info: one tensor map a kernel takes (TMA copies of Q, K or V)."""
     _fields_ = [("tensor", ctypes.c_char), ("rows", ctypes.c_int)]
 
 

@@ -70,8 +70,8 @@ class Driver:
         self.prepare(fn, grid, meta, params)()
 
     def tensor_map(self, t, rows):
-        """The CUtensorMap of K or V (t: [b, s, h, d], 2-byte elements) as a
-        kernel with metadata `tma k|v ROWS` takes it (docs/abi.md "Tensor
+        """The CUtensorMap of Q, K or V (t: [b, s, h, d], 2-byte elements) as a
+        kernel with metadata `tma q|k|v ROWS` takes it (docs/abi.md "Tensor
         maps"): 4-d, innermost first, boxes of 64 x rows, the 128-byte
         swizzle, out-of-range rows read as zeros."""
         m = TensorMap()
@@ -181,7 +181,7 @@ class Kernels:
         p = [ptr(q), ptr(k), ptr(v), ptr(o), ptr(lse), ptr(ws)] + sizes(b, sq, sk) + \
             strides(q) + strides(k) + strides(v) + strides(o)
         for t, rows in self.meta[self.name].get("tma", []):  # the maps come last
-            p.append(self.drv.tensor_map(k if t == "k" else v, rows))
+            p.append(self.drv.tensor_map({"q": q, "k": k, "v": v}[t], rows))
         return self.prepare("", "q", b, sq, sk, p)
 
     def forward(self, q, k, v, o, lse, b, sq, sk):
