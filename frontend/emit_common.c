@@ -382,8 +382,8 @@ void em_set_attrs(Lower *L, const char *target) {
     attr_set_int(L->m, a, "sched_tma", s->tma > 0);
   if (s->pingpong) /* the pingpong pass's switch */
     attr_set_int(L->m, a, "sched_pingpong", s->pingpong > 0);
-  if (s->persistent > 0) /* the persistent pass's switch */
-    attr_set_int(L->m, a, "persistent", 1);
+  if (s->persistent) /* the persistent pass's switch (unset: its default) */
+    attr_set_int(L->m, a, "persistent", s->persistent > 0);
 }
 
 /* `for %iv = %c0 to hi`, with the builder moved into its body. */

@@ -52,9 +52,9 @@
  * of Q (head dim 128): see q_through_producer.
  *
  * It fires on forward kernels with warp roles whose attribute `persistent`
- * is 1 (the runtime's persistent launch: docs/abi.md), not varlen, without
- * block lists and with tiles of equal work, and leaves any other nest
- * alone.
+ * is 1, or unset at head dims up to 128 (wants_walk), not varlen, without
+ * block lists or pingpong's turns and with tiles of equal work, and leaves any other nest
+ * alone. The runtime launches what it made persistent (docs/abi.md).
  */
 #include <string.h>
 
@@ -361,11 +361,21 @@ static void erase_tree(Op *op) {
   op_erase(op);
 }
 
+/* Walk unless the schedule says `persistent = 0`, up to head dim 128: at
+ * d128 non-causal +15% at 512 rows, +8% at 1k, +1-4% to 8k and flat at 16k
+ * on the H100 (three alternating rounds, docs/perf-log.md P103); at d256
+ * -1..+2%, within the rounds' spread, so it stays asked-for there. d64
+ * kernels have no warp roles (the pass never fires). */
+static bool wants_walk(const Func *f) {
+  int d = (int)attr_int(&f->attrs, "head_dim", 0);
+  int dv = (int)attr_int(&f->attrs, "v_head_dim", d);
+  return attr_int(&f->attrs, "persistent", d <= 128 && dv <= 128) == 1;
+}
+
 int pass_persistent(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   (void)opts;
   (void)diag;
-  if (strcmp(attr_str(&f->attrs, "mode", "forward"), "forward") != 0 ||
-      attr_int(&f->attrs, "persistent", 0) != 1)
+  if (strcmp(attr_str(&f->attrs, "mode", "forward"), "forward") != 0 || !wants_walk(f))
     return 0;
   /* varlen kernels find their sequence from blockIdx.z (codegen's
    * mem_varlen.c), block-list kernels their list from the tile's block:
@@ -375,6 +385,10 @@ int pass_persistent(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   for (int i = 0; i < f->nargs; i++)
     if (value_is_block_list_arg(f->args[i]))
       return 0;
+  /* pingpong's turns start once, at the top of the consumer region; a walk
+   * would start them every tile (the named barriers' counts break) */
+  if (block_has_op(f->body, OP_MMA_TURN))
+    return 0;
   Nest n = {0};
   if (!find_nest(f, &n) || n.roles->nregions != 2)
     return 0;
