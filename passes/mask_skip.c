@@ -257,8 +257,15 @@ static void narrow_by(Module *m, Op *loop, Value *c) {
   if (adj != 0)
     xi = build_binary(&b, OP_ADD, xi, build_index(&b, (int64_t)adj));
   Value *bcv = build_index(&b, (int64_t)af.bc);
-  if (upper) { /* j <= floor(x' / bc): hi = min(hi, x' div bc + 1) */
-    Value *jh = build_binary(&b, OP_ADD, build_binary(&b, OP_DIV, xi, bcv), build_index(&b, 1));
+  if (upper) {
+    /* j <= floor(x' / bc): hi = min(hi, ceildiv(max(x' + 1, 0), bc)), which
+     * is max(floor(x' / bc) + 1, 0): never negative where x' is (rows that
+     * see no key), as a step count must be when steps carry on across a
+     * persistent kernel's tiles and its last step is hi - 1 >= -1 (div
+     * truncates: x' div bc + 1 was 1 for x' in (-bc, 0), -22 at seqlen_q
+     * 4096 over seqlen_k 1023) */
+    Value *x1 = build_binary(&b, OP_ADD, xi, build_index(&b, 1));
+    Value *jh = build_binary(&b, OP_CEILDIV, build_binary(&b, OP_MAX, x1, build_index(&b, 0)), bcv);
     Value *nh = build_binary(&b, OP_MIN, loop->operands[1], jh);
     op_set_operand(loop, 1, named(nh, "jhi"));
   } else { /* j >= ceil(x' / bc): lo = max(lo, ceildiv(x', bc)) */
