@@ -9,13 +9,21 @@
  * (FlashAttention-3's static persistent scheduler: Q tiles fastest, then
  * heads, then batches, so CTAs running together share a head's K/V in L2).
  *
- * Only tiles of equal work are walked. Where a role's step count depends on
- * the Q tile (a causal mask's narrowed loop), every static order measured
- * slower than one block a tile, whose blocks the hardware hands out as SMs
- * free up (P101, d128 causal 16k: this stride 413 TFLOP/s, 3x spread of
- * steps between CTAs; Q tile slowest dealt in a snake 547; the same by L2
- * sections of heads 482; one block a tile 578). Such kernels are left
- * alone until a dynamic (atomic counter) scheduler exists.
+ * Tiles of unequal work (a role's step count depends on the Q tile: a
+ * causal mask's narrowed loop) are walked in mirrored pairs: a block takes
+ * tiles two by two, pair p = cta, cta + nctas, ..., and a head's Q tiles
+ * are dealt 0, n-1, 1, n-2, ..., so under a causal mask every pair holds
+ * the same steps (n + 1 tiles of K/V) and the blocks' shares stay within a
+ * pair of each other while the blocks running together still share a
+ * head's K/V in L2. (With an odd count of Q tiles a pair may span two
+ * heads and weigh less. With fewer pairs than blocks, a launch of 1-2
+ * tiles a block, the walk takes tiles one by one as for equal work:
+ * pairs would leave blocks idle.) Every plain static order measured slower than
+ * one block a tile, whose blocks the hardware hands out as SMs free up
+ * (P101, d128 causal 16k: the stride 413 TFLOP/s, 3x spread of steps
+ * between CTAs; Q tile slowest dealt in a snake 547, its waves spanning
+ * every head; the same by L2 sections of heads 482; one block a tile
+ * 578); the pairs: 562-566 there, +11% at 512 rows (P104).
  *
  * The rewrite, on the nest warp-specialize leaves:
  *
@@ -29,6 +37,9 @@
  *     warp_roles {
  *       for %u = 0 to ceildiv(ntiles - cta, nctas) iter_args(%base = 0) {
  *         t = cta + u nctas; i = t % ni; h = t / ni % nh; b = t / (ni nh)
+ *         (unequal tiles, at least a pair a block: t = 2 (cta + (u / 2)
+ *          nctas) + u % 2, and i = j / 2 or ni - 1 - j / 2 for j = t % ni
+ *          even or odd; `mine` counts both)
  *         P(b, h, i) with every ring step s as select(s < 0, s, base + s)
  *         yield base + (P's step count)
  *       } } consumer { the same walk over C }
@@ -53,8 +64,8 @@
  *
  * It fires on forward kernels with warp roles whose attribute `persistent`
  * is 1, or unset at head dims up to 128 (wants_walk), not varlen, without
- * block lists or pingpong's turns and with tiles of equal work, and leaves any other nest
- * alone. The runtime launches what it made persistent (docs/abi.md).
+ * block lists or pingpong's turns, and leaves any other nest alone. The
+ * runtime launches what it made persistent (docs/abi.md).
  */
 #include <string.h>
 
@@ -199,12 +210,25 @@ static bool unequal_tiles(const Nest *n, Block *role) {
   return depends_on(step_loop(role)->operands[1], for_iv(n->loop[n->n - 1]), 0);
 }
 
+/* Q tile j of a head's walk order as the nest's index: even j from the
+ * first tile up, odd j from the last one down (j / 2 or n - 1 - j / 2), so
+ * a pair of tiles 2p, 2p + 1 is a head's i-th and (n-1-i)-th: under a
+ * causal mask (steps growing with the tile) every pair the same work. */
+static Value *mirrored(Builder *b, Value *j, Value *nq) {
+  Value *two = build_index(b, 2), *one = build_index(b, 1);
+  Value *half = build_binary(b, OP_DIV, j, two);
+  Value *even = build_cmp(b, "eq", build_binary(b, OP_REM, j, two), build_index(b, 0));
+  Value *down = build_binary(b, OP_SUB, build_binary(b, OP_SUB, nq, one), half);
+  return build_select(b, even, half, down);
+}
+
 /* The walk of one role region `role` (its ops moved into a tile loop):
  * the nest's induction variables become the decoded tile's, the ops
  * between the loops are copied in front (each role its own copy), the
- * steps offset by the loop-carried base. */
+ * steps offset by the loop-carried base. Tiles of unequal work are walked
+ * `paired` (a block's tiles two by two, mirrored). */
 static bool walk_role(Module *m, const Nest *n, Block *role, Value *cta, Value *nctas,
-                      Value *ntiles, Value *const *ext, const Value *q_ring) {
+                      Value *ntiles, Value *const *ext, const Value *q_ring, bool paired) {
   Op *steps = step_loop(role);
   Op *term = block_terminator(role);
   if (!steps || !term || term->noperands)
@@ -213,6 +237,19 @@ static bool walk_role(Module *m, const Nest *n, Block *role, Value *cta, Value *
   b.loc = n->roles->loc;
   Value *zero = build_index(&b, 0);
   Value *mine = build_binary(&b, OP_CEILDIV, build_binary(&b, OP_SUB, ntiles, cta), nctas);
+  Value *pairs = NULL; /* paired and at least a pair a block: else one tile a block's turn */
+  if (paired) { /* pairs 2p, 2p + 1 of cta, cta + nctas, ...: the first and the second tiles */
+    Value *two = build_index(&b, 2);
+    Value *firsts = build_binary(&b, OP_CEILDIV, ntiles, two);
+    Value *seconds = build_binary(&b, OP_DIV, ntiles, two);
+    Value *left1 = build_binary(&b, OP_MAX, build_binary(&b, OP_SUB, firsts, cta), zero);
+    Value *left2 = build_binary(&b, OP_MAX, build_binary(&b, OP_SUB, seconds, cta), zero);
+    Value *in_pairs = build_binary(&b, OP_ADD, build_binary(&b, OP_CEILDIV, left1, nctas),
+                                   build_binary(&b, OP_CEILDIV, left2, nctas));
+    pairs = build_cmp(&b, "ge", firsts, nctas);
+    pairs->name = "pairs";
+    mine = build_select(&b, pairs, in_pairs, mine);
+  }
   Op *walk = build_for(&b, zero, mine, false, &zero, 1, "u");
   Block *body = for_body(walk);
   Value *base = for_iter_arg(walk, 0);
@@ -220,15 +257,27 @@ static bool walk_role(Module *m, const Nest *n, Block *role, Value *cta, Value *
   /* the role's ops (after the walk's own) go into the walk's body */
   while (walk->next != term)
     op_move_to_end(walk->next, body);
-  /* t = cta + u nctas, decoded innermost loop fastest */
+  /* t = cta + u nctas (paired: 2 (cta + (u / 2) nctas) + u mod 2),
+   * decoded innermost loop fastest */
   Builder wb = body->first ? builder_before(m, body->first) : builder_at_end(m, body);
   wb.loc = n->roles->loc;
-  Value *t = build_binary(&wb, OP_ADD, cta, build_binary(&wb, OP_MUL, for_iv(walk), nctas));
+  Value *u = for_iv(walk);
+  Value *t = build_binary(&wb, OP_ADD, cta, build_binary(&wb, OP_MUL, u, nctas));
+  if (pairs) {
+    Value *two = build_index(&wb, 2);
+    Value *pair = build_binary(&wb, OP_ADD, cta,
+                               build_binary(&wb, OP_MUL, build_binary(&wb, OP_DIV, u, two), nctas));
+    Value *in_pair = build_binary(&wb, OP_ADD, build_binary(&wb, OP_MUL, pair, two),
+                                  build_binary(&wb, OP_REM, u, two));
+    t = build_select(&wb, pairs, in_pair, t);
+  }
   t->name = "tile";
   ValueMap map = {0};
   for (int d = n->n - 1; d >= 0; d--) {
     Value *iv = for_iv(n->loop[d]);
     Value *x = d ? build_binary(&wb, OP_REM, t, ext[d]) : t;
+    if (pairs && d == n->n - 1) /* Q tiles j = 0, 1, 2, ... are 0, n-1, 1, n-2, ... */
+      x = build_select(&wb, pairs, mirrored(&wb, x, ext[d]), x);
     x->name = iv->name;
     valuemap_put(m, &map, iv, x);
     if (d)
@@ -361,11 +410,13 @@ static void erase_tree(Op *op) {
   op_erase(op);
 }
 
-/* Walk unless the schedule says `persistent = 0`, up to head dim 128: at
- * d128 non-causal +15% at 512 rows, +8% at 1k, +1-4% to 8k and flat at 16k
- * on the H100 (three alternating rounds, docs/perf-log.md P103); at d256
- * -1..+2%, within the rounds' spread, so it stays asked-for there. d64
- * kernels have no warp roles (the pass never fires). */
+/* Walk unless the schedule says `persistent = 0`, up to head dim 128. On
+ * the H100 (alternating rounds, docs/perf-log.md P103-P104), d128
+ * non-causal: +13% at 512 rows, +8% at 1k, +1-4% to 8k, 16k within the
+ * spread; d128 causal (mirrored pairs): +11% / +7% / +4% / +3% / +1.5% at
+ * 512 / 1k / 2k / 4k / 8k, -1.5% at 16k (the static walk's last round of
+ * pairs: 7.8 pairs a block is 8 for some). At d256 -7..+5%, so there it
+ * stays asked-for. d64 kernels have no warp roles (the pass never fires). */
 static bool wants_walk(const Func *f) {
   int d = (int)attr_int(&f->attrs, "head_dim", 0);
   int dv = (int)attr_int(&f->attrs, "v_head_dim", d);
@@ -393,9 +444,12 @@ int pass_persistent(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   if (!find_nest(f, &n) || n.roles->nregions != 2)
     return 0;
   Block *roles[2] = {n.roles->regions[0], n.roles->regions[1]};
-  for (int r = 0; r < 2; r++)
-    if (!step_loop(roles[r]) || unequal_tiles(&n, roles[r]))
+  bool unequal = false; /* then walked in mirrored pairs (see the top) */
+  for (int r = 0; r < 2; r++) {
+    if (!step_loop(roles[r]))
       return 0;
+    unequal |= unequal_tiles(&n, roles[r]);
+  }
   Op *outer = n.loop[0];
   Builder b = builder_before(m, outer);
   b.loc = outer->loc;
@@ -423,7 +477,7 @@ int pass_persistent(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   yb.loc = outer->loc;
   build_yield(&yb, NULL, 0);
   for (int r = 0; r < 2; r++)
-    if (!walk_role(m, &n, roles[r], for_iv(ctas), nctas, ntiles, ext, q_ring))
+    if (!walk_role(m, &n, roles[r], for_iv(ctas), nctas, ntiles, ext, q_ring, unequal))
       return 0; /* checked above: cannot happen */
   erase_tree(n.loop[0]); /* what is left of the nest: the scalars the walks copied */
   return 0;

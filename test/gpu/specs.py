@@ -120,6 +120,18 @@ SPECS = {
     "persist_d256_bf16": spec("bf16", 256, 4, 4, cases=[
         (32, 512, 512, "contig"), (2, 1023, 1023, "packed"), (1, 4096, 203, "contig"),
         (1, 17, 4096, "bhsd")]),
+    # causal: mirrored pairs of Q tiles where there are at least as many
+    # pairs as blocks (132 SMs: 32 x 512, 8 x 1025 with an odd count of Q
+    # tiles, pairs spanning two heads, 16 x 384 x 200 with fully masked top
+    # rows), one tile a turn below that (the rest); seqlen_q != seqlen_k
+    # both ways, one key, no key
+    "persist_d128_bf16_causal": spec("bf16", 128, 8, 2, mask=causal, cases=[
+        (32, 512, 512, "contig"), (8, 1025, 1025, "packed"), (16, 384, 200, "bhsd"),
+        (2, 1025, 1025, "contig"), (3, 384, 384, "packed"), (1, 203, 4096, "bhsd"),
+        (1, 4096, 1023, "contig"), (2, 17, 1, "contig"), (2, 17, 0, "contig")]),
+    "persist_d256_bf16_causal": spec("bf16", 256, 4, 4, mask=causal, cases=[
+        (16, 1024, 1024, "contig"), (2, 1023, 1023, "packed"), (1, 4096, 203, "contig"),
+        (3, 384, 384, "bhsd")]),
     "doc_d128_bf16": spec("bf16", 128, 8, 2, mask=documents((300, 700, 1500)), cases=[
         (2, 2048, 2048, "contig"), (1, 1025, 1025, "bhsd"), (1, 203, 203, "contig")]),
     "window_d128_bf16": spec("bf16", 128, 16, 4, mask=window(256),
