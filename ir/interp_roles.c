@@ -6,8 +6,9 @@
  * then the consumer region, so a ring needs no slots: it is a map from step
  * to tile, fresh each time its ring op runs. A put stores a copy of its
  * tile, a get copies it out, a release frees it. The protocol the GPU's
- * barriers rely on is checked as it runs: a step is put once, got only
- * after its put and before its release, released once after a get; and
+ * barriers rely on is checked as it runs: a ring's puts are consecutive
+ * steps, a step is put once, got only after its put and before its
+ * release, released once after a get; and
  * when the consumer region ends, every step put was released (on the GPU a
  * step put and never released leaves the producer waiting for its slot, or
  * exiting with the copy in flight).
@@ -29,10 +30,12 @@ typedef struct RingStep {
   StepState state;
 } RingStep;
 
-/* Steps lo .. lo + n - 1 (those between the ones used are STEP_NONE). */
+/* Steps lo .. lo + n - 1 (those between the ones used are STEP_NONE);
+ * the last step put (puts: how many). */
 struct RtRing {
   int64_t lo, n, cap;
   RingStep *steps;
+  int64_t last_put, puts;
 };
 
 static void ring_clear(RtRing *r) {
@@ -112,6 +115,7 @@ void interp_exec_ring(Interp *I, const Op *op) {
     return;
   }
   ring_clear(v->ring);
+  v->ring->puts = 0;
   v->tile = false;
 }
 
@@ -137,6 +141,16 @@ void interp_exec_ring_put(Interp *I, const Op *op) {
     interp_fail(I, op, "step %lld was put already", (long long)step);
     return;
   }
+  /* the GPU's slot and barrier phase follow the step (step mod stages,
+   * step / stages): a skipped step leaves the producer and the consumers
+   * on different phases */
+  if (r->puts && step != r->last_put + 1) {
+    interp_fail(I, op, "step %lld put after step %lld: a ring's puts are consecutive steps",
+                (long long)step, (long long)r->last_put);
+    return;
+  }
+  r->last_put = step;
+  r->puts++;
   size_t n = (size_t)t->rows * (size_t)t->cols;
   if (!(s->t = malloc(sizeof(double) * (n ? n : 1)))) {
     interp_fail(I, op, "out of memory");
