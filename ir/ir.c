@@ -432,21 +432,12 @@ bool value_is_input_arg(const Value *v) {
          strncmp(v->name, "in_", 3) == 0;
 }
 
-bool op_is_kv_load(const Op *ld) {
+bool op_is_tensor_map_load(const Op *ld) {
   if (!ld || ld->kind != OP_LOAD || ld->noperands != 4)
     return false;
   const Value *t = ld->operands[0];
   return !t->def && t->block && t->block->parent_func && t->name &&
-         (strcmp(t->name, "k") == 0 || strcmp(t->name, "v") == 0);
-}
-
-bool op_is_tensor_map_load(const Op *ld) {
-  if (op_is_kv_load(ld))
-    return true;
-  if (!ld || ld->kind != OP_LOAD || ld->noperands != 4)
-    return false;
-  const Value *t = ld->operands[0];
-  return !t->def && t->block && t->block->parent_func && t->name && strcmp(t->name, "q") == 0;
+         (strcmp(t->name, "q") == 0 || strcmp(t->name, "k") == 0 || strcmp(t->name, "v") == 0);
 }
 
 bool value_is_block_list_arg(const Value *v) {

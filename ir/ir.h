@@ -395,9 +395,6 @@ Value *func_arg(Func *f, const char *name);
 bool value_is_input_arg(const Value *v);
 /* Is v a block list, a kernel argument named %blk_NAME (passes/block_lists.c)? */
 bool value_is_block_list_arg(const Value *v);
-/* Is ld a plain `load %k|%v, %b, %h, %row0` of the kernel's K or V
- * argument? */
-bool op_is_kv_load(const Op *ld);
 /* Is ld a plain `load %q|%k|%v, %b, %h, %row0`: what a ring {tma = 1} may
  * be put (the runtime builds tensor maps of Q, K and V; docs/abi.md
  * "Tensor maps")? */

@@ -328,9 +328,9 @@ static fa_status take_tma(Parser *p, const char *val) {
   int r = 0;
   fa_status st = parse_int(p, "tma", rows + 1, 1, 256, &r);
   if (st) return st;
+  const char tensor[2] = {val[0], 0};
   for (int i = 0; i < in->ntmaps; i++)
-    if (in->tmaps[i].tensor == val[0])
-      return fail(p, "tma", "a second map of %s", val[0] == 'q' ? "q" : val[0] == 'k' ? "k" : "v");
+    if (in->tmaps[i].tensor == val[0]) return fail(p, "tma", "a second map of %s", tensor);
   if (in->ntmaps == FA_MAX_TMAPS) return fail(p, "tma", "more than %s maps", "3");
   in->tmaps[in->ntmaps].tensor = val[0];
   in->tmaps[in->ntmaps++].rows = r;

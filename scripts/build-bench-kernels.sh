@@ -61,16 +61,8 @@ for spec in "$BOUT"/specs/*.fa; do
 done
 echo "}" >> "$BOUT/compile_times.json"
 echo "backward bench: $(ls "$BOUT"/*.ptx | wc -l) PTX (+ $(ls "$BOUT"/mma-sync/*.ptx | wc -l) on mma.sync, $(ls "$BOUT"/no-mask-skip/*.ptx | wc -l) without mask-skip) in $BOUT, $(du -sh "$BOUT" | cut -f1)"
-# The variants benchmark's kernels (bench/bench_variants.py) -> .device/bench_variants;
-# NAME.flags holds a variant's own flashc flags (document_noskip: -disable-pass=mask-skip).
-VOUT=${VARIANTS_OUT_DIR:-.device/bench_variants}
-python3 bench/bench_variants.py --write-specs "$VOUT" >/dev/null
-for spec in "$VOUT"/*.fa; do
-  name=$(basename "$spec" .fa)
-  # shellcheck disable=SC2046
-  "$FLASHC" "$spec" -emit=ptx --target=sm_90a "$@" $(cat "$VOUT/$name.flags") -o "$VOUT/$name.ptx"
-done
-echo "variants bench: $(ls "$VOUT"/*.ptx | wc -l) PTX in $VOUT"
+# The variants benchmark's kernels (bench/bench_variants.py) -> .device/bench_variants.
+FLASHC=$FLASHC sh scripts/build-variants-bench.sh "${VARIANTS_OUT_DIR:-.device/bench_variants}" "$@"
 # A benchmark script's specs (its --write-specs) compiled in place:
 #   bench_dir WHAT SCRIPT DIR [flashc flags]
 bench_dir() {
