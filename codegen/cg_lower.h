@@ -16,6 +16,9 @@
 #define CG_SMEM_SYMBOL "__flashc_smem"
 
 /* What the lowering learned that the metadata must say. */
+/* The most tensor maps a kernel takes (Q, K, V and a staged input). */
+enum { CG_MAX_TMAPS = 4 };
+
 typedef struct CgKernelInfo {
   int smem_bytes;     /* dynamic shared memory the launch must provide */
   int threads;        /* block size */
@@ -24,10 +27,12 @@ typedef struct CgKernelInfo {
   bool wgmma;         /* its matmuls run on warpgroup MMA (compute_wgmma.c) */
   bool matmuls;       /* it has any (the backward's pre and post have none) */
   /* Its tensor-map parameters (its last ones), in order: the tensor ("q",
-   * "k", "v") and the box's rows (the ring's tile rows; columns 64). */
+   * "k", "v", or a run-time input's "in_NAME"), the box's rows (the ring's
+   * tile rows; columns 64) and the parameter's name ("tmap_q", ...). */
   int ntmaps;
-  const char *tmap_tensor[3];
-  int tmap_rows[3];
+  const char *tmap_tensor[CG_MAX_TMAPS];
+  int tmap_rows[CG_MAX_TMAPS];
+  char tmap_param[CG_MAX_TMAPS][104];
 } CgKernelInfo;
 
 /* Appends gpu.func @<f->name> to the gpu.module body. Errors go to cc's

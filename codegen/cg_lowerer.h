@@ -176,6 +176,7 @@ struct Lowerer {
   int nallocs, capallocs;
   /* Shared memory plan. */
   int smem_top;       /* bytes allocated to staged tiles */
+  int small_next, small_left; /* the block lw_alloc_small carves barriers from */
   int scratch_off;    /* start of the cross-warp scratch area (after tiles) */
   int scratch_bytes;  /* its size (max over the xwarp_reduce ops) */
   bool scratch_aliases; /* the scratch reuses the staged tiles' bytes (lw_scratch_can_alias) */

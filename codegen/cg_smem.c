@@ -46,6 +46,20 @@ int lw_alloc_smem(Lowerer *L, int bytes) {
   return off;
 }
 
+int lw_alloc_small(Lowerer *L, int bytes) {
+  int block = L->wgmma ? 1024 : 128;
+  bytes = (bytes + 7) / 8 * 8;
+  if (bytes > L->small_left) {
+    int size = bytes > block ? bytes : block;
+    L->small_next = lw_alloc_smem(L, size);
+    L->small_left = size;
+  }
+  int off = L->small_next;
+  L->small_next += bytes;
+  L->small_left -= bytes;
+  return off;
+}
+
 MlirValue lw_swizzled_byte(Lowerer *L, const CgVal *t, MlirValue row, MlirValue chunk) {
   CgBuilder *b = &L->b;
   MlirValue c8 = cg_const_i32(b, 8);

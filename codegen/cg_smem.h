@@ -12,6 +12,10 @@ void lw_staged_layout(Lowerer *L, CgVal *s, Type t);
 /* Byte offset (i32) x + the tile's buffer start. */
 MlirValue lw_smem_base(Lowerer *L, const CgVal *t, MlirValue x);
 int lw_alloc_smem(Lowerer *L, int bytes);
+/* Bytes (8-byte aligned) for mbarriers, packed into shared blocks of the
+ * tiles' alignment instead of a block each (four rings' barriers beside a
+ * bias ring's tiles at d128 are what decides whether they fit in 227 KB). */
+int lw_alloc_small(Lowerer *L, int bytes);
 /* Byte offset (i32) of 16-byte chunk `chunk` of row `row` in a swizzled
  * tile, from the tile's start. */
 MlirValue lw_swizzled_byte(Lowerer *L, const CgVal *t, MlirValue row, MlirValue chunk);

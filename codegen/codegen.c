@@ -86,7 +86,8 @@ static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
   const char *grad_of = attr_str(a, "grad_of", NULL);
   const char *dropout_of = attr_str(a, "dropout_of", NULL);
   const char *blocks_of = attr_str(a, "blocks_of", NULL);
-  if (func_companion_of(f) && !grad_of && !dropout_of && !blocks_of)
+  const char *gather_of = attr_str(a, "gather_of", NULL);
+  if (func_companion_of(f) && !grad_of && !dropout_of && !blocks_of && !gather_of)
     return;
   cg_strbuf_puts(sb, "// flashc.meta version 1\n");
   cg_strbuf_printf(sb, "// flashc.meta kernel %s\n", f->name);
@@ -105,6 +106,8 @@ static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
   }
   if (attr_get(a, "block_list")) /* visits the lists that classifier writes */
     cg_strbuf_printf(sb, "// flashc.meta block_list %s\n", attr_str(a, "block_list", ""));
+  if (gather_of) /* stage-inputs' fallback for inputs no tensor map can copy (docs/abi.md) */
+    cg_strbuf_printf(sb, "// flashc.meta gather_of %s\n", gather_of);
   if (dropout_of) /* the forward with dropout: its own block (docs/dropout.md) */
     cg_strbuf_printf(sb, "// flashc.meta dropout_of %s\n", dropout_of);
   if (attr_get(a, "dropout")) /* takes dropout's launch arguments; the spec's p */

@@ -347,6 +347,11 @@ void lw_elementwise(Lowerer *L, const Op *op) {
   }
   if (op->kind == OP_CAST && lw_dropout_cast(L, op))
     return;
+  const CgVal *x0 = lw_get(L, op->operands[0]);
+  if (op->kind == OP_CAST && x0 && x0->kind == CV_SMEM) {
+    lw_read_staged(L, op);
+    return;
+  }
   const Op *sub = NULL;
   EwArgs a = {.n = op->noperands, .k0 = CG_LOG2E};
   const Op *src = exp_of_sub(op, &sub) ? sub : op;

@@ -162,6 +162,9 @@ typedef struct LaneAddr {
  * shared memory was read since the last barrier, after it for the readers.
  * Returns the staged value (CV_SMEM), or NULL after an error at op. */
 CgVal *lw_regs_to_smem(Lowerer *L, const Op *op, const CgVal *x);
+/* `cast` of a staged tile (shared memory) to a register tile of the
+ * accumulator layout (stage-inputs' bias tile). */
+void lw_read_staged(Lowerer *L, const Op *op);
 
 /* The lane address of row `row`, column `col` (elements, a lane-uniform
  * offset included when padded; 0 or 8 when swizzled) of staged tile t. */
@@ -187,8 +190,9 @@ void lw_ring_put_tma(Lowerer *L, const Op *op);
 /* The load a ring's put stores (NULL when it has none). */
 const Op *lw_ring_put_load(const Op *ring);
 /* The name of the tensor-map parameter of tensor argument `tensor` ("q":
- * "tmap_q", "k": "tmap_k", "v": "tmap_v"); NULL for any other. */
-const char *lw_tmap_param(const char *tensor);
+ * "tmap_q", ..., a run-time input "in_NAME": "tmap_in_NAME") written into
+ * buf; NULL for any other tensor. */
+const char *lw_tmap_param(const char *tensor, char *buf, size_t len);
 /* `ring_get`: waits for the step's tile; the slot as a staged tile. */
 void lw_ring_get(Lowerer *L, const Op *op);
 /* `ring_release`: this thread's arrival on the slot's empty barrier. */

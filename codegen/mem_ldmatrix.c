@@ -9,6 +9,8 @@
  * offset of whole 8-row groups keeps r8; an even chunk offset d keeps c, so
  * chunk (c + d) sits at ((d & 7) | c) ^ r8 = (d & 7) ^ lx with the lane
  * constant lx = c ^ r8 (in 16-byte units): one xor per ldmatrix. */
+#include <stdlib.h>
+
 #include "codegen/mem.h"
 #include "mlir-c/BuiltinTypes.h"
 
@@ -100,4 +102,52 @@ CgVal *lw_regs_to_smem(Lowerer *L, const Op *op, const CgVal *x) {
   L->smem_copy = s;
   L->smem_copy_block = b->block;
   return s;
+}
+
+/* A staged tile read into a register tile (`cast` of a ring_get: stage-
+ * inputs' bias tile): each thread loads its two adjacent columns (e, e + 1
+ * of an n8 accumulator block) as one 32-bit word at their swizzled or
+ * padded address, and converts both to the result's type. A warp's 32
+ * words of one (m16, n8) position are 8 rows x 16 bytes in distinct
+ * 16-byte chunks of the swizzle: no bank conflicts. */
+void lw_read_staged(Lowerer *L, const Op *op) {
+  CgBuilder *b = &L->b;
+  const CgVal *s = lw_get(L, op->operands[0]);
+  Type rt = op->results[0]->type;
+  ElemType from = op->operands[0]->type.elem;
+  TileGeom g;
+  if (!lw_geom(L, rt, &g, op))
+    return;
+  if (g.cls != TC_FULL) {
+    lw_error(L, op, "a staged tile is read into a full register tile only");
+    return;
+  }
+  CgVal *r = lw_tile(L, rt, &g);
+  int n = r->ne;
+  int *mi = malloc(3 * sizeof(int) * (size_t)(n > 0 ? n : 1));
+  if (!mi) {
+    lw_error(L, op, "out of memory");
+    return;
+  }
+  int *ni = mi + n, *e = ni + n;
+  lw_positions(&g, mi, ni, e);
+  MlirType ft = lw_elem_type(L, from), to = lw_elem_type(L, rt.elem);
+  for (int k = 0; k + 1 < n; k += 2) {
+    MlirValue row = lw_elem_row(L, &g, mi[k], e[k]);
+    MlirValue col = lw_elem_col(L, &g, ni[k], e[k]); /* even */
+    MlirValue byte =
+        s->swizzled
+            ? cg_addi(b, lw_swizzled_byte(L, s, row, cg_arith2(b, "arith.divui", col, cg_const_i32(b, 8))),
+                      cg_muli_c(b, cg_arith2(b, "arith.remui", col, cg_const_i32(b, 8)), 2))
+            : cg_muli_c(b, cg_addi(b, cg_muli_c(b, row, s->smem_stride), col), 2);
+    MlirValue word = cg_load(b, cg_gep(b, L->smem, lw_smem_base(L, s, byte), b->i8), b->i32, 4);
+    MlirValue hi = cg_arith2(b, "arith.shrui", word, cg_const_i32(b, 16));
+    MlirValue half[2] = {word, hi};
+    for (int j = 0; j < 2; j++) {
+      MlirValue h = cg_bitcast(b, cg_op1(b, "arith.trunci", &half[j], 1, b->i16, NULL, 0), ft);
+      r->e[k + j] = cg_float_cast(b, h, to);
+    }
+  }
+  free(mi);
+  lw_set(L, op->results[0], r);
 }

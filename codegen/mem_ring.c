@@ -46,15 +46,15 @@ static MlirValue slot_buffer(Lowerer *L, const CgVal *r, MlirValue slot) {
   return cg_addi_c(&L->b, cg_muli_c(&L->b, slot, r->ring_slot_bytes), r->smem_off);
 }
 
-/* The tensor map parameter of a TMA-loaded tensor argument (K or V;
- * walk_kernel.c appends it to the kernel's parameters); NULL for others. */
-const char *lw_tmap_param(const char *tensor) {
-  if (!tensor)
+/* The tensor map parameter of a TMA-loaded tensor argument (Q, K, V or a
+ * run-time input; walk_kernel.c appends it to the kernel's parameters);
+ * NULL for others. */
+const char *lw_tmap_param(const char *tensor, char *buf, size_t len) {
+  if (!tensor || (strcmp(tensor, "q") != 0 && strcmp(tensor, "k") != 0 &&
+                  strcmp(tensor, "v") != 0 && strncmp(tensor, "in_", 3) != 0))
     return NULL;
-  return strcmp(tensor, "q") == 0   ? "tmap_q"
-         : strcmp(tensor, "k") == 0 ? "tmap_k"
-         : strcmp(tensor, "v") == 0 ? "tmap_v"
-                                    : NULL;
+  snprintf(buf, len, "tmap_%s", tensor);
+  return buf;
 }
 
 const Op *lw_ring_put_load(const Op *ring) {
@@ -139,14 +139,16 @@ void lw_ring(Lowerer *L, const Op *op) {
   r->ring_stages = (int)attr_int(&op->attrs, "stages", 2);
   r->ring_slot_bytes = tt.rows * r->smem_stride * 2;
   r->smem_off = lw_alloc_smem(L, r->ring_stages * r->ring_slot_bytes);
-  r->ring_bars = lw_alloc_smem(L, 2 * r->ring_stages * 8);
+  r->ring_bars = lw_alloc_small(L, 2 * r->ring_stages * 8);
   r->ring_zero = attr_int(&op->attrs, "zero", 0) == 1 ? lw_alloc_smem(L, r->ring_slot_bytes) : -1;
   r->async_seq = -1;
   r->ring = -1;
   r->ring_tma = attr_int(&op->attrs, "tma", 0) == 1;
   if (r->ring_tma) {
     const Op *ld = lw_ring_put_load(op);
-    r->ring_map = lw_param(L, lw_tmap_param(ld ? ld->operands[0]->name : NULL), true);
+    char name[96];
+    const char *param = lw_tmap_param(ld ? ld->operands[0]->name : NULL, name, sizeof name);
+    r->ring_map = param ? lw_param(L, param, true) : (MlirValue){NULL};
     /* the verifier checked the puts' loads and the tile's shape */
     if (mlirValueIsNull(r->ring_map) || !r->swizzled) {
       lw_error(L, op, "a TMA ring needs a tensor-map parameter and 128-byte swizzled tiles");
@@ -183,7 +185,10 @@ void lw_ring_put_begin(Lowerer *L, const Op *op) {
 
 /* A TMA put: after the slot's release, one thread expects the tile's bytes
  * on full[slot] and issues one bulk copy per 64 columns (a column block of
- * the swizzled layout, rows x 128 bytes), at {column, row0, head, batch}. */
+ * the swizzled layout, rows x 128 bytes), at {column, row0, head, batch};
+ * a run-time input's rectangle (`load {rect = 1}`, rank r) at {col0 +
+ * column, row0, i(r-3), i(r-4)}, 0 past its rank (runtime/launch.c maps
+ * its dims innermost first the same way). */
 void lw_ring_put_tma(Lowerer *L, const Op *op) {
   CgBuilder *b = &L->b;
   const CgVal *r = lw_get(L, op->operands[0]);
@@ -199,13 +204,23 @@ void lw_ring_put_tma(Lowerer *L, const Op *op) {
   cg_mbarrier_wait(b, ring_bar(L, r, 1, slot), cg_arith2(b, "arith.xori", parity, cg_const_i32(b, 1)));
   MlirValue full = ring_bar(L, r, 0, slot);
   cg_mbarrier_arrive_expect_tx(b, full, t.rows * t.cols * 2);
-  MlirValue coord[4];
-  coord[1] = cg_int_cast(b, lw_scalar_operand(L, ld, 3), b->i32);
-  coord[2] = cg_int_cast(b, lw_scalar_operand(L, ld, 2), b->i32);
-  coord[3] = cg_int_cast(b, lw_scalar_operand(L, ld, 1), b->i32);
+  MlirValue coord[4], col0 = cg_const_i32(b, 0);
+  if (attr_int(&ld->attrs, "rect", 0) == 1) {
+    int rank = ld->operands[0]->type.rank;
+    col0 = cg_int_cast(b, lw_scalar_operand(L, ld, rank), b->i32);
+    coord[1] = cg_int_cast(b, lw_scalar_operand(L, ld, rank - 1), b->i32);
+    coord[2] = rank >= 3 ? cg_int_cast(b, lw_scalar_operand(L, ld, rank - 2), b->i32)
+                         : cg_const_i32(b, 0);
+    coord[3] = rank >= 4 ? cg_int_cast(b, lw_scalar_operand(L, ld, rank - 3), b->i32)
+                         : cg_const_i32(b, 0);
+  } else {
+    coord[1] = cg_int_cast(b, lw_scalar_operand(L, ld, 3), b->i32);
+    coord[2] = cg_int_cast(b, lw_scalar_operand(L, ld, 2), b->i32);
+    coord[3] = cg_int_cast(b, lw_scalar_operand(L, ld, 1), b->i32);
+  }
   MlirValue buf = slot_buffer(L, r, slot);
   for (int c = 0; c < t.cols / 64; c++) {
-    coord[0] = cg_const_i32(b, 64 * c);
+    coord[0] = cg_addi_c(b, col0, 64 * c);
     MlirValue dst = cg_shared_addr32(b, smem_at(L, cg_addi_c(b, buf, c * t.rows * 128)));
     cg_tma_load_4d(b, dst, r->ring_map, full, coord);
   }

@@ -592,7 +592,8 @@ static void lower_warp_roles(Lowerer *L, const Op *op) {
     cg_builder_set_block(b, one);
     static const char *const qkv[] = {"q", "k", "v"};
     for (int i = 0; i < 3; i++) {
-      MlirValue map = lw_param(L, lw_tmap_param(qkv[i]), true);
+      char name[16];
+      MlirValue map = lw_param(L, lw_tmap_param(qkv[i], name, sizeof name), true);
       if (!mlirValueIsNull(map))
         cg_prefetch_tensormap(b, map);
     }

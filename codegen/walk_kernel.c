@@ -105,14 +105,17 @@ static void tma_ring_fn(Op *op, void *ctx) {
     return;
   const Op *ld = lw_ring_put_load(op);
   const char *t = ld ? ld->operands[0]->name : NULL;
-  if (!lw_tmap_param(t))
+  char name[96];
+  if (!lw_tmap_param(t, name, sizeof name))
     return; /* lw_ring refuses it */
   for (int i = 0; i < info->ntmaps; i++)
     if (strcmp(info->tmap_tensor[i], t) == 0)
       return;
-  if (info->ntmaps < 3) {
-    info->tmap_tensor[info->ntmaps] = t;
-    info->tmap_rows[info->ntmaps++] = op->results[0]->type.rows;
+  if (info->ntmaps < CG_MAX_TMAPS) {
+    int i = info->ntmaps++;
+    info->tmap_tensor[i] = t;
+    info->tmap_rows[i] = op->results[0]->type.rows;
+    snprintf(info->tmap_param[i], sizeof info->tmap_param[i], "%s", name);
   }
 }
 
@@ -135,7 +138,7 @@ static int kernel_params(Lowerer *L, const LwKind *K, const CgKernelInfo *info, 
   if (n < 0 || n + info->ntmaps > LW_MAX_PARAMS)
     return -1;
   for (int i = 0; i < info->ntmaps; i++)
-    out[n++] = (LwParam){LW_TMAP, lw_tmap_param(info->tmap_tensor[i])};
+    out[n++] = (LwParam){LW_TMAP, info->tmap_param[i]};
   return n;
 }
 

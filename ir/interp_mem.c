@@ -82,7 +82,50 @@ static double *elem_ptr(Tensor *t, int64_t b, int64_t h, int64_t row, int64_t co
   return t->data + b * t->strides[0] + h * t->strides[1] + row * t->strides[2];
 }
 
+/* load t, i0 .., row0, col0 {rect = 1}: rows row0.. of dim r-2, columns
+ * col0.. of dim r-1 at the other indices; elements past the extents read 0
+ * (as the tensor map's copy does), the other indices must be inside. */
+static void exec_load_rect(Interp *I, const Op *op) {
+  Tensor *t = tensor_operand(I, op, 0);
+  int rows, cols;
+  if (!t || !interp_tile_type(I, op, &rows, &cols))
+    return;
+  if (t->rank < 2 || op->noperands != 1 + t->rank) {
+    interp_fail(I, op, "needs %d indices", t->rank);
+    return;
+  }
+  int r = t->rank;
+  int64_t base = 0;
+  for (int d = 0; d < r - 2; d++) {
+    int64_t k = (int64_t)interp_val(I, op->operands[1 + d])->s;
+    if (k < 0 || k >= t->dims[d]) {
+      interp_fail(I, op, "index %d is %lld, outside [0, %lld)", d, (long long)k,
+                  (long long)t->dims[d]);
+      return;
+    }
+    base += k * t->strides[d];
+  }
+  int64_t row0 = (int64_t)interp_val(I, op->operands[r - 1])->s;
+  int64_t col0 = (int64_t)interp_val(I, op->operands[r])->s;
+  RtVal *out = interp_val(I, op->results[0]);
+  if (!interp_set_tile(I, out, rows, cols))
+    return;
+  bool rnd = I->o->round_casts;
+  for (int i = 0; i < rows; i++)
+    for (int j = 0; j < cols; j++) {
+      int64_t R = row0 + i, C = col0 + j;
+      double x = R >= 0 && R < t->dims[r - 2] && C >= 0 && C < t->dims[r - 1]
+                     ? t->data[base + R * t->strides[r - 2] + C * t->strides[r - 1]]
+                     : 0;
+      out->t[(size_t)i * cols + j] = rnd ? interp_round(x, t->elem) : x;
+    }
+}
+
 void interp_exec_load(Interp *I, const Op *op) {
+  if (attr_get(&op->attrs, "rect")) {
+    exec_load_rect(I, op);
+    return;
+  }
   int64_t b, h, row0;
   Tensor *t = mem_args(I, op, &b, &h, &row0);
   int rows, cols;

@@ -394,6 +394,8 @@ const char *func_companion_of(const Func *f) {
     of = attr_str(&f->attrs, "dropout_of", NULL);
   if (!of)
     of = attr_str(&f->attrs, "blocks_of", NULL);
+  if (!of)
+    of = attr_str(&f->attrs, "gather_of", NULL);
   return of ? of : attr_str(&f->attrs, "variant_of", NULL);
 }
 
@@ -433,6 +435,9 @@ bool value_is_input_arg(const Value *v) {
 }
 
 bool op_is_tensor_map_load(const Op *ld) {
+  if (ld && ld->kind == OP_LOAD && attr_int(&ld->attrs, "rect", 0) == 1)
+    return value_is_input_arg(ld->operands[0]) && ld->operands[0]->type.rank >= 2 &&
+           ld->noperands == 1 + ld->operands[0]->type.rank;
   if (!ld || ld->kind != OP_LOAD || ld->noperands != 4)
     return false;
   const Value *t = ld->operands[0];

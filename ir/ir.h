@@ -395,8 +395,9 @@ Value *func_arg(Func *f, const char *name);
 bool value_is_input_arg(const Value *v);
 /* Is v a block list, a kernel argument named %blk_NAME (passes/block_lists.c)? */
 bool value_is_block_list_arg(const Value *v);
-/* Is ld a plain `load %q|%k|%v, %b, %h, %row0`: what a ring {tma = 1} may
- * be put (the runtime builds tensor maps of Q, K and V; docs/abi.md
+/* Is ld a plain `load %q|%k|%v, %b, %h, %row0` or a `load %in_NAME, ...
+ * {rect = 1}` of a run-time input: what a ring {tma = 1} may be put (the
+ * runtime builds tensor maps of Q, K, V and such inputs; docs/abi.md
  * "Tensor maps")? */
 bool op_is_tensor_map_load(const Op *ld);
 

@@ -58,9 +58,35 @@ static bool check_tensor_access(Verifier *v, const Op *op, Type tile, int last_i
   return true;
 }
 
+/* load tensor, i0 .. i(r-3), row0, col0 {rect = 1}: the R x C rectangle of
+ * a rank r >= 2 run-time input of 2-byte floats at rows row0.. of its dim
+ * r-2 and columns col0.. of its dim r-1 (stage-inputs' staged bias tile). */
+static void check_rect_load(Verifier *v, const Op *op) {
+  char a[160], b[160];
+  Type t = op->noperands ? opnd(op, 0) : type_none();
+  const Attr *r = attr_get(&op->attrs, "rect");
+  if (!r || r->kind != ATTR_INT || r->i != 1)
+    report(v, op, "'rect' must be 1");
+  if (t.kind != TYPE_TENSOR || t.rank < 2 || (t.elem != ELEM_BF16 && t.elem != ELEM_F16)) {
+    report(v, op, "a load {rect = 1} reads a bf16 or f16 tensor of rank 2 to 4");
+    return;
+  }
+  if (!want_counts(v, op, 1 + t.rank, 1))
+    return;
+  for (int i = 1; i <= t.rank; i++)
+    if (!is_index(opnd(op, i)))
+      report(v, op, "operand %d must be index", i);
+  Type tile = res(op, 0);
+  if (!is_tile(tile) || tile.dist != DIST_NONE || tile.elem != t.elem)
+    report(v, op, "the result %s must be a tile of the tensor's elements without a distribution "
+           "(a staged tile of %s)", tstr(tile, a), tstr(t, b));
+}
+
 /* load tensor, b, h, row0 [, limit] */
 void check_load(Verifier *v, const Op *op) {
-  if (op->noperands == 5 && want_counts(v, op, 5, 1))
+  if (attr_get(&op->attrs, "rect"))
+    check_rect_load(v, op);
+  else if (op->noperands == 5 && want_counts(v, op, 5, 1))
     check_tensor_access(v, op, res(op, 0), 4);
   else if (want_counts(v, op, 4, 1))
     check_tensor_access(v, op, res(op, 0), 3);

@@ -96,8 +96,9 @@ static void check_tma_ring(Verifier *v, const Op *op) {
     if (!put || put->kind != OP_RING_PUT || put->noperands != 3)
       continue;
     if (!op_is_tensor_map_load(put->operands[2]->def))
-      report(v, op, "a ring {tma = 1} is put `load %%q`, `load %%k` or `load %%v` tiles (the "
-             "runtime's tensor maps), not the put at line %d", put->loc.line);
+      report(v, op, "a ring {tma = 1} is put `load %%q`, `load %%k`, `load %%v` or `load "
+             "%%in_NAME {rect = 1}` tiles (the runtime's tensor maps), not the put at line %d",
+             put->loc.line);
   }
 }
 

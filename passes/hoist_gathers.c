@@ -13,6 +13,9 @@
  *   %bias = gather %in_bias, %b, %h, %qc, %kc   ...
  *   %x = add %s_done, %bias                 %x = add %s_done, %bias
  *
+ * stage-inputs' reads of a staged input tile (a cast of its ring_get to
+ * registers) move the same way, with the ring_release that follows them.
+ *
  * Moved: a gather at the wait's block level whose operands, followed back
  * through pure region-free ops of that block after the wait, reach only
  * values defined before the wait; the gather and that slice move, in
@@ -60,20 +63,40 @@ static bool fillable(const Op *wait) {
          attr_int(&x->def->attrs, "async", 0) == 1;
 }
 
+/* Is o stage-inputs' read of a staged input tile (a cast of a ring_get)?
+ * It moves like a gather, with the ring_release right after it. */
+static bool staged_read(const Op *o) {
+  return o->kind == OP_CAST && o->operands[0]->def && o->operands[0]->def->kind == OP_RING_GET;
+}
+
+/* The release of the slot staged read o copied, when it follows o. */
+static Op *release_after(Op *o) {
+  const Op *get = o->operands[0]->def;
+  Op *r = o->next;
+  return r && r->kind == OP_RING_RELEASE && r->operands[0] == get->operands[0] &&
+                 r->operands[1] == get->operands[1]
+             ? r
+             : NULL;
+}
+
 static void hoist(Op *wait) {
   Block *b = wait->parent;
   OpList mark = {0};
   for (Op *o = wait->next; o; o = o->next) {
-    if (o->kind != OP_GATHER)
+    if (o->kind != OP_GATHER && !staged_read(o))
       continue;
     int n0 = mark.n;
     bool ok = true;
     for (int i = 0; ok && i < o->noperands; i++)
       ok = slice(o->operands[i], b, wait, &mark, 0);
-    if (ok)
+    if (ok) {
       oplist_push(&mark, o);
-    else
+      Op *rel = staged_read(o) ? release_after(o) : NULL;
+      if (rel)
+        oplist_push(&mark, rel);
+    } else {
       mark.n = n0; /* this gather stays, with what only it needed */
+    }
   }
   /* in program order, so every moved op's operands are above it */
   for (Op *o = wait->next; o;) {

@@ -101,6 +101,7 @@ int pass_overlap_softmax(Module *m, Func *f, const PassOptions *opts, FILE *diag
 int pass_warp_specialize(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 /* pingpong.c: the two consumer warpgroups take turns issuing their step's
  * matmuls (mma_turn), one's softmax under the other's (FA3's pingpong). */
+int pass_stage_inputs(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_pingpong(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 /* hoist_gathers.c: a step's run-time input gathers issued above the wait
  * for the async S matmul (their latency under the tensor cores). */

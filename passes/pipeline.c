@@ -59,6 +59,11 @@ static const Pass pipeline[] = {
      false, pass_split_kv},
     {"unified-max", "decode: FlashDecoding++ softmax against a fixed max, exact fallback", false,
      pass_unified_max},
+    /* before warp-specialize, whose producer then copies the staged
+     * input tile like K and V (TMA rings) */
+    {"stage-inputs",
+     "forward: a bias tile read at the step's (q, k) is copied by TMA into shared memory instead of gathered",
+     false, pass_stage_inputs},
     /* before pipeline: the loads it moves to the producer are then no
      * longer the consumers' to prefetch; before overlap-softmax, which
      * takes V from its ring a step late */

@@ -65,6 +65,7 @@ typedef struct Split {
   Block *tbody; /* the parallel tile loop's body */
   Op *loads[MAX_RINGS]; /* the step's staged loads, in program order */
   int nloads;
+  int input_stages;     /* ring_stages: the input rings' stages */
   bool ok;
 } Split;
 
@@ -265,6 +266,9 @@ static bool grouped_main(const Func *f) {
   return strcmp(attr_str(&f->attrs, "role", ""), "main") == 0 && pass_rows_grouped(f);
 }
 
+/* A staged tile of a run-time input (stage-inputs' `load {rect = 1}`). */
+static bool is_input_load(const Op *ld) { return attr_int(&ld->attrs, "rect", 0) == 1; }
+
 static long tile_bytes(Type t) {
   return (long)t.rows * t.cols * (t.elem == ELEM_F32 ? 4 : 2);
 }
@@ -278,18 +282,27 @@ static long tile_bytes(Type t) {
  * codegen then gives the consumers more registers, walk.c lw_role_regs).
  * The producer runs that many steps ahead; d128 measured 2-10% faster
  * with 3 than with 2 (docs/perf-log.md P68). */
-static int ring_stages(Func *f, const Split *sp, int *blocks_per_sm) {
+static int ring_stages(Func *f, Split *sp, int *blocks_per_sm) {
   long own = 0, per_stage = 0;
   OpList loads = collect_ops_in(sp->tbody, OP_LOAD);
   for (int i = 0; i < loads.n; i++)
     if (op_is_staged_load(loads.v[i]) && !op_is_inside(loads.v[i], sp->loop))
       own += tile_bytes(loads.v[i]->results[0]->type);
   oplist_free(&loads);
-  for (int k = 0; k < sp->nloads; k++)
+  long inputs = 0; /* stage-inputs' tiles: their rings get what is left */
+  const Op *last = NULL;
+  for (int k = 0; k < sp->nloads; k++) {
+    if (is_input_load(sp->loads[k])) {
+      inputs += tile_bytes(sp->loads[k]->results[0]->type);
+      continue;
+    }
     per_stage += tile_bytes(sp->loads[k]->results[0]->type);
+    last = sp->loads[k];
+  }
   /* overlap-softmax (after this pass) gives V's ring a slot of zeros */
-  if (strcmp(attr_str(&f->attrs, "mode", ""), "forward") == 0 && overlap_softmax_wanted(f, true))
-    own += tile_bytes(sp->loads[sp->nloads - 1]->results[0]->type);
+  if (strcmp(attr_str(&f->attrs, "mode", ""), "forward") == 0 && overlap_softmax_wanted(f, true) &&
+      last)
+    own += tile_bytes(last->results[0]->type);
   own += 1024L * sp->nloads;
   /* group-dq's main kernel (8 warps): the dS^T copy the dQ matmul reads
    * and the bulk reductions' staging, a warp's 16 rows of its group's
@@ -307,10 +320,19 @@ static int ring_stages(Func *f, const Split *sp, int *blocks_per_sm) {
     given = 2;
   *blocks_per_sm =
       attr_int(&f->attrs, "warps", 8) == 4 && own + (given ? given : 2) * per_stage <= half ? 2 : 1;
-  if (given)
-    return given;
-  long fit = ((*blocks_per_sm == 2 ? half : sm) - own) / per_stage;
-  return fit > 4 ? 4 : fit < 2 ? 2 : (int)fit;
+  long room = (*blocks_per_sm == 2 ? half : sm) - own;
+  int stages = given;
+  if (!given) {
+    long fit = (room - inputs) / per_stage;
+    stages = fit > 4 ? 4 : fit < 2 ? 2 : (int)fit;
+  }
+  /* the input rings: as many stages as the rest holds, at least 1, at most
+   * the others' (stage-inputs checked that one fits beside two) */
+  if (inputs) {
+    long fit = (room - stages * per_stage) / inputs;
+    sp->input_stages = fit > stages ? stages : fit < 1 ? 1 : (int)fit;
+  }
+  return stages;
 }
 
 /* The number of steps of a loop from lo to hi: max(hi - lo, 0). */
@@ -335,6 +357,18 @@ static Value *count_mid_steps(Module *m, Op *mid, Op *loop) {
   return base;
 }
 
+/* The op of the step's body (its top level) holding the only reader of an
+ * input tile t got from its ring, when that reader is a cast to registers
+ * (stage-inputs' form); NULL otherwise. */
+static Op *is_input_load_read(Value *t, Block *body) {
+  if (t->nuses != 1 || !t->uses[0].user || t->uses[0].user->kind != OP_CAST)
+    return NULL;
+  Op *o = t->uses[0].user;
+  while (o && o->parent != body)
+    o = o->parent ? o->parent->parent_op : NULL;
+  return o;
+}
+
 static void split_roles(Module *m, Func *f, Split *sp) {
   Op *loop = sp->loop;
   Block *tbody = sp->tbody;
@@ -350,7 +384,7 @@ static void split_roles(Module *m, Func *f, Split *sp) {
     Value *t = sp->loads[k]->results[0];
     Type rt = type_ring(t->type);
     Op *r = build_op(&top, OP_RING, NULL, 0, &rt, 1, 0);
-    op_set_attr_int(r, "stages", stages);
+    op_set_attr_int(r, "stages", is_input_load(sp->loads[k]) ? sp->input_stages : stages);
     if (pass_tma_load(f, sp->loads[k]))
       op_set_attr_int(r, "tma", 1);
     r->results[0]->name = ring_name(m, t);
@@ -439,7 +473,16 @@ static void split_roles(Module *m, Func *f, Split *sp) {
     g->results[0]->name = ld->results[0]->name;
     value_replace_all_uses(ld->results[0], g->results[0]);
     op_erase(ld);
-    build_op(&rel, OP_RING_RELEASE, ops, 2, NULL, 0, 0);
+    Op *read = is_input_load_read(g->results[0], body);
+    if (read) {
+      /* its one reader copies it to registers: the slot is free after it,
+       * which lets a ring of one stage refill while the step computes */
+      Builder after = builder_after(m, read);
+      after.loc = loop->loc;
+      build_op(&after, OP_RING_RELEASE, ops, 2, NULL, 0, 0);
+    } else {
+      build_op(&rel, OP_RING_RELEASE, ops, 2, NULL, 0, 0);
+    }
   }
 }
 

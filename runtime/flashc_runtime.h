@@ -148,14 +148,11 @@ FA_API const char *fa_role_name(fa_role role);
 
 /* ---- kernel metadata: tensor maps (docs/abi.md, "Tensor maps") -------- */
 
-/* The most tensor maps one kernel takes (Q's, K's and V's). */
-#define FA_MAX_TMAPS 3
+/* The most tensor maps one kernel takes (Q's, K's, V's and a staged
+ * run-time input's). */
+#define FA_MAX_TMAPS 4
 
-/* One tensor map a kernel takes (a metadata line `tma q|k|v ROWS`). */
-typedef struct fa_tmap_info {
-  char tensor; /* 'q', 'k' or 'v' */
-  int rows;    /* the box's rows, 1..256 (its columns: 64) */
-} fa_tmap_info;
+
 
 /* ---- kernel metadata: run-time inputs (docs/abi.md, "Run-time inputs") */
 
@@ -185,6 +182,14 @@ typedef struct fa_input_info {
   int dims[4];                  /* dims[0..rank): > 0 a constant (below 2^31), else an
                                  * fa_input_dim; 0 past the rank */
 } fa_input_info;
+
+/* One tensor map a kernel takes (a metadata line `tma q|k|v ROWS` or `tma
+ * in_NAME ROWS`: a run-time input's tile, passes/stage_inputs.c). */
+typedef struct fa_tmap_info {
+  char tensor;                    /* 'q', 'k', 'v', or 'i' for the input named `input` */
+  int rows;                       /* the box's rows, 1..256 (its columns: 64) */
+  char input[FA_INPUT_NAME_MAX];  /* the input's name ("" for q, k, v) */
+} fa_tmap_info;
 
 /* ---- kernel metadata: decode keys (docs/decode.md) --------------------- */
 
@@ -310,6 +315,12 @@ typedef struct fa_kernel_info {
    * of 64 columns by ROWS rows and the 128-byte swizzle. */
   int ntmaps;                          /* 0..FA_MAX_TMAPS */
   fa_tmap_info tmaps[FA_MAX_TMAPS];    /* tmaps[0..ntmaps) */
+  /* Key gather_of (passes/stage_inputs.c): this kernel is the plain forward
+   * kernel NAME with its input tiles gathered instead of copied by tensor
+   * maps; fa_forward launches it where an input's layout is one a tensor map
+   * cannot take (an odd row length, a base off 16 bytes, a
+   * stride 0, a strided last dim). "" otherwise. */
+  char gather_of[FA_NAME_MAX];
 } fa_kernel_info;
 
 /* Parses metadata lines from `len` bytes of `text` (a whole PTX file or the

@@ -61,9 +61,44 @@ static fa_status ensure_scratch(fa_module *m, size_t bytes) {
 
 static CUdeviceptr devptr(const void *p) { return (CUdeviceptr)(uintptr_t)p; }
 
-/* The parameter of tensor map `tensor` ('q', 'k', 'v'): "tmap_q", ... */
-static const char *tmap_param_name(char tensor) {
-  return tensor == 'q' ? "tmap_q" : tensor == 'k' ? "tmap_k" : "tmap_v";
+/* The parameter of tensor map t: "tmap_q", "tmap_k", "tmap_v", or an
+ * input's "tmap_input<i>" (i its index in the kernel's inputs, as
+ * fa_put_inputs_ names its other parameters). */
+static const char *tmap_param_name(const fa_kernel_info *in, const fa_tmap_info *t) {
+  static const char *const inputs[FA_MAX_INPUTS] = {
+      "tmap_input0", "tmap_input1", "tmap_input2", "tmap_input3",
+      "tmap_input4", "tmap_input5", "tmap_input6", "tmap_input7"};
+  if (t->tensor == 'i') {
+    for (int i = 0; i < in->ninputs && i < FA_MAX_INPUTS; i++)
+      if (strcmp(in->inputs[i].name, t->input) == 0) return inputs[i];
+    return "tmap_input?";
+  }
+  return t->tensor == 'q' ? "tmap_q" : t->tensor == 'k' ? "tmap_k" : "tmap_v";
+}
+
+/* The bound tensor of input map t (NULL when the launch binds none). */
+static const fa_tensor *input_of_map(const fa_forward_args *a, const fa_tmap_info *t) {
+  const fa_input *x = fa_find_input_(a->inputs, a->inputs ? a->num_inputs : 0, t->input);
+  return x ? &x->tensor : NULL;
+}
+
+/* The declared rank of input map t's input (2..4, metadata-checked). */
+static int input_rank(const fa_kernel_info *in, const fa_tmap_info *t) {
+  for (int i = 0; i < in->ninputs; i++)
+    if (strcmp(in->inputs[i].name, t->input) == 0) return in->inputs[i].rank;
+  return 0;
+}
+
+int fa_input_tma_ok_(const fa_tensor *t, int r) {
+  if (!t || (t->dtype != FA_DTYPE_BF16 && t->dtype != FA_DTYPE_F16)) return 0;
+  if (r < 2 || r > 4 || (uintptr_t)t->data % 16) return 0;
+  if (t->dim[r - 1] > 1 && t->stride[r - 1] != 1) return 0; /* the box's rows are contiguous */
+  for (int d = 0; d < r - 1; d++) {
+    if (t->dim[d] == 1) continue; /* never stepped over */
+    if (t->stride[d] <= 0 || (t->stride[d] * 2) % 16 || t->stride[d] * 2 >= ((int64_t)1 << 40))
+      return 0;
+  }
+  return 1;
 }
 
 /* The module's kernel that fa_forward launches for args: the first, or
@@ -111,7 +146,7 @@ fa_status fa_forward_params_(const fa_kernel_info *in, const fa_forward_args *a,
     fa_put_block_lists_(&l, &visited);
   }
   for (int i = 0; i < in->ntmaps; i++)
-    fa_put_(&l, FA_PARAM_TMAP, tmap_param_name(in->tmaps[i].tensor), i);
+    fa_put_(&l, FA_PARAM_TMAP, tmap_param_name(in, &in->tmaps[i]), i);
   *n = l.n;
   return FA_OK;
 }
@@ -127,19 +162,30 @@ static fa_status encode_tmaps(fa_module *m, const fa_kernel_info *in, const fa_f
   const Driver *cu = &m->ctx->cu;
   for (int i = 0; i < in->ntmaps; i++) {
     char name = in->tmaps[i].tensor;
-    const fa_tensor *t = name == 'q' ? &a->q : name == 'k' ? &a->k : &a->v;
+    const fa_tensor *t = name == 'q' ? &a->q : name == 'k' ? &a->k : name == 'v' ? &a->v
+                                                                   : input_of_map(a, &in->tmaps[i]);
     memset(v->map[i], 0, sizeof v->map[i]);
-    if (!fa_has_elements(t)) continue;
+    if (!t || !fa_has_elements(t)) continue;
     if (!cu->TensorMapEncodeTiled) {
       fa_fmt(m->errmsg, sizeof m->errmsg, "kernel %s copies K and V with TMA, and this CUDA "
              "driver lacks cuTensorMapEncodeTiled (CUDA 12.0+): compile the spec with "
              "`tma = 0;` in its schedule", in->kernel);
       return FA_ERR_UNSUPPORTED;
     }
-    /* A dimension of one element is never stepped over: any legal stride. */
+    /* A dimension of one element is never stepped over: any legal stride.
+     * Q, K, V [b, s, h, d] as (d, s, h, b); an input [.., rows, cols] of
+     * rank r as (cols, rows, dim r-3, dim r-4), 1 past its rank (the
+     * coordinates codegen's lw_ring_put_tma gives). */
     cuuint64_t dims[4] = {(cuuint64_t)t->dim[3], (cuuint64_t)t->dim[1], (cuuint64_t)t->dim[2],
                           (cuuint64_t)t->dim[0]};
     int64_t s[3] = {t->stride[1], t->stride[2], t->stride[0]};
+    if (name == 'i') {
+      int r = input_rank(in, &in->tmaps[i]);
+      for (int d = 0; d < 4; d++) {
+        dims[d] = d < r ? (cuuint64_t)t->dim[r - 1 - d] : 1;
+        if (d > 0) s[d - 1] = d < r ? t->stride[r - 1 - d] : 0;
+      }
+    }
     cuuint64_t strides[3];
     for (int d = 0; d < 3; d++) strides[d] = dims[d + 1] == 1 ? 16 : (cuuint64_t)s[d] * 2;
     cuuint32_t box[4] = {64, (cuuint32_t)in->tmaps[i].rows, 1, 1}, one[4] = {1, 1, 1, 1};
@@ -193,12 +239,30 @@ static fa_status launch(fa_module *m, int i, const fa_forward_args *a, CUdevicep
   return FA_OK;
 }
 
+/* Kernel ki, or its gathered copy (key gather_of) when an input it copies
+ * with a tensor map has a layout no map can take (fa_input_tma_ok_: an odd
+ * row length, a base off 16 bytes, a stride 0, a strided last dim). */
+static int staged_or_gathered(fa_module *m, int ki, const fa_forward_args *a) {
+  const fa_kernel_info *in = &m->kernels[ki];
+  int ok = 1;
+  for (int i = 0; i < in->ntmaps; i++)
+    if (in->tmaps[i].tensor == 'i') {
+      const fa_tensor *t = input_of_map(a, &in->tmaps[i]);
+      ok &= !t || !fa_has_elements(t) || fa_input_tma_ok_(t, input_rank(in, &in->tmaps[i]));
+    }
+  if (ok) return ki;
+  for (int i = 0; i < m->nkernels; i++)
+    if (strcmp(m->kernels[i].gather_of, in->kernel) == 0) return i;
+  return ki; /* no copy: the map's encode reports the layout */
+}
+
 fa_status fa_forward(fa_module *mod, const fa_forward_args *args) {
   if (!mod) return FA_ERR_NULL_POINTER;
   fa_status st = fa_forward_check(&mod->info, args, mod->errmsg, sizeof mod->errmsg);
   if (st != FA_OK || (st = fa_blocks_of_module_(mod, args->blocks))) return st;
   int ki = forward_kernel(mod, args);
   if (ki < 0) return FA_ERR_UNSUPPORTED;
+  ki = staged_or_gathered(mod, ki, args);
   const fa_kernel_info *in = &mod->kernels[ki];
   /* The dropout kernel has tiles (and so a grid) of its own: check it too. */
   if (ki > 0 && (st = fa_forward_check(in, args, mod->errmsg, sizeof mod->errmsg))) return st;

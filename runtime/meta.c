@@ -61,7 +61,7 @@ const char *const fa_meta_key_names_[K_COUNT] = {
   "cache", "page_size", "split", "q_len_max", "combine_kernel", "combine_threads", "unified_max",
   "combine_pdl", "combine_fused", "wide_kernel", "wide_tile_kv", "wide_threads",
   "wide_smem_bytes", "role", "forward", "dropout", "dropout_of", "dropout_mask", "layout",
-  "blocks", "block_list", "chunk", "classes", "input", "require", "tma",
+  "blocks", "block_list", "chunk", "classes", "input", "require", "tma", "gather_of",
 };
 
 static const int required_keys[] = {K_VERSION, K_KERNEL, K_DTYPE, K_HEAD_DIM, K_HEADS,
@@ -264,6 +264,7 @@ static fa_status set_key(Parser *p, int k, const char *v) {
     return FA_OK;
   }
   case K_DROPOUT_OF: return parse_name(p, key, v, in->dropout_of, sizeof in->dropout_of, 1);
+  case K_GATHER_OF: return parse_name(p, key, v, in->gather_of, sizeof in->gather_of, 1);
   case K_BLOCKS: return parse_blocks_key(p, v);
   case K_BLOCK_LIST: return parse_name(p, key, v, in->block_list, sizeof in->block_list, 1);
   case K_CHUNK: return parse_int(p, key, v, 1, 65536, &in->chunk);
@@ -317,23 +318,54 @@ static fa_status split_line(Parser *p, const char *s, const char *e, int *k, cha
   return FA_OK;
 }
 
-/* `tma q|k|v ROWS`, one line per tensor map in parameter order: the
- * kernel's last parameters are CUtensorMaps of Q, K or V, each box 64 columns
- * by ROWS rows (1..256; docs/abi.md, "Tensor maps"). */
+/* `tma q|k|v|in_NAME ROWS`, one line per tensor map in parameter order:
+ * the kernel's last parameters are CUtensorMaps of Q, K, V or run-time
+ * input NAME (declared by an `input` line, 2-byte floats, rank 2 to 4:
+ * checked with the inputs), each box 64 columns by ROWS rows (1..256;
+ * docs/abi.md, "Tensor maps"). */
 static fa_status take_tma(Parser *p, const char *val) {
   fa_kernel_info *in = p->info;
-  const char *rows = val + 1;
-  if ((val[0] != 'q' && val[0] != 'k' && val[0] != 'v') || *rows != ' ')
-    return fail(p, "tma", "'%.60s' is not `q ROWS`, `k ROWS` or `v ROWS`", val);
+  const char *sp = strchr(val, ' ');
+  size_t len = sp ? (size_t)(sp - val) : 0;
+  int input = len > 3 && strncmp(val, "in_", 3) == 0 && len - 3 < FA_INPUT_NAME_MAX;
+  if (!sp || (!input && (len != 1 || (val[0] != 'q' && val[0] != 'k' && val[0] != 'v'))))
+    return fail(p, "tma", "'%.60s' is not `q ROWS`, `k ROWS`, `v ROWS` or `in_NAME ROWS`", val);
   int r = 0;
-  fa_status st = parse_int(p, "tma", rows + 1, 1, 256, &r);
+  fa_status st = parse_int(p, "tma", sp + 1, 1, 256, &r);
   if (st) return st;
-  const char tensor[2] = {val[0], 0};
+  fa_tmap_info t;
+  memset(&t, 0, sizeof t);
+  t.tensor = input ? 'i' : val[0];
+  t.rows = r;
+  if (input) memcpy(t.input, val + 3, len - 3);
   for (int i = 0; i < in->ntmaps; i++)
-    if (in->tmaps[i].tensor == val[0]) return fail(p, "tma", "a second map of %s", tensor);
-  if (in->ntmaps == FA_MAX_TMAPS) return fail(p, "tma", "more than %s maps", "3");
-  in->tmaps[in->ntmaps].tensor = val[0];
-  in->tmaps[in->ntmaps++].rows = r;
+    if (in->tmaps[i].tensor == t.tensor && strcmp(in->tmaps[i].input, t.input) == 0)
+    {
+      char name[FA_INPUT_NAME_MAX + 4];
+      fa_fmt(name, sizeof name, "%.*s", (int)len, val);
+      return fail(p, "tma", "a second map of %s", name);
+    }
+  if (in->ntmaps == FA_MAX_TMAPS) return fail(p, "tma", "more than %s maps", "4");
+  in->tmaps[in->ntmaps++] = t;
+  return FA_OK;
+}
+
+/* Every input map names a declared input of 2-byte floats and rank 2..4. */
+static fa_status check_input_maps(Parser *p) {
+  fa_kernel_info *in = p->info;
+  for (int i = 0; i < in->ntmaps; i++) {
+    if (in->tmaps[i].tensor != 'i') continue;
+    const fa_input_info *x = NULL;
+    for (int j = 0; j < in->ninputs; j++)
+      if (strcmp(in->inputs[j].name, in->tmaps[i].input) == 0) x = &in->inputs[j];
+    if (!x || x->rank < 2 || (x->dtype != FA_DTYPE_BF16 && x->dtype != FA_DTYPE_F16))
+    {
+      char what[160];
+      fa_fmt(what, sizeof what, "the map of in_%s needs a declared bf16 or f16 input of rank "
+             "2 to 4", in->tmaps[i].input);
+      return fail_key(p, K_TMA, "%s", what);
+    }
+  }
   return FA_OK;
 }
 
@@ -506,6 +538,7 @@ static fa_status check_complete(Parser *p) {
   /* fa_forward builds the maps of a padded batch's K and V */
   if (!st && in->ntmaps && (in->mode != FA_MODE_FORWARD || in->varlen))
     return fail_key(p, K_TMA, "%sonly valid with mode forward and a padded batch", "");
+  if (!st) st = check_input_maps(p);
   /* a persistent kernel decodes its tiles from its walk, not from the
    * block: no varlen sequence, no block list (passes/persistent.c) */
   if (!st && in->grid == FA_GRID_PERSISTENT &&
@@ -594,6 +627,18 @@ static fa_status check_module(Module *m) {
       fa_status st;
       if (plain >= 0 &&
           ((st = fa_meta_same_attention_(m, b, plain)) || (st = same_inputs(m, b, plain))))
+        return st;
+    }
+    if (x->gather_of[0]) {
+      int plain = find_kernel(m, x->gather_of);
+      if (plain < 0 || m->k[plain].mode != FA_MODE_FORWARD || m->k[plain].dropout_of[0] ||
+          m->k[plain].gather_of[0] || x->mode != FA_MODE_FORWARD) {
+        fa_fmt(what, sizeof what, "'%s' is not a plain forward kernel of this module",
+               x->gather_of);
+        return module_fail(m, b, K_GATHER_OF, what);
+      }
+      fa_status st;
+      if ((st = fa_meta_same_attention_(m, b, plain)) || (st = same_inputs(m, b, plain)))
         return st;
     }
     if (x->mode != FA_MODE_BACKWARD) continue;

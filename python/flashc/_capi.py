@@ -15,7 +15,7 @@ FA_OK, FA_ERR_COMPILE = 0, 14
 MODULE_MAX_KERNELS = 16
 MAX_INPUTS = 8          # FA_MAX_INPUTS
 INPUT_NAME_MAX = 64     # FA_INPUT_NAME_MAX
-MAX_TMAPS = 3           # FA_MAX_TMAPS
+MAX_TMAPS = 4           # FA_MAX_TMAPS
 # fa_input_dim: a tensor input's dim that is a launch size (negative), by its metadata name
 INPUT_DIMS = {-1: "batch", -2: "seqlen_q", -3: "seqlen_k"}
 
@@ -37,8 +37,9 @@ class InputInfo(ctypes.Structure):
 
 
 class TmapInfo(ctypes.Structure):
-    """fa_tmap_info: one tensor map a kernel takes (TMA copies of Q, K or V)."""
-    _fields_ = [("tensor", ctypes.c_char), ("rows", ctypes.c_int)]
+    """fa_tmap_info: one tensor map a kernel takes (TMA copies of Q, K, V or an input)."""
+    _fields_ = [("tensor", ctypes.c_char), ("rows", ctypes.c_int),
+                ("input", ctypes.c_char * INPUT_NAME_MAX)]
 
 
 class KernelInfo(ctypes.Structure):
@@ -57,7 +58,7 @@ class KernelInfo(ctypes.Structure):
                 ("varlen", ctypes.c_int), ("blocks", ctypes.c_int), ("list_heads", ctypes.c_int),
                 ("block_list", ctypes.c_char * FA_NAME_MAX), ("chunk", ctypes.c_int),
                 ("classes", ctypes.c_char * FA_NAME_MAX), ("ntmaps", ctypes.c_int),
-                ("tmaps", TmapInfo * MAX_TMAPS)]
+                ("tmaps", TmapInfo * MAX_TMAPS), ("gather_of", ctypes.c_char * FA_NAME_MAX)]
 
 
 class Tensor(ctypes.Structure):

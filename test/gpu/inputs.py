@@ -16,7 +16,10 @@ dtype, a missing or unknown input).
 A block-sparse table (inp_blocks: 128 x 128 blocks, one entry per tile pair)
 reads the same way as the other masks, and an all-zero table gives zeros.
 A bf16 bias (inp_hbias: 2-byte elements) is read
-at odd row strides, one element off its base and broadcast over the keys.
+at odd row strides, one element off its base and broadcast over the keys
+(at d128 the kernel stage-inputs left gathering those: its copy
+@NAME_gathered), and contiguous with 16-byte rows (the kernel whose
+producer copies the bias tile by TMA: passes/stage_inputs.c).
 Decode: inp_dec_d128_bf16 (slopes, a softcap value and a per-query bias)
 through Module.decode against the same reference per sequence, forward only.
 Prints PASS/FAIL lines and `inputs: N passed, N failed`.
@@ -129,6 +132,8 @@ def case_inputs(name, b, sq, sk, H, gen, variant=""):
         bias = torch.randn(b, H, sq, sk + 1, generator=gen).cuda()
         bias = bias.to(torch.bfloat16) if half else bias
         bias = bias[..., 1:] if variant == "offset" else bias[..., :sk]  # the base 1 element off
+        if variant == "contig":  # 16-byte rows: stage-inputs' tensor map copies it (d128)
+            bias = bias.contiguous()
         if variant == "broadcast":  # stride 0 over the batch
             bias = bias[:1].expand(b, H, sq, sk)
         if variant == "kbroadcast":  # stride 0 over the keys: no two columns adjacent
@@ -159,7 +164,8 @@ CASES = {  # (batch, seqlen_q, seqlen_k, variant)
     "inp_hbias_d64_bf16": [(2, 513, 1024, ""), (2, 300, 1023, ""), (1, 203, 256, "offset"),
                            (2, 128, 256, "kbroadcast")],
     "inp_hbias_d128_bf16": [(2, 513, 1024, ""), (1, 1023, 1025, ""), (1, 203, 256, "offset"),
-                            (2, 128, 256, "kbroadcast")],
+                            (2, 128, 256, "kbroadcast"), (2, 513, 1024, "contig"),
+                            (1, 1000, 1000, "contig"), (1, 77, 2056, "contig")],
     "inp_prefix_d128_bf16": [(3, 1023, 1023, ""), (2, 17, 1025, "")],
     "inp_temp_d64_bf16": [(2, 1023, 1023, ""), (1, 203, 4096, "")],
     "inp_blocks_d64_bf16": [(2, 2048, 2048, ""), (1, 1000, 1900, ""), (1, 300, 300, "empty")],
