@@ -198,6 +198,15 @@ static Range sym_range(int sym, double off) {
   return r;
 }
 
+/* seqlen_q or seqlen_k itself: exactly the symbol (seqlen_k - 1 - k is at
+ * least 0), and at least 1 where it is positive (min(max(x, 0), seqlen_k - 1)
+ * is then inside [0, seqlen_k), as the clamp note says). */
+static Range seqlen_range(int sym, bool positive) {
+  Range r = const_range(positive ? 1 : 0, INFINITY);
+  r.lo[sym] = r.hi[sym] = 0;
+  return r;
+}
+
 static Range add_range(Range a, Range b, int sign) {
   Range r = unknown_range();
   const double *blo = sign > 0 ? b.lo : b.hi, *bhi = sign > 0 ? b.hi : b.lo;
@@ -268,8 +277,29 @@ static Range mod_range(Range a, Range b) {
 }
 
 /* min and max: each operand's bound against the same symbol. */
-static Range minmax_range(Range a, Range b, bool is_min) {
+/* What range_of knows: the spec, and which symbols are at least 1 where
+ * the index is evaluated (batch always; seqlen_q and seqlen_k where the
+ * expression reads q, resp. k: it is then only evaluated at an existing
+ * position, while a part without k may run before a K/V loop of no step). */
+typedef struct RangeCtx {
+  const KernelSpec *k;
+  bool positive[NSYM];
+} RangeCtx;
+
+/* A symbol at least 1 bounds a value at most c by sym + c - 1:
+ * max(min(k + 1, seqlen_k - 1), 0) keeps its bound against seqlen_k
+ * through the 0. */
+static Range sym_bounds(const RangeCtx *c, Range a) {
+  for (int s = 1; s < NSYM; s++)
+    if (c->positive[s])
+      a.hi[s] = fmin(a.hi[s], a.hi[SYM_CONST] - 1);
+  return a;
+}
+
+static Range minmax_range(const RangeCtx *c, Range a, Range b, bool is_min) {
   Range r;
+  a = sym_bounds(c, a);
+  b = sym_bounds(c, b);
   for (int s = 0; s < NSYM; s++) {
     r.lo[s] = is_min ? fmin(a.lo[s], b.lo[s]) : fmax(a.lo[s], b.lo[s]);
     r.hi[s] = is_min ? fmin(a.hi[s], b.hi[s]) : fmax(a.hi[s], b.hi[s]);
@@ -277,38 +307,38 @@ static Range minmax_range(Range a, Range b, bool is_min) {
   return r;
 }
 
-static Range range_of(const KernelSpec *k, const Expr *e) {
+static Range range_of(const RangeCtx *c, const Expr *e) {
   switch (e->kind) {
   case EXPR_NUM: return const_range(e->num, e->num);
   case EXPR_VAR:
     switch (e->var) {
     case VAR_B: return sym_range(SYM_BATCH, -1);
-    case VAR_H: return const_range(0, k->heads - 1);
+    case VAR_H: return const_range(0, c->k->heads - 1);
     case VAR_Q: return sym_range(SYM_SEQLEN_Q, -1);
     case VAR_K: return sym_range(SYM_SEQLEN_K, -1);
-    case VAR_SEQLEN_Q: return sym_range(SYM_SEQLEN_Q, 0);
-    case VAR_SEQLEN_K: return sym_range(SYM_SEQLEN_K, 0);
+    case VAR_SEQLEN_Q: return seqlen_range(SYM_SEQLEN_Q, c->positive[SYM_SEQLEN_Q]);
+    case VAR_SEQLEN_K: return seqlen_range(SYM_SEQLEN_K, c->positive[SYM_SEQLEN_K]);
     default: return unknown_range();
     }
   case EXPR_NEG: {
-    Range a = range_of(k, e->a);
+    Range a = range_of(c, e->a);
     return const_range(-a.hi[0], -a.lo[0]);
   }
-  case EXPR_ADD: return add_range(range_of(k, e->a), range_of(k, e->b), 1);
-  case EXPR_SUB: return add_range(range_of(k, e->a), range_of(k, e->b), -1);
-  case EXPR_MUL: return mul_range(range_of(k, e->a), range_of(k, e->b));
-  case EXPR_DIV: return div_range(range_of(k, e->a), range_of(k, e->b));
-  case EXPR_MOD: return mod_range(range_of(k, e->a), range_of(k, e->b));
-  case EXPR_MIN: return minmax_range(range_of(k, e->a), range_of(k, e->b), true);
-  case EXPR_MAX: return minmax_range(range_of(k, e->a), range_of(k, e->b), false);
+  case EXPR_ADD: return add_range(range_of(c, e->a), range_of(c, e->b), 1);
+  case EXPR_SUB: return add_range(range_of(c, e->a), range_of(c, e->b), -1);
+  case EXPR_MUL: return mul_range(range_of(c, e->a), range_of(c, e->b));
+  case EXPR_DIV: return div_range(range_of(c, e->a), range_of(c, e->b));
+  case EXPR_MOD: return mod_range(range_of(c, e->a), range_of(c, e->b));
+  case EXPR_MIN: return minmax_range(c, range_of(c, e->a), range_of(c, e->b), true);
+  case EXPR_MAX: return minmax_range(c, range_of(c, e->a), range_of(c, e->b), false);
   case EXPR_SELECT: {
-    Range a = range_of(k, e->b), b = range_of(k, e->c), r;
+    Range a = range_of(c, e->b), b = range_of(c, e->c), r;
     for (int s = 0; s < NSYM; s++)
       r.lo[s] = fmin(a.lo[s], b.lo[s]), r.hi[s] = fmax(a.hi[s], b.hi[s]);
     return r;
   }
   case EXPR_FLOOR: { /* x - 1 < floor(x) <= x */
-    Range r = range_of(k, e->a);
+    Range r = range_of(c, e->a);
     r.lo[0] = floor(r.lo[0]);
     r.hi[0] = floor(r.hi[0]);
     for (int s = 1; s < NSYM; s++)
@@ -316,13 +346,22 @@ static Range range_of(const KernelSpec *k, const Expr *e) {
     return r;
   }
   case EXPR_ABS: {
-    Range a = range_of(k, e->a);
+    Range a = range_of(c, e->a);
     double m = fmax(fabs(a.lo[0]), fabs(a.hi[0]));
     return a.lo[0] >= 0 ? a : const_range(a.hi[0] <= 0 ? -a.hi[0] : 0, m);
   }
   default:
     return sema_is_bool(e) ? const_range(0, 1) : unknown_range();
   }
+}
+
+/* Does e read position variable v (VAR_Q, VAR_K)? */
+static bool reads_var(const Expr *e, ExprVar v) {
+  if (!e)
+    return false;
+  if (e->kind == EXPR_VAR)
+    return e->var == v;
+  return reads_var(e->a, v) || reads_var(e->b, v) || reads_var(e->c, v) || reads_var(e->d, v);
 }
 
 static void print_bound(char *buf, size_t n, const Range *r, bool hi) {
@@ -344,7 +383,11 @@ static void print_bound(char *buf, size_t n, const Range *r, bool hi) {
  * other sequence's positions sets the launch condition instead. */
 static bool check_index(Sema *S, KernelSpec *k, const SpecInput *in, int i, const Expr *x,
                         SrcLoc loc) {
-  Range r = range_of(k, x);
+  RangeCtx c = {.k = k};
+  c.positive[SYM_BATCH] = true;
+  c.positive[SYM_SEQLEN_Q] = reads_var(x, VAR_Q);
+  c.positive[SYM_SEQLEN_K] = reads_var(x, VAR_K);
+  Range r = range_of(&c, x);
   int d = in->dims[i];
   bool lo_ok = r.lo[SYM_CONST] >= 0, hi_ok = false;
   if (d > 0)
@@ -377,6 +420,12 @@ static bool check_index(Sema *S, KernelSpec *k, const SpecInput *in, int i, cons
              i + 1, in->name, dim, lo, hi);
   if (d > 0)
     diag_note(&S->diag, NOLOC, "clamp it, e.g. min(max(x, 0), %d)", d - 1);
+  else if ((d == SPEC_DIM_SEQLEN_Q && !c.positive[SYM_SEQLEN_Q]) ||
+           (d == SPEC_DIM_SEQLEN_K && !c.positive[SYM_SEQLEN_K]))
+    diag_note(&S->diag, NOLOC, "%s may be 0 where an index that does not read %s is evaluated; "
+              "index it by %s (clamped, e.g. min(max(x, 0), %s - 1), with x reading %s)", dim,
+              d == SPEC_DIM_SEQLEN_Q ? "q" : "k", d == SPEC_DIM_SEQLEN_Q ? "q" : "k", dim,
+              d == SPEC_DIM_SEQLEN_Q ? "q" : "k");
   else
     diag_note(&S->diag, NOLOC, "clamp it, e.g. min(max(x, 0), %s - 1)", dim);
   return false;
