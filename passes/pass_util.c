@@ -111,6 +111,35 @@ static bool pure_if(const Op *o, int depth) {
 
 bool op_is_pure_if(const Op *op) { return pure_if(op, 0); }
 
+static bool scalar_body(const Block *b, int depth);
+
+static bool scalar_loop(const Op *o, int depth) {
+  if (o->kind != OP_FOR || for_is_parallel((Op *)o) || depth > 16)
+    return false;
+  for (int i = 0; i < o->noperands; i++)
+    if (o->operands[i]->type.kind != TYPE_SCALAR)
+      return false;
+  for (int i = 0; i < o->nresults; i++)
+    if (o->results[i]->type.kind != TYPE_SCALAR)
+      return false;
+  return scalar_body(for_body((Op *)o), depth + 1);
+}
+
+static bool scalar_body(const Block *b, int depth) {
+  for (const Op *p = b->first; p; p = p->next) {
+    bool ok = p->kind == OP_YIELD || p->kind == OP_IF ? p->kind == OP_YIELD || pure_if(p, depth)
+              : p->kind == OP_FOR ? scalar_loop(p, depth)
+                                  : op_is_pure(p);
+    for (int i = 0; ok && i < p->nresults; i++)
+      ok = p->results[i]->type.kind == TYPE_SCALAR;
+    if (!ok)
+      return false;
+  }
+  return true;
+}
+
+bool op_is_scalar_loop(const Op *op) { return scalar_loop(op, 0); }
+
 bool op_is_staged_load(const Op *op) {
   if ((op->kind != OP_LOAD && op->kind != OP_LOAD_PAGED) || op->nresults != 1)
     return false;

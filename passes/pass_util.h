@@ -31,6 +31,10 @@ bool op_is_pure(const Op *op);
 /* An if whose regions only compute (pure ops, reductions, pure ifs):
  * cloning it elsewhere computes the same. */
 bool op_is_pure_if(const Op *op);
+/* A sequential loop of scalars whose body only computes scalars (pure ops,
+ * pure ifs, such loops): mask-skip's binary searches for a tile's first and
+ * last steps. Cloning it elsewhere computes the same. */
+bool op_is_scalar_loop(const Op *op);
 /* A load of an f16/bf16 tile with no distribution, plain or paged: codegen
  * stages it in shared memory for the tensor cores (decode's paged rows
  * too: the page lookup is per row, so a copy needs nothing from the step

@@ -40,8 +40,10 @@
  * loop of a parallel loop's body carrying O, l, m, with no staged tile
  * carried (it runs before overlap-softmax, which then takes V from its
  * ring), no nested loop, and staged loads whose rows are computed from the
- * step by scalar ops (and the bounds from the Q tile's scalars): what the
- * producer can compute alone. Also on the backward's K/V-outer and Q-outer
+ * step by scalar ops (and the bounds from the Q tile's scalars, through
+ * pure ifs and loops of scalars: mask-skip's binary searches for a
+ * document mask's first and last steps, which the producer runs too): what
+ * the producer can compute alone. Also on the backward's K/V-outer and Q-outer
  * kernels past head dim 64 (docs/hopper-pipeline.md §10): their step loop
  * carries the gradient tiles, and bwd_kv's sits in a sequential loop over
  * a K/V head's query heads, which the producer copies, both roles counting
@@ -92,6 +94,8 @@ static bool level_block(const Split *sp, const Block *blk) {
   return blk == sp->tbody || (sp->mid && blk == for_body(sp->mid));
 }
 
+static bool region_reads_computable(Block *blk, const Split *sp, int depth);
+
 /* Can v be computed by the producer, whose region sits at the top of the
  * tile loop's body? Values from outside that body's tree are visible to
  * it; the scalars of the body and of the mid loop's body are recomputed
@@ -106,22 +110,32 @@ static bool producer_computable(Value *v, const Split *sp, int depth) {
     return v == for_iv(sp->mid);
   if (!level_block(sp, home))
     return d ? !op_is_inside(d, tloop) : !(home->parent_op && op_is_inside(home->parent_op, tloop));
-  if (depth > 64 || v->type.kind != TYPE_SCALAR || !(op_is_pure(d) || op_is_pure_if(d)))
+  if (depth > 64 || v->type.kind != TYPE_SCALAR ||
+      !(op_is_pure(d) || op_is_pure_if(d) || op_is_scalar_loop(d)))
     return false;
   for (int i = 0; i < d->noperands; i++)
     if (!producer_computable(d->operands[i], sp, depth + 1))
       return false;
-  /* what a pure if's regions read from the levels */
+  /* what a pure if's or a scalar loop's regions read from the levels */
   for (int r = 0; r < d->nregions; r++)
-    for (Op *o = d->regions[r]->first; o; o = o->next) {
-      if (o->nregions)
+    if (!region_reads_computable(d->regions[r], sp, depth))
+      return false;
+  return true;
+}
+
+/* Whatever the ops of blk (at any depth) read from the levels the producer
+ * can compute. */
+static bool region_reads_computable(Block *blk, const Split *sp, int depth) {
+  for (Op *o = blk->first; o; o = o->next) {
+    for (int i = 0; i < o->noperands; i++) {
+      Value *x = o->operands[i];
+      if (x->def && level_block(sp, x->def->parent) && !producer_computable(x, sp, depth + 1))
         return false;
-      for (int i = 0; i < o->noperands; i++) {
-        Value *x = o->operands[i];
-        if (x->def && level_block(sp, x->def->parent) && !producer_computable(x, sp, depth + 1))
-          return false;
-      }
     }
+    for (int r = 0; r < o->nregions; r++)
+      if (!region_reads_computable(o->regions[r], sp, depth))
+        return false;
+  }
   return true;
 }
 
@@ -130,10 +144,11 @@ static bool staged_type(Type t) {
   return t.kind == TYPE_TILE && t.dist == DIST_NONE && (t.elem == ELEM_BF16 || t.elem == ELEM_F16);
 }
 
-/* The only `for` of blk is `loop`. */
+/* The only `for` of blk is `loop`, besides loops of scalars (mask-skip's
+ * binary searches for the step bounds, which the producer clones). */
 static bool only_loop(Block *blk, const Op *loop) {
   for (Op *o = blk->first; o; o = o->next)
-    if (o != loop && o->kind == OP_FOR)
+    if (o != loop && o->kind == OP_FOR && !op_is_scalar_loop(o))
       return false;
   return true;
 }
@@ -201,6 +216,19 @@ typedef struct Clone {
   ValueMap map;
 } Clone;
 
+static Value *clone_pre(Clone *c, Value *v);
+
+/* What the ops of blk (at any depth) read from the consumer's levels,
+ * cloned before the op that holds blk is. */
+static void clone_region_reads(Clone *c, Block *blk) {
+  for (Op *o = blk->first; o; o = o->next) {
+    for (int i = 0; i < o->noperands; i++)
+      clone_pre(c, o->operands[i]);
+    for (int r = 0; r < o->nregions; r++)
+      clone_region_reads(c, o->regions[r]);
+  }
+}
+
 /* v as the producer computes it before its step loop: the scalars of the
  * consumer's tile body (and mid loop body) cloned, each before the
  * producer's loop at its level (pure ifs with what their regions read);
@@ -213,9 +241,7 @@ static Value *clone_pre(Clone *c, Value *v) {
   for (int i = 0; i < d->noperands; i++)
     clone_pre(c, d->operands[i]);
   for (int r = 0; r < d->nregions; r++)
-    for (Op *o = d->regions[r]->first; o; o = o->next)
-      for (int i = 0; i < o->noperands; i++)
-        clone_pre(c, o->operands[i]);
+    clone_region_reads(c, d->regions[r]);
   Op *k = op_clone(d->parent == c->consumer ? &c->pre : &c->mid, d, &c->map);
   for (int r = 0; r < d->nresults; r++)
     valuemap_put(c->m, &c->map, d->results[r], k->results[r]);
