@@ -15,10 +15,10 @@
  * through (defined once per gpu.module). */
 #define CG_SMEM_SYMBOL "__flashc_smem"
 
-/* What the lowering learned that the metadata must say. */
 /* The most tensor maps a kernel takes (Q, K, V and a staged input). */
 enum { CG_MAX_TMAPS = 4 };
 
+/* What the lowering learned that the metadata must say. */
 typedef struct CgKernelInfo {
   int smem_bytes;     /* dynamic shared memory the launch must provide */
   int threads;        /* block size */

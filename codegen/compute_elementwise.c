@@ -347,8 +347,8 @@ void lw_elementwise(Lowerer *L, const Op *op) {
   }
   if (op->kind == OP_CAST && lw_dropout_cast(L, op))
     return;
-  const CgVal *x0 = lw_get(L, op->operands[0]);
-  if (op->kind == OP_CAST && x0 && x0->kind == CV_SMEM) {
+  const CgVal *x0 = op->kind == OP_CAST ? lw_get(L, op->operands[0]) : NULL;
+  if (x0 && x0->kind == CV_SMEM) {
     lw_read_staged(L, op);
     return;
   }

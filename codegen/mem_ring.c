@@ -204,20 +204,16 @@ void lw_ring_put_tma(Lowerer *L, const Op *op) {
   cg_mbarrier_wait(b, ring_bar(L, r, 1, slot), cg_arith2(b, "arith.xori", parity, cg_const_i32(b, 1)));
   MlirValue full = ring_bar(L, r, 0, slot);
   cg_mbarrier_arrive_expect_tx(b, full, t.rows * t.cols * 2);
-  MlirValue coord[4], col0 = cg_const_i32(b, 0);
-  if (attr_int(&ld->attrs, "rect", 0) == 1) {
-    int rank = ld->operands[0]->type.rank;
-    col0 = cg_int_cast(b, lw_scalar_operand(L, ld, rank), b->i32);
-    coord[1] = cg_int_cast(b, lw_scalar_operand(L, ld, rank - 1), b->i32);
-    coord[2] = rank >= 3 ? cg_int_cast(b, lw_scalar_operand(L, ld, rank - 2), b->i32)
-                         : cg_const_i32(b, 0);
-    coord[3] = rank >= 4 ? cg_int_cast(b, lw_scalar_operand(L, ld, rank - 3), b->i32)
-                         : cg_const_i32(b, 0);
-  } else {
-    coord[1] = cg_int_cast(b, lw_scalar_operand(L, ld, 3), b->i32);
-    coord[2] = cg_int_cast(b, lw_scalar_operand(L, ld, 2), b->i32);
-    coord[3] = cg_int_cast(b, lw_scalar_operand(L, ld, 1), b->i32);
-  }
+  /* the row operand (Q, K, V: 3; a rectangle: its rank - 1) and the ones
+   * before it, innermost first; a rectangle's column start after it */
+  bool rect = attr_int(&ld->attrs, "rect", 0) == 1;
+  int row = rect ? ld->operands[0]->type.rank - 1 : 3;
+  MlirValue coord[4];
+  MlirValue col0 = rect ? cg_int_cast(b, lw_scalar_operand(L, ld, row + 1), b->i32)
+                        : cg_const_i32(b, 0);
+  for (int c = 1; c < 4; c++)
+    coord[c] = row - (c - 1) >= 1 ? cg_int_cast(b, lw_scalar_operand(L, ld, row - (c - 1)), b->i32)
+                                  : cg_const_i32(b, 0);
   MlirValue buf = slot_buffer(L, r, slot);
   for (int c = 0; c < t.cols / 64; c++) {
     coord[0] = cg_addi_c(b, col0, 64 * c);

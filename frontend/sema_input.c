@@ -276,7 +276,6 @@ static Range mod_range(Range a, Range b) {
   return r;
 }
 
-/* min and max: each operand's bound against the same symbol. */
 /* What range_of knows: the spec, and which symbols are at least 1 where
  * the index is evaluated (batch always; seqlen_q and seqlen_k where the
  * expression reads q, resp. k: it is then only evaluated at an existing
@@ -296,6 +295,7 @@ static Range sym_bounds(const RangeCtx *c, Range a) {
   return a;
 }
 
+/* min and max: each operand's bound against the same symbol. */
 static Range minmax_range(const RangeCtx *c, Range a, Range b, bool is_min) {
   Range r;
   a = sym_bounds(c, a);
@@ -420,12 +420,13 @@ static bool check_index(Sema *S, KernelSpec *k, const SpecInput *in, int i, cons
              i + 1, in->name, dim, lo, hi);
   if (d > 0)
     diag_note(&S->diag, NOLOC, "clamp it, e.g. min(max(x, 0), %d)", d - 1);
-  else if ((d == SPEC_DIM_SEQLEN_Q && !c.positive[SYM_SEQLEN_Q]) ||
-           (d == SPEC_DIM_SEQLEN_K && !c.positive[SYM_SEQLEN_K]))
+  else if (d != SPEC_DIM_BATCH &&
+           !c.positive[d == SPEC_DIM_SEQLEN_Q ? SYM_SEQLEN_Q : SYM_SEQLEN_K]) {
+    const char *pos = d == SPEC_DIM_SEQLEN_Q ? "q" : "k";
     diag_note(&S->diag, NOLOC, "%s may be 0 where an index that does not read %s is evaluated; "
               "index it by %s (clamped, e.g. min(max(x, 0), %s - 1), with x reading %s)", dim,
-              d == SPEC_DIM_SEQLEN_Q ? "q" : "k", d == SPEC_DIM_SEQLEN_Q ? "q" : "k", dim,
-              d == SPEC_DIM_SEQLEN_Q ? "q" : "k");
+              pos, pos, dim, pos);
+  }
   else
     diag_note(&S->diag, NOLOC, "clamp it, e.g. min(max(x, 0), %s - 1)", dim);
   return false;

@@ -140,6 +140,8 @@ static bool scalar_body(const Block *b, int depth) {
 
 bool op_is_scalar_loop(const Op *op) { return scalar_loop(op, 0); }
 
+long tile_bytes(Type t) { return (long)t.rows * t.cols * (t.elem == ELEM_F32 ? 4 : 2); }
+
 bool op_is_staged_load(const Op *op) {
   if ((op->kind != OP_LOAD && op->kind != OP_LOAD_PAGED) || op->nresults != 1)
     return false;

@@ -40,6 +40,9 @@ bool op_is_scalar_loop(const Op *op);
  * too: the page lookup is per row, so a copy needs nothing from the step
  * before). */
 bool op_is_staged_load(const Op *op);
+/* The bytes of tile type t (f32 4 a element, else 2): what a staged tile
+ * or a ring slot of it takes in shared memory. */
+long tile_bytes(Type t);
 /* True when a and b are in the same block and a comes first. */
 bool op_precedes(const Op *a, const Op *b);
 

@@ -41,8 +41,8 @@
 enum { MAX_STAGED = 2 };
 
 static bool is_const(const Value *v, double x) {
-  return v && v->def && v->def->kind == OP_CONST && v->def->nresults == 1 &&
-         attr_float(&v->def->attrs, "value", x + 1) == x;
+  double c;
+  return v && value_const(v, &c) && c == x;
 }
 
 /* Is v `sub %extent, 1`? */
@@ -142,8 +142,6 @@ static Op *step_loop(Func *f) {
   return found;
 }
 
-static long tile_bytes(Type t) { return (long)t.rows * t.cols * 2; }
-
 /* One stage of every staged input beside two of the step's loads (K, V),
  * the consumers' own staged tiles (Q), overlap-softmax's zero slot for V
  * and a 1024-byte barrier block a ring: warp-specialize's budget
@@ -167,8 +165,10 @@ static bool fits(Func *f, Op *loop, const Staged *s, int n) {
   oplist_free(&loads);
   if (overlap_softmax_wanted(f, true))
     own += last;
-  for (int i = 0; i < n; i++)
-    own += tile_bytes(s[i].gather->results[0]->type);
+  for (int i = 0; i < n; i++) { /* the staged tile: the input's 2-byte elements */
+    Type rt = s[i].gather->results[0]->type;
+    own += tile_bytes(type_tile(s[i].gather->operands[0]->type.elem, rt.rows, rt.cols, DIST_NONE));
+  }
   return own + 2 * per_stage + 1024L * rings <=
          tiling_smem_limit(attr_str(&f->attrs, "target", "sm_90a"));
 }

@@ -295,10 +295,6 @@ static bool grouped_main(const Func *f) {
 /* A staged tile of a run-time input (stage-inputs' `load {rect = 1}`). */
 static bool is_input_load(const Op *ld) { return attr_int(&ld->attrs, "rect", 0) == 1; }
 
-static long tile_bytes(Type t) {
-  return (long)t.rows * t.cols * (t.elem == ELEM_F32 ? 4 : 2);
-}
-
 /* The ring's stages: the schedule's when it names them, else as many as
  * shared memory holds (at most 4, at least 2) beside the consumers' own
  * staged tiles (Q; the backward's K/V-outer K and V) and the rings'

@@ -137,11 +137,6 @@ extern const char *const fa_dim_names[4];
 int fa_mul_ok(int64_t a, int64_t b, int64_t *r); /* a * b for a, b >= 0; 0 on overflow */
 int fa_add_ok(int64_t a, int64_t b, int64_t *r);
 int fa_has_elements(const fa_tensor *t);
-/* Can a tensor map copy boxes of input t of rank r (2-byte floats, the
- * last dim contiguous, the others' byte strides positive multiples of 16
- * below 2^40 where their extent is past 1, the base 16-byte aligned)?
- * launch.c; stage-inputs' kernels need it, else their gathered copy runs. */
-int fa_input_tma_ok_(const fa_tensor *t, int r);
 int fa_ranges_meet(uintptr_t a, int64_t alen, uintptr_t b, int64_t blen);
 fa_status fa_check_nulls(const fa_launch_tensors *c);
 fa_status fa_check_dtypes(const fa_launch_tensors *c);

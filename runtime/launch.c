@@ -64,14 +64,21 @@ static CUdeviceptr devptr(const void *p) { return (CUdeviceptr)(uintptr_t)p; }
 /* The parameter of tensor map t: "tmap_q", "tmap_k", "tmap_v", or an
  * input's "tmap_input<i>" (i its index in the kernel's inputs, as
  * fa_put_inputs_ names its other parameters). */
+/* The index of input map t's input among the kernel's (metadata-checked
+ * to exist), -1 when it has none. */
+static int input_index(const fa_kernel_info *in, const fa_tmap_info *t) {
+  for (int i = 0; i < in->ninputs && i < FA_MAX_INPUTS; i++)
+    if (strcmp(in->inputs[i].name, t->input) == 0) return i;
+  return -1;
+}
+
 static const char *tmap_param_name(const fa_kernel_info *in, const fa_tmap_info *t) {
   static const char *const inputs[FA_MAX_INPUTS] = {
       "tmap_input0", "tmap_input1", "tmap_input2", "tmap_input3",
       "tmap_input4", "tmap_input5", "tmap_input6", "tmap_input7"};
   if (t->tensor == 'i') {
-    for (int i = 0; i < in->ninputs && i < FA_MAX_INPUTS; i++)
-      if (strcmp(in->inputs[i].name, t->input) == 0) return inputs[i];
-    return "tmap_input?";
+    int i = input_index(in, t);
+    return i >= 0 ? inputs[i] : "tmap_input?";
   }
   return t->tensor == 'q' ? "tmap_q" : t->tensor == 'k' ? "tmap_k" : "tmap_v";
 }
@@ -84,12 +91,15 @@ static const fa_tensor *input_of_map(const fa_forward_args *a, const fa_tmap_inf
 
 /* The declared rank of input map t's input (2..4, metadata-checked). */
 static int input_rank(const fa_kernel_info *in, const fa_tmap_info *t) {
-  for (int i = 0; i < in->ninputs; i++)
-    if (strcmp(in->inputs[i].name, t->input) == 0) return in->inputs[i].rank;
-  return 0;
+  int i = input_index(in, t);
+  return i >= 0 ? in->inputs[i].rank : 0;
 }
 
-int fa_input_tma_ok_(const fa_tensor *t, int r) {
+/* Can a tensor map copy boxes of input t of rank r (2-byte floats, the
+ * last dim contiguous, the others' byte strides positive multiples of 16
+ * below 2^40 where their extent is past 1, the base 16-byte aligned)?
+ * stage-inputs' kernels need it, else their gathered copy runs. */
+static int input_tma_ok(const fa_tensor *t, int r) {
   if (!t || (t->dtype != FA_DTYPE_BF16 && t->dtype != FA_DTYPE_F16)) return 0;
   if (r < 2 || r > 4 || (uintptr_t)t->data % 16) return 0;
   if (t->dim[r - 1] > 1 && t->stride[r - 1] != 1) return 0; /* the box's rows are contiguous */
@@ -240,7 +250,7 @@ static fa_status launch(fa_module *m, int i, const fa_forward_args *a, CUdevicep
 }
 
 /* Kernel ki, or its gathered copy (key gather_of) when an input it copies
- * with a tensor map has a layout no map can take (fa_input_tma_ok_: an odd
+ * with a tensor map has a layout no map can take (input_tma_ok: an odd
  * row length, a base off 16 bytes, a stride 0, a strided last dim). */
 static int staged_or_gathered(fa_module *m, int ki, const fa_forward_args *a) {
   const fa_kernel_info *in = &m->kernels[ki];
@@ -248,7 +258,7 @@ static int staged_or_gathered(fa_module *m, int ki, const fa_forward_args *a) {
   for (int i = 0; i < in->ntmaps; i++)
     if (in->tmaps[i].tensor == 'i') {
       const fa_tensor *t = input_of_map(a, &in->tmaps[i]);
-      ok &= !t || !fa_has_elements(t) || fa_input_tma_ok_(t, input_rank(in, &in->tmaps[i]));
+      ok &= !t || !fa_has_elements(t) || input_tma_ok(t, input_rank(in, &in->tmaps[i]));
     }
   if (ok) return ki;
   for (int i = 0; i < m->nkernels; i++)

@@ -339,8 +339,7 @@ static fa_status take_tma(Parser *p, const char *val) {
   t.rows = r;
   if (input) memcpy(t.input, val + 3, len - 3);
   for (int i = 0; i < in->ntmaps; i++)
-    if (in->tmaps[i].tensor == t.tensor && strcmp(in->tmaps[i].input, t.input) == 0)
-    {
+    if (in->tmaps[i].tensor == t.tensor && strcmp(in->tmaps[i].input, t.input) == 0) {
       char name[FA_INPUT_NAME_MAX + 4];
       fa_fmt(name, sizeof name, "%.*s", (int)len, val);
       return fail(p, "tma", "a second map of %s", name);
@@ -358,8 +357,7 @@ static fa_status check_input_maps(Parser *p) {
     const fa_input_info *x = NULL;
     for (int j = 0; j < in->ninputs; j++)
       if (strcmp(in->inputs[j].name, in->tmaps[i].input) == 0) x = &in->inputs[j];
-    if (!x || x->rank < 2 || (x->dtype != FA_DTYPE_BF16 && x->dtype != FA_DTYPE_F16))
-    {
+    if (!x || x->rank < 2 || (x->dtype != FA_DTYPE_BF16 && x->dtype != FA_DTYPE_F16)) {
       char what[160];
       fa_fmt(what, sizeof what, "the map of in_%s needs a declared bf16 or f16 input of rank "
              "2 to 4", in->tmaps[i].input);
