@@ -156,7 +156,8 @@ class Modules:
                 try:
                     K = Kernels(self.drv, path, name)
                     m = K.meta[name]
-                    if m.get("grid") != "q_tiles,heads,batch" or m.get("workspace_floats_per_row", 0):
+                    if m.get("grid") not in ("q_tiles,heads,batch", "persistent") or \
+                            m.get("workspace_floats_per_row", 0):
                         raise RuntimeError(f"forward grid {m.get('grid')}, workspace "
                                            f"{m.get('workspace_floats_per_row')}: not launched here")
                     self.loaded[key] = K
