@@ -204,6 +204,11 @@ void cg_mbarrier_arrive_expect_tx(CgBuilder *b, MlirValue bar, int bytes);
  * (i32 shared address). Rows out of the tensor's range land as zeros. */
 void cg_tma_load_4d(CgBuilder *b, MlirValue dst, MlirValue map, MlirValue bar,
                     const MlirValue coord[4]);
+/* cp.reduce.async.bulk.tensor.4d ... add: the box of tensor map `map` at
+ * coord[0..4) (i32, innermost first) += the f32 box at shared address src
+ * (i32, the map's swizzled layout), in this thread's current bulk group;
+ * box elements outside the tensor are dropped. */
+void cg_tma_reduce_add_4d(CgBuilder *b, MlirValue map, MlirValue src, const MlirValue coord[4]);
 /* prefetch.tensormap: the map's descriptor into the cache before its first use. */
 void cg_prefetch_tensormap(CgBuilder *b, MlirValue map);
 /* bar.sync id, threads: a barrier among `threads` threads (whole warps). */

@@ -17,11 +17,12 @@ static bool geom_fail(Lowerer *L, const Op *op, const char *msg, Type t) {
   return false;
 }
 
-bool lw_geom(Lowerer *L, Type t, TileGeom *g, const Op *op) {
+/* The geometry of t over W warps into g; NULL, or why it has none. */
+static const char *geom_of(int W, Type t, TileGeom *g) {
   memset(g, 0, sizeof *g);
-  int R = t.rows, C = t.cols, W = L->warps;
+  int R = t.rows, C = t.cols;
   if (R <= 0 || C <= 0)
-    return geom_fail(L, op, "tile extents are still symbolic", t);
+    return "tile extents are still symbolic";
   g->rows = R;
   g->cols = C;
   g->cls = (R == 1 && C == 1) ? TC_ONE : C == 1 ? TC_ROWV : R == 1 ? TC_COLV : TC_FULL;
@@ -33,35 +34,44 @@ bool lw_geom(Lowerer *L, Type t, TileGeom *g, const Op *op) {
   if (t.dist == DIST_GROUP_COLS) {
     /* a warp a 16-row slice; the warps left over form more groups */
     if (g->cls != TC_FULL || R % 16 || W % (R / 16) || W == R / 16)
-      return geom_fail(L, op, "a group tile needs 16-row slices and warps for two groups or more", t);
+      return "a group tile needs 16-row slices and warps for two groups or more";
     g->group_warps = R / 16;
     g->groups = W / g->group_warps;
     g->group_cols = true;
     if (C % g->groups)
-      return geom_fail(L, op, "a group_cols tile's columns do not split over its groups", t);
+      return "a group_cols tile's columns do not split over its groups";
     cw = C / g->groups;
     rw = 16;
   } else if (g->row_split) {
     if (R % W)
-      return geom_fail(L, op, "rows do not split evenly over the warps", t);
+      return "rows do not split evenly over the warps";
     rw = R / W;
   }
   if (g->col_split) {
     if (C % W)
-      return geom_fail(L, op, "columns do not split evenly over the warps", t);
+      return "columns do not split evenly over the warps";
     cw = C / W;
   }
   if (g->cls == TC_ROWV || g->cls == TC_FULL) {
     if (rw % 16)
-      return geom_fail(L, op, "each warp needs a multiple of 16 rows", t);
+      return "each warp needs a multiple of 16 rows";
     g->nm = rw / 16;
   }
   if (g->cls == TC_COLV || g->cls == TC_FULL) {
     if (cw % 8)
-      return geom_fail(L, op, "each warp needs a multiple of 8 columns", t);
+      return "each warp needs a multiple of 8 columns";
     g->nn = cw / 8;
   }
-  return true;
+  return NULL;
+}
+
+bool lw_geom(Lowerer *L, Type t, TileGeom *g, const Op *op) {
+  const char *why = geom_of(L->warps, t, g);
+  return why ? geom_fail(L, op, why, t) : true;
+}
+
+bool lw_geom_quiet(const Lowerer *L, Type t, TileGeom *g) {
+  return geom_of(L->warps, t, g) == NULL;
 }
 
 int lw_geom_count(const TileGeom *g) {

@@ -7,6 +7,8 @@
 /* The geometry of a register tile of type t over L's warps; false (an error
  * at op, or a plain one when op is NULL) when the warps cannot hold it. */
 bool lw_geom(Lowerer *L, Type t, TileGeom *g, const Op *op);
+/* lw_geom without the error: false where t has no geometry over L's warps. */
+bool lw_geom_quiet(const Lowerer *L, Type t, TileGeom *g);
 int lw_geom_count(const TileGeom *g); /* elements one thread holds */
 /* The warp's index within its group (the warp when the tile has no groups)
  * and its group (0), i32. */

@@ -27,8 +27,9 @@ typedef struct CgKernelInfo {
   bool wgmma;         /* its matmuls run on warpgroup MMA (compute_wgmma.c) */
   bool matmuls;       /* it has any (the backward's pre and post have none) */
   /* Its tensor-map parameters (its last ones), in order: the tensor ("q",
-   * "k", "v", or a run-time input's "in_NAME"), the box's rows (the ring's
-   * tile rows; columns 64) and the parameter's name ("tmap_q", ...). */
+   * "k", "v", a run-time input's "in_NAME", or the backward's "dq_acc"),
+   * the box's rows (the ring's tile rows, columns 64; dq_acc's: a warp's
+   * rows, f32 columns 32) and the parameter's name ("tmap_q", ...). */
   int ntmaps;
   const char *tmap_tensor[CG_MAX_TMAPS];
   int tmap_rows[CG_MAX_TMAPS];

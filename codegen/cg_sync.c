@@ -65,6 +65,14 @@ void cg_tma_load_4d(CgBuilder *b, MlirValue dst, MlirValue map, MlirValue bar,
          args, "r,l,r,r,r,r,r", 7, NULL, 0);
 }
 
+void cg_tma_reduce_add_4d(CgBuilder *b, MlirValue map, MlirValue src, const MlirValue coord[4]) {
+  MlirValue args[6] = {map_address(b, map), coord[0], coord[1], coord[2], coord[3], src};
+  cg_ptx(b,
+         "cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group "
+         "[$0, {$1, $2, $3, $4}], [$5];",
+         args, "l,r,r,r,r,r", 6, NULL, 0);
+}
+
 void cg_prefetch_tensormap(CgBuilder *b, MlirValue map) {
   MlirValue a = map_address(b, map);
   cg_ptx(b, "prefetch.tensormap [$0];", &a, "l", 1, NULL, 0);

@@ -106,6 +106,9 @@ void lw_hoist_pages(Lowerer *L, Rows *m, int R);
  * i32 from lw_elem_row) and whether the row exists. */
 typedef void (*LwRowAt)(Lowerer *L, void *ctx, MlirValue r, MlirValue *off, MlirValue *ok);
 void lw_store_rows(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt row_at, void *ctx);
+/* The rows of a warp's box when store op adds into dq_acc through the TMA
+ * unit (its kernel then takes the tensor map tmap_dq_acc), else 0. */
+int lw_tma_reduce_rows(const Lowerer *L, const Op *op);
 void lw_load_rows(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt row_at, void *ctx);
 /* The load and store of every kernel kind, once its row map is made: a
  * register tile row by row, or a tile staged for the tensor cores. */

@@ -6,6 +6,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "codegen/mem.h"
 #include "mlir-c/BuiltinTypes.h"
@@ -196,6 +197,109 @@ static void add_tile_bulk(Lowerer *L, const TensorRef *t, const CgVal *x, int co
   MlirValue src = cg_gep(b, L->smem, cg_addi(b, wbuf, cg_muli_c(b, L->lane, pitch)), b->i8);
   cg_bulk_reduce_add_f32(b, cg_gep(b, t->base, off, t->et), cg_shared_addr32(b, src),
                          wcols * 4);
+  cg_bulk_commit(b);
+  cg_yield(b, NULL, 0);
+  cg_builder_set_block(b, outer);
+}
+
+/* The rows a warp adds with one TMA reduction box when store op can go
+ * through add_tile_tma, else 0: sm_90, `store {reduce = add}` of a whole
+ * f32 tile into the backward's dq_acc (rank 4, contiguous, the runtime's
+ * tensor map `tmap_dq_acc`, docs/abi.md), its rows split over the warps
+ * (or one warp), each warp's columns whole 32-column boxes (128 bytes, the
+ * 128-byte swizzle), at most 128 columns (as bulk_addable). Also decides
+ * the kernel's parameter (walk_kernel.c), so it reads only the IR. */
+int lw_tma_reduce_rows(const Lowerer *L, const Op *op) {
+  if (!L->sm90 || op->kind != OP_STORE || op->noperands != 5 || !attr_get(&op->attrs, "reduce"))
+    return 0;
+  const Value *t = op->operands[0];
+  TileGeom g;
+  if (!t->name || strcmp(t->name, "dq_acc") != 0 || t->type.kind != TYPE_TENSOR ||
+      t->type.rank != 4 || t->type.elem != ELEM_F32 || t->type.dims[3] > 128 ||
+      op->operands[4]->type.kind != TYPE_TILE || op->operands[4]->type.elem != ELEM_F32 ||
+      !lw_geom_quiet(L, op->operands[4]->type, &g))
+    return 0;
+  int wcols = g.group_cols ? 8 * g.nn : g.cols;
+  if (g.cls != TC_FULL || g.col_split || (!g.row_split && L->warps > 1) || wcols % 32)
+    return 0;
+  return 16 * g.nm;
+}
+
+/* x's rows (a warp's) as f32 into wbuf in the shared layout of the tensor
+ * map's boxes: 32-column boxes of `rows` rows of 128 bytes, one after the
+ * other, the 16-byte chunk c of row r at chunk c ^ (r % 8) (the 128-byte
+ * swizzle: a warp's v2 stores of eight rows hit all 32 banks). */
+static void write_rows_swizzled(Lowerer *L, const CgVal *x, MlirValue wbuf, int rows) {
+  CgBuilder *b = &L->b;
+  const TileGeom *g = &x->g;
+  MlirType v2 = mlirVectorTypeGet(1, (int64_t[]){2}, b->f32);
+  /* lane (lg, lq) writes columns ni * 8 + 2 lq, + 1 of rows lg + 8 j: chunk
+   * (2 (ni % 4) + lq / 2) ^ lg, byte 8 (lq % 2). Four addresses a thread,
+   * one per ni % 4, hidden from LLVM (else their disjoint bits make its
+   * adds ORs, which ptxas cannot fold into the stores' offsets: 16
+   * addresses hoisted out of the loop and spilled); every store is one of
+   * them plus a constant. */
+  MlirValue half = cg_arith2(b, "arith.shrui", L->lq, cg_const_i32(b, 1));
+  MlirValue row0 = cg_addi(b, cg_addi(b, wbuf, cg_muli_c(b, L->lg, 128)),
+                           cg_muli_c(b, cg_arith2(b, "arith.andi", L->lq, cg_const_i32(b, 1)), 8));
+  MlirValue base[4];
+  for (int k = 0; k < 4; k++)
+    base[k] = cg_addi(b, row0, cg_muli_c(b, cg_arith2(b, "arith.xori", cg_addi_c(b, half, 2 * k),
+                                                      L->lg), 16));
+  cg_ptx(b, "", NULL, "", 0, base, 4);
+  for (int mi = 0; mi < g->nm; mi++)
+    for (int h = 0; h < 2; h++)
+      for (int ni = 0; ni < g->nn; ni++) {
+        MlirValue at = cg_addi_c(b, base[ni % 4], (ni / 4) * rows * 128 + (mi * 16 + 8 * h) * 128);
+        MlirValue e2[2] = {cg_float_cast(b, lw_elem(L, x, TC_FULL, mi, ni, 2 * h), b->f32),
+                           cg_float_cast(b, lw_elem(L, x, TC_FULL, mi, ni, 2 * h + 1), b->f32)};
+        cg_store(b, cg_vector_from(b, e2, 2, v2), cg_gep(b, L->smem, at, b->i8), 8);
+      }
+}
+
+/* The f32 tile x added into dq_acc by the TMA unit (lw_tma_reduce_rows):
+ * each warp writes its rows into a buffer of its own in the boxes' swizzled
+ * layout, then one lane adds each 32-column box with one
+ * `cp.reduce.async.bulk.tensor` through the tensor map: a reduction a box
+ * where add_tile_bulk issues one a row, one lane after the other
+ * (perf-log P109: a third of the atomic backward's consumer time). Rows
+ * past the map's extent are dropped by the TMA unit; the buffer is reused
+ * once the warp's earlier reductions have read it. */
+static void add_tile_tma(Lowerer *L, const Op *op, const Rows *m, const CgVal *x, int col0) {
+  CgBuilder *b = &L->b;
+  const TileGeom *g = &x->g;
+  int wcols = g->group_cols ? 8 * g->nn : g->cols, rows = 16 * g->nm;
+  int bytes = L->warps * rows * wcols * 4; /* a warp's share: whole 1024-byte swizzle blocks */
+  MlirValue map = lw_param(L, "tmap_dq_acc", true);
+  if (mlirValueIsNull(map)) {
+    lw_error(L, op, "a TMA reduction needs the kernel's tmap_dq_acc parameter");
+    return;
+  }
+  if (L->bulk_buf_bytes < bytes) {
+    L->bulk_buf_off = lw_alloc_smem(L, bytes);
+    L->bulk_buf_bytes = bytes;
+  }
+  MlirValue wbuf = cg_addi_c(b, cg_muli_c(b, L->warp, rows * wcols * 4), L->bulk_buf_off);
+  cg_bulk_wait(b, true);
+  cg_syncwarp(b);
+  write_rows_swizzled(L, x, wbuf, rows);
+  cg_fence_proxy_async(b);
+  cg_syncwarp(b);
+  /* the map's coordinates, innermost first: column, row, head, batch */
+  MlirValue col = cg_const_i32(b, col0);
+  if (g->group_cols)
+    col = cg_addi(b, col, cg_muli_c(b, lw_group(L, g), wcols));
+  MlirValue row = cg_addi(b, cg_int_cast(b, m->row0, b->i32),
+                          cg_subi(b, lw_elem_row(L, g, 0, 0), L->lg));
+  MlirValue coord[4] = {col, row, cg_int_cast(b, m->h, b->i32), cg_int_cast(b, m->b, b->i32)};
+  MlirBlock then_block, outer = b->block;
+  cg_if(b, cg_cmpi(b, "eq", L->lane, cg_const_i32(b, 0)), NULL, 0, false, &then_block, NULL);
+  cg_builder_set_block(b, then_block);
+  for (int c = 0; c < wcols / 32; c++) {
+    MlirValue src = cg_gep(b, L->smem, cg_addi_c(b, wbuf, c * rows * 128), b->i8);
+    MlirValue at[4] = {cg_addi_c(b, coord[0], 32 * c), coord[1], coord[2], coord[3]};
+    cg_tma_reduce_add_4d(b, map, cg_shared_addr32(b, src), at);
+  }
   cg_bulk_commit(b);
   cg_yield(b, NULL, 0);
   cg_builder_set_block(b, outer);
@@ -400,6 +504,14 @@ void lw_store(Lowerer *L, const Op *op, Rows *m) {
   bool add = attr_get(&op->attrs, "reduce") != NULL;
   if (add && (m->t.elem != ELEM_F32 || lw_get(L, op->operands[4])->g.cls != TC_FULL)) {
     lw_error(L, op, "a store with reduce = add needs a full f32 register tile and tensor");
+    return;
+  }
+  if (add && lw_tma_reduce_rows(L, op) && !m->pack && !m->page) {
+    MlirValue only;
+    int col0;
+    const CgVal *x = store_begin(L, op, m->t.cols, &only, &col0);
+    if (x)
+      add_tile_tma(L, op, m, x, col0);
     return;
   }
   rows_loop(L, op, &m->t, rows_store_at, m, add);

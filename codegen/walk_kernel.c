@@ -119,6 +119,30 @@ static void tma_ring_fn(Op *op, void *ctx) {
   }
 }
 
+/* The tensor map of dq_acc when a store adds into it through the TMA unit
+ * (mem_global.c, lw_tma_reduce_rows), into the kernel's info. */
+typedef struct TmaReduceCtx {
+  const Lowerer *L;
+  CgKernelInfo *info;
+} TmaReduceCtx;
+
+static void tma_reduce_fn(Op *op, void *ctx) {
+  TmaReduceCtx *c = ctx;
+  CgKernelInfo *info = c->info;
+  int rows = lw_tma_reduce_rows(c->L, op);
+  if (!rows)
+    return;
+  for (int i = 0; i < info->ntmaps; i++)
+    if (strcmp(info->tmap_tensor[i], "dq_acc") == 0)
+      return; /* lw_tma_reduce_rows gives every store of one kernel the same rows */
+  if (info->ntmaps < CG_MAX_TMAPS) {
+    int i = info->ntmaps++;
+    info->tmap_tensor[i] = "dq_acc";
+    info->tmap_rows[i] = rows;
+    snprintf(info->tmap_param[i], sizeof info->tmap_param[i], "tmap_dq_acc");
+  }
+}
+
 /* The kernel's parameters in ABI order: its kind's, varlen's where the
  * kernel is varlen, dropout's where it has dropout, the run-time inputs',
  * the tensor maps of info's TMA rings.
@@ -258,6 +282,7 @@ int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwK
   MlirType params[LW_MAX_PARAMS];
   memset(info, 0, sizeof *info);
   func_walk((Func *)f, tma_ring_fn, info);
+  func_walk((Func *)f, tma_reduce_fn, &(TmaReduceCtx){L, info});
   int nparams = kernel_params(L, K, info, ps);
   if (nparams < 0) {
     cg_context_error(cc, mlirLocationUnknownGet(cg_context_mlir(cc)), "kernel %s: more than %d parameters",

@@ -396,6 +396,8 @@ fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
     p->dropout = in->dropout > 0;
     p->dropout_torch = in->dropout_torch;
     p->varlen = in->varlen != 0;
+    for (int t = 0; t < in->ntmaps; t++)
+      if (in->tmaps[t].tensor == 'a') p->dq_acc_map_rows = in->tmaps[t].rows;
     if (in->block_list[0]) {
       p->block_list = 1;
       p->lists = fa_visited_lists_(in, args->blocks, sz);
@@ -573,6 +575,8 @@ fa_status fa_backward_params(const fa_backward_schedule *plan, int step,
     fa_put_dropout_(&l, a->dropout_p, a->seed, a->offset, plan->step[step].dropout_torch);
   fa_put_inputs_(&l, plan->inputs, plan->ninputs, a->inputs, a->num_inputs);
   if (plan->step[step].block_list) fa_put_block_lists_(&l, &plan->step[step].lists);
+  /* last: the tensor map of dq_acc, which launch_step encodes (map 0) */
+  if (plan->step[step].dq_acc_map_rows) fa_put_(&l, FA_PARAM_TMAP, "tmap_dq_acc", 0);
   *count = l.n;
   return FA_OK;
 }
@@ -590,6 +594,11 @@ static fa_status launch_step(fa_module *m, const fa_backward_schedule *plan, int
   if (st != FA_OK) return st;
   fa_param_values_(p, n, &v);
   const fa_backward_step *s = &plan->step[i];
+  if (s->dq_acc_map_rows &&
+      (st = fa_encode_dq_acc_map_(m, s->kernel, s->dq_acc_map_rows,
+                                  fa_launch_sizes_(a->varlen, &a->q, &a->k),
+                                  ws + plan->dq_acc_offset, v.map[0])) != FA_OK)
+    return st;
   return fa_module_launch_kernel_(m, s->kernel, s->grid, s->block, s->smem, a->stream, v.ptr);
 }
 

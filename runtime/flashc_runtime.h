@@ -183,11 +183,13 @@ typedef struct fa_input_info {
                                  * fa_input_dim; 0 past the rank */
 } fa_input_info;
 
-/* One tensor map a kernel takes (a metadata line `tma q|k|v ROWS` or `tma
- * in_NAME ROWS`: a run-time input's tile, passes/stage_inputs.c). */
+/* One tensor map a kernel takes (a metadata line `tma q|k|v ROWS`, `tma
+ * in_NAME ROWS`: a run-time input's tile, passes/stage_inputs.c, or `tma
+ * dq_acc ROWS`: the atomic backward's dQ sums, codegen/mem_global.c). */
 typedef struct fa_tmap_info {
-  char tensor;                    /* 'q', 'k', 'v', or 'i' for the input named `input` */
-  int rows;                       /* the box's rows, 1..256 (its columns: 64) */
+  char tensor;                    /* 'q', 'k', 'v', 'i' for the input named `input`,
+                                   * 'a' for dq_acc */
+  int rows;                       /* the box's rows, 1..256 (its columns: 64; dq_acc 32) */
   char input[FA_INPUT_NAME_MAX];  /* the input's name ("" for q, k, v) */
 } fa_tmap_info;
 

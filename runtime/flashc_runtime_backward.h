@@ -151,6 +151,9 @@ typedef struct fa_backward_step {
                            * (kernel: the classifier's index in kernels), at args->blocks'
                            * addresses (NULL without: fa_backward builds them into its
                            * scratch and passes those) */
+  int dq_acc_map_rows;    /* LAUNCH: the box rows of the kernel's dq_acc tensor map
+                           * (metadata `tma dq_acc ROWS`: its last parameter, which the
+                           * caller encodes, docs/abi.md "Tensor maps"); 0: none */
 } fa_backward_step;
 
 #define FA_BACKWARD_MAX_STEPS 5

@@ -254,6 +254,13 @@ void fa_param_values_(const fa_param *p, int n, fa_param_values *v);
 typedef struct fa_sizes {
   int64_t batch, seqlen_q, seqlen_k;
 } fa_sizes;
+
+/* The CUtensorMap (128 bytes, 64-byte aligned) of the backward's dq_acc at
+ * device address acc for the launch sizes sz into map, as kernel `kernel`
+ * of m adds into it (metadata `tma dq_acc rows`, docs/abi.md "Tensor maps");
+ * a message in m and a status when the driver cannot encode it. */
+fa_status fa_encode_dq_acc_map_(fa_module *m, int kernel, int rows, fa_sizes sz, uint64_t acc,
+                                void *map);
 fa_sizes fa_launch_sizes_(const fa_varlen *vl, const fa_tensor *q, const fa_tensor *k);
 /* What a `layout varlen` block cannot go with, for the metadata parser: -2
  * nothing; -1 another key (mode decode, dropout), why says so; i >= 0 input

@@ -218,6 +218,46 @@ static fa_status encode_tmaps(fa_module *m, const fa_kernel_info *in, const fa_f
   return FA_OK;
 }
 
+/* The tensor map of dq_acc (f32 [batch, seqlen_q, heads, head_dim] at acc,
+ * contiguous; a varlen launch's padded to its longest sequence) into map,
+ * as the atomic main kernel's TMA reductions take it (codegen/mem_global.c
+ * add_tile_tma; docs/abi.md "Tensor maps"): 4-d, innermost first (head_dim,
+ * seqlen_q, heads, batch), boxes of 32 columns (128 bytes, the 128-byte
+ * swizzle) by `rows` (the metadata's). */
+fa_status fa_encode_dq_acc_map_(fa_module *m, int kernel, int rows, fa_sizes sz, uint64_t acc,
+                                void *map) {
+  const Driver *cu = &m->ctx->cu;
+  const fa_kernel_info *in = &m->kernels[kernel];
+  memset(map, 0, 128);
+  if (!cu->TensorMapEncodeTiled) {
+    fa_fmt(m->errmsg, sizeof m->errmsg, "kernel %s adds dQ through a tensor map, and this CUDA "
+           "driver lacks cuTensorMapEncodeTiled (CUDA 12.0+): use the deterministic launch "
+           "(FA_BACKWARD_DETERMINISTIC)", in->kernel);
+    return FA_ERR_UNSUPPORTED;
+  }
+  cuuint64_t d = (cuuint64_t)in->head_dim, h = (cuuint64_t)in->heads;
+  cuuint64_t dims[4] = {d, (cuuint64_t)sz.seqlen_q, h, (cuuint64_t)sz.batch};
+  cuuint64_t strides[3] = {h * d * 4, d * 4, (cuuint64_t)sz.seqlen_q * h * d * 4};
+  for (int k = 0; k < 3; k++)
+    if (dims[k + 1] == 1) strides[k] = 16; /* never stepped over */
+  cuuint32_t box[4] = {32, (cuuint32_t)rows, 1, 1};
+  cuuint32_t one[4] = {1, 1, 1, 1};
+  CUresult r = cu->TensorMapEncodeTiled(
+      (CUtensorMap *)map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4,
+      (void *)(uintptr_t)acc, dims, strides, box, one,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    char head[256];
+    fa_cuda_msg_(cu, head, sizeof head, "cuTensorMapEncodeTiled", r);
+    fa_fmt(m->errmsg, sizeof m->errmsg, "kernel %s: the tensor map of dq_acc (%" PRId64 " x %"
+           PRId64 " x %" PRId64 " x %" PRId64 "): %s", in->kernel, sz.batch, sz.seqlen_q,
+           (int64_t)h, (int64_t)d, head);
+    return FA_ERR_CUDA;
+  }
+  return FA_OK;
+}
+
 /* Kernel i of the module launched on the current context, visiting
  * `lists` where it visits block lists. */
 static fa_status launch(fa_module *m, int i, const fa_forward_args *a, CUdeviceptr lse,

@@ -318,24 +318,27 @@ static fa_status split_line(Parser *p, const char *s, const char *e, int *k, cha
   return FA_OK;
 }
 
-/* `tma q|k|v|in_NAME ROWS`, one line per tensor map in parameter order:
- * the kernel's last parameters are CUtensorMaps of Q, K, V or run-time
- * input NAME (declared by an `input` line, 2-byte floats, rank 2 to 4:
- * checked with the inputs), each box 64 columns by ROWS rows (1..256;
- * docs/abi.md, "Tensor maps"). */
+/* `tma q|k|v|in_NAME|dq_acc ROWS`, one line per tensor map in parameter
+ * order: the kernel's last parameters are CUtensorMaps of Q, K, V,
+ * run-time input NAME (declared by an `input` line, 2-byte floats, rank 2
+ * to 4: checked with the inputs), each box 64 columns by ROWS rows, or of
+ * the backward's dq_acc (f32, boxes of 32 columns by ROWS rows); ROWS
+ * 1..256 (docs/abi.md, "Tensor maps"). */
 static fa_status take_tma(Parser *p, const char *val) {
   fa_kernel_info *in = p->info;
   const char *sp = strchr(val, ' ');
   size_t len = sp ? (size_t)(sp - val) : 0;
   int input = len > 3 && strncmp(val, "in_", 3) == 0 && len - 3 < FA_INPUT_NAME_MAX;
-  if (!sp || (!input && (len != 1 || (val[0] != 'q' && val[0] != 'k' && val[0] != 'v'))))
-    return fail(p, "tma", "'%.60s' is not `q ROWS`, `k ROWS`, `v ROWS` or `in_NAME ROWS`", val);
+  int acc = len == 6 && strncmp(val, "dq_acc", 6) == 0;
+  if (!sp || (!input && !acc && (len != 1 || (val[0] != 'q' && val[0] != 'k' && val[0] != 'v'))))
+    return fail(p, "tma", "'%.60s' is not `q ROWS`, `k ROWS`, `v ROWS`, `in_NAME ROWS` or "
+                "`dq_acc ROWS`", val);
   int r = 0;
   fa_status st = parse_int(p, "tma", sp + 1, 1, 256, &r);
   if (st) return st;
   fa_tmap_info t;
   memset(&t, 0, sizeof t);
-  t.tensor = input ? 'i' : val[0];
+  t.tensor = input ? 'i' : acc ? 'a' : val[0];
   t.rows = r;
   if (input) memcpy(t.input, val + 3, len - 3);
   for (int i = 0; i < in->ntmaps; i++)
@@ -533,9 +536,14 @@ static fa_status check_complete(Parser *p) {
   if (!st) st = fa_meta_check_blocks_keys_(p);
   if (!st) st = fa_meta_check_inputs_(in, &p->lines.run, p->err, p->errlen);
   if (!st) st = check_dropout_keys(p);
-  /* fa_forward builds the maps of a padded batch's K and V */
-  if (!st && in->ntmaps && (in->mode != FA_MODE_FORWARD || in->varlen))
-    return fail_key(p, K_TMA, "%sonly valid with mode forward and a padded batch", "");
+  /* fa_forward builds the maps of a padded batch's Q, K, V and inputs;
+   * fa_backward the atomic main kernel's dq_acc map (its workspace) */
+  for (int i = 0; !st && i < in->ntmaps; i++) {
+    if (in->tmaps[i].tensor == 'a' && (in->mode != FA_MODE_BACKWARD || in->role != FA_ROLE_MAIN))
+      return fail_key(p, K_TMA, "%sdq_acc is only valid with mode backward and role main", "");
+    if (in->tmaps[i].tensor != 'a' && (in->mode != FA_MODE_FORWARD || in->varlen))
+      return fail_key(p, K_TMA, "%sonly valid with mode forward and a padded batch", "");
+  }
   if (!st) st = check_input_maps(p);
   /* a persistent kernel decodes its tiles from its walk, not from the
    * block: no varlen sequence, no block list (passes/persistent.c) */

@@ -71,9 +71,11 @@ class Driver:
 
     def tensor_map(self, t, rows):
         """The CUtensorMap of Q, K or V (t: [b, s, h, d], 2-byte elements) as a
-        kernel with metadata `tma q|k|v ROWS` takes it (docs/abi.md "Tensor
-        maps"): 4-d, innermost first, boxes of 64 x rows, the 128-byte
-        swizzle, out-of-range rows read as zeros."""
+        kernel with metadata `tma q|k|v ROWS` takes it, or of the backward's
+        dq_acc (f32, `tma dq_acc ROWS`) (docs/abi.md "Tensor maps"): 4-d,
+        innermost first, boxes of 128 bytes of columns (64, f32: 32) x rows,
+        the 128-byte swizzle, out-of-range rows read as zeros (a reduction
+        drops them)."""
         m = TensorMap()
         if t.numel() == 0:
             return m  # never read: the kernel's K/V loop has no step
@@ -83,9 +85,10 @@ class Driver:
         es = t.element_size()
         strides = (ctypes.c_uint64 * 3)(*[16 if n == 1 else x * es
                                           for n, x in ((s, st[1]), (h, st[2]), (b, st[0]))])
-        box = (ctypes.c_uint32 * 4)(64, rows, 1, 1)
+        box = (ctypes.c_uint32 * 4)(128 // es, rows, 1, 1)
         one = (ctypes.c_uint32 * 4)(1, 1, 1, 1)
-        dtype = 9 if t.dtype == torch.bfloat16 else 6  # CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 / FLOAT16
+        # CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 / FLOAT16 / FLOAT32
+        dtype = {torch.bfloat16: 9, torch.float16: 6, torch.float32: 7}[t.dtype]
         enc = self.cu.cuTensorMapEncodeTiled
         enc.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,
                         ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
@@ -209,7 +212,9 @@ class Kernels:
                                       strides(do) + strides(dq)))
         else:
             steps.insert(0, dq_acc.zero_)  # the runtime's memset, before pre
-            steps.append(self.prepare("_bwd", "k", b, sq, sk, main))
+            maps = [self.drv.tensor_map(dq_acc, rows)  # the map of its TMA reductions, last
+                    for t_, rows in self.meta[self.name + "_bwd"].get("tma", []) if t_ == "dq_acc"]
+            steps.append(self.prepare("_bwd", "k", b, sq, sk, main + maps))
             if has_dv:
                 steps.append(self.prepare("_bwd_dv", "k", b, sq, sk, dv_main))
             steps.append(self.prepare("_bwd_post", "q", b, sq, sk, [ptr(dq_acc), ptr(dq)] +

@@ -208,7 +208,7 @@ EXPORT CUresult cuTensorMapEncodeTiled(void *map, int dtype, uint32_t rank, void
   printf(" interleave %d swizzle %d l2 %d oob %d\n", interleave, swizzle, l2, oob);
   fflush(stdout);
   bool bad = (uintptr_t)map % 64 || (uintptr_t)addr % 16 || rank < 1 || rank > 5 ||
-             (swizzle == 3 && box[0] * 2 > 128);
+             (swizzle == 3 && box[0] * (dtype == 7 ? 4 : 2) > 128);
   for (uint32_t i = 0; i < rank; i++)
     bad = bad || dims[i] == 0 || box[i] == 0 || box[i] > 256;
   for (uint32_t i = 0; i + 1 < rank; i++)
