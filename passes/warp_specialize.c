@@ -295,6 +295,26 @@ static bool grouped_main(const Func *f) {
 /* A staged tile of a run-time input (stage-inputs' `load {rect = 1}`). */
 static bool is_input_load(const Op *ld) { return attr_int(&ld->attrs, "rect", 0) == 1; }
 
+/* The order of the producer's puts (indices into sp->loads): the step's
+ * last load of Q/K/V (the forward's V, whose P V overlap-softmax defers to
+ * the next step) after the run-time inputs' tiles, which the step reads
+ * right after S. The producer puts in order, each put waiting for its
+ * slot: put before V, whose slot frees only at the next step's end, an
+ * input's next tile is issued a whole step before it is read instead of
+ * half of one (the single-stage full bias, perf-log P109). */
+static void put_order(const Split *sp, int *order) {
+  int n = 0, last = -1;
+  for (int k = 0; k < sp->nloads; k++)
+    if (!is_input_load(sp->loads[k]))
+      last = k;
+  for (int pass = 0; pass < 3; pass++)
+    for (int k = 0; k < sp->nloads; k++) {
+      bool input = is_input_load(sp->loads[k]);
+      if ((pass == 0 && !input && k != last) || (pass == 1 && input) || (pass == 2 && k == last))
+        order[n++] = k;
+    }
+}
+
 /* The ring's stages: the schedule's when it names them, else as many as
  * shared memory holds (at most 4, at least 2) beside the consumers' own
  * staged tiles (Q; the backward's K/V-outer K and V) and the rings'
@@ -464,7 +484,10 @@ static void split_roles(Module *m, Func *f, Split *sp) {
   Value *pstep = step_number(&c.body, c.iv, lo);
   if (pbase)
     pstep = build_binary(&c.body, OP_ADD, pbase, pstep);
-  for (int k = 0; k < sp->nloads; k++) {
+  int order[MAX_RINGS];
+  put_order(sp, order);
+  for (int n = 0; n < sp->nloads; n++) {
+    int k = order[n];
     Op *ld = sp->loads[k];
     for (int i = 0; i < ld->noperands; i++)
       clone_step(&c, ld->operands[i]);
