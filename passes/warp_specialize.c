@@ -347,9 +347,9 @@ static int ring_stages(Func *f, Split *sp, int *blocks_per_sm) {
     own += tile_bytes(last->results[0]->type);
   own += 1024L * sp->nloads;
   /* group-dq's main kernel (8 warps): the dS^T copy the dQ matmul reads
-   * and the bulk reductions' staging, a warp's 16 rows of its group's
-   * columns each (codegen's lw_regs_to_smem, mem_ldmatrix.c, and add_tile_bulk,
-   * mem_global.c) */
+   * and the reductions' staging, a warp's 16 rows of its group's columns
+   * each (codegen's lw_regs_to_smem, mem_ldmatrix.c, and add_tile_bulk's
+   * padded rows, mem_global.c; add_tile_tma's unpadded boxes take less) */
   if (grouped_main(f)) {
     long tq = attr_int(&f->attrs, "tile_q", 64), tkv = attr_int(&f->attrs, "tile_kv", 128);
     long warps = attr_int(&f->attrs, "warps", 8), groups = warps / (tq / 16);
