@@ -198,7 +198,8 @@ def main():
         return sustained_ms(fn, reps=200, target_ms=400, inner=5)
     names = [n for n in VARIANTS if not a.only or n in a.only.split(",")]
     print(f"bench_variants: B={B} H={H} S={S} d={D} bf16; {torch.cuda.get_device_name()}, "
-          f"torch {torch.__version__}; TFLOP/s on kept pairs; ratio = Flex time / flashc time")
+          f"torch {torch.__version__}; TFLOP/s on kept pairs; ratio = Flex time / flashc time; "
+          f"backward {a.backward_mode}")
     rows = []
     print(f"{'variant':18s} {'density':>7s} {'fwd ms':>8s} {'TFLOP/s':>8s} {'Flex':>8s} {'x':>5s}"
           f" | {'fwdbwd ms':>9s} {'TFLOP/s':>8s} {'Flex':>8s} {'x':>5s} | check")
@@ -240,8 +241,8 @@ def main():
             qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
 
             def ours_fb():
-                flashc.attention(qg, kg, vg, mod, layout="bhsd", inputs=ins,
-                                 blocks=blk).backward(do)
+                flashc.attention(qg, kg, vg, mod, layout="bhsd", inputs=ins, blocks=blk,
+                                 backward_mode=a.backward_mode).backward(do)
 
             row["fwdbwd_ms"] = time_ms(ours_fb)
             row["fwdbwd_tflops"] = 3.5 * flops / row["fwdbwd_ms"] / 1e9

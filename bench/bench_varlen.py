@@ -126,7 +126,7 @@ def main():
             qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
 
             def ours_fb():
-                flashc.attention(qg, kg, vg, mod, **kw).backward(do)
+                flashc.attention(qg, kg, vg, mod, backward_mode=a.backward_mode, **kw).backward(do)
             row["fwdbwd_ms"] = time_ms(ours_fb)
             if fa2_fwd:
                 def fa2_fb():

@@ -7,7 +7,8 @@ import argparse
 
 def peer_args():
     """--write-specs DIR | --ptx-dir DIR [--json F] [--no-bwd] [--no-flex] [--only a,b]
-    [--head-dim N] (the same N both times: the specs are written for it)."""
+    [--head-dim N] (the same N both times: the specs are written for it)
+    [--backward-mode auto|deterministic|atomic] (flashc's fwd+bwd launch)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--write-specs", help="write one spec a row into this folder and stop")
     ap.add_argument("--ptx-dir", help="the rows' PTX (flashc DIR/NAME.fa -o DIR/NAME.ptx)")
@@ -17,6 +18,8 @@ def peer_args():
     ap.add_argument("--only", default="", help="comma separated row names")
     ap.add_argument("--head-dim", type=int, default=0,
                     help="every row's head dim (default: the bench's own, 128)")
+    ap.add_argument("--backward-mode", default="auto", choices=("auto", "deterministic", "atomic"),
+                    help="flashc.attention's backward_mode in the fwd+bwd timings")
     return ap.parse_args()
 
 

@@ -39,8 +39,8 @@ extern "C" {
 typedef enum fa_backward_mode {
   /* The runtime's choice, the fastest launch measured on the H100: today
    * FA_BACKWARD_DETERMINISTIC on every row of the backward benchmark
-   * (docs/perf.md; 1.15-1.4x the atomic launch at 8k). A zeroed fa_backward_args
-   * asks for it. */
+   * (docs/perf.md; 0.99-1.11x the atomic launch at 8k, docs/perf-log.md
+   * P109). A zeroed fa_backward_args asks for it. */
   FA_BACKWARD_AUTO = 0,
   /* pre, bwd_kv, bwd_q: every element of dQ summed by one thread block in
    * a fixed order, so reruns are bitwise identical; S and dP recomputed
