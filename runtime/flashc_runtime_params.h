@@ -89,7 +89,10 @@ FA_API fa_status fa_decode_params(const fa_kernel_info *info, const fa_decode_ar
  * name: a tensor's data pointer (ptr) and its rank strides in elements
  * (i64), a scalar's value (f32: the float's bits; i32), then, for a kernel
  * that visits block lists (step.block_list), blk_list (ptr, 4 i64
- * strides) and blk_count (ptr, 3 i64 strides) of step.lists.
+ * strides) and blk_count (ptr, 3 i64 strides) of step.lists; last, for a
+ * main kernel that adds dQ through a tensor map (step.dq_acc_map_rows),
+ * FA_PARAM_TMAP `tmap_dq_acc` (value 0: the CUtensorMap of dq_acc the
+ * caller encodes, docs/abi.md "Tensor maps").
  * `workspace` is the device address of the workspace the plan's offsets
  * are from (args->workspace, or the module's scratch). Fills params and
  * *count (at most FA_BACKWARD_MAX_PARAMS). FA_ERR_INVALID_ARGUMENT for a
