@@ -61,9 +61,6 @@ static fa_status ensure_scratch(fa_module *m, size_t bytes) {
 
 static CUdeviceptr devptr(const void *p) { return (CUdeviceptr)(uintptr_t)p; }
 
-/* The parameter of tensor map t: "tmap_q", "tmap_k", "tmap_v", or an
- * input's "tmap_input<i>" (i its index in the kernel's inputs, as
- * fa_put_inputs_ names its other parameters). */
 /* The index of input map t's input among the kernel's (metadata-checked
  * to exist), -1 when it has none. */
 static int input_index(const fa_kernel_info *in, const fa_tmap_info *t) {
@@ -72,6 +69,10 @@ static int input_index(const fa_kernel_info *in, const fa_tmap_info *t) {
   return -1;
 }
 
+/* The parameter of tensor map t: "tmap_q", "tmap_k", "tmap_v", an
+ * input's "tmap_input<i>" (i its index in the kernel's inputs, as
+ * fa_put_inputs_ names its other parameters), or the backward's
+ * "tmap_dq_acc". */
 static const char *tmap_param_name(const fa_kernel_info *in, const fa_tmap_info *t) {
   static const char *const inputs[FA_MAX_INPUTS] = {
       "tmap_input0", "tmap_input1", "tmap_input2", "tmap_input3",
@@ -80,7 +81,8 @@ static const char *tmap_param_name(const fa_kernel_info *in, const fa_tmap_info 
     int i = input_index(in, t);
     return i >= 0 ? inputs[i] : "tmap_input?";
   }
-  return t->tensor == 'q' ? "tmap_q" : t->tensor == 'k' ? "tmap_k" : "tmap_v";
+  return t->tensor == 'q' ? "tmap_q" : t->tensor == 'k' ? "tmap_k" : t->tensor == 'v' ? "tmap_v"
+                                                                    : "tmap_dq_acc";
 }
 
 /* The bound tensor of input map t (NULL when the launch binds none). */
