@@ -595,6 +595,14 @@ bool overlap_softmax_wanted(const Func *f, bool has_rings) {
          tiling_smem_limit(attr_str(&f->attrs, "target", "sm_90a"));
 }
 
+long ring_overhead_bytes(const Func *f, long v_bytes, int rings) {
+  long zero = strcmp(attr_str(&f->attrs, "mode", ""), "forward") == 0 &&
+                      overlap_softmax_wanted(f, true)
+                  ? v_bytes
+                  : 0;
+  return zero + 1024L * rings;
+}
+
 Value *clone_load_at(Builder *b, Op *ld, Op *loop, Value *iv) {
   ValueMap map = {0};
   for (int i = 0; i < ld->noperands; i++) {

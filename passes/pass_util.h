@@ -132,6 +132,14 @@ Value *clone_load_at(Builder *b, Op *ld, Op *loop, Value *iv);
  * (V's ring then needs a slot of zeros), overlap_softmax.c after. */
 bool overlap_softmax_wanted(const Func *f, bool has_rings);
 
+/* The shared memory a warp-specialized forward's `rings` rings hold besides
+ * their stages' tiles: overlap-softmax's slot of zeros for V, v_bytes (the
+ * step's last load; 0: none), where it will be wanted, and a 1024-byte
+ * block of barriers a ring. warp-specialize's budget (ring_stages) and
+ * stage-inputs' check that one stage of its tiles fits (fits) both count
+ * it so, so that what stage-inputs admits gets its stage. */
+long ring_overhead_bytes(const Func *f, long v_bytes, int rings);
+
 /* Do the passes that pay off only on asynchronous wgmma apply to f: its
  * target is sm_90a and the codegen is not told -mma=sync? (Codegen may
  * still keep a kernel whose shapes wgmma cannot take on mma.sync; those

@@ -143,9 +143,10 @@ static Op *step_loop(Func *f) {
 }
 
 /* One stage of every staged input beside two of the step's loads (K, V),
- * the consumers' own staged tiles (Q), overlap-softmax's zero slot for V
- * and a 1024-byte barrier block a ring: warp-specialize's budget
- * (ring_stages), which gives the input rings what is left. */
+ * the consumers' own staged tiles (Q) and the rings' overhead
+ * (ring_overhead_bytes: V's zero slot, the barrier blocks), as
+ * warp-specialize's budget (ring_stages) counts them, which gives the
+ * input rings what is left. */
 static bool fits(Func *f, Op *loop, const Staged *s, int n) {
   long own = 0, per_stage = 0, last = 0;
   int rings = n;
@@ -163,13 +164,11 @@ static bool fits(Func *f, Op *loop, const Staged *s, int n) {
     }
   }
   oplist_free(&loads);
-  if (overlap_softmax_wanted(f, true))
-    own += last;
   for (int i = 0; i < n; i++) { /* the staged tile: the input's 2-byte elements */
     Type rt = s[i].gather->results[0]->type;
     own += tile_bytes(type_tile(s[i].gather->operands[0]->type.elem, rt.rows, rt.cols, DIST_NONE));
   }
-  return own + 2 * per_stage + 1024L * rings <=
+  return own + 2 * per_stage + ring_overhead_bytes(f, last, rings) <=
          tiling_smem_limit(attr_str(&f->attrs, "target", "sm_90a"));
 }
 

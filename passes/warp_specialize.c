@@ -342,10 +342,7 @@ static int ring_stages(Func *f, Split *sp, int *blocks_per_sm) {
     last = sp->loads[k];
   }
   /* overlap-softmax (after this pass) gives V's ring a slot of zeros */
-  if (strcmp(attr_str(&f->attrs, "mode", ""), "forward") == 0 && overlap_softmax_wanted(f, true) &&
-      last)
-    own += tile_bytes(last->results[0]->type);
-  own += 1024L * sp->nloads;
+  own += ring_overhead_bytes(f, last ? tile_bytes(last->results[0]->type) : 0, sp->nloads);
   /* group-dq's main kernel (8 warps): the dS^T copy the dQ matmul reads
    * and the reductions' staging, a warp's 16 rows of its group's columns
    * each (codegen's lw_regs_to_smem, mem_ldmatrix.c, and add_tile_bulk's
