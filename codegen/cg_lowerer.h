@@ -204,6 +204,9 @@ struct Lowerer {
   /* Tiles added by bulk reductions (mem_global.c add_tile_bulk): their
    * staging buffer's byte offset and size; 0 bytes when none. */
   int bulk_buf_off, bulk_buf_bytes;
+  /* the box rows of the kernel's dq_acc map (walk_kernel.c: every TMA-able
+   * store of dq_acc has them), 0 when it has none: stores add by rows then */
+  int tma_reduce_rows;
 };
 
 void *lw_alloc(Lowerer *L, size_t size); /* zeroed, freed with the Lowerer */

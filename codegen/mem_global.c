@@ -208,7 +208,8 @@ static void add_tile_bulk(Lowerer *L, const TensorRef *t, const CgVal *x, int co
  * tensor map `tmap_dq_acc`, docs/abi.md), its rows split over the warps
  * (or one warp), each warp's columns whole 32-column boxes (128 bytes, the
  * 128-byte swizzle), at most 128 columns (as bulk_addable). Also decides
- * the kernel's parameter (walk_kernel.c), so it reads only the IR. */
+ * the kernel's parameter (walk_kernel.c: L->tma_reduce_rows, the rows of
+ * its map's box), so it reads only the IR. */
 int lw_tma_reduce_rows(const Lowerer *L, const Op *op) {
   if (!L->sm90 || op->kind != OP_STORE || op->noperands != 5 || !attr_get(&op->attrs, "reduce"))
     return 0;
@@ -506,7 +507,8 @@ void lw_store(Lowerer *L, const Op *op, Rows *m) {
     lw_error(L, op, "a store with reduce = add needs a full f32 register tile and tensor");
     return;
   }
-  if (add && lw_tma_reduce_rows(L, op) && !m->pack && !m->page) {
+  if (add && L->tma_reduce_rows && lw_tma_reduce_rows(L, op) == L->tma_reduce_rows && !m->pack &&
+      !m->page) {
     MlirValue only;
     int col0;
     const CgVal *x = store_begin(L, op, m->t.cols, &only, &col0);

@@ -119,28 +119,26 @@ static void tma_ring_fn(Op *op, void *ctx) {
   }
 }
 
-/* The tensor map of dq_acc when a store adds into it through the TMA unit
- * (mem_global.c, lw_tma_reduce_rows), into the kernel's info. */
-typedef struct TmaReduceCtx {
-  const Lowerer *L;
-  CgKernelInfo *info;
-} TmaReduceCtx;
-
+/* The box rows of the stores that can add into dq_acc through the TMA unit
+ * (mem_global.c, lw_tma_reduce_rows): one map has one box, so stores of
+ * different rows (none today) all add by rows instead (-1). */
 static void tma_reduce_fn(Op *op, void *ctx) {
-  TmaReduceCtx *c = ctx;
-  CgKernelInfo *info = c->info;
-  int rows = lw_tma_reduce_rows(c->L, op);
-  if (!rows)
+  Lowerer *L = ctx;
+  int rows = lw_tma_reduce_rows(L, op);
+  if (rows && L->tma_reduce_rows >= 0)
+    L->tma_reduce_rows = !L->tma_reduce_rows || L->tma_reduce_rows == rows ? rows : -1;
+}
+
+/* The map of dq_acc those stores take, into the kernel's info. */
+static void add_tma_reduce_map(Lowerer *L, CgKernelInfo *info) {
+  if (L->tma_reduce_rows <= 0 || info->ntmaps == CG_MAX_TMAPS) {
+    L->tma_reduce_rows = 0;
     return;
-  for (int i = 0; i < info->ntmaps; i++)
-    if (strcmp(info->tmap_tensor[i], "dq_acc") == 0)
-      return; /* lw_tma_reduce_rows gives every store of one kernel the same rows */
-  if (info->ntmaps < CG_MAX_TMAPS) {
-    int i = info->ntmaps++;
-    info->tmap_tensor[i] = "dq_acc";
-    info->tmap_rows[i] = rows;
-    snprintf(info->tmap_param[i], sizeof info->tmap_param[i], "tmap_dq_acc");
   }
+  int i = info->ntmaps++;
+  info->tmap_tensor[i] = "dq_acc";
+  info->tmap_rows[i] = L->tma_reduce_rows;
+  snprintf(info->tmap_param[i], sizeof info->tmap_param[i], "tmap_dq_acc");
 }
 
 /* The kernel's parameters in ABI order: its kind's, varlen's where the
@@ -282,7 +280,8 @@ int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwK
   MlirType params[LW_MAX_PARAMS];
   memset(info, 0, sizeof *info);
   func_walk((Func *)f, tma_ring_fn, info);
-  func_walk((Func *)f, tma_reduce_fn, &(TmaReduceCtx){L, info});
+  func_walk((Func *)f, tma_reduce_fn, L);
+  add_tma_reduce_map(L, info);
   int nparams = kernel_params(L, K, info, ps);
   if (nparams < 0) {
     cg_context_error(cc, mlirLocationUnknownGet(cg_context_mlir(cc)), "kernel %s: more than %d parameters",
