@@ -157,6 +157,25 @@ static void write_rows_smem(Lowerer *L, const CgVal *x, MlirValue wbuf, int pitc
     }
 }
 
+/* The columns of a warp's share of a tile of geometry g: a group_cols
+ * tile's warp holds its group's share, any other all of them. */
+static int warp_cols(const TileGeom *g) { return g->group_cols ? 8 * g->nn : g->cols; }
+
+/* The warp's buffer (i32 byte offset) in the staging of the kernel's
+ * reductions, warp_bytes a warp (one allocation, grown to the largest),
+ * once the warp's earlier reductions have read it. */
+static MlirValue reduction_buffer(Lowerer *L, int warp_bytes) {
+  CgBuilder *b = &L->b;
+  if (L->bulk_buf_bytes < L->warps * warp_bytes) {
+    L->bulk_buf_off = lw_alloc_smem(L, L->warps * warp_bytes);
+    L->bulk_buf_bytes = L->warps * warp_bytes;
+  }
+  MlirValue wbuf = cg_addi_c(b, cg_muli_c(b, L->warp, warp_bytes), L->bulk_buf_off);
+  cg_bulk_wait(b, true);
+  cg_syncwarp(b);
+  return wbuf;
+}
+
 /* The f32 tile x added into t through shared memory and the TMA unit's
  * bulk reductions (FlashAttention-3's dQ writer): each warp writes its
  * rows of the tile to a buffer of its own (rows padded by 4 floats: the
@@ -171,16 +190,8 @@ static void add_tile_bulk(Lowerer *L, const TensorRef *t, const CgVal *x, int co
                           LwRowAt row_at, void *ctx) {
   CgBuilder *b = &L->b;
   const TileGeom *g = &x->g;
-  /* a group_cols tile: the warp's columns are its group's share */
-  int wcols = g->group_cols ? 8 * g->nn : g->cols;
-  int wrows = 16 * g->nm, pitch = (wcols + 4) * 4, bytes = L->warps * wrows * pitch;
-  if (L->bulk_buf_bytes < bytes) {
-    L->bulk_buf_off = lw_alloc_smem(L, bytes);
-    L->bulk_buf_bytes = bytes;
-  }
-  MlirValue wbuf = cg_addi_c(b, cg_muli_c(b, L->warp, wrows * pitch), L->bulk_buf_off);
-  cg_bulk_wait(b, true);
-  cg_syncwarp(b);
+  int wcols = warp_cols(g), wrows = 16 * g->nm, pitch = (wcols + 4) * 4;
+  MlirValue wbuf = reduction_buffer(L, wrows * pitch);
   write_rows_smem(L, x, wbuf, pitch);
   cg_fence_proxy_async(b);
   cg_syncwarp(b);
@@ -220,7 +231,7 @@ int lw_tma_reduce_rows(const Lowerer *L, const Op *op) {
       op->operands[4]->type.kind != TYPE_TILE || op->operands[4]->type.elem != ELEM_F32 ||
       !lw_geom_quiet(L, op->operands[4]->type, &g))
     return 0;
-  int wcols = g.group_cols ? 8 * g.nn : g.cols;
+  int wcols = warp_cols(&g);
   if (g.cls != TC_FULL || g.col_split || (!g.row_split && L->warps > 1) || wcols % 32)
     return 0;
   return 16 * g.nm;
@@ -269,20 +280,14 @@ static void write_rows_swizzled(Lowerer *L, const CgVal *x, MlirValue wbuf, int 
 static void add_tile_tma(Lowerer *L, const Op *op, const Rows *m, const CgVal *x, int col0) {
   CgBuilder *b = &L->b;
   const TileGeom *g = &x->g;
-  int wcols = g->group_cols ? 8 * g->nn : g->cols, rows = 16 * g->nm;
-  int bytes = L->warps * rows * wcols * 4; /* a warp's share: whole 1024-byte swizzle blocks */
+  int wcols = warp_cols(g), rows = 16 * g->nm;
   MlirValue map = lw_param(L, "tmap_dq_acc", true);
   if (mlirValueIsNull(map)) {
     lw_error(L, op, "a TMA reduction needs the kernel's tmap_dq_acc parameter");
     return;
   }
-  if (L->bulk_buf_bytes < bytes) {
-    L->bulk_buf_off = lw_alloc_smem(L, bytes);
-    L->bulk_buf_bytes = bytes;
-  }
-  MlirValue wbuf = cg_addi_c(b, cg_muli_c(b, L->warp, rows * wcols * 4), L->bulk_buf_off);
-  cg_bulk_wait(b, true);
-  cg_syncwarp(b);
+  /* a warp's share: whole 1024-byte swizzle blocks */
+  MlirValue wbuf = reduction_buffer(L, rows * wcols * 4);
   write_rows_swizzled(L, x, wbuf, rows);
   cg_fence_proxy_async(b);
   cg_syncwarp(b);

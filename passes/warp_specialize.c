@@ -301,7 +301,7 @@ static bool is_input_load(const Op *ld) { return attr_int(&ld->attrs, "rect", 0)
  * right after S. The producer puts in order, each put waiting for its
  * slot: put before V, whose slot frees only at the next step's end, an
  * input's next tile is issued a whole step before it is read instead of
- * half of one (the single-stage full bias, perf-log P109). */
+ * half of one (the single-stage full bias, perf-log P110). */
 static void put_order(const Split *sp, int *order) {
   int n = 0, last = -1;
   for (int k = 0; k < sp->nloads; k++)
