@@ -163,6 +163,26 @@ fa_status fa_forward_params_(const fa_kernel_info *in, const fa_forward_args *a,
   return FA_OK;
 }
 
+/* cuTensorMapEncodeTiled of a 4-d map into map (128 bytes) as the kernels'
+ * TMA copies and reductions take it: dims innermost first, the byte
+ * strides of dims 1..3 (a dimension of one element is never stepped over:
+ * stride 16, legal whatever the tensor's), boxes of 128 bytes of columns
+ * (elements of elem_bytes) by `rows`, the 128-byte swizzle the kernels'
+ * shared layouts use, L2 promotion 256B, elements out of range read as
+ * zeros (a reduction drops them). */
+static CUresult encode_box_map(const Driver *cu, void *map, CUtensorMapDataType dtype,
+                               int elem_bytes, void *addr, const cuuint64_t dims[4],
+                               const cuuint64_t strides[3], int rows) {
+  cuuint64_t st[3];
+  for (int d = 0; d < 3; d++) st[d] = dims[d + 1] == 1 ? 16 : strides[d];
+  cuuint32_t box[4] = {(cuuint32_t)(128 / elem_bytes), (cuuint32_t)rows, 1, 1};
+  cuuint32_t one[4] = {1, 1, 1, 1};
+  return cu->TensorMapEncodeTiled((CUtensorMap *)map, dtype, 4, addr, dims, st, box, one,
+                                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
 /* The tensor maps of kernel `in` for args (docs/abi.md, "Tensor maps"):
  * K or V [batch, seqlen_k, kv_heads, d] as a 4-d map, innermost first, boxes
  * of 64 columns (128 bytes, the 128-byte swizzle the kernel's shared
@@ -199,14 +219,11 @@ static fa_status encode_tmaps(fa_module *m, const fa_kernel_info *in, const fa_f
       }
     }
     cuuint64_t strides[3];
-    for (int d = 0; d < 3; d++) strides[d] = dims[d + 1] == 1 ? 16 : (cuuint64_t)s[d] * 2;
-    cuuint32_t box[4] = {64, (cuuint32_t)in->tmaps[i].rows, 1, 1}, one[4] = {1, 1, 1, 1};
-    CUresult r = cu->TensorMapEncodeTiled(
-        (CUtensorMap *)(void *)v->map[i],
+    for (int d = 0; d < 3; d++) strides[d] = (cuuint64_t)s[d] * 2;
+    CUresult r = encode_box_map(
+        cu, v->map[i],
         t->dtype == FA_DTYPE_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-        4, t->data, dims, strides, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
-        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        2, t->data, dims, strides, in->tmaps[i].rows);
     if (r != CUDA_SUCCESS) {
       char head[256];
       fa_cuda_msg_(cu, head, sizeof head, "cuTensorMapEncodeTiled", r);
@@ -240,15 +257,8 @@ fa_status fa_encode_dq_acc_map_(fa_module *m, int kernel, int rows, fa_sizes sz,
   cuuint64_t d = (cuuint64_t)in->head_dim, h = (cuuint64_t)in->heads;
   cuuint64_t dims[4] = {d, (cuuint64_t)sz.seqlen_q, h, (cuuint64_t)sz.batch};
   cuuint64_t strides[3] = {h * d * 4, d * 4, (cuuint64_t)sz.seqlen_q * h * d * 4};
-  for (int k = 0; k < 3; k++)
-    if (dims[k + 1] == 1) strides[k] = 16; /* never stepped over */
-  cuuint32_t box[4] = {32, (cuuint32_t)rows, 1, 1};
-  cuuint32_t one[4] = {1, 1, 1, 1};
-  CUresult r = cu->TensorMapEncodeTiled(
-      (CUtensorMap *)map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4,
-      (void *)(uintptr_t)acc, dims, strides, box, one,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  CUresult r = encode_box_map(cu, map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, (void *)(uintptr_t)acc,
+                              dims, strides, rows);
   if (r != CUDA_SUCCESS) {
     char head[256];
     fa_cuda_msg_(cu, head, sizeof head, "cuTensorMapEncodeTiled", r);
