@@ -138,6 +138,7 @@ struct Lowerer {
   CgVal *smem_copy;
   MlirBlock smem_copy_block;
   bool sm90; /* target sm_90a: Hopper-only instructions outside the tensor cores */
+  CgExpFma exp_fma; /* which exps go to the FMA units (codegen.h; compute_elementwise.c) */
   bool remat_descriptors; /* the kind's (walk.h): wgmma descriptors made at each use */
   bool failed;
   /* Per-thread ids (i32) made at kernel entry. */

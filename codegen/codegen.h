@@ -54,11 +54,22 @@ typedef enum CgTensorCore {
   CG_TC_WGMMA,    /* wgmma (sm_90a); an error for a kernel that cannot use it */
 } CgTensorCore;
 
+/* Which exponentials run on the FMA and integer units (a polynomial)
+ * instead of the MUFU's ex2: the MUFU does 16 an SM a cycle, so kernels
+ * whose exps rival their matmuls balance the two units. */
+typedef enum CgExpFma {
+  CG_EXP_FMA_AUTO,    /* forward kernels: half of tanh's (softcap, perf-log P61) */
+  CG_EXP_FMA_OFF,     /* every exp on the MUFU */
+  CG_EXP_FMA_QUARTER, /* auto's, and a quarter of the softmax's (sm_90a forwards) */
+  CG_EXP_FMA_HALF,    /* auto's, and half of the softmax's (sm_90a forwards) */
+} CgExpFma;
+
 typedef struct CgOptions {
   const char *target;   /* "sm_90a" (default when NULL) or "sm_80" */
   int opt_level;        /* LLVM optimization 0..3; cg_options_init sets 3 */
   const char *ptxas;    /* ptxas to run for CUBIN and stats; NULL: "ptxas" on PATH */
   CgTensorCore tensor_core; /* CG_TC_AUTO from cg_options_init */
+  CgExpFma exp_fma;         /* CG_EXP_FMA_AUTO from cg_options_init */
   const char *passes;   /* comma list of tile-IR passes that ran (metadata); may be NULL */
   CgStats *stats;       /* when non-NULL: filled, and ptxas -v runs for PTX too */
 } CgOptions;

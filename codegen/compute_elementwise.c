@@ -66,23 +66,17 @@ static MlirValue fmodf_(Lowerer *L, MlirValue a, MlirValue b) {
   return cg_subf(&L->b, a, cg_mulf(&L->b, q, b));
 }
 
-/* tanh(x) = sign(x) (1 - 2 / (e^{2|x|} + 1)): e >= 1, so the MUFU's flushing
- * ex2 and reciprocal (rcp.approx: 1 ulp) are exact enough: the result is
- * within a few ulp of 1 - 2 / (e + 1), where tanh.approx (2^-11 relative)
- * fails the accuracy rule for softcapping. Large |x| gives e = inf, 1 / inf
- * = 0 and 1. Two MUFU ops and four others, where an IEEE divide is ten with
- * a slow path (softcap 50 forward on the H100: perf-log.md P50). */
-/* 2^y for y >= 0 on the FMA and integer units, no MUFU: y clamped to 126
- * (2^126: 1 / (t + 1) is then below f32's resolution of 1), n = y rounded
- * (the 1.5 * 2^23 trick), f = y - n in [-1/2, 1/2], 2^f by a degree 4
- * polynomial (relative error 2.7e-6, fitted to 2^f in relative terms),
- * and 2^n added to its exponent bits (the low bits of y + 1.5 * 2^23 hold
- * n; shifted by 23 only they remain). */
-static MlirValue exp2_fma(Lowerer *L, MlirValue y) {
+/* 2^y for y in [-126, 126] on the FMA and integer units, no MUFU: n = y
+ * rounded (the 1.5 * 2^23 trick), f = y - n in [-1/2, 1/2], 2^f by a
+ * degree 4 polynomial (relative error 2.7e-6, fitted to 2^f in relative
+ * terms), and 2^n added to its exponent bits (the low bits of
+ * y + 1.5 * 2^23 hold n; shifted by 23 only they remain, negative n as
+ * well). At n = -126 the exponent field may reach 0: a value below 2^-126,
+ * which the MUFU's ex2.approx.ftz would flush. */
+static MlirValue exp2_poly(Lowerer *L, MlirValue y) {
   CgBuilder *b = &L->b;
   static const double c[5] = {0.9999991908565864, 0.6931219676960553, 0.24024981109531754,
                               0.05591703917490383, 0.009560510206679456};
-  y = cg_minnumf(b, y, cg_const_f32(b, 126.0));
   MlirValue magic = cg_const_f32(b, 12582912.0); /* 1.5 * 2^23 */
   MlirValue big = cg_addf(b, y, magic);
   MlirValue f = cg_subf(b, y, cg_subf(b, big, magic));
@@ -93,6 +87,48 @@ static MlirValue exp2_fma(Lowerer *L, MlirValue y) {
   return cg_bitcast(b, cg_addi(b, cg_bitcast(b, p, b->i32), nb), b->f32);
 }
 
+static bool forward_kernel(const Lowerer *L) {
+  return strcmp(attr_str(&L->f->attrs, "mode", "forward"), "forward") == 0;
+}
+
+/* 2^y for tanh's y >= 0: clamped to 126 (2^126: 1 / (t + 1) is then below
+ * f32's resolution of 1). */
+static MlirValue exp2_fma_nonneg(Lowerer *L, MlirValue y) {
+  return exp2_poly(L, cg_minnumf(&L->b, y, cg_const_f32(&L->b, 126.0)));
+}
+
+/* 2^y for a probability's y (<= 0 up to rounding; -inf where masked) as
+ * ex2.approx.ftz gives it: 0 below -126 (flushed), and 0 for NaN too (ult
+ * is true for unordered operands), where the MUFU would give NaN. The
+ * polynomial of an argument below -126 is computed and discarded. */
+static MlirValue exp2_fma_ftz(Lowerer *L, MlirValue y) {
+  CgBuilder *b = &L->b;
+  MlirValue under = cg_cmpf(b, "ult", y, cg_const_f32(b, -126.0));
+  return cg_select(b, under, cg_const_f32(b, 0.0), exp2_poly(L, y));
+}
+
+/* Whether the softmax's exp of fragment slot e (0..3) runs on the FMA units
+ * (-exp-fma=quarter: slot 3, half: odd slots; sm_90a forward kernels). By
+ * count a 128 x 128 step at head dim 64 is as many cycles of the MUFU
+ * (16384 ex2, 16 a cycle an SM) as of the tensor cores (two m128n128k64
+ * products), but moving a quarter of them to the FP32 pipe (~11 ops each)
+ * made every d64 row 1-10% slower on the H200 and half 9-13% (perf-log
+ * P114): the MUFU is not what bounds that kernel, so auto keeps them all on
+ * it and the option stays for the A/B. */
+static bool softmax_exp_on_fma(const Lowerer *L, int e) {
+  if (!L->sm90 || !forward_kernel(L))
+    return false;
+  if (L->exp_fma == CG_EXP_FMA_HALF)
+    return e & 1;
+  return L->exp_fma == CG_EXP_FMA_QUARTER && e == 3;
+}
+
+/* tanh(x) = sign(x) (1 - 2 / (e^{2|x|} + 1)): e >= 1, so the MUFU's flushing
+ * ex2 and reciprocal (rcp.approx: 1 ulp) are exact enough: the result is
+ * within a few ulp of 1 - 2 / (e + 1), where tanh.approx (2^-11 relative)
+ * fails the accuracy rule for softcapping. Large |x| gives e = inf, 1 / inf
+ * = 0 and 1. Two MUFU ops and four others, where an IEEE divide is ten with
+ * a slow path (softcap 50 forward on the H100: perf-log.md P50). */
 static MlirValue tanhf_(Lowerer *L, MlirValue x) {
   CgBuilder *b = &L->b;
   MlirValue ax = math1(L, "math.absf", x);
@@ -101,8 +137,8 @@ static MlirValue tanhf_(Lowerer *L, MlirValue x) {
    * element, the softcap forward's bound. In forward kernels half the
    * elements (odd fragment slots) take the ex2 on the FMA units instead:
    * +4% on the softcap rows (H100, docs/perf-log.md P61; all of them: -8%). */
-  bool fma = (L->elem_slot & 1) && strcmp(attr_str(&L->f->attrs, "mode", "forward"), "forward") == 0;
-  MlirValue t = fma ? exp2_fma(L, y) : cg_exp2f_ftz(b, y);
+  bool fma = (L->elem_slot & 1) && L->exp_fma != CG_EXP_FMA_OFF && forward_kernel(L);
+  MlirValue t = fma ? exp2_fma_nonneg(L, y) : cg_exp2f_ftz(b, y);
   MlirValue den = cg_addf(b, t, cg_const_f32(b, 1.0));
   MlirValue inv = cg_intrinsic(b, "llvm.nvvm.rcp.approx.ftz.f", &den, 1, b->f32);
   MlirValue r = cg_fmaf(b, inv, cg_const_f32(b, -2.0), cg_const_f32(b, 1.0));
@@ -324,7 +360,10 @@ static MlirValue ew_element(Lowerer *L, const Op *op, const EwArgs *a, ElemType 
     return ex2(b, cg_mulf(b, cg_subf(b, x[0], x[1]), cg_const_f32(b, a->k0)));
   if (sub) {
     MlirValue nb = cg_mulf(b, x[1], cg_const_f32(b, -CG_LOG2E));
-    return ex2(b, cg_fmaf(b, x[0], cg_const_f32(b, a->k0), nb));
+    MlirValue y = cg_fmaf(b, x[0], cg_const_f32(b, a->k0), nb);
+    if (a->ftz && tile && softmax_exp_on_fma(L, e))
+      return exp2_fma_ftz(L, y);
+    return ex2(b, y);
   }
   if (!mlirValueIsNull(a->inv_divisor))
     return cg_mulf(b, x[0], a->inv_divisor);

@@ -245,7 +245,8 @@ static ElemType kernel_dtype(const Func *f) {
 }
 
 int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwKind *K,
-                   CgTensorCore tc, const char *target, CgKernelInfo *info) {
+                   CgTensorCore tc, CgExpFma exp_fma, const char *target,
+                   CgKernelInfo *info) {
   Lowerer *L = calloc(1, sizeof *L);
   if (!L || K->nparams > LW_MAX_PARAMS) {
     free(L);
@@ -263,6 +264,7 @@ int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwK
   L->role_blocks = roles[1];
   L->dtype = kernel_dtype(f);
   L->sm90 = strcmp(target, "sm_90a") == 0;
+  L->exp_fma = exp_fma;
   L->remat_descriptors = K->remat_descriptors;
   func_walk((Func *)f, count_parallel, &L->nparallel);
   /* The cross-warp scratch goes first: its size is known before the walk,

@@ -18,6 +18,7 @@
 #      with BENCH_DROPOUT=1, bench/bench_dropout.py over .device/bench_dropout;
 #      with BENCH_VARIANTS=1, bench/bench_variants.py over .device/bench_variants)
 # and prints a short summary last. Logs and JSON go to $OUT when it is set.
+# SUITES=0 skips steps 2-5 and the pass-disabled suites: the benchmarks alone.
 #
 #   bash scripts/gpu-round.sh [--fixture] [PTX_DIR]     (default .device/ptx)
 #
@@ -56,6 +57,9 @@ else
 fi
 $BUILD/test/bin/flashc-rt-test context
 
+# SUITES=0: the benchmarks alone (every correctness suite skipped; each
+# benchmark still checks its own rows before timing them).
+if [ "${SUITES:-1}" = 1 ]; then
 if [ $FIXTURE = 1 ]; then
   step "build the naive test fixtures (nvcc -ptx)"
   PTX_DIR=.device/fixture-ptx
@@ -216,6 +220,9 @@ if ls .device/philox/*.ptx >/dev/null 2>&1; then
     fi
   done
 fi
+else
+  note "suites: skipped (SUITES=0)"
+fi
 
 BENCH_DIR=${BENCH_DIR:-.device/bench}
 if [ -f bench/bench.py ] && ls $BENCH_DIR/*.ptx >/dev/null 2>&1; then
@@ -281,7 +288,7 @@ if [ "${BENCH_VARIANTS:-0}" = 1 ] && ls .device/bench_variants/*.ptx >/dev/null 
 fi
 
 VARIANTS_DIR=${VARIANTS_DIR:-.device/variants}
-if [ -d "$VARIANTS_DIR" ]; then
+if [ "${SUITES:-1}" = 1 ] && [ -d "$VARIANTS_DIR" ]; then
   step "correctness with each optional pass disabled (first case of each kernel)"
   for d in "$VARIANTS_DIR"/*/; do
     v=$(basename "$d")
@@ -295,7 +302,7 @@ if [ -d "$VARIANTS_DIR" ]; then
 fi
 
 DECODE_VARIANTS_DIR=${DECODE_VARIANTS_DIR:-.device/decode-variants}
-if [ -d "$DECODE_VARIANTS_DIR" ]; then
+if [ "${SUITES:-1}" = 1 ] && [ -d "$DECODE_VARIANTS_DIR" ]; then
   step "decode suite with each optional pass disabled"
   for d in "$DECODE_VARIANTS_DIR"/*/; do
     v=$(basename "$d")

@@ -70,8 +70,17 @@ typedef struct Options {
   bool separate_combine; /* -decode-combine=separate */
   const char *bundle;    /* --bundle=DIR */
   CgTensorCore tensor_core;
+  CgExpFma exp_fma;      /* -exp-fma= */
   PassOptions passes;
 } Options;
+
+/* The index of v in names[0..n), or -1. */
+static int name_index(const char *v, const char *const *names, int n) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(v, names[i]) == 0)
+      return i;
+  return -1;
+}
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -84,6 +93,10 @@ static void usage(FILE *out) {
           "  --target=sm_80|sm_90a   GPU target (default sm_90a)\n"
           "  -mma=auto|sync|wgmma    tensor-core instruction: wgmma on sm_90a where the kernel\n"
           "                          allows it (auto, default), mma.sync always, or wgmma always\n"
+          "  -exp-fma=auto|off|quarter|half\n"
+          "                          exponentials of forward kernels on the FMA units instead\n"
+          "                          of the MUFU: half of tanh's (auto, default), none (off),\n"
+          "                          or also a quarter / half of the softmax's (sm_90a)\n"
           "  -decode-combine=fused|separate\n"
           "                          decode: the split kernel merges its partials (fused,\n"
           "                          default) or leaves them to the combine kernel\n"
@@ -150,10 +163,7 @@ static int parse_args(int argc, char **argv, Options *o) {
       list_passes();
       return 0;
     } else if (starts_with(a, "-emit=", &v)) {
-      int k = -1;
-      for (int e = 0; e < (int)(sizeof emit_names / sizeof *emit_names); e++)
-        if (strcmp(v, emit_names[e]) == 0)
-          k = e;
+      int k = name_index(v, emit_names, (int)(sizeof emit_names / sizeof *emit_names));
       if (k < 0) {
         fprintf(stderr, "flashc: error: unknown stage '%s' for -emit (ast, spec, tile, mlir, llvm, ptx, cubin, meta)\n", v);
         return EXIT_USAGE;
@@ -186,6 +196,14 @@ static int parse_args(int argc, char **argv, Options *o) {
         fprintf(stderr, "flashc: error: unknown -mma '%s' (auto, sync or wgmma)\n", v);
         return EXIT_USAGE;
       }
+    } else if (starts_with(a, "-exp-fma=", &v)) {
+      static const char *const names[] = {"auto", "off", "quarter", "half"}; /* CgExpFma */
+      int k = name_index(v, names, 4);
+      if (k < 0) {
+        fprintf(stderr, "flashc: error: unknown -exp-fma '%s' (auto, off, quarter or half)\n", v);
+        return EXIT_USAGE;
+      }
+      o->exp_fma = (CgExpFma)k;
     } else if (starts_with(a, "-decode-combine=", &v)) {
       if (strcmp(v, "fused") != 0 && strcmp(v, "separate") != 0) {
         fprintf(stderr, "flashc: error: unknown -decode-combine '%s' (fused or separate)\n", v);
@@ -391,6 +409,7 @@ static int emit_code(const Options *o, Module *m, FILE *out, double t_front) {
   cg_options_init(&co);
   co.target = o->passes.target;
   co.tensor_core = o->tensor_core;
+  co.exp_fma = o->exp_fma;
   co.passes = ran;
   co.stats = o->stats ? &stats : NULL;
   CgStage st = o->emit == EMIT_MLIR ? CG_STAGE_MLIR : o->emit == EMIT_LLVM ? CG_STAGE_LLVM
