@@ -87,7 +87,9 @@ static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
   const char *dropout_of = attr_str(a, "dropout_of", NULL);
   const char *blocks_of = attr_str(a, "blocks_of", NULL);
   const char *gather_of = attr_str(a, "gather_of", NULL);
-  if (func_companion_of(f) && !grad_of && !dropout_of && !blocks_of && !gather_of)
+  const char *long_rows_of = attr_str(a, "long_rows_of", NULL);
+  if (func_companion_of(f) && !grad_of && !dropout_of && !blocks_of && !gather_of &&
+      !long_rows_of)
     return;
   cg_strbuf_puts(sb, "// flashc.meta version 1\n");
   cg_strbuf_printf(sb, "// flashc.meta kernel %s\n", f->name);
@@ -108,6 +110,9 @@ static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
     cg_strbuf_printf(sb, "// flashc.meta block_list %s\n", attr_str(a, "block_list", ""));
   if (gather_of) /* stage-inputs' fallback for inputs no tensor map can copy (docs/abi.md) */
     cg_strbuf_printf(sb, "// flashc.meta gather_of %s\n", gather_of);
+  if (long_rows_of) /* long-rows-variant's kernel for long launches (docs/abi.md) */
+    cg_strbuf_printf(sb, "// flashc.meta long_rows_of %s\n// flashc.meta long_rows_min %d\n",
+                     long_rows_of, (int)attr_int(a, "long_rows_min", 0));
   if (dropout_of) /* the forward with dropout: its own block (docs/dropout.md) */
     cg_strbuf_printf(sb, "// flashc.meta dropout_of %s\n", dropout_of);
   if (attr_get(a, "dropout")) /* takes dropout's launch arguments; the spec's p */

@@ -396,6 +396,8 @@ const char *func_companion_of(const Func *f) {
     of = attr_str(&f->attrs, "blocks_of", NULL);
   if (!of)
     of = attr_str(&f->attrs, "gather_of", NULL);
+  if (!of)
+    of = attr_str(&f->attrs, "long_rows_of", NULL);
   return of ? of : attr_str(&f->attrs, "variant_of", NULL);
 }
 

@@ -381,8 +381,9 @@ Func *func_create(Module *m, const char *name, const Type *arg_types,
 /* The kernel that f travels with (a decode kernel's combine kernel or its
  * small-batch variant: attribute combine_of / variant_of; a backward kernel
  * of a forward with grad = true: grad_of; its forward with dropout:
- * dropout_of; a block-list classifier, passes/block_lists.c: blocks_of),
- * or NULL. */
+ * dropout_of; a block-list classifier, passes/block_lists.c: blocks_of;
+ * stage-inputs' gathered copy: gather_of; a forward's long-rows variant,
+ * passes/long_rows_variant.c: long_rows_of), or NULL. */
 const char *func_companion_of(const Func *f);
 /* The index in m of the small-batch variant of kernel `name` (the kernel
  * whose attribute variant_of names it), or -1. */

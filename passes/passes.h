@@ -66,6 +66,9 @@ int run_pipeline(Module *m, const PassOptions *opts);
  * (required: codegen and the other passes do not know grad) */
 int pass_differentiate(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_small_batch_variant(Module *m, Func *f, const PassOptions *opts, FILE *diag);
+/* long_rows_variant.c: forward d64 kernel -> + @NAME_long on 128 x 192
+ * warp-specialized tiles, which the runtime launches for long rows */
+int pass_long_rows_variant(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_tiling(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 /* backward main kernel on 128-key tiles: dQ's columns split between the
  * warpgroups (group_cols), each adding its own */

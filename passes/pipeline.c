@@ -22,6 +22,10 @@ static const Pass pipeline[] = {
     {"small-batch-variant",
      "decode: a second split kernel on 128-key tiles for launches of one block per SM", false,
      pass_small_batch_variant},
+    /* before tiling: likewise */
+    {"long-rows-variant",
+     "forward d64: a second kernel on warp-specialized 128 x 192 tiles for launches of long rows",
+     false, pass_long_rows_variant},
     {"tiling", "choose tile sizes, warps and stages; make tile extents concrete", true,
      pass_tiling},
     /* right after tiling, which tiles main for it (128 keys, 8 warps) */

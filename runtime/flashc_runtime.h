@@ -323,6 +323,13 @@ typedef struct fa_kernel_info {
    * cannot take (an odd row length, a base off 16 bytes, a
    * stride 0, a strided last dim). "" otherwise. */
   char gather_of[FA_NAME_MAX];
+  /* Keys long_rows_of and long_rows_min (passes/long_rows_variant.c): this
+   * kernel is the plain forward kernel NAME on other tiles, which
+   * fa_forward launches instead of it where seqlen_q and seqlen_k are both
+   * at least long_rows_min (padded batches without dropout or block
+   * lists). "" and 0 otherwise; each key needs the other. */
+  char long_rows_of[FA_NAME_MAX];
+  int long_rows_min;
 } fa_kernel_info;
 
 /* Parses metadata lines from `len` bytes of `text` (a whole PTX file or the

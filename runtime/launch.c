@@ -318,12 +318,29 @@ static int staged_or_gathered(fa_module *m, int ki, const fa_forward_args *a) {
   return ki; /* no copy: the map's encode reports the layout */
 }
 
+/* Kernel ki, or its long-rows variant (key long_rows_of,
+ * passes/long_rows_variant.c) where the launch's seqlen_q and seqlen_k are
+ * both at least its long_rows_min: a padded batch without the caller's
+ * block lists (those are made for the plain kernel's tiles). */
+static int long_rows_kernel(fa_module *m, int ki, const fa_forward_args *a) {
+  if (a->varlen || a->blocks) return ki;
+  fa_sizes sz = fa_launch_sizes_(NULL, &a->q, &a->k);
+  for (int i = 0; i < m->nkernels; i++) {
+    const fa_kernel_info *x = &m->kernels[i];
+    if (strcmp(x->long_rows_of, m->kernels[ki].kernel) == 0 && sz.seqlen_q >= x->long_rows_min &&
+        sz.seqlen_k >= x->long_rows_min)
+      return i;
+  }
+  return ki;
+}
+
 fa_status fa_forward(fa_module *mod, const fa_forward_args *args) {
   if (!mod) return FA_ERR_NULL_POINTER;
   fa_status st = fa_forward_check(&mod->info, args, mod->errmsg, sizeof mod->errmsg);
   if (st != FA_OK || (st = fa_blocks_of_module_(mod, args->blocks))) return st;
   int ki = forward_kernel(mod, args);
   if (ki < 0) return FA_ERR_UNSUPPORTED;
+  ki = long_rows_kernel(mod, ki, args);
   ki = staged_or_gathered(mod, ki, args);
   const fa_kernel_info *in = &mod->kernels[ki];
   /* The dropout kernel has tiles (and so a grid) of its own: check it too. */

@@ -62,6 +62,7 @@ const char *const fa_meta_key_names_[K_COUNT] = {
   "combine_pdl", "combine_fused", "wide_kernel", "wide_tile_kv", "wide_threads",
   "wide_smem_bytes", "role", "forward", "dropout", "dropout_of", "dropout_mask", "layout",
   "blocks", "block_list", "chunk", "classes", "input", "require", "tma", "gather_of",
+  "long_rows_of", "long_rows_min",
 };
 
 static const int required_keys[] = {K_VERSION, K_KERNEL, K_DTYPE, K_HEAD_DIM, K_HEADS,
@@ -265,6 +266,8 @@ static fa_status set_key(Parser *p, int k, const char *v) {
   }
   case K_DROPOUT_OF: return parse_name(p, key, v, in->dropout_of, sizeof in->dropout_of, 1);
   case K_GATHER_OF: return parse_name(p, key, v, in->gather_of, sizeof in->gather_of, 1);
+  case K_LONG_ROWS_OF: return parse_name(p, key, v, in->long_rows_of, sizeof in->long_rows_of, 1);
+  case K_LONG_ROWS_MIN: return parse_int(p, key, v, 1, 1 << 30, &in->long_rows_min);
   case K_BLOCKS: return parse_blocks_key(p, v);
   case K_BLOCK_LIST: return parse_name(p, key, v, in->block_list, sizeof in->block_list, 1);
   case K_CHUNK: return parse_int(p, key, v, 1, 65536, &in->chunk);
@@ -545,6 +548,14 @@ static fa_status check_complete(Parser *p) {
       return fail_key(p, K_TMA, "%sonly valid with mode forward and a padded batch", "");
   }
   if (!st) st = check_input_maps(p);
+  /* a long-rows variant: both keys, a padded forward without dropout */
+  if (!st && (in->long_rows_of[0] != 0) != (in->long_rows_min != 0))
+    return fail_key(p, in->long_rows_of[0] ? K_LONG_ROWS_OF : K_LONG_ROWS_MIN,
+                    "%sneeds the other of long_rows_of and long_rows_min", "");
+  if (!st && in->long_rows_of[0] &&
+      (in->mode != FA_MODE_FORWARD || in->varlen || in->dropout_of[0] || in->block_list[0]))
+    return fail_key(p, K_LONG_ROWS_OF, "%sonly valid with mode forward, a padded batch, no "
+                    "dropout and no block list", "");
   /* a persistent kernel decodes its tiles from its walk, not from the
    * block: no varlen sequence, no block list (passes/persistent.c) */
   if (!st && in->grid == FA_GRID_PERSISTENT &&
@@ -635,13 +646,17 @@ static fa_status check_module(Module *m) {
           ((st = fa_meta_same_attention_(m, b, plain)) || (st = same_inputs(m, b, plain))))
         return st;
     }
-    if (x->gather_of[0]) {
-      int plain = find_kernel(m, x->gather_of);
+    /* A copy of a plain forward kernel (gather_of, long_rows_of): launched
+     * instead of it, so the same attention and inputs. */
+    const char *copy_of = x->gather_of[0] ? x->gather_of : x->long_rows_of;
+    if (copy_of[0]) {
+      int plain = find_kernel(m, copy_of);
+      int key = x->gather_of[0] ? K_GATHER_OF : K_LONG_ROWS_OF;
       if (plain < 0 || m->k[plain].mode != FA_MODE_FORWARD || m->k[plain].dropout_of[0] ||
-          m->k[plain].gather_of[0] || x->mode != FA_MODE_FORWARD) {
-        fa_fmt(what, sizeof what, "'%s' is not a plain forward kernel of this module",
-               x->gather_of);
-        return module_fail(m, b, K_GATHER_OF, what);
+          m->k[plain].gather_of[0] || m->k[plain].long_rows_of[0] ||
+          x->mode != FA_MODE_FORWARD || (x->gather_of[0] && x->long_rows_of[0])) {
+        fa_fmt(what, sizeof what, "'%s' is not a plain forward kernel of this module", copy_of);
+        return module_fail(m, b, key, what);
       }
       fa_status st;
       if ((st = fa_meta_same_attention_(m, b, plain)) || (st = same_inputs(m, b, plain)))

@@ -58,7 +58,8 @@ class KernelInfo(ctypes.Structure):
                 ("varlen", ctypes.c_int), ("blocks", ctypes.c_int), ("list_heads", ctypes.c_int),
                 ("block_list", ctypes.c_char * FA_NAME_MAX), ("chunk", ctypes.c_int),
                 ("classes", ctypes.c_char * FA_NAME_MAX), ("ntmaps", ctypes.c_int),
-                ("tmaps", TmapInfo * MAX_TMAPS), ("gather_of", ctypes.c_char * FA_NAME_MAX)]
+                ("tmaps", TmapInfo * MAX_TMAPS), ("gather_of", ctypes.c_char * FA_NAME_MAX),
+                ("long_rows_of", ctypes.c_char * FA_NAME_MAX), ("long_rows_min", ctypes.c_int)]
 
 
 class Tensor(ctypes.Structure):

@@ -66,7 +66,11 @@ SPECS = {
         (1, 17, 4096, "bhsd")]),
     "gqa_d64_bf16": spec("bf16", 64, 32, 8, cases=[
         (2, 1023, 1025, "contig"), (1, 4096, 1, "contig"), (3, 113, 113, "packed"),
-        (1, 17, 17, "bhsd")]),
+        (1, 17, 17, "bhsd"), (1, 2048, 2048, "contig"), (2, 2203, 3001, "bhsd")]),
+    # the long-rows variant (passes/long_rows_variant.c) from 8192 rows, the kernel below
+    "long_d64_f16_causal": spec("f16", 64, 2, 1, mask=causal, cases=[
+        (1, 8192, 8192, "contig"), (1, 8200, 9001, "bhsd"), (1, 9001, 8200, "contig"),
+        (2, 1025, 1023, "contig")]),
     "mqa_d96_f16_causal": spec("f16", 96, 8, 1, mask=causal, fixture=dict(mask=1, ws=True), cases=[
         (2, 203, 1023, "contig"), (1, 1025, 203, "bhsd"), (1, 4096, 4096, "contig")]),
     "llama3_prefill": spec("bf16", 128, 32, 8, mask=causal, fixture=dict(mask=1), cases=[
