@@ -157,7 +157,7 @@ static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
   meta_inputs(sb, f);
   if (!cg_meta_is_decode(f))
     return;
-  int w = module_variant_index(E->m, f->name);
+  int w = module_copy_index(E->m, "variant_of", f->name);
   cg_meta_decode(sb, f, w >= 0 ? E->m->funcs[w] : NULL, w >= 0 ? &E->info[w] : NULL);
 }
 

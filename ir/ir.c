@@ -401,9 +401,9 @@ const char *func_companion_of(const Func *f) {
   return of ? of : attr_str(&f->attrs, "variant_of", NULL);
 }
 
-int module_variant_index(const Module *m, const char *name) {
+int module_copy_index(const Module *m, const char *key, const char *name) {
   for (int i = 0; i < m->nfuncs; i++) {
-    const char *of = attr_str(&m->funcs[i]->attrs, "variant_of", NULL);
+    const char *of = attr_str(&m->funcs[i]->attrs, key, NULL);
     if (of && strcmp(of, name) == 0)
       return i;
   }

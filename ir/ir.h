@@ -385,9 +385,10 @@ Func *func_create(Module *m, const char *name, const Type *arg_types,
  * stage-inputs' gathered copy: gather_of; a forward's long-rows variant,
  * passes/long_rows_variant.c: long_rows_of), or NULL. */
 const char *func_companion_of(const Func *f);
-/* The index in m of the small-batch variant of kernel `name` (the kernel
- * whose attribute variant_of names it), or -1. */
-int module_variant_index(const Module *m, const char *name);
+/* The index in m of the kernel whose string attribute `key` names kernel
+ * `name` (key variant_of: its small-batch variant; long_rows_of: its
+ * long-rows variant), or -1. */
+int module_copy_index(const Module *m, const char *key, const char *name);
 /* Adds a copy of kernel f (arguments, attributes, body) named `name`. */
 Func *func_clone(Module *m, Func *f, const char *name);
 /* Finds a kernel argument by name, or NULL. */

@@ -49,15 +49,10 @@ static bool has_inputs(const Func *f) {
 /* Is f a kernel the variant is measured faster for, on long rows? */
 static bool wants_variant(const Func *f, const PassOptions *opts) {
   const AttrList *a = &f->attrs;
-  static const char *const user[] = {"sched_tile_q", "sched_tile_kv", "sched_warps",
-                                     "sched_stages", "sched_producer", "sched_overlap",
-                                     "sched_pingpong", "sched_tma",    "sched_persistent"};
-  for (size_t i = 0; i < sizeof user / sizeof user[0]; i++)
-    if (attr_get(a, user[i]))
-      return false;
   const char *mask = attr_str(a, "mask", "none");
   int d = (int)attr_int(a, "head_dim", 0);
   return strcmp(attr_str(a, "mode", "forward"), "forward") == 0 && !func_companion_of(f) &&
+         !pass_user_schedule(f) &&
          !attr_get(a, "dropout") && d == 64 && attr_int(a, "v_head_dim", d) == 64 &&
          (strcmp(mask, "none") == 0 || strcmp(mask, "causal") == 0) &&
          strcmp(attr_str(a, "layout", "padded"), "padded") == 0 && !has_inputs(f) &&
@@ -66,11 +61,8 @@ static bool wants_variant(const Func *f, const PassOptions *opts) {
 
 int pass_long_rows_variant(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   (void)diag;
-  if (!wants_variant(f, opts))
-    return 0;
-  for (int i = 0; i < m->nfuncs; i++)
-    if (strcmp(attr_str(&m->funcs[i]->attrs, "long_rows_of", ""), f->name) == 0)
-      return 0; /* made already */
+  if (!wants_variant(f, opts) || module_copy_index(m, "long_rows_of", f->name) >= 0)
+    return 0; /* not wanted, or made already */
   char name[256];
   snprintf(name, sizeof name, "%s_long", f->name);
   Func *c = func_clone(m, f, name);

@@ -655,6 +655,13 @@ Value *loop_rebuild(Builder *b, Value *v, Op *loop, Value *iv, ValueMap *map) {
   return c->results[v->result_index];
 }
 
+bool pass_user_schedule(const Func *f) {
+  for (int i = 0; i < f->attrs.n; i++)
+    if (strncmp(f->attrs.v[i].key, "sched_", 6) == 0)
+      return true;
+  return false;
+}
+
 bool pass_targets_wgmma(const Func *f, const PassOptions *opts) {
   const char *target = attr_str(&f->attrs, "target", opts && opts->target ? opts->target : "sm_90a");
   return strcmp(target, "sm_90a") == 0 && !(opts && opts->mma_sync);

@@ -145,6 +145,10 @@ long ring_overhead_bytes(const Func *f, long v_bytes, int rings);
  * still keep a kernel whose shapes wgmma cannot take on mma.sync; those
  * passes check the shapes they need.) */
 bool pass_targets_wgmma(const Func *f, const PassOptions *opts);
+/* Did the spec give f a schedule block (any sched_* attribute: the frontend
+ * sets the tile fields for every block, the switches where given)? Such a
+ * kernel is compiled as asked, with no variant of other tiles. */
+bool pass_user_schedule(const Func *f);
 /* Is f a backward kernel whose Q tile has fewer rows than 16 x warps, its
  * warps in groups of tile_q / 16 sharing each Q tile (tiling's schedule
  * for group-dq: passes/group_dq.c)? */

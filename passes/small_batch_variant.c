@@ -44,13 +44,9 @@ int pass_small_batch_variant(Module *m, Func *f, const PassOptions *opts, FILE *
   const AttrList *a = &f->attrs;
   if (strcmp(attr_str(a, "mode", "forward"), "decode") != 0 || attr_get(a, "combine_of") ||
       attr_get(a, "variant_of") || attr_get(a, "tile_kv") || attr_int(a, "split", 0) != 0 ||
-      pass_is_disabled(opts, "split-kv") || module_variant_index(m, f->name) >= 0)
+      pass_is_disabled(opts, "split-kv") || module_copy_index(m, "variant_of", f->name) >= 0 ||
+      pass_user_schedule(f))
     return 0;
-  static const char *const user[] = {"sched_tile_q", "sched_tile_kv", "sched_warps",
-                                     "sched_stages"};
-  for (size_t i = 0; i < sizeof user / sizeof user[0]; i++)
-    if (attr_get(a, user[i]))
-      return 0;
   /* The runtime picks the variant for at most sm_count / 4 pairs (33 on an
    * H100, 37 on a B200): with more K/V heads no batch qualifies. */
   if (attr_int(a, "kv_heads", 1) > 32 || !tiling_decode_warp_split(f, opts))

@@ -548,14 +548,16 @@ static fa_status check_complete(Parser *p) {
       return fail_key(p, K_TMA, "%sonly valid with mode forward and a padded batch", "");
   }
   if (!st) st = check_input_maps(p);
-  /* a long-rows variant: both keys, a padded forward without dropout */
+  /* a long-rows variant: both keys, a padded forward without dropout,
+   * block lists or a gathered copy's key */
   if (!st && (in->long_rows_of[0] != 0) != (in->long_rows_min != 0))
     return fail_key(p, in->long_rows_of[0] ? K_LONG_ROWS_OF : K_LONG_ROWS_MIN,
                     "%sneeds the other of long_rows_of and long_rows_min", "");
   if (!st && in->long_rows_of[0] &&
-      (in->mode != FA_MODE_FORWARD || in->varlen || in->dropout_of[0] || in->block_list[0]))
+      (in->mode != FA_MODE_FORWARD || in->varlen || in->dropout_of[0] || in->block_list[0] ||
+       in->gather_of[0]))
     return fail_key(p, K_LONG_ROWS_OF, "%sonly valid with mode forward, a padded batch, no "
-                    "dropout and no block list", "");
+                    "dropout, no block list and no gather_of", "");
   /* a persistent kernel decodes its tiles from its walk, not from the
    * block: no varlen sequence, no block list (passes/persistent.c) */
   if (!st && in->grid == FA_GRID_PERSISTENT &&
@@ -654,7 +656,7 @@ static fa_status check_module(Module *m) {
       int key = x->gather_of[0] ? K_GATHER_OF : K_LONG_ROWS_OF;
       if (plain < 0 || m->k[plain].mode != FA_MODE_FORWARD || m->k[plain].dropout_of[0] ||
           m->k[plain].gather_of[0] || m->k[plain].long_rows_of[0] ||
-          x->mode != FA_MODE_FORWARD || (x->gather_of[0] && x->long_rows_of[0])) {
+          x->mode != FA_MODE_FORWARD) {
         fa_fmt(what, sizeof what, "'%s' is not a plain forward kernel of this module", copy_of);
         return module_fail(m, b, key, what);
       }
