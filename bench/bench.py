@@ -300,7 +300,9 @@ def ablation(rt, args):
     variants = sorted(d for d in os.listdir(args.ablation) if os.path.isdir(os.path.join(args.ablation, d)))
     variants.sort(key=lambda v: (v != "all-passes", v))
     grid = configs.forward_grid() if args.ablation_grid == "forward" else configs.ablation_grid()
-    grid = [c for c in grid if not args.only or args.only in configs.kernel_name(c)]
+    grid = [c for c in grid if (not args.only or args.only in configs.kernel_name(c))
+            and (not args.max_seqlen or c["seqlen"] <= args.max_seqlen)
+            and (not args.min_seqlen or c["seqlen"] >= args.min_seqlen)]
     table = {}
     bad = 0
     for c in grid:
@@ -342,6 +344,10 @@ def main():
                     help="directory of PTX directories, one per -disable-pass variant (scripts/build-ablation-kernels.sh)")
     ap.add_argument("--ablation-grid", choices=("ablation", "forward"), default="ablation",
                     help="--ablation: the head-dim-128 grid (default) or the whole forward grid")
+    ap.add_argument("--max-seqlen", type=int, default=None,
+                    help="only the configurations of at most this many rows (the short rows of a sweep)")
+    ap.add_argument("--min-seqlen", type=int, default=None,
+                    help="only the configurations of at least this many rows")
     ap.add_argument("--json", default=None)
     ap.add_argument("--plot", default=None)
     args = ap.parse_args()
@@ -358,6 +364,8 @@ def main():
     rows = []
     for c in configs.forward_grid(quick=args.quick):
         if args.only and args.only not in configs.kernel_name(c):
+            continue
+        if (args.max_seqlen and c["seqlen"] > args.max_seqlen) or (args.min_seqlen and c["seqlen"] < args.min_seqlen):
             continue
         r = run_config(rt, c, args.ptx_dir, args)
         rows.append(r)

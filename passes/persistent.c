@@ -63,7 +63,7 @@
  * of Q (head dim 128): see q_through_producer.
  *
  * It fires on forward kernels with warp roles whose attribute `persistent`
- * is 1, or unset at head dims up to 128 (wants_walk), not varlen, without
+ * is 1 or unset (wants_walk), not varlen, without
  * block lists or pingpong's turns, and leaves any other nest alone. The
  * runtime launches what it made persistent (docs/abi.md).
  */
@@ -410,17 +410,18 @@ static void erase_tree(Op *op) {
   op_erase(op);
 }
 
-/* Walk unless the schedule says `persistent = 0`, up to head dim 128. On
- * the H100 (alternating rounds, docs/perf-log.md P103-P104), d128
- * non-causal: +13% at 512 rows, +8% at 1k, +1-4% to 8k, 16k within the
- * spread; d128 causal (mirrored pairs): +11% / +7% / +4% / +3% / +1.5% at
- * 512 / 1k / 2k / 4k / 8k, -1.5% at 16k (the static walk's last round of
- * pairs: 7.8 pairs a block is 8 for some). At d256 -7..+5%, so there it
- * stays asked-for. d64 kernels have no warp roles (the pass never fires). */
+/* Walk unless the schedule says `persistent = 0`. On the H100
+ * (alternating rounds, docs/perf-log.md P103-P104), d128 non-causal: +13%
+ * at 512 rows, +8% at 1k, +1-4% to 8k, 16k within the spread; d128 causal
+ * (mirrored pairs): +11% / +7% / +4% / +3% / +1.5% at 512 / 1k / 2k / 4k /
+ * 8k, -1.5% at 16k (the static walk's last round of pairs: 7.8 pairs a
+ * block is 8 for some). d256 on the H200 (four rounds, P118): +3-12% at
+ * 512 rows, +2-7% causal to 4k, within the spread on full 1k-8k, -1..-4%
+ * at causal 16k; on the H100 it had measured -7..+5% (P103), before the
+ * walk's pairs and the Q ring by TMA.
+ * d64 kernels have no warp roles (the pass never fires). */
 static bool wants_walk(const Func *f) {
-  int d = (int)attr_int(&f->attrs, "head_dim", 0);
-  int dv = (int)attr_int(&f->attrs, "v_head_dim", d);
-  return attr_int(&f->attrs, "persistent", d <= 128 && dv <= 128) == 1;
+  return attr_int(&f->attrs, "persistent", 1) == 1;
 }
 
 int pass_persistent(Module *m, Func *f, const PassOptions *opts, FILE *diag) {

@@ -98,7 +98,7 @@ static const Pass pipeline[] = {
     /* after every pass that rewrites a tile's loops: it only moves the
      * nest's body into per-CTA walks over the tiles */
     {"persistent",
-     "forward with warp roles, tiles of equal work, persistent = 1 (default up to d128): %nctas blocks each walk many tiles, rings kept across them",
+     "forward with warp roles, persistent = 1 (the default): %nctas blocks each walk many tiles (unequal ones in mirrored pairs), rings kept across them",
      false, pass_persistent},
 };
 
