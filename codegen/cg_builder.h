@@ -222,6 +222,10 @@ void cg_setmaxnreg(CgBuilder *b, bool increase, int regs);
  * shared address src (i32) added into global memory at dst (16-byte
  * aligned), in this thread's current bulk group (sm_90). */
 void cg_bulk_reduce_add_f32(CgBuilder *b, MlirValue dst, MlirValue src, int bytes);
+/* cp.async.bulk.global.shared::cta: `bytes` (a multiple of 16) at shared
+ * address src (i32) copied to global memory at dst (16-byte aligned), in
+ * this thread's current bulk group (sm_90). */
+void cg_bulk_store(CgBuilder *b, MlirValue dst, MlirValue src, int bytes);
 /* cp.async.bulk.commit_group: closes this thread's bulk group. */
 void cg_bulk_commit(CgBuilder *b);
 /* cp.async.bulk.wait_group[.read] 0: this thread's bulk groups done (read:

@@ -202,8 +202,9 @@ struct Lowerer {
   MlirValue put_slot;    /* while a ring_put's load is lowered: the slot (i32 bytes) */
   bool producer_single;  /* the producer region runs on one thread (TMA puts only) */
   int role_blocks;       /* warp_roles {blocks_per_sm}: 1 or 2; 0 when absent */
-  /* Tiles added by bulk reductions (mem_global.c add_tile_bulk): their
-   * staging buffer's byte offset and size; 0 bytes when none. */
+  /* Tiles added by bulk reductions or stored by bulk copies (mem_global.c
+   * tile_rows_bulk): their staging buffer's byte offset and size; 0 bytes
+   * when none. */
   int bulk_buf_off, bulk_buf_bytes;
   /* the box rows of the kernel's dq_acc map (walk_kernel.c: every TMA-able
    * store of dq_acc has them), 0 when it has none: stores add by rows then */

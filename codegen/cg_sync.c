@@ -105,6 +105,13 @@ void cg_bulk_reduce_add_f32(CgBuilder *b, MlirValue dst, MlirValue src, int byte
   cg_ptx(b, text, args, "l,r", 2, NULL, 0);
 }
 
+void cg_bulk_store(CgBuilder *b, MlirValue dst, MlirValue src, int bytes) {
+  char text[96];
+  snprintf(text, sizeof text, "cp.async.bulk.global.shared::cta.bulk_group [$0], [$1], %d;", bytes);
+  MlirValue args[2] = {dst, src};
+  cg_ptx(b, text, args, "l,r", 2, NULL, 0);
+}
+
 void cg_bulk_commit(CgBuilder *b) { cg_ptx(b, "cp.async.bulk.commit_group;", NULL, "", 0, NULL, 0); }
 
 void cg_bulk_wait(CgBuilder *b, bool read) {

@@ -163,7 +163,7 @@ static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
 
 /* The most dynamic shared memory one block may opt into. */
 static int smem_limit(const char *target) {
-  return strcmp(target, "sm_80") == 0 ? 163 * 1024 : 227 * 1024;
+  return strcmp(target, "sm_80") == 0 ? CG_SMEM_LIMIT_SM80 : CG_SMEM_LIMIT_SM90;
 }
 
 /* Builds builtin.module { gpu.module @flashc { smem; gpu.func per kernel } }. */

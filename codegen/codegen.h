@@ -18,6 +18,9 @@
 
 #include "ir/ir.h"
 
+/* The most dynamic shared memory one block may opt into (bytes). */
+enum { CG_SMEM_LIMIT_SM80 = 163 * 1024, CG_SMEM_LIMIT_SM90 = 227 * 1024 };
+
 typedef enum CgStage {
   CG_STAGE_META,  /* the `// flashc.meta` lines alone (-emit=meta) */
   CG_STAGE_MLIR,  /* the MLIR module as codegen built it, before any MLIR pass */

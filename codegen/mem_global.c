@@ -126,7 +126,7 @@ static void add_rows_v4(Lowerer *L, const TensorRef *t, const CgVal *x, int mi, 
   lw_lane_ids_restore(L, ids);
 }
 
-/* Can the f32 tile x be added into t by bulk reductions (add_tile_bulk)?
+/* Can the f32 tile x be added into t by bulk reductions (tile_rows_bulk)?
  * sm_90; whole fragments whose rows the warps split (or one warp), at most
  * 32 rows a warp (a lane a row), rows of 16-byte multiples; tensors of at
  * most 128 columns (dQ's accumulator at d256 measured 2-4% slower this way
@@ -137,22 +137,23 @@ static bool bulk_addable(const Lowerer *L, const TensorRef *t, const TileGeom *g
          g->cols % 4 == 0;
 }
 
-/* x's rows (a warp's) as f32 into its buffer wbuf of rows `pitch` bytes
- * apart, two elements a store. */
-static void write_rows_smem(Lowerer *L, const CgVal *x, MlirValue wbuf, int pitch) {
+/* x's rows (a warp's) as elements of type et (es bytes) into its buffer
+ * wbuf of rows `pitch` bytes apart, two elements a store. */
+static void write_rows_smem(Lowerer *L, const CgVal *x, MlirValue wbuf, int pitch, MlirType et,
+                            int es) {
   CgBuilder *b = &L->b;
   const TileGeom *g = &x->g;
-  MlirType v2 = mlirVectorTypeGet(1, (int64_t[]){2}, b->f32);
+  MlirType v2 = mlirVectorTypeGet(1, (int64_t[]){2}, et);
   for (int mi = 0; mi < g->nm; mi++)
     for (int h = 0; h < 2; h++) {
       MlirValue row = cg_addi_c(b, L->lg, mi * 16 + 8 * h);
       MlirValue rbuf = cg_addi(b, wbuf, cg_muli_c(b, row, pitch));
       for (int ni = 0; ni < g->nn; ni++) {
-        MlirValue e2[2] = {cg_float_cast(b, lw_elem(L, x, TC_FULL, mi, ni, 2 * h), b->f32),
-                           cg_float_cast(b, lw_elem(L, x, TC_FULL, mi, ni, 2 * h + 1), b->f32)};
-        MlirValue col = cg_muli_c(b, cg_addi_c(b, cg_muli_c(b, L->lq, 2), ni * 8), 4);
+        MlirValue e2[2] = {cg_float_cast(b, lw_elem(L, x, TC_FULL, mi, ni, 2 * h), et),
+                           cg_float_cast(b, lw_elem(L, x, TC_FULL, mi, ni, 2 * h + 1), et)};
+        MlirValue col = cg_muli_c(b, cg_addi_c(b, cg_muli_c(b, L->lq, 2), ni * 8), es);
         MlirValue p = cg_gep(b, L->smem, cg_addi(b, rbuf, col), b->i8);
-        cg_store(b, cg_vector_from(b, e2, 2, v2), p, 8);
+        cg_store(b, cg_vector_from(b, e2, 2, v2), p, 2 * es);
       }
     }
 }
@@ -176,23 +177,48 @@ static MlirValue reduction_buffer(Lowerer *L, int warp_bytes) {
   return wbuf;
 }
 
-/* The f32 tile x added into t through shared memory and the TMA unit's
- * bulk reductions (FlashAttention-3's dQ writer): each warp writes its
- * rows of the tile to a buffer of its own (rows padded by 4 floats: the
- * fragments' v2 stores hit 32 banks), then lane l adds row l with one
+/* Can the 16-bit tile x of a store go out through shared memory and bulk
+ * copies (tile_rows_bulk)? A warp-specialized forward on sm_90 (its
+ * output tile, O: one block an SM, so shared memory no other block wants),
+ * whole rows of 16-byte multiples split over the warps, at most 32 rows a
+ * warp (a lane a row), and the warps' buffers fit beside what the kernel
+ * holds already (the store is its last use of shared memory): tile_rows_bulk. */
+static bool bulk_storable(const Lowerer *L, const TensorRef *t, const TileGeom *g, int col0) {
+  if (!L->sm90 || !L->producer_threads || (t->elem != ELEM_BF16 && t->elem != ELEM_F16) ||
+      strcmp(attr_str(&L->f->attrs, "mode", "forward"), "forward") != 0 ||
+      g->cls != TC_FULL || g->col_split || g->group_cols || !g->row_split ||
+      16 * g->nm > 32 || col0 != 0 || g->cols != t->cols || (g->cols * 2) % 16)
+    return false;
+  int need = L->warps * 16 * g->nm * (g->cols + 8) * 2;
+  int top = (L->smem_top + 1023) / 1024 * 1024;
+  return L->bulk_buf_bytes >= need || top + need <= CG_SMEM_LIMIT_SM90;
+}
+
+/* The tile x added (add: f32, bulk reductions) or stored (16-bit, bulk
+ * copies) into t through shared memory and the TMA unit, a row a lane.
+ * Adding is FlashAttention-3's dQ writer: each warp writes its rows of the
+ * tile to a buffer of its own (rows padded by 4 floats: the fragments' v2
+ * stores hit 32 banks), then lane l adds row l with one
  * `cp.reduce.async.bulk ... add.f32` of the row's cols x 4 contiguous
  * bytes. The L2 adds whole lines, where add_rows_v4's red.v4 came as 16
  * sectors a warp instruction (the atomic backward was bound by them on the
- * L2, docs/perf-log.md P35). Before its next write a warp waits until its
- * reductions have read the buffer; the kernel's end waits for them all
- * (walk_kernel.c). No block barrier: each warp only touches its rows. */
-static void add_tile_bulk(Lowerer *L, const TensorRef *t, const CgVal *x, int col0,
-                          LwRowAt row_at, void *ctx) {
+ * L2, docs/perf-log.md P35). Storing (bulk_storable: a warp-specialized
+ * forward's O) pads rows by 16 bytes and copies each with one
+ * `cp.async.bulk`: the fragments' own stores (store_row) write 4 bytes a
+ * thread, 16 of each 32-byte sector a warp instruction, twice the sectors,
+ * and the next tile's first instructions waited on their registers
+ * (perf-log P118). Either way the warp goes on at once; before its next
+ * write it waits until its copies have read the buffer, and the kernel's
+ * end waits for them all (walk_kernel.c). No block barrier: each warp only
+ * touches its rows. */
+static void tile_rows_bulk(Lowerer *L, const TensorRef *t, const CgVal *x, int col0,
+                           LwRowAt row_at, void *ctx, bool add) {
   CgBuilder *b = &L->b;
   const TileGeom *g = &x->g;
-  int wcols = warp_cols(g), wrows = 16 * g->nm, pitch = (wcols + 4) * 4;
+  int wcols = add ? warp_cols(g) : g->cols, es = add ? 4 : 2, wrows = 16 * g->nm;
+  int pitch = add ? (wcols + 4) * 4 : (wcols + 8) * 2;
   MlirValue wbuf = reduction_buffer(L, wrows * pitch);
-  write_rows_smem(L, x, wbuf, pitch);
+  write_rows_smem(L, x, wbuf, pitch, add ? b->f32 : t->et, es);
   cg_fence_proxy_async(b);
   cg_syncwarp(b);
   /* lane l < wrows: the warp's row l */
@@ -206,8 +232,11 @@ static void add_tile_bulk(Lowerer *L, const TensorRef *t, const CgVal *x, int co
   cg_if(b, ok, NULL, 0, false, &then_block, NULL);
   cg_builder_set_block(b, then_block);
   MlirValue src = cg_gep(b, L->smem, cg_addi(b, wbuf, cg_muli_c(b, L->lane, pitch)), b->i8);
-  cg_bulk_reduce_add_f32(b, cg_gep(b, t->base, off, t->et), cg_shared_addr32(b, src),
-                         wcols * 4);
+  MlirValue dst = cg_gep(b, t->base, off, t->et);
+  if (add)
+    cg_bulk_reduce_add_f32(b, dst, cg_shared_addr32(b, src), wcols * 4);
+  else
+    cg_bulk_store(b, dst, cg_shared_addr32(b, src), wcols * 2);
   cg_bulk_commit(b);
   cg_yield(b, NULL, 0);
   cg_builder_set_block(b, outer);
@@ -273,7 +302,7 @@ static void write_rows_swizzled(Lowerer *L, const CgVal *x, MlirValue wbuf, int 
  * each warp writes its rows into a buffer of its own in the boxes' swizzled
  * layout, then one lane adds each 32-column box with one
  * `cp.reduce.async.bulk.tensor` through the tensor map: a reduction a box
- * where add_tile_bulk issues one a row, one lane after the other
+ * where tile_rows_bulk issues one a row, one lane after the other
  * (perf-log P109: a third of the atomic backward's consumer time). Rows
  * past the map's extent are dropped by the TMA unit; the buffer is reused
  * once the warp's earlier reductions have read it. */
@@ -377,8 +406,8 @@ static void rows_loop(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt row_
     lw_error(L, op, "a store with reduce = add needs a tile split over the warps");
     return;
   }
-  if (add && bulk_addable(L, t, g)) {
-    add_tile_bulk(L, t, x, col0, row_at, ctx);
+  if (add ? bulk_addable(L, t, g) : bulk_storable(L, t, g, col0)) {
+    tile_rows_bulk(L, t, x, col0, row_at, ctx, add);
     return;
   }
   int nm = g->cls == TC_ONE ? 1 : g->nm, nh = g->cls == TC_ONE ? 1 : 2;
