@@ -80,7 +80,8 @@ static int make_variants(const KernelSpec *k, const Opts *o, Variant *out, int c
     po.max_passes = i;
     char name[96];
     snprintf(name, sizeof name, "after-%d-%s", i, ps[i - 1].name);
-    out[n++] = make_variant(k, &po, name, o->br, o->bc);
+    out[n] = make_variant(k, &po, name, o->br, o->bc);
+    out[n++].copies = i == npasses;
   }
   for (int i = 0; i < npasses && n < cap; i++) {
     if (ps[i].required)
@@ -90,7 +91,8 @@ static int make_variants(const KernelSpec *k, const Opts *o, Variant *out, int c
     po.disabled[po.ndisabled++] = ps[i].name;
     char name[96];
     snprintf(name, sizeof name, "full-without-%s", ps[i].name);
-    out[n++] = make_variant(k, &po, name, o->br, o->bc);
+    out[n] = make_variant(k, &po, name, o->br, o->bc);
+    out[n++].copies = true;
   }
 #endif
   return n;
@@ -267,6 +269,37 @@ static void free_inputs(Inputs *in) {
   free_run_inputs(in);
 }
 
+/* Runs f of variant v on in's tensors (outputs poisoned first) and checks
+ * O and LSE against the reference; `what` names the run. */
+static void run_kernel(const KernelSpec *k, const Variant *v, Func *f, const Shape *s, Inputs *in,
+                       const Opts *o, const char *what, Stats *st) {
+  buf_poison(&in->o);
+  buf_poison(&in->lse);
+  InterpBinding b[5 + SPEC_MAX_INPUTS] = {bind("q", &in->q), bind("k", &in->k), bind("v", &in->v),
+                                          bind("o", &in->o), bind("lse", &in->lse)};
+  int nb = bind_inputs(in, b, 5);
+  InterpOptions io = variant_options(v, o);
+  InterpSizes sz = run_sizes(s, in);
+  char err[512];
+  if (interp_run_sizes(f, b, nb, &sz, &io, err, sizeof err) != 0) {
+    printf("FAIL %s: %s\n", what, err);
+    st->failed++;
+    return;
+  }
+  report_output(k, s, &in->o, &in->lse, &in->ro, &in->rlse, what, o, st);
+}
+
+/* The module's copies of kernel f that a launch may take instead of it
+ * (runtime/launch.c): the long-rows kernel (long_rows_of), the gathered
+ * copy of a staged input (gather_of). */
+static bool is_copy_of(const Func *c, const Func *f) {
+  static const char *const keys[] = {"long_rows_of", "gather_of"};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+    if (strcmp(attr_str(&c->attrs, keys[i], ""), f->name) == 0)
+      return true;
+  return false;
+}
+
 static void run_variant(const KernelSpec *k, const Variant *v, const Shape *s, uint64_t seed,
                         Inputs *in, const Opts *o, Stats *st) {
   char what[256];
@@ -281,18 +314,16 @@ static void run_variant(const KernelSpec *k, const Variant *v, const Shape *s, u
     st->failed++;
     return;
   }
-  InterpBinding b[5 + SPEC_MAX_INPUTS] = {bind("q", &in->q), bind("k", &in->k), bind("v", &in->v),
-                                          bind("o", &in->o), bind("lse", &in->lse)};
-  int nb = bind_inputs(in, b, 5);
-  InterpOptions io = variant_options(v, o);
-  InterpSizes sz = run_sizes(s, in);
-  char err[512];
-  if (interp_run_sizes(f, b, nb, &sz, &io, err, sizeof err) != 0) {
-    printf("FAIL %s: %s\n", what, err);
-    st->failed++;
-    return;
+  run_kernel(k, v, f, s, in, o, what, st);
+  for (int i = 0; v->copies && i < v->m->nfuncs; i++) {
+    Func *c = v->m->funcs[i];
+    if (!is_copy_of(c, f))
+      continue;
+    snprintf(what, sizeof what, "%.80s %.60s (%.40s)%s B=%lld Sq=%lld Sk=%lld seed=%llu",
+             k->name, v->name, c->name, in->drop.p > 0 ? " dropout" : "", (long long)s->batch,
+             (long long)s->sq, (long long)s->sk, (unsigned long long)seed);
+    run_kernel(k, v, c, s, in, o, what, st);
   }
-  report_output(k, s, &in->o, &in->lse, &in->ro, &in->rlse, what, o, st);
 }
 
 bool variant_ready(const char *what, const Variant *v, Buf *o, Buf *lse, Stats *st) {

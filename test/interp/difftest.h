@@ -58,6 +58,10 @@ typedef struct Variant {
   Module *m;
   Func *f;
   int br, bc; /* symbolic tile sizes for FA1 programs */
+  /* also run the module's copies of the kernel that a launch may take
+   * instead (long_rows_of, gather_of): the whole pipeline, and the
+   * pipeline without each optional pass */
+  bool copies;
 } Variant;
 
 /* A host tensor: dims and strides (rows padded so the layout is strided). */
