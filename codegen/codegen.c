@@ -75,8 +75,22 @@ static void meta_inputs(CgStrBuf *sb, const Func *f) {
     cg_strbuf_puts(sb, "// flashc.meta require seqlen_k<=seqlen_q\n");
 }
 
-/* The metadata of kernel i of the module; its combine kernel and variant
- * are described by its lines (meta_decode.c). */
+/* The companion kernels (func_companion_of) that the runtime loads as
+ * kernels of their own, each with a metadata block; the others, a decode
+ * kernel's combine kernel and small-batch variant, are described by their
+ * kernel's lines (meta_decode.c). */
+static const char *const kOwnBlockCompanions[] = {"grad_of", "dropout_of", "blocks_of", "gather_of",
+                                                  "long_rows_of"};
+
+static bool own_block_companion(const AttrList *a) {
+  for (size_t i = 0; i < sizeof kOwnBlockCompanions / sizeof kOwnBlockCompanions[0]; i++)
+    if (attr_get(a, kOwnBlockCompanions[i]))
+      return true;
+  return false;
+}
+
+/* The metadata of kernel i of the module (nothing for a companion that its
+ * kernel's lines describe: own_block_companion). */
 static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
   const Func *f = E->m->funcs[i];
   const CgKernelInfo *ki = &E->info[i];
@@ -88,8 +102,7 @@ static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
   const char *blocks_of = attr_str(a, "blocks_of", NULL);
   const char *gather_of = attr_str(a, "gather_of", NULL);
   const char *long_rows_of = attr_str(a, "long_rows_of", NULL);
-  if (func_companion_of(f) && !grad_of && !dropout_of && !blocks_of && !gather_of &&
-      !long_rows_of)
+  if (func_companion_of(f) && !own_block_companion(a))
     return;
   cg_strbuf_puts(sb, "// flashc.meta version 1\n");
   cg_strbuf_printf(sb, "// flashc.meta kernel %s\n", f->name);

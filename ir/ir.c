@@ -386,19 +386,17 @@ bool value_const(const Value *v, double *out) {
   return true;
 }
 
+/* The attributes that name the kernel a companion travels with (ir.h). */
+static const char *const kCompanionKeys[] = {"combine_of", "grad_of",      "dropout_of", "blocks_of",
+                                             "gather_of",  "long_rows_of", "variant_of"};
+
 const char *func_companion_of(const Func *f) {
-  const char *of = attr_str(&f->attrs, "combine_of", NULL);
-  if (!of)
-    of = attr_str(&f->attrs, "grad_of", NULL);
-  if (!of)
-    of = attr_str(&f->attrs, "dropout_of", NULL);
-  if (!of)
-    of = attr_str(&f->attrs, "blocks_of", NULL);
-  if (!of)
-    of = attr_str(&f->attrs, "gather_of", NULL);
-  if (!of)
-    of = attr_str(&f->attrs, "long_rows_of", NULL);
-  return of ? of : attr_str(&f->attrs, "variant_of", NULL);
+  for (size_t i = 0; i < sizeof kCompanionKeys / sizeof kCompanionKeys[0]; i++) {
+    const char *of = attr_str(&f->attrs, kCompanionKeys[i], NULL);
+    if (of)
+      return of;
+  }
+  return NULL;
 }
 
 int module_copy_index(const Module *m, const char *key, const char *name) {
