@@ -312,16 +312,21 @@ def ablation(rt, args):
             table[(v, configs.kernel_name(c), c["seqlen"])] = r
             print(f"ablation: {v:28s} {configs.kernel_name(c)} S={c['seqlen']}: ok={r['ok']} "
                   f"{fmt(r.get('flashc_tflops'))} TFLOP/s", flush=True)
-    cols = [(configs.kernel_name(c), c["seqlen"], c["causal"]) for c in grid]
-    print("\nablation, head dim 128, TFLOP/s (ratio to all passes on):")
-    print(f"{'variant':28s} " + " ".join(f"{('causal' if ca else 'full') + ' S=' + str(s):>18s}" for _, s, ca in cols))
+    cols = [(configs.kernel_name(c), c["seqlen"], c["causal"], c) for c in grid]
+
+    def label(c):  # the head dim, and GQA or fp16 where the row differs from the grid's MHA bf16
+        extra = (f" {c['heads']}/{c['kv_heads']}" if c["heads"] != c["kv_heads"] else "") + \
+                (" fp16" if c["dtype"] != "bf16" else "")
+        return f"d{c['head_dim']}{extra} {'causal' if c['causal'] else 'full'} S={c['seqlen']}"
+    print("\nablation, TFLOP/s (ratio to all-passes):")
+    print(f"{'variant':28s} " + " ".join(f"{label(c):>22s}" for *_, c in cols))
     for v in variants:
         cells = []
-        for name, s, _ in cols:
+        for name, s, _, _ in cols:
             t = table[(v, name, s)].get("flashc_tflops")
             base = table.get(("all-passes", name, s), {}).get("flashc_tflops")
             cells.append(f"{fmt(t)} ({fmt(t / base if t and base else None, 4, 2)})")
-        print(f"{v:28s} " + " ".join(f"{c:>18s}" for c in cells))
+        print(f"{v:28s} " + " ".join(f"{c:>22s}" for c in cells))
     if args.json:
         with open(args.json, "w") as f:
             json.dump([dict(variant=v, **r) for (v, _, _), r in table.items()], f, indent=1)
