@@ -182,7 +182,7 @@ static MlirValue reduction_buffer(Lowerer *L, int warp_bytes) {
  * output tile, O: one block an SM, so shared memory no other block wants),
  * whole rows of 16-byte multiples split over the warps, at most 32 rows a
  * warp (a lane a row), and the warps' buffers fit beside what the kernel
- * holds already (the store is its last use of shared memory): tile_rows_bulk. */
+ * holds already (the store is its last use of shared memory). */
 static bool bulk_storable(const Lowerer *L, const TensorRef *t, const TileGeom *g, int col0) {
   if (!L->sm90 || !L->producer_threads || (t->elem != ELEM_BF16 && t->elem != ELEM_F16) ||
       strcmp(attr_str(&L->f->attrs, "mode", "forward"), "forward") != 0 ||
@@ -361,12 +361,14 @@ static void store_row(Lowerer *L, const TensorRef *t, const CgVal *x, MlirValue 
   }
 }
 
+enum { MAX_STORE_PAIRS = 64 }; /* n8 fragment pairs a lane's row (256 columns: 16) */
+
 /* Can the 16-bit tile x be stored four columns a lane (store_rows_paired)?
  * Whole fragments of an even count, the window's first column a multiple of
  * 8 (8-byte aligned: rows start 16-byte aligned, runtime/tensor_check.c). */
 static bool pair_storable(const TensorRef *t, const TileGeom *g, int col0) {
   return (t->elem == ELEM_BF16 || t->elem == ELEM_F16) && g->cls == TC_FULL && !g->group_cols &&
-         g->nn % 2 == 0 && col0 % 8 == 0;
+         g->nn % 2 == 0 && g->nn <= 2 * MAX_STORE_PAIRS && col0 % 8 == 0;
 }
 
 /* The 16-bit tile x stored into t row by row, eight bytes a lane: in each
@@ -388,8 +390,8 @@ static void store_rows_paired(Lowerer *L, const TensorRef *t, const CgVal *x, Ml
   for (int mi = 0; mi < g->nm; mi++)
     for (int h = 0; h < 2; h++) {
       int np = g->nn / 2;
-      MlirValue out[64][2], col[64];
-      for (int p = 0; p < np && p < 64; p++) {
+      MlirValue out[MAX_STORE_PAIRS][2], col[MAX_STORE_PAIRS];
+      for (int p = 0; p < np; p++) {
         MlirValue w[2];
         for (int f = 0; f < 2; f++) {
           int ni = 2 * p + f;
@@ -412,7 +414,7 @@ static void store_rows_paired(Lowerer *L, const TensorRef *t, const CgVal *x, Ml
       MlirBlock then_block, outer = b->block;
       cg_if(b, cg_arith2(b, "arith.andi", only, ok), NULL, 0, false, &then_block, NULL);
       cg_builder_set_block(b, then_block);
-      for (int p = 0; p < np && p < 64; p++) {
+      for (int p = 0; p < np; p++) {
         MlirValue ptr = cg_gep(b, t->base, cg_addi(b, off, col[p]), t->et);
         cg_store(b, cg_vector_from(b, out[p], 2, v2i), ptr, 8);
       }
