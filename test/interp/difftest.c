@@ -64,13 +64,45 @@ static Variant make_variant(const KernelSpec *k, const PassOptions *po, const ch
   return v;
 }
 
+/* The module of v as printed, or NULL (v failed, or no memory). */
+static char *print_module(const Variant *v) {
+  if (!v->f)
+    return NULL;
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (!f)
+    return NULL;
+  module_print(f, v->m);
+  fclose(f);
+  return text;
+}
+
+/* Adds v to out[0..n) unless an earlier variant is the same program (the
+ * same printed module and tile sizes: a pass that changed nothing, or a
+ * disabled one that would not have fired), whose run would only repeat
+ * that one's; it then takes v's copies flag. Returns the new count. */
+static int add_variant(Variant *out, int n, Variant v) {
+  v.ir = print_module(&v);
+  for (int i = 0; v.ir && i < n; i++)
+    if (out[i].ir && out[i].br == v.br && out[i].bc == v.bc && strcmp(out[i].ir, v.ir) == 0) {
+      out[i].copies |= v.copies;
+      free(v.ir);
+      module_destroy(v.m);
+      return n;
+    }
+  out[n] = v;
+  return n + 1;
+}
+
 /* The variants of one kernel: FA1 at two tile shapes, each pipeline prefix,
- * and the full pipeline without each optional pass. */
+ * and the full pipeline without each optional pass; each distinct program
+ * once (add_variant). */
 static int make_variants(const KernelSpec *k, const Opts *o, Variant *out, int cap) {
   int n = 0;
-  out[n++] = make_variant(k, NULL, "fa1", o->br, o->bc);
+  n = add_variant(out, n, make_variant(k, NULL, "fa1", o->br, o->bc));
   if (n < cap)
-    out[n++] = make_variant(k, NULL, "fa1-br32-bc8", 32, 8);
+    n = add_variant(out, n, make_variant(k, NULL, "fa1-br32-bc8", 32, 8));
 #ifndef DIFFTEST_NO_PASSES
   int npasses = 0;
   const Pass *ps = pass_pipeline(&npasses);
@@ -80,8 +112,9 @@ static int make_variants(const KernelSpec *k, const Opts *o, Variant *out, int c
     po.max_passes = i;
     char name[96];
     snprintf(name, sizeof name, "after-%d-%s", i, ps[i - 1].name);
-    out[n] = make_variant(k, &po, name, o->br, o->bc);
-    out[n++].copies = i == npasses;
+    Variant v = make_variant(k, &po, name, o->br, o->bc);
+    v.copies = i == npasses;
+    n = add_variant(out, n, v);
   }
   for (int i = 0; i < npasses && n < cap; i++) {
     if (ps[i].required)
@@ -91,8 +124,9 @@ static int make_variants(const KernelSpec *k, const Opts *o, Variant *out, int c
     po.disabled[po.ndisabled++] = ps[i].name;
     char name[96];
     snprintf(name, sizeof name, "full-without-%s", ps[i].name);
-    out[n] = make_variant(k, &po, name, o->br, o->bc);
-    out[n++].copies = true;
+    Variant v = make_variant(k, &po, name, o->br, o->bc);
+    v.copies = true;
+    n = add_variant(out, n, v);
   }
 #endif
   return n;
@@ -355,8 +389,10 @@ static void test_kernel(const KernelSpec *k, int kindex, const Opts *o, Stats *s
   int nv = make_variants(k, o, vs, (int)(sizeof vs / sizeof vs[0]));
   if (k->mode == MODE_DECODE) {
     test_decode(k, kindex, vs, nv, o->nshapes >= NSHAPES ? -1 : o->nshapes, o, st);
-    for (int i = 0; i < nv; i++)
+    for (int i = 0; i < nv; i++) {
       module_destroy(vs[i].m);
+      free(vs[i].ir);
+    }
     return;
   }
   for (int si = 0; si < o->nshapes && si < NSHAPES; si++) {
@@ -376,8 +412,10 @@ static void test_kernel(const KernelSpec *k, int kindex, const Opts *o, Stats *s
       free_inputs(&in);
     }
   }
-  for (int i = 0; i < nv; i++)
+  for (int i = 0; i < nv; i++) {
     module_destroy(vs[i].m);
+    free(vs[i].ir);
+  }
 }
 
 /* ------------------------------------------------------------ spec files */

@@ -62,6 +62,7 @@ typedef struct Variant {
    * instead (long_rows_of, gather_of): the whole pipeline, and the
    * pipeline without each optional pass */
   bool copies;
+  char *ir; /* the module as printed (make_variants: a program run once) */
 } Variant;
 
 /* A host tensor: dims and strides (rows padded so the layout is strided). */
