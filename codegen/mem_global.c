@@ -177,6 +177,11 @@ static MlirValue reduction_buffer(Lowerer *L, int warp_bytes) {
   return wbuf;
 }
 
+/* The bytes between two rows of a warp's staging buffer (tile_rows_bulk):
+ * f32 rows padded by 4 floats, 16-bit rows by 8 elements, so that the
+ * fragments' pair stores of a warp hit 32 banks. */
+static int bulk_row_pitch(bool add, int cols) { return add ? (cols + 4) * 4 : (cols + 8) * 2; }
+
 /* Can the 16-bit tile x of a store go out through shared memory and bulk
  * copies (tile_rows_bulk)? A warp-specialized forward on sm_90 (its
  * output tile, O: one block an SM, so shared memory no other block wants),
@@ -189,7 +194,7 @@ static bool bulk_storable(const Lowerer *L, const TensorRef *t, const TileGeom *
       g->cls != TC_FULL || g->col_split || g->group_cols || !g->row_split ||
       16 * g->nm > 32 || col0 != 0 || g->cols != t->cols || (g->cols * 2) % 16)
     return false;
-  int need = L->warps * 16 * g->nm * (g->cols + 8) * 2;
+  int need = L->warps * 16 * g->nm * bulk_row_pitch(false, g->cols);
   int top = (L->smem_top + 1023) / 1024 * 1024;
   return L->bulk_buf_bytes >= need || top + need <= CG_SMEM_LIMIT_SM90;
 }
@@ -216,7 +221,7 @@ static void tile_rows_bulk(Lowerer *L, const TensorRef *t, const CgVal *x, int c
   CgBuilder *b = &L->b;
   const TileGeom *g = &x->g;
   int wcols = add ? warp_cols(g) : g->cols, es = add ? 4 : 2, wrows = 16 * g->nm;
-  int pitch = add ? (wcols + 4) * 4 : (wcols + 8) * 2;
+  int pitch = bulk_row_pitch(add, wcols);
   MlirValue wbuf = reduction_buffer(L, wrows * pitch);
   write_rows_smem(L, x, wbuf, pitch, add ? b->f32 : t->et, es);
   cg_fence_proxy_async(b);
