@@ -202,6 +202,7 @@ struct Lowerer {
   MlirValue put_slot;    /* while a ring_put's load is lowered: the slot (i32 bytes) */
   bool producer_single;  /* the producer region runs on one thread (TMA puts only) */
   int role_blocks;       /* warp_roles {blocks_per_sm}: 1 or 2; 0 when absent */
+  bool backward;         /* mode = backward: the register split of two consumer warpgroups (lw_role_regs) */
   /* Tiles added by bulk reductions or stored by bulk copies (mem_global.c
    * tile_rows_bulk): their staging buffer's byte offset and size; 0 bytes
    * when none. */

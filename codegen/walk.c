@@ -530,17 +530,25 @@ static void lower_if(Lowerer *L, const Op *op) {
  * Two consumer warpgroups: one block an SM, the launch gives each of the
  * 384 threads 168 (.minnctapersm 1); the producer warpgroup gives up to
  * 40, the consumers take 232: 128 x 40 + 256 x 232 = 64512 = 384 x 168.
+ * In the backward's (the atomic launch's main kernel, dK and dV carried
+ * beside S^T and dP^T) the producer keeps 24 and the consumers take 240,
+ * FlashAttention-3's split: 128 x 24 + 256 x 240 = 64512; its spills fall
+ * from 64 to 20 bytes at d128 and the causal rows run 5-11% faster
+ * (docs/perf-log.md P121). The forward's stay at 232: its one-thread TMA
+ * producer spills under 24 and the forward lost 2-9% so (same section).
  * One consumer warpgroup (the backward's four warps): two blocks an SM
  * (.minnctapersm 2), 128 a thread at launch; the producer keeps 24, the
  * consumers take 232: 128 x 24 + 128 x 232 = 32768 = 256 x 128. Or, where
  * the pass found shared memory for one block only (blocks_per_sm = 1: the
  * backward at d256), one block: consumers 240 (a 64 x 256 wgmma's
  * accumulators and the tile's other registers), producer 24. */
-LwRoleRegs lw_role_regs(int consumer_threads, int blocks_per_sm) {
+LwRoleRegs lw_role_regs(int consumer_threads, int blocks_per_sm, bool backward) {
   if (consumer_threads <= 128 && blocks_per_sm == 1)
     return (LwRoleRegs){.blocks_per_sm = 1, .producer = 40, .consumer = 240};
   if (consumer_threads <= 128)
     return (LwRoleRegs){.blocks_per_sm = 2, .producer = 24, .consumer = 232};
+  if (backward)
+    return (LwRoleRegs){.blocks_per_sm = 1, .producer = 24, .consumer = 240};
   return (LwRoleRegs){.blocks_per_sm = 1, .producer = 40, .consumer = 232};
 }
 
@@ -579,7 +587,7 @@ static void lower_warp_roles(Lowerer *L, const Op *op) {
   int threads = L->threads, warps = L->warps;
   cg_builder_set_block(b, pb);
   if (L->sm90)
-    cg_setmaxnreg(b, false, lw_role_regs(threads, L->role_blocks).producer);
+    cg_setmaxnreg(b, false, lw_role_regs(threads, L->role_blocks, L->backward).producer);
   L->tid = cg_subi(b, L->tid, cg_const_i32(b, L->threads));
   L->warp = cg_arith2(b, "arith.divui", L->tid, cg_const_i32(b, 32));
   L->threads = L->producer_threads;
@@ -612,7 +620,7 @@ static void lower_warp_roles(Lowerer *L, const Op *op) {
 
   cg_builder_set_block(b, cb);
   if (L->sm90)
-    cg_setmaxnreg(b, true, lw_role_regs(threads, L->role_blocks).consumer);
+    cg_setmaxnreg(b, true, lw_role_regs(threads, L->role_blocks, L->backward).consumer);
   L->consumer_barrier = true;
   lower_region(L, op->regions[1], cb, 0, 0, -1, -1);
   L->consumer_barrier = false;

@@ -93,6 +93,6 @@ MlirValue lw_grid_dim(CgBuilder *b, const char *dim);
 typedef struct LwRoleRegs {
   int blocks_per_sm, producer, consumer;
 } LwRoleRegs;
-LwRoleRegs lw_role_regs(int consumer_threads, int blocks_per_sm);
+LwRoleRegs lw_role_regs(int consumer_threads, int blocks_per_sm, bool backward);
 
 #endif

@@ -262,6 +262,7 @@ int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwK
   func_walk((Func *)f, producer_warps_fn, roles);
   L->producer_threads = 32 * roles[0];
   L->role_blocks = roles[1];
+  L->backward = strcmp(attr_str(&f->attrs, "mode", "forward"), "backward") == 0;
   L->dtype = kernel_dtype(f);
   L->sm90 = strcmp(target, "sm_90a") == 0;
   L->exp_fma = exp_fma;
@@ -301,7 +302,7 @@ int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwK
   if (L->producer_threads)
     mlirOperationSetAttributeByName(mlirBlockGetParentOperation(entry),
                                     mlirStringRefCreateFromCString("nvvm.minctasm"),
-                                    cg_attr_i32(&L->b, lw_role_regs(L->threads, L->role_blocks).blocks_per_sm));
+                                    cg_attr_i32(&L->b, lw_role_regs(L->threads, L->role_blocks, L->backward).blocks_per_sm));
   cg_builder_set_block(&L->b, entry);
   bind_params(L, K, ps, nparams, entry);
   make_thread_ids(L);
