@@ -48,7 +48,13 @@
  * the accumulators and A fragments in flight live longer and its 232
  * registers spill; d64 (no producer, two or three blocks an SM that fill
  * the tensor cores under each other's exponentials, as the forward's
- * overlap found in P64) flat to -2%. Not in
+ * overlap found in P64) flat to -2%. The other heavy steps, those of the
+ * atomic launch's main kernel (two warpgroups, dQ a group_cols product
+ * added to dq_acc), take one change only: dQ issued before dK, both async,
+ * dK waited for after dQ's store (issue_dq_first; its store is the one op
+ * with effects beside a matmul in flight, and touches only its own staging
+ * bytes): +1-4% on the H200 (P122), where making S^T and dP^T async there
+ * too spilled and lost 2-10% on the full rows (P121). Not in
  * blocks that hold async matmuls already nor in kernels whose warpgroups
  * take turns (mma_turn: pingpong's order).
  */
@@ -92,6 +98,16 @@ static void need_values(Sched *s, int i, const Op *user, const Block *blk) {
       need_values(s, i, o, blk);
 }
 
+/* Names wait w after its matmul's result: %x_w. */
+static void name_wait(Module *m, Op *w) {
+  const Value *x = w->operands[0];
+  if (x->name) {
+    char name[96];
+    snprintf(name, sizeof name, "%s_w", x->name);
+    w->results[0]->name = module_strdup(m, name);
+  }
+}
+
 /* Makes each of blk's matmuls async with a wait right after it (the wait
  * reads the matmul and everything else reads the wait); returns false when
  * the block has fewer than two, or async ones already. */
@@ -112,11 +128,7 @@ static bool add_waits(Module *m, Block *blk) {
     Value *x = o->results[0];
     Op *w = build_op(&b, OP_MMA_WAIT, &x, 1, &x->type, 1, 0);
     op_set_attr_int(w, "pending", 0);
-    if (x->name) {
-      char name[96];
-      snprintf(name, sizeof name, "%s_w", x->name);
-      w->results[0]->name = module_strdup(m, name);
-    }
+    name_wait(m, w);
     replace_uses_except(x, w->results[0], &w, 1);
     o = w;
   }
@@ -231,6 +243,57 @@ static void schedule_block(Module *m, Block *blk) {
   free(s.ops);
 }
 
+/* A wait for async matmul mm right before op `before`, which takes over
+ * mm's uses. */
+static Op *add_wait_before(Module *m, Op *mm, Op *before, int pending) {
+  Builder b = builder_before(m, before);
+  Value *x = mm->results[0];
+  Op *w = build_op(&b, OP_MMA_WAIT, &x, 1, &x->type, 1, 0);
+  op_set_attr_int(w, "pending", pending);
+  name_wait(m, w);
+  replace_uses_except(x, w->results[0], &w, 1);
+  return w;
+}
+
+/* A heavy step (dK and dV carried) of the atomic launch's main kernel:
+ * its dQ product (the group_cols matmul, read only by its store) is issued
+ * before the accumulating matmul before it (dK += dS^T Q), both async; dQ
+ * is waited for right before its store and dK right after it, so dK runs
+ * on the tensor cores while the store stages dQ and issues its reductions
+ * (FlashAttention-3's order; the store's staging buffer is no operand of
+ * any matmul). Only dQ's 32 f32 registers a thread are live beside dK's
+ * in flight, where async S^T and dP^T spilled (the header). */
+static void issue_dq_first(Module *m, Block *blk) {
+  Op *dq = NULL, *dk = NULL;
+  for (Op *o = blk->first; o; o = o->next)
+    if (is_sync_matmul(o) && o->results[0]->type.dist == DIST_GROUP_COLS) {
+      dq = o;
+      break;
+    }
+  if (!dq)
+    return;
+  for (Op *o = dq->prev; o; o = o->prev)
+    if (o->kind == OP_MATMUL) {
+      dk = o;
+      break;
+    }
+  if (!dk || !is_sync_matmul(dk) || dk->noperands != 3)
+    return;
+  for (int i = 0; i < dq->noperands; i++)
+    for (Op *o = dk; o != dq; o = o->next)
+      if (dq->operands[i]->def == o)
+        return;
+  Value *x = dq->results[0];
+  if (x->nuses != 1 || x->uses[0].user->parent != blk)
+    return;
+  Op *st = x->uses[0].user;
+  op_move_before(dq, dk);
+  op_set_attr_int(dq, "async", 1);
+  op_set_attr_int(dk, "async", 1);
+  add_wait_before(m, dq, st, 1);
+  add_wait_before(m, dk, st->next, 0);
+}
+
 static void collect_blocks(Block *b, Block ***v, int *n, int *cap) {
   int matmuls = 0;
   for (Op *o = b->first; o; o = o->next) {
@@ -284,6 +347,8 @@ int pass_async_matmuls(Module *m, Func *f, const PassOptions *opts, FILE *diag) 
   for (int i = 0; i < n; i++)
     if (step_has_room(blocks[i], roles, threads))
       schedule_block(m, blocks[i]);
+    else
+      issue_dq_first(m, blocks[i]);
   free(blocks);
   return 0;
 }
