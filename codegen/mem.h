@@ -200,5 +200,7 @@ const char *lw_tmap_param(const char *tensor, char *buf, size_t len);
 void lw_ring_get(Lowerer *L, const Op *op);
 /* `ring_release`: this thread's arrival on the slot's empty barrier. */
 void lw_ring_release(Lowerer *L, const Op *op);
+/* ring_release without its last_step condition: the slot's empty arrive. */
+void lw_ring_release_now(Lowerer *L, const Op *op);
 
 #endif

@@ -356,6 +356,21 @@ static bool has_ring_get(const Block *blk) {
   return false;
 }
 
+/* The body's last-step ring releases (ir.h) when the loop ran no step. */
+static void release_after_empty_loop(Lowerer *L, const Op *op, MlirValue lo, MlirValue hi) {
+  CgBuilder *b = &L->b;
+  for (const Op *o = for_body((Op *)op)->first; o; o = o->next) {
+    if (o->kind != OP_RING_RELEASE || attr_int(&o->attrs, "last_step", 0) != 1)
+      continue;
+    MlirBlock then, cur = b->block;
+    cg_if(b, cg_cmpi(b, "sle", hi, lo), NULL, 0, false, &then, NULL);
+    cg_builder_set_block(b, then);
+    lw_ring_release_now(L, o);
+    cg_yield(b, NULL, 0);
+    cg_builder_set_block(b, cur);
+  }
+}
+
 static void lower_seq_for(Lowerer *L, const Op *op) {
   CgBuilder *b = &L->b;
   MlirValue lo = lw_get(L, op->operands[0])->v, hi = lw_get(L, op->operands[1])->v;
@@ -420,6 +435,7 @@ static void lower_seq_for(Lowerer *L, const Op *op) {
       }
   lower_region(L, irbody, body, ring_lo, ring_hi, wait_first, -1);
   bind_flat(L, op->results, op->nresults, get_result, &forop, 0);
+  release_after_empty_loop(L, op, lo, hi);
   /* After the loop: the outer groups but the prologue's, then the last
    * step's copies (nobody should use them, but they are in flight). */
   lw_loop_leave(L, &async, init_seq, ninit_seq);

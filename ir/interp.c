@@ -340,6 +340,8 @@ static void exec_for(Interp *I, const Op *op) {
   /* The results hold the carried state between iterations. */
   for (int i = 0; i < n; i++)
     interp_copy_val(I, interp_val(I, op->results[i]), interp_val(I, op->operands[2 + i]));
+  if (hi <= lo) /* a last-step ring release of a loop that runs no step */
+    interp_release_after_loop(I, op);
   for (int64_t iv = lo; iv < hi && !I->failed; iv++) {
     interp_set_scalar(interp_val(I, body->args[0]), (double)iv);
     for (int i = 0; i < n; i++)

@@ -110,6 +110,9 @@ void interp_exec_warp_roles(Interp *I, const Op *op);
 void interp_exec_ring_put(Interp *I, const Op *op);
 void interp_exec_ring_get(Interp *I, const Op *op);
 void interp_exec_ring_release(Interp *I, const Op *op);
+/* The last-step ring releases (ring_release {last_step}) of a loop that
+ * runs no iteration: freed where the loop stands. */
+void interp_release_after_loop(Interp *I, const Op *loop);
 void interp_free_ring(RtRing *r); /* NULL is harmless */
 /* Runs the ops of blk; returns its terminator (yield/return) or NULL. */
 const Op *interp_exec_block(Interp *I, const Block *blk);

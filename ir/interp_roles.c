@@ -198,8 +198,29 @@ void interp_exec_ring_get(Interp *I, const Op *op) {
   s->state = STEP_GOT;
 }
 
-/* ring_release %r, %step: the step's tile, got before, is freed. */
+/* ring_release %r, %step: the step's tile, got before, is freed; with
+ * last_step only in its loop's last iteration (interp_release_after_loop
+ * frees it when the loop ran none). */
+static void release_step(Interp *I, const Op *op);
+
 void interp_exec_ring_release(Interp *I, const Op *op) {
+  if (attr_int(&op->attrs, "last_step", 0) == 1) {
+    const Op *loop = op->parent->parent_op; /* the verifier's: a sequential for */
+    int64_t iv = (int64_t)interp_val(I, op->parent->args[0])->s;
+    int64_t hi = (int64_t)interp_val(I, loop->operands[1])->s;
+    if (iv != hi - 1)
+      return;
+  }
+  release_step(I, op);
+}
+
+void interp_release_after_loop(Interp *I, const Op *loop) {
+  for (const Op *o = loop->regions[0]->first; o && !I->failed; o = o->next)
+    if (o->kind == OP_RING_RELEASE && attr_int(&o->attrs, "last_step", 0) == 1)
+      release_step(I, o);
+}
+
+static void release_step(Interp *I, const Op *op) {
   int64_t step;
   RtRing *r = ring_operands(I, op, &step);
   if (!r || zero_step(op, step))

@@ -715,6 +715,12 @@ Func *op_func(Op *op) {
   return NULL;
 }
 
+Op *op_ancestor_in(const Op *op, const Block *blk) {
+  while (op && op->parent != blk)
+    op = op->parent ? op->parent->parent_op : NULL;
+  return (Op *)op;
+}
+
 bool op_is_inside(Op *op, Op *ancestor) {
   for (Block *b = op->parent; b; b = b->parent_op ? b->parent_op->parent : NULL) {
     if (b->parent_op == ancestor)

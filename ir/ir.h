@@ -196,6 +196,12 @@ const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial", "warp" 
  *    ring is then a map from step to tile. A ring {zero = 1} also has step
  *    -1, a tile of zeros never put (its get does not wait, its release
  *    frees nothing): overlap-softmax's P V before the first step.
+ *    `ring_release %r, %step {last_step = 1}` sits in the body of a
+ *    sequential for (the step loop) at the top level of its get's block:
+ *    it frees the slot in the loop's last iteration, where it stands, or
+ *    right after the loop when the loop runs no iteration
+ *    (passes/release_early.c: a slot freed once its tile's last read is
+ *    done, not after the loop's epilogue).
  *    `mma_turn {action = wait}` / `{action = pass}` (consumer, 2
  *    warpgroups: passes/pingpong.c) bracket a warpgroup's issue of its
  *    step's matmuls: it waits for its turn, and after issuing hands the
@@ -259,7 +265,7 @@ const char *dist_name(Dist d);     /* "none", "rows", "cols", "partial", "warp" 
   X(OP_WARP_ROLES,  "warp_roles")   /* {producer_warps}; producer, consumer regions, run at once */ \
   X(OP_RING_PUT,    "ring_put")     /* ring, step, tile: producer; the step's tile */ \
   X(OP_RING_GET,    "ring_get")     /* ring, step -> tile: consumer; waits until it landed */ \
-  X(OP_RING_RELEASE,"ring_release") /* ring, step: consumer; the step's tile is no longer read */ \
+  X(OP_RING_RELEASE,"ring_release") /* ring, step {last_step}: consumer; the step's tile is no longer read */ \
   X(OP_MMA_TURN,    "mma_turn")     /* {action = start|wait|pass}: consumer warpgroups take turns at the tensor cores */ \
   X(OP_FOR,         "for")          /* lo, hi, inits... {parallel} region(iv, iter args) -> results */ \
   X(OP_IF,          "if")           /* cond; then, else regions -> results */  \
@@ -513,6 +519,8 @@ Op *block_terminator(Block *b); /* last op if it is yield/return, else NULL */
 Func *op_func(Op *op);
 /* True when op is (transitively) inside `ancestor`'s regions. */
 bool op_is_inside(Op *op, Op *ancestor);
+/* The op of blk that is op or holds it in its regions; NULL when none. */
+Op *op_ancestor_in(const Op *op, const Block *blk);
 /* True when v is defined outside `op` (usable inside it unchanged). */
 bool value_defined_outside(Value *v, Op *op);
 /* True when v is a const/full op result; *out gets its value. */

@@ -252,21 +252,78 @@ void check_ring_put(Verifier *v, const Op *op) {
 }
 
 
-/* The op of blk that is op or holds it in its regions; NULL when none. */
-static const Op *ancestor_in(const Op *op, const Block *blk) {
-  while (op && op->parent != blk)
-    op = op->parent ? op->parent->parent_op : NULL;
-  return op;
+
+static bool is_last_step_release(const Op *op) {
+  return op->kind == OP_RING_RELEASE && attr_int(&op->attrs, "last_step", 0) == 1;
+}
+
+/* A `last_step` release of r at the top level of the body of a sequential
+ * for that is `from` or follows it in their block (*loop: that for); NULL
+ * when none. */
+static const Op *last_step_release_after(const Op *from, const Value *r, const Op **loop) {
+  for (const Op *o = from; o; o = o->next) {
+    if (o->kind != OP_FOR || for_is_parallel((Op *)o))
+      continue;
+    const Op *rel = find_on_ring(o->regions[0], NULL, OP_RING_RELEASE, r);
+    if (rel && is_last_step_release(rel)) {
+      *loop = o;
+      return rel;
+    }
+  }
+  return NULL;
+}
+
+/* Is every read of t (a tile got before `loop`, released in loop's last
+ * step by rel) done by rel: before the loop, or in the loop's body before
+ * rel, an async matmul's with its wait there too? Reports the first that
+ * is not. */
+static void check_reads_before_last_step(Verifier *v, const Value *t, const Op *loop, const Op *rel) {
+  const Block *b = loop->parent, *body = loop->regions[0];
+  for (int i = 0; i < t->nuses; i++) {
+    const Op *user = t->uses[i].user, *at = op_ancestor_in(user, b);
+    bool ok = at && (precedes(at, loop) || at == loop);
+    if (ok && at == loop) {
+      const Op *in = op_ancestor_in(user, body);
+      ok = in && precedes(in, rel);
+      /* an async matmul still reads its operands until its wait */
+      if (ok && user->kind == OP_MATMUL && attr_int(&user->attrs, "async", 0) == 1) {
+        const Value *x = user->results[0];
+        bool waited = false;
+        for (int k = 0; k < x->nuses && !waited; k++) {
+          const Op *w = x->uses[k].user, *win = w ? op_ancestor_in(w, body) : NULL;
+          waited = w && w->kind == OP_MMA_WAIT && win && precedes(win, rel);
+        }
+        ok = waited;
+      }
+    }
+    if (!ok) {
+      report(v, rel, "%s is read by %s (line %d) after its last-step release", names_get(&v->names, t),
+             op_name(user->kind), user->loc.line);
+      return;
+    }
+  }
 }
 
 /* The release that ends get's step: later in the same block, of the same
  * step value, and after every read of the tile (the slot is refilled once
- * it is released). A release before the get reports itself. */
+ * it is released); or a `last_step` release in the body of a step loop
+ * after the get that does every read before it. A release before the get
+ * reports itself. */
 static void check_release_of(Verifier *v, const Op *get) {
   const Block *b = get->parent;
   const Value *r = get->operands[0], *t = get->results[0];
   const char *ring = names_get(&v->names, r);
   const Op *rel = find_on_ring(b, get->next, OP_RING_RELEASE, r);
+  const Op *loop = NULL;
+  const Op *early = rel ? NULL : last_step_release_after(get->next, r, &loop);
+  if (early) {
+    if (early->noperands > 1 && early->operands[1] != get->operands[1])
+      report(v, get, "its ring_release (line %d) releases step %s, not %s", early->loc.line,
+             names_get(&v->names, early->operands[1]), names_get(&v->names, get->operands[1]));
+    else
+      check_reads_before_last_step(v, t, loop, early);
+    return;
+  }
   if (!rel) {
     if (!find_on_ring(b, NULL, OP_RING_RELEASE, r))
       report(v, get, "no ring_release of %s after it in its block (one get and one release per "
@@ -277,7 +334,7 @@ static void check_release_of(Verifier *v, const Op *get) {
     report(v, get, "its ring_release (line %d) releases step %s, not %s", rel->loc.line,
            names_get(&v->names, rel->operands[1]), names_get(&v->names, get->operands[1]));
   for (int i = 0; i < t->nuses; i++) {
-    const Op *user = t->uses[i].user, *at = ancestor_in(user, b);
+    const Op *user = t->uses[i].user, *at = op_ancestor_in(user, b);
     if (user && (!at || !precedes(at, rel))) {
       report(v, get, "%s is read by %s (line %d) after its ring_release (line %d)",
              names_get(&v->names, t), op_name(user->kind), user->loc.line, rel->loc.line);
@@ -303,6 +360,26 @@ void check_ring_release(Verifier *v, const Op *op) {
   const Block *b = op->parent;
   const Value *r = op->operands[0];
   const char *ring = names_get(&v->names, r);
+  if (attr_get(&op->attrs, "last_step")) {
+    const Op *loop = b->parent_op;
+    if (!is_last_step_release(op))
+      report(v, op, "last_step must be 1");
+    else if (!loop || loop->kind != OP_FOR || for_is_parallel((Op *)loop))
+      report(v, op, "a last-step release must be at the top level of a sequential for's body");
+    else if (find_on_ring(b, NULL, OP_RING_RELEASE, r) != op)
+      report(v, op, "a second ring_release of %s in this block (one per ring per step)", ring);
+    else if (find_on_ring(b, NULL, OP_RING_GET, r))
+      report(v, op, "a last-step release of %s in the loop that gets it (its get is outside the loop)",
+             ring);
+    else {
+      const Op *get = find_on_ring(loop->parent, NULL, OP_RING_GET, r);
+      if (!get || !precedes(get, loop))
+        report(v, op, "no ring_get of %s before its loop in the block around it", ring);
+      else if (find_on_ring(loop->parent, NULL, OP_RING_RELEASE, r))
+        report(v, op, "%s is released both in its loop's last step and after it", ring);
+    }
+    return;
+  }
   const Op *get = find_on_ring(b, NULL, OP_RING_GET, r);
   if (find_on_ring(b, NULL, OP_RING_RELEASE, r) != op)
     report(v, op, "a second ring_release of %s in this block (one per ring per step)", ring);

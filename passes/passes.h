@@ -94,6 +94,8 @@ int pass_heavy_first(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 /* persistent.c: %nctas blocks walk the (batch, head, Q tile) tiles, the
  * rings' steps counting on across them (docs/hopper-pipeline.md §11) */
 int pass_persistent(Module *m, Func *f, const PassOptions *opts, FILE *diag);
+/* release_early.c: a slot read only in the step loop freed in its last step */
+int pass_release_early(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 /* decode only (docs/decode.md); nothing on forward kernels */
 int pass_pack_gqa(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_split_kv(Module *m, Func *f, const PassOptions *opts, FILE *diag);

@@ -100,6 +100,10 @@ static const Pass pipeline[] = {
     {"persistent",
      "forward with warp roles, persistent = 1 (the default): %nctas blocks each walk many tiles (unequal ones in mirrored pairs), rings kept across them",
      false, pass_persistent},
+    /* after persistent, which gives the walk's Q its ring */
+    {"release-early",
+     "warp roles: a ring slot read only in the step loop (a walk's Q) is freed in the loop's last step, after its last read",
+     false, pass_release_early},
 };
 
 enum { NPASSES = sizeof pipeline / sizeof pipeline[0] };
