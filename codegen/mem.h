@@ -200,7 +200,8 @@ const char *lw_tmap_param(const char *tensor, char *buf, size_t len);
 void lw_ring_get(Lowerer *L, const Op *op);
 /* `ring_release`: this thread's arrival on the slot's empty barrier. */
 void lw_ring_release(Lowerer *L, const Op *op);
-/* ring_release without its last_step condition: the slot's empty arrive. */
-void lw_ring_release_now(Lowerer *L, const Op *op);
+/* ring_release op's arrival (its last_step condition aside) where cond
+ * holds. */
+void lw_ring_release_if(Lowerer *L, const Op *op, MlirValue cond);
 
 #endif

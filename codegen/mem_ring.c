@@ -260,7 +260,7 @@ void lw_ring_get(Lowerer *L, const Op *op) {
   lw_set(L, op->results[0], t);
 }
 
-void lw_ring_release_now(Lowerer *L, const Op *op) {
+static void release_now(Lowerer *L, const Op *op) {
   const CgVal *r = lw_get(L, op->operands[0]);
   MlirValue slot, parity, step = lw_get(L, op->operands[1])->v;
   ring_slot(L, r, step, &slot, &parity);
@@ -270,21 +270,24 @@ void lw_ring_release_now(Lowerer *L, const Op *op) {
   close_real_step(L, is_zero, outer);
 }
 
+void lw_ring_release_if(Lowerer *L, const Op *op, MlirValue cond) {
+  CgBuilder *b = &L->b;
+  MlirBlock then, cur = b->block;
+  cg_if(b, cond, NULL, 0, false, &then, NULL);
+  cg_builder_set_block(b, then);
+  release_now(L, op);
+  cg_yield(b, NULL, 0);
+  cg_builder_set_block(b, cur);
+}
+
 /* A last-step release (ir.h) arrives in its loop's last iteration only;
  * lower_seq_for arrives after a loop that ran none. */
 void lw_ring_release(Lowerer *L, const Op *op) {
   if (attr_int(&op->attrs, "last_step", 0) != 1) {
-    lw_ring_release_now(L, op);
+    release_now(L, op);
     return;
   }
-  CgBuilder *b = &L->b;
   const Op *loop = op->parent->parent_op;
   MlirValue iv = lw_get(L, for_iv((Op *)loop))->v, hi = lw_get(L, loop->operands[1])->v;
-  MlirValue last = cg_cmpi(b, "eq", iv, cg_addi_c(b, hi, -1));
-  MlirBlock then, cur = b->block;
-  cg_if(b, last, NULL, 0, false, &then, NULL);
-  cg_builder_set_block(b, then);
-  lw_ring_release_now(L, op);
-  cg_yield(b, NULL, 0);
-  cg_builder_set_block(b, cur);
+  lw_ring_release_if(L, op, cg_cmpi(&L->b, "eq", iv, cg_addi_c(&L->b, hi, -1)));
 }

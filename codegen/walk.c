@@ -358,17 +358,9 @@ static bool has_ring_get(const Block *blk) {
 
 /* The body's last-step ring releases (ir.h) when the loop ran no step. */
 static void release_after_empty_loop(Lowerer *L, const Op *op, MlirValue lo, MlirValue hi) {
-  CgBuilder *b = &L->b;
-  for (const Op *o = for_body((Op *)op)->first; o; o = o->next) {
-    if (o->kind != OP_RING_RELEASE || attr_int(&o->attrs, "last_step", 0) != 1)
-      continue;
-    MlirBlock then, cur = b->block;
-    cg_if(b, cg_cmpi(b, "sle", hi, lo), NULL, 0, false, &then, NULL);
-    cg_builder_set_block(b, then);
-    lw_ring_release_now(L, o);
-    cg_yield(b, NULL, 0);
-    cg_builder_set_block(b, cur);
-  }
+  for (const Op *o = for_body((Op *)op)->first; o; o = o->next)
+    if (o->kind == OP_RING_RELEASE && attr_int(&o->attrs, "last_step", 0) == 1)
+      lw_ring_release_if(L, o, cg_cmpi(&L->b, "sle", hi, lo));
 }
 
 static void lower_seq_for(Lowerer *L, const Op *op) {

@@ -251,8 +251,6 @@ void check_ring_put(Verifier *v, const Op *op) {
     check_step_block(v, op);
 }
 
-
-
 static bool is_last_step_release(const Op *op) {
   return op->kind == OP_RING_RELEASE && attr_int(&op->attrs, "last_step", 0) == 1;
 }

@@ -108,6 +108,18 @@ static void name_wait(Module *m, Op *w) {
   }
 }
 
+/* A wait for async matmul mm right before op `before`, which takes over
+ * mm's uses. */
+static Op *add_wait_before(Module *m, Op *mm, Op *before, int pending) {
+  Builder b = builder_before(m, before);
+  Value *x = mm->results[0];
+  Op *w = build_op(&b, OP_MMA_WAIT, &x, 1, &x->type, 1, 0);
+  op_set_attr_int(w, "pending", pending);
+  name_wait(m, w);
+  replace_uses_except(x, w->results[0], &w, 1);
+  return w;
+}
+
 /* Makes each of blk's matmuls async with a wait right after it (the wait
  * reads the matmul and everything else reads the wait); returns false when
  * the block has fewer than two, or async ones already. */
@@ -124,13 +136,7 @@ static bool add_waits(Module *m, Block *blk) {
     if (!is_sync_matmul(o))
       continue;
     op_set_attr_int(o, "async", 1);
-    Builder b = builder_after(m, o);
-    Value *x = o->results[0];
-    Op *w = build_op(&b, OP_MMA_WAIT, &x, 1, &x->type, 1, 0);
-    op_set_attr_int(w, "pending", 0);
-    name_wait(m, w);
-    replace_uses_except(x, w->results[0], &w, 1);
-    o = w;
+    o = add_wait_before(m, o, o->next, 0);
   }
   return true;
 }
@@ -241,18 +247,6 @@ static void schedule_block(Module *m, Block *blk) {
   free(done);
   free(s.need);
   free(s.ops);
-}
-
-/* A wait for async matmul mm right before op `before`, which takes over
- * mm's uses. */
-static Op *add_wait_before(Module *m, Op *mm, Op *before, int pending) {
-  Builder b = builder_before(m, before);
-  Value *x = mm->results[0];
-  Op *w = build_op(&b, OP_MMA_WAIT, &x, 1, &x->type, 1, 0);
-  op_set_attr_int(w, "pending", pending);
-  name_wait(m, w);
-  replace_uses_except(x, w->results[0], &w, 1);
-  return w;
 }
 
 /* A heavy step (dK and dV carried) of the atomic launch's main kernel:
