@@ -160,7 +160,9 @@ static Sched forward_sched(const Shape *sh, const TargetInfo *t, const PassOptio
  * thread and spill: correct, not fast (a later schedule splits d). Two
  * stages: the next Q (K/V) tile loads under this one's matmuls; H100, d128
  * 8k (docs/perf-log.md P32): causal +13% (atomic) / +9% (deterministic),
- * non-causal flat; 32-row Q tiles for bwd_kv (no spills) measured flat.
+ * non-causal flat; 32-row Q tiles for bwd_kv (no spills) measured flat;
+ * 128-key bwd_kv tiles over 8 warps (two warpgroups sharing Q and dO) lost
+ * 3-11% at d64 and moved d128 by -2..+6% (H200, docs/perf-log.md P127).
  * One stage where two do not fit the target's shared memory (d256 on sm_80). */
 static bool kv_outer_role(const char *role) {
   return strcmp(role, "main") == 0 || strcmp(role, "kv") == 0;
