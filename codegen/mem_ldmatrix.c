@@ -110,6 +110,58 @@ CgVal *lw_regs_to_smem(Lowerer *L, const Op *op, const CgVal *x) {
  * padded address, and converts both to the result's type. A warp's 32
  * words of one (m16, n8) position are 8 rows x 16 bytes in distinct
  * 16-byte chunks of the swizzle: no bank conflicts. */
+/* The byte offset (i32, within the tile) of element (row, col) of staged
+ * tile s, col a multiple of 8 (a 16-byte chunk, whole in either layout). */
+static MlirValue staged_chunk_byte(Lowerer *L, const CgVal *s, MlirValue row, MlirValue col) {
+  CgBuilder *b = &L->b;
+  if (s->swizzled)
+    return lw_swizzled_byte(L, s, row, cg_arith2(b, "arith.divui", col, cg_const_i32(b, 8)));
+  return cg_muli_c(b, cg_addi(b, cg_muli_c(b, row, s->smem_stride), col), 2);
+}
+
+/* The two 16-bit halves of word w as elements of type ft converted to to. */
+static void word_halves(Lowerer *L, MlirValue w, MlirType ft, MlirType to, MlirValue *out) {
+  CgBuilder *b = &L->b;
+  MlirValue half[2] = {w, cg_arith2(b, "arith.shrui", w, cg_const_i32(b, 16))};
+  for (int j = 0; j < 2; j++)
+    out[j] = cg_float_cast(b, cg_bitcast(b, cg_op1(b, "arith.trunci", &half[j], 1, b->i16, NULL, 0), ft), to);
+}
+
+/* `cast {transpose = 1}`: the staged R x C tile s read as the C x R
+ * register tile r. An 8 x 8 block of s read by `ldmatrix .trans` lands in
+ * the accumulator layout of its transpose (lane l: row l / 4, columns
+ * 2 (l % 4) and + 1), so an (m16, n8) position of r is two matrices: s's
+ * rows n8.. (r's columns) at its columns m16.. and m16 + 8.. (r's rows).
+ * One .x4 takes two such positions: matrix j = l / 8 of lane l at s's row
+ * 8 (ni + j / 2) + l % 8, column m16 + 8 (j % 2). */
+static void read_staged_transposed(Lowerer *L, const CgVal *s, CgVal *r, const TileGeom *g,
+                                   ElemType from) {
+  CgBuilder *b = &L->b;
+  MlirType ft = lw_elem_type(L, from), to = lw_elem_type(L, r->type.elem);
+  MlirValue lane_in = cg_arith2(b, "arith.remui", L->lane, cg_const_i32(b, 8));
+  MlirValue j = cg_arith2(b, "arith.divui", L->lane, cg_const_i32(b, 8));
+  MlirValue jrow = cg_muli_c(b, cg_arith2(b, "arith.divui", j, cg_const_i32(b, 2)), 8);
+  MlirValue jcol = cg_muli_c(b, cg_arith2(b, "arith.remui", j, cg_const_i32(b, 2)), 8);
+  MlirValue lane_row = cg_addi(b, lane_in, jrow);
+  for (int mi = 0; mi < g->nm; mi++) {
+    MlirValue lane_part;
+    int c, align;
+    MlirValue base = lw_elem_split(L, g, 0, mi, 0, &lane_part, &c, &align);
+    MlirValue col = cg_addi(b, cg_addi_c(b, base, c), jcol);
+    for (int ni = 0; ni < g->nn; ni += 2) {
+      int num = ni + 1 < g->nn ? 4 : 2;
+      MlirValue row = cg_addi_c(b, lane_row, 8 * ni);
+      MlirValue at = cg_gep(b, L->smem, lw_smem_base(L, s, staged_chunk_byte(L, s, row, col)), b->i8);
+      MlirValue w[4];
+      cg_ldmatrix(b, at, num, true, w);
+      for (int k = 0; k < num; k++) {
+        int idx = lw_index_of(g, mi, ni + k / 2, 2 * (k % 2));
+        word_halves(L, w[k], ft, to, &r->e[idx]);
+      }
+    }
+  }
+}
+
 void lw_read_staged(Lowerer *L, const Op *op) {
   CgBuilder *b = &L->b;
   const CgVal *s = lw_get(L, op->operands[0]);
@@ -123,6 +175,15 @@ void lw_read_staged(Lowerer *L, const Op *op) {
     return;
   }
   CgVal *r = lw_tile(L, rt, &g);
+  if (attr_int(&op->attrs, "transpose", 0) == 1) {
+    if (g.col_split || g.group_cols) {
+      lw_error(L, op, "a staged tile is read transposed into a tile of whole rows per warp only");
+      return;
+    }
+    read_staged_transposed(L, s, r, &g, from);
+    lw_set(L, op->results[0], r);
+    return;
+  }
   int n = r->ne;
   int *mi = malloc(3 * sizeof(int) * (size_t)(n > 0 ? n : 1));
   if (!mi) {
@@ -141,12 +202,7 @@ void lw_read_staged(Lowerer *L, const Op *op) {
                       cg_muli_c(b, cg_arith2(b, "arith.remui", col, cg_const_i32(b, 8)), 2))
             : cg_muli_c(b, cg_addi(b, cg_muli_c(b, row, s->smem_stride), col), 2);
     MlirValue word = cg_load(b, cg_gep(b, L->smem, lw_smem_base(L, s, byte), b->i8), b->i32, 4);
-    MlirValue hi = cg_arith2(b, "arith.shrui", word, cg_const_i32(b, 16));
-    MlirValue half[2] = {word, hi};
-    for (int j = 0; j < 2; j++) {
-      MlirValue h = cg_bitcast(b, cg_op1(b, "arith.trunci", &half[j], 1, b->i16, NULL, 0), ft);
-      r->e[k + j] = cg_float_cast(b, h, to);
-    }
+    word_halves(L, word, ft, to, &r->e[k]);
   }
   free(mi);
   lw_set(L, op->results[0], r);

@@ -165,9 +165,25 @@ static double unop(Interp *I, const Op *op, double x) {
   }
 }
 
+/* cast {transpose = 1}: the R x C tile x as the C x R result. */
+static void exec_cast_transposed(Interp *I, const Op *op) {
+  RtVal *x = interp_val(I, op->operands[0]), *out = interp_val(I, op->results[0]);
+  if (!x->tile || !interp_set_tile(I, out, x->cols, x->rows))
+    return;
+  ElemType to = op->results[0]->type.elem;
+  for (int r = 0; r < out->rows; r++)
+    for (int c = 0; c < out->cols; c++)
+      out->t[(size_t)r * (size_t)out->cols + (size_t)c] =
+          interp_cast_to(I, to, x->t[(size_t)c * (size_t)x->cols + (size_t)r]);
+}
+
 /* Runs an elementwise op of 1..3 operands over the broadcast shape. */
 void interp_exec_elementwise(Interp *I, const Op *op) {
   int n = op->noperands;
+  if (op->kind == OP_CAST && attr_int(&op->attrs, "transpose", 0) == 1) {
+    exec_cast_transposed(I, op);
+    return;
+  }
   RtVal *in[3];
   if (n < 1 || n > 3 || op->nresults != 1) {
     interp_fail(I, op, "wrong number of operands or results");

@@ -129,6 +129,20 @@ void check_select(Verifier *v, const Op *op) {
 void check_cast(Verifier *v, const Op *op) {
   if (!want_counts(v, op, 1, 1))
     return;
+  const Attr *tr = attr_get(&op->attrs, "transpose");
+  if (tr) {
+    /* a staged R x C tile read as a C x R register tile (stage-inputs'
+     * rectangle in the backward's K/V-outer kernels, whose S^T is [k, q]) */
+    Type x = opnd(op, 0), r = res(op, 0);
+    if (tr->kind != ATTR_INT || tr->i != 1)
+      report(v, op, "'transpose' must be 1");
+    else if (!is_tile(x) || x.dist != DIST_NONE || (x.elem != ELEM_BF16 && x.elem != ELEM_F16))
+      report(v, op, "a cast {transpose = 1} reads a staged bf16 or f16 tile");
+    else if (!is_tile(r) || r.dist == DIST_NONE || !is_float_elem(r.elem) || r.rows != x.cols ||
+             r.cols != x.rows)
+      report(v, op, "a cast {transpose = 1} of an R x C tile gives a C x R register tile of floats");
+    return;
+  }
   if (!is_value_type(opnd(op, 0)) || !same_shape(opnd(op, 0), res(op, 0)))
     report(v, op, "cast must keep the shape");
   /* u32 <-> index (modulo 2^32), u32 -> float; nothing else touches u32 */

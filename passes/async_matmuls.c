@@ -33,7 +33,9 @@
  * each matmul after every such op before it, and each such op after the
  * wait of every matmul before it: no store, ring release or loop runs
  * beside a matmul still in flight, so no shared memory a running wgmma
- * reads is rewritten under it. Values do not change (the interpreter
+ * reads is rewritten under it. A release of a ring no matmul reads
+ * (stage-inputs' bias tile, cast to registers) only follows the ops that
+ * read its slot: the Q-outer step still issues dP right after S. Values do not change (the interpreter
  * completes a matmul where it is issued; so does mma.sync, where the waits
  * lower to nothing).
  *
@@ -141,7 +143,43 @@ static bool add_waits(Module *m, Block *blk) {
   return true;
 }
 
-/* The orders kept (the header comment), over the ops in program order. */
+/* Is op a ring_release of a ring whose tiles no matmul reads (stage-inputs'
+ * bias ring: its tile is cast to registers)? Releasing it beside a matmul
+ * in flight frees no shared memory that matmul reads. */
+static bool releases_no_operand(const Op *op) {
+  if (op->kind != OP_RING_RELEASE)
+    return false;
+  const Value *ring = op->operands[0];
+  for (int i = 0; i < ring->nuses; i++) {
+    const Op *get = ring->uses[i].user;
+    if (!get || get->kind != OP_RING_GET)
+      continue;
+    for (int j = 0; j < get->results[0]->nuses; j++) {
+      const Op *u = get->results[0]->uses[j].user;
+      if (u && u->kind == OP_MATMUL)
+        return false;
+    }
+  }
+  return true;
+}
+
+/* Does op (or an op of its regions) read a ring_get of `ring`? */
+static bool reads_ring(const Op *op, const Value *ring) {
+  for (int k = 0; k < op->noperands; k++) {
+    const Op *d = op->operands[k]->def;
+    if (d && d->kind == OP_RING_GET && d->operands[0] == ring)
+      return true;
+  }
+  for (int r = 0; r < op->nregions; r++)
+    for (const Op *o = op->regions[r]->first; o; o = o->next)
+      if (reads_ring(o, ring))
+        return true;
+  return false;
+}
+
+/* The orders kept (the header comment), over the ops in program order. A
+ * release of a ring no matmul reads keeps its place among the effects and
+ * after the ops reading its slot, not the matmuls' order. */
 static void need_orders(Sched *s) {
   int n = s->n, last_mm = -1, last_fx = -1;
   for (int i = 0; i < n; i++) {
@@ -150,9 +188,16 @@ static void need_orders(Sched *s) {
       if (last_mm >= 0)
         s->need[i * n + last_mm] = 1;
       for (int j = 0; j < i; j++)
-        if (has_effects(s->ops[j]))
+        if (has_effects(s->ops[j]) && !releases_no_operand(s->ops[j]))
           s->need[i * n + j] = 1;
       last_mm = i;
+    } else if (releases_no_operand(o)) {
+      if (last_fx >= 0)
+        s->need[i * n + last_fx] = 1;
+      for (int j = 0; j < n; j++)
+        if (j != i && reads_ring(s->ops[j], o->operands[0]))
+          s->need[i * n + j] = 1;
+      last_fx = i;
     } else if (has_effects(o)) {
       if (last_fx >= 0)
         s->need[i * n + last_fx] = 1;

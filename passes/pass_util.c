@@ -683,17 +683,44 @@ bool pass_rows_grouped(const Func *f) {
          16 * warps > rows && warps % (rows / 16) == 0;
 }
 
+bool pass_grouped_main(const Func *f) {
+  return strcmp(attr_str(&f->attrs, "role", ""), "main") == 0 && pass_rows_grouped(f);
+}
+
+/* The K/V-outer kernels (kv, split-dkdv's dv: their inner loop over Q
+ * tiles loads Q and dO) and the Q-outer one (q: K and V) past head dim 64,
+ * and group-dq's atomic kernel. d64 measured 5-10% slower with the
+ * producer than with the pipeline pass's copies (which also carry LSE and
+ * D a step ahead there); d128 faster (perf-log P78). d256 runs one block
+ * an SM (its rings and K/V tiles fill the shared memory; ptxas sizes a
+ * 64 x 256 wgmma's accumulators by the launch's registers, which two
+ * blocks an SM would halve). */
+bool pass_backward_warp_roles(const Func *f) {
+  const char *role = attr_str(&f->attrs, "role", "");
+  long d = attr_int(&f->attrs, "head_dim", 0), dv = attr_int(&f->attrs, "v_head_dim", d);
+  long warps = attr_int(&f->attrs, "warps", 4);
+  if (strcmp(attr_str(&f->attrs, "mode", ""), "backward") != 0 || (warps != 4 && warps != 8))
+    return false;
+  if (pass_grouped_main(f))
+    return true;
+  return (strcmp(role, "kv") == 0 || strcmp(role, "dv") == 0 || strcmp(role, "q") == 0) &&
+         d > 64 && dv > 0;
+}
+
 /* A tensor map per Q/K/V argument, built by the runtime at launch; one
  * thread issues the bulk copies, which zero the rows past the tensor's end
- * as cp.async does. The forward's tensors only (the maps its launch
- * encodes). Not where the rows are a packed batch's (varlen: the rows after
+ * as cp.async does. The forward's tensors, and a backward kernel's
+ * staged input rectangles (stage-inputs'), only: the maps their launches
+ * encode. Not where the rows are a packed batch's (varlen: the rows after
  * a sequence are the next one's, not out of range), nor where the schedule
  * says `tma = 0`. The box is 64 columns (128 bytes, the 128-byte swizzle's
  * row) by at most 256 rows. */
 bool pass_tma_load(const Func *f, const Op *ld) {
   Type t = ld->results[0]->type;
+  const char *mode = attr_str(&f->attrs, "mode", "");
+  bool rect = attr_int(&ld->attrs, "rect", 0) == 1;
   return op_is_tensor_map_load(ld) && attr_int(&f->attrs, "sched_tma", 1) == 1 &&
-         strcmp(attr_str(&f->attrs, "mode", ""), "forward") == 0 &&
+         (strcmp(mode, "forward") == 0 || (rect && strcmp(mode, "backward") == 0)) &&
          strcmp(attr_str(&f->attrs, "layout", "padded"), "padded") == 0 &&
          !attr_get(&ld->attrs, "pack") &&
          t.rows >= 8 && t.rows <= 256 && t.cols % 64 == 0 &&

@@ -153,9 +153,18 @@ bool pass_user_schedule(const Func *f);
  * warps in groups of tile_q / 16 sharing each Q tile (tiling's schedule
  * for group-dq: passes/group_dq.c)? */
 bool pass_rows_grouped(const Func *f);
+/* The atomic launch's kernel as tiling made it for group-dq (a Q tile of
+ * fewer rows than 16 x warps: two warpgroups of 64 keys): one block an
+ * SM, so a producer warpgroup fits beside its 8 consumer warps. */
+bool pass_grouped_main(const Func *f);
+/* Is f a backward kernel that warp-specialize gives a producer (on sm_90a
+ * wgmma, where the schedule does not turn it off): its role, head dims and
+ * warps? */
+bool pass_backward_warp_roles(const Func *f);
 /* Does ld's tile come by TMA (docs/hopper-pipeline.md §2-§3): a plain load
- * of Q, K or V of a padded forward on bf16/f16 tiles of 8..256 rows by
- * 64-column multiples, unless the schedule says `tma = 0`? */
+ * of Q, K or V of a padded forward, or a run-time input's rectangle
+ * (stage-inputs') of a padded forward or backward, on bf16/f16 tiles of
+ * 8..256 rows by 64-column multiples, unless the schedule says `tma = 0`? */
 bool pass_tma_load(const Func *f, const Op *ld);
 
 /* Bytes a thread of the register tiles loop carries (its results), over

@@ -31,6 +31,17 @@
  * in the schedule, padded layout) where one stage of each staged input fits
  * in shared memory beside two of K and V (warp-specialize gives the input
  * rings what is left: ring_stages).
+ *
+ * And on the deterministic backward's kernels that warp-specialize gives a
+ * producer (kv, dv and q past head dim 64: four warps, two blocks an SM at
+ * d128), whose steps recompute S with the bias (perf-log P110: the gathers
+ * made bwd_kv 2.6x and bwd_q 2x the plain kernels' time). The Q-outer
+ * kernel's step is [q, k] as the forward's; the K/V-outer kernels' is
+ * S^T, [k, q]: the rectangle stays [q, k] (the tensor map's box) and its
+ * cast {transpose = 1} reads it transposed (codegen: ldmatrix .trans).
+ * Both extents' positions must be masked there (dK and dV sum over the
+ * queries, dQ over the keys), which the backward's bounds mask does
+ * (`and` of both compares), so the zeros past the edges are never read.
  */
 #include <stdio.h>
 #include <string.h>
@@ -84,31 +95,44 @@ static bool axis_positions(Value *ix, int axis, const Value *extent, Value **x, 
   return iota_plus(ix, axis, x);
 }
 
-/* Does the step mask the columns past seqlen_k, `mask _, (cmp %pos,
- * %seqlen_k {pred = lt})`? */
-static bool masks_past(Value *pos, const Value *seqlen_k) {
-  for (int i = 0; i < pos->nuses; i++) {
-    Op *c = pos->uses[i].user;
-    if (!c || c->kind != OP_CMP || c->operands[0] != pos || c->operands[1] != seqlen_k ||
-        strcmp(attr_str(&c->attrs, "pred", ""), "lt") != 0)
-      continue;
-    Value *cond = c->results[0];
-    for (int j = 0; j < cond->nuses; j++)
-      if (cond->uses[j].user && cond->uses[j].user->kind == OP_MASK)
-        return true;
+/* Does cond (directly, or through `and`s) mask the step, `mask _, cond`? */
+static bool feeds_mask(Value *cond, int depth) {
+  for (int j = 0; j < cond->nuses; j++) {
+    Op *u = cond->uses[j].user;
+    if (u && u->kind == OP_MASK && u->operands[1] == cond)
+      return true;
+    if (u && u->kind == OP_AND && depth < 4 && feeds_mask(u->results[0], depth + 1))
+      return true;
   }
   return false;
 }
 
-/* A gather the pass rewrites, and the scalars of its rectangle. */
+/* Does the step mask the positions past extent, `mask _, (cmp %pos,
+ * %extent {pred = lt})` (the condition maybe and-ed with others)? */
+static bool masks_past(Value *pos, const Value *extent) {
+  for (int i = 0; i < pos->nuses; i++) {
+    Op *c = pos->uses[i].user;
+    if (c && c->kind == OP_CMP && c->operands[0] == pos && c->operands[1] == extent &&
+        strcmp(attr_str(&c->attrs, "pred", ""), "lt") == 0 && feeds_mask(c->results[0], 0))
+      return true;
+  }
+  return false;
+}
+
+/* A gather the pass rewrites, the scalars of its rectangle, and whether the
+ * step reads it transposed (its rows the keys). */
 typedef struct Staged {
   Op *gather;
   Value *q0, *k0;
+  bool transposed;
 } Staged;
 
 /* Is g a gather of a 2-byte input [.., seqlen_q, seqlen_k] at the step's
- * (q, k) positions, into a tile of the step's shape? */
-static bool match_gather(Func *f, Op *g, Type step, Staged *s) {
+ * (q, k) positions, into a tile of the step's shape (queries along axis
+ * q_axis)? The forward's rows are never stored past seqlen_q: its columns
+ * past seqlen_k must be masked. A backward kernel's rows and columns both
+ * feed its gradients (dK and dV sum over the queries): both masked. */
+static bool match_gather(Func *f, Op *g, Type step, int q_axis, bool backward, Staged *s) {
   Value *t = g->operands[0];
   Type tt = t->type, rt = g->results[0]->type;
   int r = tt.rank;
@@ -122,8 +146,10 @@ static bool match_gather(Func *f, Op *g, Type step, Staged *s) {
     if (g->operands[d]->type.kind != TYPE_SCALAR)
       return false;
   s->gather = g;
-  return axis_positions(g->operands[r - 1], 0, sq, &s->q0, &qpos) &&
-         axis_positions(g->operands[r], 1, sk, &s->k0, &kpos) && masks_past(kpos, sk);
+  s->transposed = q_axis == 1;
+  return axis_positions(g->operands[r - 1], q_axis, sq, &s->q0, &qpos) &&
+         axis_positions(g->operands[r], 1 - q_axis, sk, &s->k0, &kpos) && masks_past(kpos, sk) &&
+         (!backward || masks_past(qpos, sq));
 }
 
 /* The forward's K/V step loop: sequential, carrying O, l, m, in a parallel
@@ -142,13 +168,45 @@ static Op *step_loop(Func *f) {
   return found;
 }
 
+/* Does loop hold a loop of tiles? */
+static bool has_tile_loop(Op *loop) {
+  OpList inner = collect_ops_in(for_body(loop), OP_FOR);
+  bool any = false;
+  for (int i = 0; i < inner.n && !any; i++)
+    any = !op_is_scalar_loop(inner.v[i]);
+  oplist_free(&inner);
+  return any;
+}
+
+/* A backward kernel's step loop, as warp-specialize splits it: sequential,
+ * in a parallel tile loop's body or in one sequential loop there (a
+ * K/V-outer kernel's loop over a K/V head's query heads), with no loop of
+ * tiles inside. */
+static Op *backward_step_loop(Func *f) {
+  OpList loops = collect_ops(f, OP_FOR);
+  Op *found = NULL;
+  for (int i = 0; i < loops.n && !found; i++) {
+    Op *l = loops.v[i], *up = l->parent->parent_op;
+    if (for_is_parallel(l) || op_is_scalar_loop(l) || has_tile_loop(l))
+      continue;
+    if (up && up->kind == OP_FOR && !for_is_parallel(up))
+      up = up->parent->parent_op;
+    if (up && up->kind == OP_FOR && for_is_parallel(up))
+      found = l;
+  }
+  oplist_free(&loops);
+  return found;
+}
+
 /* One stage of every staged input beside two of the step's loads (K, V),
  * the consumers' own staged tiles (Q) and the rings' overhead
  * (ring_overhead_bytes: V's zero slot, the barrier blocks), as
  * warp-specialize's budget (ring_stages) counts them, which gives the
- * input rings what is left. */
-static bool fits(Func *f, Op *loop, const Staged *s, int n) {
-  long own = 0, per_stage = 0, last = 0;
+ * input rings what is left. A backward kernel of four warps runs two
+ * blocks an SM where its rings fit in half the shared memory: the input's
+ * stage must fit there too, not take the second block's room. */
+static bool fits(Func *f, Op *loop, const Staged *s, int n, bool backward) {
+  long own = 0, per_stage = 0, last = 0, inputs = 0;
   int rings = n;
   OpList loads = collect_ops(f, OP_LOAD);
   for (int i = 0; i < loads.n; i++) {
@@ -166,23 +224,28 @@ static bool fits(Func *f, Op *loop, const Staged *s, int n) {
   oplist_free(&loads);
   for (int i = 0; i < n; i++) { /* the staged tile: the input's 2-byte elements */
     Type rt = s[i].gather->results[0]->type;
-    own += tile_bytes(type_tile(s[i].gather->operands[0]->type.elem, rt.rows, rt.cols, DIST_NONE));
+    inputs += tile_bytes(type_tile(s[i].gather->operands[0]->type.elem, rt.rows, rt.cols, DIST_NONE));
   }
-  return own + 2 * per_stage + ring_overhead_bytes(f, last, rings) <=
-         tiling_smem_limit(attr_str(&f->attrs, "target", "sm_90a"));
+  long rest = own + 2 * per_stage + ring_overhead_bytes(f, last, rings);
+  long limit = tiling_smem_limit(attr_str(&f->attrs, "target", "sm_90a")), half = limit / 2 - 1024;
+  if (backward && attr_int(&f->attrs, "warps", 4) == 4 && rest <= half)
+    limit = half;
+  return rest + inputs <= limit;
 }
 
-static void find_gathers(Func *f, Block *blk, Type step, Staged *s, int *n) {
+static void find_gathers(Func *f, Block *blk, Type step, int q_axis, bool backward, Staged *s,
+                         int *n) {
   for (Op *o = blk->first; o; o = o->next) {
-    if (o->kind == OP_GATHER && *n < MAX_STAGED && match_gather(f, o, step, &s[*n]))
+    if (o->kind == OP_GATHER && *n < MAX_STAGED && match_gather(f, o, step, q_axis, backward, &s[*n]))
       (*n)++;
     for (int r = 0; r < o->nregions; r++)
-      find_gathers(f, o->regions[r], step, s, n);
+      find_gathers(f, o->regions[r], step, q_axis, backward, s, n);
   }
 }
 
 /* The gather becomes `load {rect = 1}` of its rectangle and a cast of that
- * staged tile to the gather's f32 register tile. */
+ * staged tile to the gather's f32 register tile; a transposed step's
+ * rectangle is [q, k] as the input's, its cast {transpose = 1}. */
 static void rewrite(Module *m, Staged *s) {
   Op *g = s->gather;
   Value *t = g->operands[0];
@@ -196,7 +259,8 @@ static void rewrite(Module *m, Staged *s) {
     ops[d] = g->operands[d];
   ops[r - 1] = s->q0;
   ops[r] = s->k0;
-  Type staged = type_tile(t->type.elem, rt.rows, rt.cols, DIST_NONE);
+  Type staged = s->transposed ? type_tile(t->type.elem, rt.cols, rt.rows, DIST_NONE)
+                              : type_tile(t->type.elem, rt.rows, rt.cols, DIST_NONE);
   Op *ld = build_op(&b, OP_LOAD, ops, 1 + r, &staged, 1, 0);
   op_set_attr_int(ld, "rect", 1);
   size_t len = strlen(t->name) + 4;
@@ -204,32 +268,48 @@ static void rewrite(Module *m, Staged *s) {
   snprintf(name, len, "%s_t", t->name + 3); /* %in_bias -> %bias_t */
   ld->results[0]->name = name;
   Op *c = build_op(&b, OP_CAST, &ld->results[0], 1, &rt, 1, 0);
+  if (s->transposed)
+    op_set_attr_int(c, "transpose", 1);
   c->results[0]->name = g->results[0]->name;
   value_replace_all_uses(g->results[0], c->results[0]);
   op_erase(g);
 }
 
+/* Is f a kernel warp-specialize splits with TMA rings (its and
+ * pass_tma_load's conditions): the spec's plain forward kernel, or a
+ * backward kernel of four warps it gives a producer (the deterministic
+ * launch's kv, dv and q)? */
+static bool staged_kind(Func *f, const PassOptions *opts, bool *backward) {
+  const AttrList *a = &f->attrs;
+  int d = (int)attr_int(a, "head_dim", 0), dv = (int)attr_int(a, "v_head_dim", d);
+  const char *mode = attr_str(a, "mode", "");
+  *backward = strcmp(mode, "backward") == 0;
+  bool kind = *backward ? pass_backward_warp_roles(f) && attr_int(a, "warps", 4) == 4
+                        : strcmp(mode, "forward") == 0 && attr_int(a, "warps", 4) == 8 &&
+                              !func_companion_of(f);
+  return kind && attr_int(a, "sched_producer", 1) == 1 && attr_int(a, "sched_tma", 1) == 1 &&
+         strcmp(attr_str(a, "layout", "padded"), "padded") == 0 && d % 64 == 0 && dv % 64 == 0 &&
+         pass_targets_wgmma(f, opts) && !pass_is_disabled(opts, "warp-specialize") &&
+         !attr_get(a, "gather_of");
+}
+
 int pass_stage_inputs(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   (void)diag;
   const AttrList *a = &f->attrs;
-  int d = (int)attr_int(a, "head_dim", 0), dv = (int)attr_int(a, "v_head_dim", d);
-  /* what warp-specialize splits with TMA rings (its and pass_tma_load's
-   * conditions), the spec's plain forward kernel only */
-  if (strcmp(attr_str(a, "mode", ""), "forward") != 0 || attr_int(a, "warps", 4) != 8 ||
-      attr_int(a, "sched_producer", 1) != 1 || attr_int(a, "sched_tma", 1) != 1 ||
-      strcmp(attr_str(a, "layout", "padded"), "padded") != 0 || d % 64 || dv % 64 ||
-      !pass_targets_wgmma(f, opts) || pass_is_disabled(opts, "warp-specialize") ||
-      func_companion_of(f) || attr_get(a, "gather_of"))
+  bool backward;
+  if (!staged_kind(f, opts, &backward))
     return 0;
-  Op *loop = step_loop(f);
+  Op *loop = backward ? backward_step_loop(f) : step_loop(f);
   if (!loop)
     return 0;
   Staged s[MAX_STAGED];
   int n = 0;
-  Type step = type_tile(ELEM_F32, (int)attr_int(a, "tile_q", 0), (int)attr_int(a, "tile_kv", 0),
-                        DIST_ROWS);
-  find_gathers(f, for_body(loop), step, s, &n);
-  if (n == 0 || !fits(f, loop, s, n))
+  /* the step's tile: [q, k], or [k, q] in the K/V-outer backward kernels */
+  int tq = (int)attr_int(a, "tile_q", 0), tk = (int)attr_int(a, "tile_kv", 0);
+  int q_axis = backward && strcmp(attr_str(a, "role", ""), "q") != 0 ? 1 : 0;
+  Type step = q_axis ? type_tile(ELEM_F32, tk, tq, DIST_ROWS) : type_tile(ELEM_F32, tq, tk, DIST_ROWS);
+  find_gathers(f, for_body(loop), step, q_axis, backward, s, &n);
+  if (n == 0 || !fits(f, loop, s, n, backward))
     return 0;
   /* the launches the tensor map cannot take run this copy */
   char name[256];

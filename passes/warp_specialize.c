@@ -285,12 +285,7 @@ static const char *ring_name(Module *m, const Value *t) {
   return s;
 }
 
-/* The atomic launch's kernel as tiling made it for group-dq (a Q tile of
- * fewer rows than 16 x warps: two warpgroups of 64 keys): one block an
- * SM, so a producer warpgroup fits beside its 8 consumer warps. */
-static bool grouped_main(const Func *f) {
-  return strcmp(attr_str(&f->attrs, "role", ""), "main") == 0 && pass_rows_grouped(f);
-}
+static bool grouped_main(const Func *f) { return pass_grouped_main(f); }
 
 /* A staged tile of a run-time input (stage-inputs' `load {rect = 1}`). */
 static bool is_input_load(const Op *ld) { return attr_int(&ld->attrs, "rect", 0) == 1; }
@@ -342,16 +337,20 @@ static int ring_stages(Func *f, Split *sp, int *blocks_per_sm) {
     last = sp->loads[k];
   }
   /* overlap-softmax (after this pass) gives V's ring a slot of zeros */
+  long zero = ring_overhead_bytes(f, last ? tile_bytes(last->results[0]->type) : 0, 0);
+  long tiles = own; /* the consumers' own staged tiles */
   own += ring_overhead_bytes(f, last ? tile_bytes(last->results[0]->type) : 0, sp->nloads);
   /* group-dq's main kernel (8 warps): the dS^T copy the dQ matmul reads
    * and the reductions' staging, a warp's 16 rows of its group's columns
    * each (codegen's lw_regs_to_smem, mem_ldmatrix.c, and add_tile_bulk's
    * padded rows, mem_global.c; add_tile_tma's unpadded boxes take less) */
+  long extra = 0;
   if (grouped_main(f)) {
     long tq = attr_int(&f->attrs, "tile_q", 64), tkv = attr_int(&f->attrs, "tile_kv", 128);
     long warps = attr_int(&f->attrs, "warps", 8), groups = warps / (tq / 16);
     long d = attr_int(&f->attrs, "head_dim", 128);
-    own += tkv * tq * 2 + warps * 16 * (d / groups + 4) * 4 + 2048;
+    extra = tkv * tq * 2 + warps * 16 * (d / groups + 4) * 4 + 2048;
+    own += extra;
   }
   const long sm = tiling_smem_limit(attr_str(&f->attrs, "target", "sm_90a")), half = sm / 2 - 1024;
   int given = attr_int(&f->attrs, "sched_stages", 0) > 0 ? (int)attr_int(&f->attrs, "stages", 2) : 0;
@@ -366,9 +365,15 @@ static int ring_stages(Func *f, Split *sp, int *blocks_per_sm) {
     stages = fit > 4 ? 4 : fit < 2 ? 2 : (int)fit;
   }
   /* the input rings: as many stages as the rest holds, at least 1, at most
-   * the others' (stage-inputs checked that one fits beside two) */
+   * the others' (stage-inputs checked that one fits beside two). The rest
+   * counted exactly, as codegen lays it out: every ring's barriers in one
+   * 1024-byte block (lw_alloc_small: 16 bytes a stage), and two blocks an
+   * SM each (233472 - 2 x 1024) / 2 bytes, 1 KB of the SM's 228 KB being
+   * reserved a block. A second stage of the d128 backward's bias then fits
+   * beside two blocks an SM exactly (115712 bytes; bwd_q -10%, P129). */
   if (inputs) {
-    long fit = (room - stages * per_stage) / inputs;
+    long limit = *blocks_per_sm == 2 ? (sm + 1024) / 2 - 1024 : sm;
+    long fit = (limit - tiles - zero - extra - 1024 - stages * per_stage) / inputs;
     sp->input_stages = fit > stages ? stages : fit < 1 ? 1 : (int)fit;
   }
   return stages;
@@ -528,25 +533,6 @@ static void split_roles(Module *m, Func *f, Split *sp) {
   }
 }
 
-/* Backward kernels the producer can feed: the K/V-outer ones (their inner
- * loop over Q tiles loads Q and dO; kv, and dv of split-dkdv) and the
- * Q-outer one (its inner loop loads K and V). The atomic kernel (main)
- * keeps the pipeline pass's copies. */
-static bool backward_role(const Func *f) {
-  const char *role = attr_str(&f->attrs, "role", "");
-  if (grouped_main(f))
-    return true;
-  return strcmp(role, "kv") == 0 || strcmp(role, "dv") == 0 || strcmp(role, "q") == 0;
-}
-
-/* The backward's head dims for warp roles: past 64. d64 measured 5-10%
- * slower with the producer than with the pipeline pass's copies (which
- * also carry LSE and D a step ahead there); d128 faster (perf-log P78).
- * d256 runs one block an SM (its rings and K/V tiles fill the shared
- * memory; ptxas sizes a 64 x 256 wgmma's accumulators by the launch's
- * registers, which two blocks an SM would halve). */
-static bool backward_dims(int d, int dv) { return d > 64 && dv > 0; }
-
 int pass_warp_specialize(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
   (void)diag;
   const char *mode = attr_str(&f->attrs, "mode", "");
@@ -558,9 +544,7 @@ int pass_warp_specialize(Module *m, Func *f, const PassOptions *opts, FILE *diag
    * d256 on the H100 (docs/perf-log.md P68); the forward's two consumer
    * warpgroups, the backward's one or two. */
   if (attr_int(&f->attrs, "sched_producer", 1) != 1 ||
-      !(strcmp(mode, "forward") == 0 ? warps == 8
-        : backward                   ? backward_role(f) && (backward_dims(d, dv) || grouped_main(f)) && (warps == 4 || warps == 8)
-                                     : false) ||
+      !(strcmp(mode, "forward") == 0 ? warps == 8 : backward ? pass_backward_warp_roles(f) : false) ||
       !pass_targets_wgmma(f, opts) || d % 64 || dv % 64)
     return 0;
   if (block_has_op(f->body, OP_WARP_ROLES))

@@ -282,7 +282,9 @@ static fa_status find_kernels(const fa_kernel_info *k, int n, int det, int idx[4
   int by_role[FA_ROLE_COUNT_], any = 0;
   for (int r = 0; r < FA_ROLE_COUNT_; r++) by_role[r] = -1;
   for (int i = 0; i < n; i++) {
-    if (k[i].mode != FA_MODE_BACKWARD || strcmp(k[i].forward, fwd) != 0) continue;
+    /* a gathered copy (gather_of) runs in its kernel's place: launch_kernel_of */
+    if (k[i].mode != FA_MODE_BACKWARD || strcmp(k[i].forward, fwd) != 0 || k[i].gather_of[0])
+      continue;
     any = 1;
     if (k[i].role > FA_ROLE_NONE && k[i].role < FA_ROLE_COUNT_ && by_role[k[i].role] < 0)
       by_role[k[i].role] = i;
@@ -379,7 +381,10 @@ fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
     z->offset = (size_t)l.acc_off, z->bytes = (size_t)l.acc_bytes;
   }
   for (int s = 0; s < nidx; s++) {
-    const fa_kernel_info *in = &kernels[idx[s]];
+    /* the kernel, or its gathered copy where a staged input's layout is
+     * one no tensor map takes (passes/stage_inputs.c) */
+    int ki = fa_staged_or_gathered_(kernels, nkernels, idx[s], args->inputs, args->num_inputs);
+    const fa_kernel_info *in = &kernels[ki];
     int kv = kv_outer(in->role);
     int64_t tile = kv ? in->tile_kv : in->tile_q, len = kv ? sk : sq;
     int64_t x = (len + tile - 1) / tile; /* <= INT32_MAX: len is */
@@ -387,7 +392,7 @@ fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
     fa_backward_step *p = &plan->step[plan->nsteps++];
     p->op = FA_BACKWARD_LAUNCH;
     p->role = in->role;
-    p->kernel = idx[s];
+    p->kernel = ki;
     p->grid[0] = (unsigned)x;
     p->grid[1] = (unsigned)(kv ? in->kv_heads : in->heads);
     p->grid[2] = (unsigned)batch;
@@ -396,8 +401,11 @@ fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
     p->dropout = in->dropout > 0;
     p->dropout_torch = in->dropout_torch;
     p->varlen = in->varlen != 0;
-    for (int t = 0; t < in->ntmaps; t++)
+    p->ntmaps = in->ntmaps;
+    for (int t = 0; t < in->ntmaps; t++) {
+      p->tmaps[t] = in->tmaps[t];
       if (in->tmaps[t].tensor == 'a') p->dq_acc_map_rows = in->tmaps[t].rows;
+    }
     if (in->block_list[0]) {
       p->block_list = 1;
       p->lists = fa_visited_lists_(in, args->blocks, sz);
@@ -408,6 +416,19 @@ fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
 }
 
 /* ---- the parameter lists --------------------------------------------------- */
+
+/* The parameter of tensor map t: "tmap_dq_acc", or an input's
+ * "tmap_input<i>" (i its index in the plan's inputs, as fa_put_inputs_
+ * names its other parameters). */
+static const char *tmap_name(const fa_backward_schedule *plan, const fa_tmap_info *t) {
+  static const char *const inputs[FA_MAX_INPUTS] = {
+      "tmap_input0", "tmap_input1", "tmap_input2", "tmap_input3",
+      "tmap_input4", "tmap_input5", "tmap_input6", "tmap_input7"};
+  if (t->tensor == 'a') return "tmap_dq_acc";
+  for (int i = 0; i < plan->ninputs && i < FA_MAX_INPUTS; i++)
+    if (strcmp(plan->inputs[i].name, t->input) == 0) return inputs[i];
+  return "tmap_input?";
+}
 
 void fa_put_(fa_plist *l, fa_param_kind kind, const char *name, int64_t value) {
   fa_param *p = &l->p[l->n++];
@@ -575,8 +596,11 @@ fa_status fa_backward_params(const fa_backward_schedule *plan, int step,
     fa_put_dropout_(&l, a->dropout_p, a->seed, a->offset, plan->step[step].dropout_torch);
   fa_put_inputs_(&l, plan->inputs, plan->ninputs, a->inputs, a->num_inputs);
   if (plan->step[step].block_list) fa_put_block_lists_(&l, &plan->step[step].lists);
-  /* last: the tensor map of dq_acc, which launch_step encodes (map 0) */
-  if (plan->step[step].dq_acc_map_rows) fa_put_(&l, FA_PARAM_TMAP, "tmap_dq_acc", 0);
+  /* last: the tensor maps (dq_acc's, a staged input's), which launch_step
+   * encodes, value = the map's index */
+  const fa_backward_step *ps = &plan->step[step];
+  for (int t = 0; t < ps->ntmaps; t++)
+    fa_put_(&l, FA_PARAM_TMAP, tmap_name(plan, &ps->tmaps[t]), t);
   *count = l.n;
   return FA_OK;
 }
@@ -594,10 +618,16 @@ static fa_status launch_step(fa_module *m, const fa_backward_schedule *plan, int
   if (st != FA_OK) return st;
   fa_param_values_(p, n, &v);
   const fa_backward_step *s = &plan->step[i];
-  if (s->dq_acc_map_rows &&
-      (st = fa_encode_dq_acc_map_(m, s->kernel, s->dq_acc_map_rows,
-                                  fa_launch_sizes_(a->varlen, &a->q, &a->k),
-                                  ws + plan->dq_acc_offset, v.map[0])) != FA_OK)
+  for (int t = 0; t < s->ntmaps; t++)
+    if (s->tmaps[t].tensor == 'a' &&
+        (st = fa_encode_dq_acc_map_(m, s->kernel, s->tmaps[t].rows,
+                                    fa_launch_sizes_(a->varlen, &a->q, &a->k),
+                                    ws + plan->dq_acc_offset, v.map[t])) != FA_OK)
+      return st;
+  int nk = 0;
+  const fa_kernel_info *kernels = fa_module_kernels_(m, &nk);
+  if ((st = fa_encode_tmaps_(m, &kernels[s->kernel], &a->q, &a->k, &a->v, a->inputs,
+                             a->num_inputs, &v)) != FA_OK)
     return st;
   return fa_module_launch_kernel_(m, s->kernel, s->grid, s->block, s->smem, a->stream, v.ptr);
 }

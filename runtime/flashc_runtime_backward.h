@@ -154,6 +154,10 @@ typedef struct fa_backward_step {
   int dq_acc_map_rows;    /* LAUNCH: the box rows of the kernel's dq_acc tensor map
                            * (metadata `tma dq_acc ROWS`: its last parameter, which the
                            * caller encodes, docs/abi.md "Tensor maps"); 0: none */
+  int ntmaps;             /* LAUNCH: the kernel's tensor maps, its last parameters in this
+                           * order (dq_acc's, or a staged run-time input's: `tma in_NAME
+                           * ROWS`, which the caller encodes as fa_forward does) */
+  fa_tmap_info tmaps[FA_MAX_TMAPS];
 } fa_backward_step;
 
 #define FA_BACKWARD_MAX_STEPS 5

@@ -255,6 +255,16 @@ typedef struct fa_sizes {
   int64_t batch, seqlen_q, seqlen_k;
 } fa_sizes;
 
+/* The tensor maps of kernel `in` but dq_acc's (docs/abi.md, "Tensor
+ * maps") into v->map, from its Q, K, V and the launch's inputs. */
+fa_status fa_encode_tmaps_(fa_module *m, const fa_kernel_info *in, const fa_tensor *q,
+                           const fa_tensor *k, const fa_tensor *v_, const fa_input *inputs,
+                           int ninputs, fa_param_values *v);
+/* Kernel ki of kernels, or its gathered copy (key gather_of) when an input
+ * it copies with a tensor map has a layout no map can take (an odd row
+ * length, a base off 16 bytes, a stride 0, a strided last dim). */
+int fa_staged_or_gathered_(const fa_kernel_info *kernels, int nkernels, int ki,
+                           const fa_input *inputs, int ninputs);
 /* The CUtensorMap (128 bytes, 64-byte aligned) of the backward's dq_acc at
  * device address acc for the launch sizes sz into map, as kernel `kernel`
  * of m adds into it (metadata `tma dq_acc rows`, docs/abi.md "Tensor maps");

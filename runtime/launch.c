@@ -86,8 +86,8 @@ static const char *tmap_param_name(const fa_kernel_info *in, const fa_tmap_info 
 }
 
 /* The bound tensor of input map t (NULL when the launch binds none). */
-static const fa_tensor *input_of_map(const fa_forward_args *a, const fa_tmap_info *t) {
-  const fa_input *x = fa_find_input_(a->inputs, a->inputs ? a->num_inputs : 0, t->input);
+static const fa_tensor *input_of_map(const fa_input *inputs, int n, const fa_tmap_info *t) {
+  const fa_input *x = fa_find_input_(inputs, inputs ? n : 0, t->input);
   return x ? &x->tensor : NULL;
 }
 
@@ -183,19 +183,21 @@ static CUresult encode_box_map(const Driver *cu, void *map, CUtensorMapDataType 
                                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
-/* The tensor maps of kernel `in` for args (docs/abi.md, "Tensor maps"):
+/* The tensor maps of kernel `in` (docs/abi.md, "Tensor maps"):
  * K or V [batch, seqlen_k, kv_heads, d] as a 4-d map, innermost first, boxes
  * of 64 columns (128 bytes, the 128-byte swizzle the kernel's shared
  * layout is) by the metadata's rows; rows past seqlen_k read as zeros. A
  * tensor without elements gets a map of zeros, which no copy reads (the
  * kernel's K/V loop has no step). */
-static fa_status encode_tmaps(fa_module *m, const fa_kernel_info *in, const fa_forward_args *a,
-                              fa_param_values *v) {
+fa_status fa_encode_tmaps_(fa_module *m, const fa_kernel_info *in, const fa_tensor *q,
+                           const fa_tensor *k, const fa_tensor *v_, const fa_input *inputs,
+                           int ninputs, fa_param_values *v) {
   const Driver *cu = &m->ctx->cu;
   for (int i = 0; i < in->ntmaps; i++) {
     char name = in->tmaps[i].tensor;
-    const fa_tensor *t = name == 'q' ? &a->q : name == 'k' ? &a->k : name == 'v' ? &a->v
-                                                                   : input_of_map(a, &in->tmaps[i]);
+    if (name == 'a') continue; /* dq_acc: its launch's workspace (fa_encode_dq_acc_map_) */
+    const fa_tensor *t = name == 'q' ? q : name == 'k' ? k : name == 'v' ? v_
+                                                           : input_of_map(inputs, ninputs, &in->tmaps[i]);
     memset(v->map[i], 0, sizeof v->map[i]);
     if (!t || !fa_has_elements(t)) continue;
     if (!cu->TensorMapEncodeTiled) {
@@ -286,7 +288,7 @@ static fa_status launch(fa_module *m, int i, const fa_forward_args *a, CUdevicep
   int n = 0;
   fa_forward_params_(in, a, lse, ws, lists, p, &n);
   fa_param_values_(p, n, &v);
-  fa_status st = encode_tmaps(m, in, a, &v);
+  fa_status st = fa_encode_tmaps_(m, in, &a->q, &a->k, &a->v, a->inputs, a->num_inputs, &v);
   if (st != FA_OK) return st;
   CUresult r = m->ctx->cu.LaunchKernel(m->fns[i], grid[0], grid[1], grid[2],
                                        (unsigned)in->threads, 1, 1, (unsigned)in->smem_bytes,
@@ -301,20 +303,18 @@ static fa_status launch(fa_module *m, int i, const fa_forward_args *a, CUdevicep
   return FA_OK;
 }
 
-/* Kernel ki, or its gathered copy (key gather_of) when an input it copies
- * with a tensor map has a layout no map can take (input_tma_ok: an odd
- * row length, a base off 16 bytes, a stride 0, a strided last dim). */
-static int staged_or_gathered(fa_module *m, int ki, const fa_forward_args *a) {
-  const fa_kernel_info *in = &m->kernels[ki];
+int fa_staged_or_gathered_(const fa_kernel_info *kernels, int nkernels, int ki,
+                           const fa_input *inputs, int ninputs) {
+  const fa_kernel_info *in = &kernels[ki];
   int ok = 1;
   for (int i = 0; i < in->ntmaps; i++)
     if (in->tmaps[i].tensor == 'i') {
-      const fa_tensor *t = input_of_map(a, &in->tmaps[i]);
+      const fa_tensor *t = input_of_map(inputs, ninputs, &in->tmaps[i]);
       ok &= !t || !fa_has_elements(t) || input_tma_ok(t, input_rank(in, &in->tmaps[i]));
     }
   if (ok) return ki;
-  for (int i = 0; i < m->nkernels; i++)
-    if (strcmp(m->kernels[i].gather_of, in->kernel) == 0) return i;
+  for (int i = 0; i < nkernels; i++)
+    if (strcmp(kernels[i].gather_of, in->kernel) == 0) return i;
   return ki; /* no copy: the map's encode reports the layout */
 }
 
@@ -341,7 +341,7 @@ fa_status fa_forward(fa_module *mod, const fa_forward_args *args) {
   int ki = forward_kernel(mod, args);
   if (ki < 0) return FA_ERR_UNSUPPORTED;
   ki = long_rows_kernel(mod, ki, args);
-  ki = staged_or_gathered(mod, ki, args);
+  ki = fa_staged_or_gathered_(mod->kernels, mod->nkernels, ki, args->inputs, args->num_inputs);
   const fa_kernel_info *in = &mod->kernels[ki];
   /* The dropout kernel has tiles (and so a grid) of its own: check it too. */
   if (ki > 0 && (st = fa_forward_check(in, args, mod->errmsg, sizeof mod->errmsg))) return st;

@@ -540,11 +540,16 @@ static fa_status check_complete(Parser *p) {
   if (!st) st = fa_meta_check_inputs_(in, &p->lines.run, p->err, p->errlen);
   if (!st) st = check_dropout_keys(p);
   /* fa_forward builds the maps of a padded batch's Q, K, V and inputs;
-   * fa_backward the atomic main kernel's dq_acc map (its workspace) */
+   * fa_backward the atomic main kernel's dq_acc map (its workspace) and a
+   * padded batch's input maps (stage-inputs' backward kernels) */
   for (int i = 0; !st && i < in->ntmaps; i++) {
-    if (in->tmaps[i].tensor == 'a' && (in->mode != FA_MODE_BACKWARD || in->role != FA_ROLE_MAIN))
+    char t = in->tmaps[i].tensor;
+    if (t == 'a' && (in->mode != FA_MODE_BACKWARD || in->role != FA_ROLE_MAIN))
       return fail_key(p, K_TMA, "%sdq_acc is only valid with mode backward and role main", "");
-    if (in->tmaps[i].tensor != 'a' && (in->mode != FA_MODE_FORWARD || in->varlen))
+    if (t == 'i' && ((in->mode != FA_MODE_FORWARD && in->mode != FA_MODE_BACKWARD) || in->varlen))
+      return fail_key(p, K_TMA, "%sin_NAME is only valid with mode forward or backward and a "
+                      "padded batch", "");
+    if (t != 'a' && t != 'i' && (in->mode != FA_MODE_FORWARD || in->varlen))
       return fail_key(p, K_TMA, "%sonly valid with mode forward and a padded batch", "");
   }
   if (!st) st = check_input_maps(p);
@@ -649,8 +654,22 @@ static fa_status check_module(Module *m) {
         return st;
     }
     /* A copy of a plain forward kernel (gather_of, long_rows_of): launched
-     * instead of it, so the same attention and inputs. */
+     * instead of it, so the same attention and inputs. A backward kernel's
+     * gathered copy: of a backward kernel of its role and forward. */
     const char *copy_of = x->gather_of[0] ? x->gather_of : x->long_rows_of;
+    if (copy_of[0] && x->mode == FA_MODE_BACKWARD && x->gather_of[0]) {
+      int of = find_kernel(m, copy_of);
+      if (of < 0 || m->k[of].mode != FA_MODE_BACKWARD || m->k[of].gather_of[0] ||
+          m->k[of].role != x->role || strcmp(m->k[of].forward, x->forward) != 0) {
+        fa_fmt(what, sizeof what, "'%s' is not a backward kernel of role %s of %s in this module",
+               copy_of, fa_role_name(x->role), x->forward);
+        return module_fail(m, b, K_GATHER_OF, what);
+      }
+      fa_status st;
+      if ((st = fa_meta_same_attention_(m, b, of)) || (st = same_inputs(m, b, of)))
+        return st;
+      continue;
+    }
     if (copy_of[0]) {
       int plain = find_kernel(m, copy_of);
       int key = x->gather_of[0] ? K_GATHER_OF : K_LONG_ROWS_OF;
@@ -674,7 +693,8 @@ static fa_status check_module(Module *m) {
     }
     for (int s = 0; s < b; s++) {
       const fa_kernel_info *y = &m->k[s];
-      if (y->mode != FA_MODE_BACKWARD || strcmp(y->forward, x->forward) != 0) continue;
+      if (y->mode != FA_MODE_BACKWARD || strcmp(y->forward, x->forward) != 0 || y->gather_of[0])
+        continue;
       if (ref < 0) ref = s;
       if (y->role == x->role) {
         fa_fmt(what, sizeof what, "kernel %s (line %d) is already the %s kernel of %s",
