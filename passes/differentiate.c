@@ -16,8 +16,10 @@
  * factors apart, so that trivial cases fold: d x = 1, 0 * a is dropped,
  * 1 * a = a, and `c * tanh(s / c)` gives (c / c) * (1 - t*t) = 1 - t*t
  * exactly (t the modifier's own tanh). No modifier and ALiBi (s + a bias
- * that does not depend on s) give the constant 1 (`full {value = 1}`), which
- * later code may fold. The rules (a, b operands, r the op's result):
+ * that does not depend on s) give the constant 1 (`full {value = 1}`): a
+ * product by it folds, and the backward's `select %cond, dZ o score', 0`
+ * around a constant score' goes (fold_constant_uses). The rules (a, b
+ * operands, r the op's result):
  *
  *   add, sub, neg        da + db, da - db, -da
  *   mul (and rescale)    da b + a db; a * a: 2 a da
@@ -44,6 +46,7 @@
  * comparison that only steers a select or a mask is fine); fmod by a
  * divisor that depends on x.
  */
+#include <math.h>
 #include <stdlib.h>
 
 #include "passes/pass_util.h"
@@ -424,6 +427,52 @@ static bool added_here(const Value *v, const Op *mark, const Op *g) {
   return false;
 }
 
+/* Is y zero wherever cond is false: P o w, P = exp(mask(z, cond) - l) (the
+ * backward's dZ, docs/backward.md), 0 where masked for finite l and w? */
+static bool zero_where_masked(const Value *y, const Value *cond) {
+  const Op *mul = y->def;
+  if (!mul || mul->kind != OP_MUL)
+    return false;
+  for (int i = 0; i < 2; i++) {
+    const Op *e = mul->operands[i]->def, *sub = e && e->kind == OP_EXP ? e->operands[0]->def : NULL;
+    const Op *mask = sub && sub->kind == OP_SUB ? sub->operands[0]->def : NULL;
+    if (mask && mask->kind == OP_MASK && mask->operands[1] == cond)
+      return true;
+  }
+  return false;
+}
+
+/* A constant derivative c (no modifier's s-dependence beyond s + a: ALiBi,
+ * T5, a full bias): dZ o c folds to dZ where c is 1, and the backward's
+ * `select %cond, dZ o c, 0` (score' may be anything where masked) goes,
+ * dZ being 0 there already (P is) and c finite: the select's condition
+ * tile then need not live across dP's matmul (registers beside dK, dV:
+ * perf-log P129). */
+static void fold_constant_uses(Value *r, double c) {
+  if (!isfinite(c))
+    return;
+  for (int i = r->nuses - 1; i >= 0; i--) {
+    Op *u = i < r->nuses ? r->uses[i].user : NULL;
+    if (!u || u->kind != OP_MUL || u->nresults != 1)
+      continue;
+    Value *x = u->operands[0] == r ? u->operands[1] : u->operands[0], *y = u->results[0];
+    for (int j = y->nuses - 1; j >= 0; j--) {
+      Op *sel = j < y->nuses ? y->uses[j].user : NULL;
+      double zero;
+      if (sel && sel->kind == OP_SELECT && sel->operands[1] == y &&
+          value_const(sel->operands[2], &zero) && zero == 0 && type_eq(sel->results[0]->type, y->type) &&
+          zero_where_masked(x, sel->operands[0])) {
+        value_replace_all_uses(sel->results[0], y);
+        op_erase(sel);
+      }
+    }
+    if (c == 1 && type_eq(x->type, y->type)) {
+      value_replace_all_uses(y, x);
+      op_erase(u);
+    }
+  }
+}
+
 static int expand(Module *m, Func *f, Op *g, FILE *diag) {
   int n = number_values(f);
   Diff D = {.b = builder_before(m, g), .f = f, .grad = g, .x = g->operands[1], .diag = diag};
@@ -443,6 +492,8 @@ static int expand(Module *m, Func *f, Op *g, FILE *diag) {
       r->name = res->name;
     value_replace_all_uses(res, r);
     op_erase(g);
+    if (!d.v)
+      fold_constant_uses(r, factor(d));
   }
   free(D.dep);
   free(D.known);
