@@ -238,6 +238,37 @@ static Value *dscores(Bwd *B, const Probs *pr, Value *dp, Value *dl) {
   return em_name(L, build_select(&L->b, pr->cond, dsm, B->f0), "ds");
 }
 
+/* Does e read s? */
+static bool reads_s(const Expr *e) {
+  if (!e)
+    return false;
+  if (e->kind == EXPR_VAR)
+    return e->var == VAR_S;
+  return reads_s(e->a) || reads_s(e->b) || reads_s(e->c) || reads_s(e->d);
+}
+
+/* Is the score s plus or minus terms that do not read s (ALiBi, T5, a full
+ * bias)? Its score' is 1, which the differentiate pass folds together with
+ * dS's select: nothing of the modifier lives across dP's matmul then. */
+static bool score_is_shift(const Expr *e) {
+  if (e->kind == EXPR_VAR)
+    return e->var == VAR_S;
+  if (e->kind == EXPR_ADD)
+    return (score_is_shift(e->a) && !reads_s(e->b)) || (score_is_shift(e->b) && !reads_s(e->a));
+  return e->kind == EXPR_SUB && score_is_shift(e->a) && !reads_s(e->b);
+}
+
+/* P o score' where unmasked, 0 where masked: dS's factor made before dP's
+ * matmul (kv_step), so that what score' reads (softcap's tanh) dies there
+ * instead of living beside dK, dV and dP's accumulator. */
+static Value *scored_probs(Bwd *B, const Probs *pr) {
+  Lower *L = &B->L;
+  Type st = pr->p->type;
+  Op *g = build_op(&L->b, OP_GRAD, (Value *[]){pr->sc, pr->ss}, 2, &st, 1, 0);
+  Value *pg = em_bin(L, OP_MUL, pr->p, em_name(L, g->results[0], "dscore"), NULL);
+  return em_name(L, build_select(&L->b, pr->cond, pg, B->f0), "pg");
+}
+
 /* What a sum of dS products is multiplied by at its store: the softmax
  * scale, and with dS / s (Bwd.inv_keep) s too. */
 static Value *ds_scale(Bwd *B) {
@@ -296,14 +327,28 @@ static void kv_step(Bwd *B, Value *kt, Value *vt, Value *hh, Value *i, Value **d
   Value *hk = L->hv;
   L->hv = hh; /* the spec's h is the query head */
   Probs pr = probs(B, s, safe_lse(B, lse));
+  /* With a score modifier whose score' is not 1 (softcap; no dropout):
+   * P o score' and dV before dP^T, so that neither P nor what score' reads
+   * lives across dP^T's matmul beside dK and dV (perf-log P131: softcap's
+   * bwd_kv spilled its tanh and P; fwd+bwd -8..-20%). A shift of s keeps
+   * the order: its select folds away, and dV first measured 1-3% slower. */
+  Value *pg = NULL;
+  if (L->k->score && !L->dropout && !score_is_shift(L->k->score)) {
+    pg = scored_probs(B, &pr);
+    Value *ptc = em_name(L, build_cast(&L->b, pr.p, L->dt), "ptc");
+    *dv = matmul(L, ptc, dot, *dv, (*dv)->type, false, false, "dv_n");
+  }
   Value *dl = em_load(L, func_arg(L->f, "delta"), hh, q0, row, "dl");
   Value *dpt = matmul(L, vt, dot, NULL, st, false, true, "dpt");
-  Value *ds = dscores(B, &pr, dpt, dl);
-  /* dV from the dropped P^T, as the forward's O (scaled once, at its store) */
-  Value *pt = L->dropout ? em_dropout(L, pr.p, false, "ptd") : pr.p;
+  Value *ds = pg ? em_name(L, em_bin(L, OP_MUL, pg, em_bin(L, OP_SUB, dpt, dl, NULL), NULL), "ds")
+                 : dscores(B, &pr, dpt, dl);
   L->hv = hk;
-  Value *ptc = em_name(L, build_cast(&L->b, pt, L->dt), "ptc");
-  *dv = matmul(L, ptc, dot, *dv, (*dv)->type, false, false, "dv_n");
+  if (!pg) {
+    /* dV from the dropped P^T, as the forward's O (scaled once, at its store) */
+    Value *pt = L->dropout ? em_dropout(L, pr.p, false, "ptd") : pr.p;
+    Value *ptc = em_name(L, build_cast(&L->b, pt, L->dt), "ptc");
+    *dv = matmul(L, ptc, dot, *dv, (*dv)->type, false, false, "dv_n");
+  }
   Value *dsc = em_name(L, build_cast(&L->b, ds, L->dt), "dsc");
   *dk = matmul(L, dsc, qt, *dk, (*dk)->type, false, false, "dk_n");
   if (with_dq)

@@ -427,25 +427,24 @@ static bool added_here(const Value *v, const Op *mark, const Op *g) {
   return false;
 }
 
-/* Is y zero wherever cond is false: P o w, P = exp(mask(z, cond) - l) (the
- * backward's dZ, docs/backward.md), 0 where masked for finite l and w? */
-static bool zero_where_masked(const Value *y, const Value *cond) {
-  const Op *mul = y->def;
-  if (!mul || mul->kind != OP_MUL)
+/* Is y zero wherever cond is false: P = exp(mask(z, cond) - l), or P o w
+ * (the backward's dZ, docs/backward.md), 0 where masked for finite l and w? */
+static bool zero_where_masked(const Value *y, const Value *cond, int depth) {
+  const Op *d = y->def;
+  if (!d || depth > 2)
     return false;
-  for (int i = 0; i < 2; i++) {
-    const Op *e = mul->operands[i]->def, *sub = e && e->kind == OP_EXP ? e->operands[0]->def : NULL;
-    const Op *mask = sub && sub->kind == OP_SUB ? sub->operands[0]->def : NULL;
-    if (mask && mask->kind == OP_MASK && mask->operands[1] == cond)
-      return true;
-  }
-  return false;
+  if (d->kind == OP_MUL)
+    return zero_where_masked(d->operands[0], cond, depth + 1) ||
+           zero_where_masked(d->operands[1], cond, depth + 1);
+  const Op *sub = d->kind == OP_EXP ? d->operands[0]->def : NULL;
+  const Op *mask = sub && sub->kind == OP_SUB ? sub->operands[0]->def : NULL;
+  return mask && mask->kind == OP_MASK && mask->operands[1] == cond;
 }
 
 /* A constant derivative c (no modifier's s-dependence beyond s + a: ALiBi,
- * T5, a full bias): dZ o c folds to dZ where c is 1, and the backward's
- * `select %cond, dZ o c, 0` (score' may be anything where masked) goes,
- * dZ being 0 there already (P is) and c finite: the select's condition
+ * T5, a full bias): dZ o c (or P o c) folds to dZ where c is 1, and the
+ * backward's `select %cond, dZ o c, 0` (score' may be anything where
+ * masked) goes, dZ being 0 there already (P is) and c finite: the select's condition
  * tile then need not live across dP's matmul (registers beside dK, dV:
  * perf-log P129). */
 static void fold_constant_uses(Value *r, double c) {
@@ -461,7 +460,7 @@ static void fold_constant_uses(Value *r, double c) {
       double zero;
       if (sel && sel->kind == OP_SELECT && sel->operands[1] == y &&
           value_const(sel->operands[2], &zero) && zero == 0 && type_eq(sel->results[0]->type, y->type) &&
-          zero_where_masked(x, sel->operands[0])) {
+          zero_where_masked(x, sel->operands[0], 0)) {
         value_replace_all_uses(sel->results[0], y);
         op_erase(sel);
       }
