@@ -18,8 +18,9 @@
  * exactly (t the modifier's own tanh). No modifier and ALiBi (s + a bias
  * that does not depend on s) give the constant 1 (`full {value = 1}`): a
  * product by it folds, and the backward's `select %cond, dZ o score', 0`
- * around a constant score' goes (fold_constant_uses). The rules (a, b
- * operands, r the op's result):
+ * around a constant score' goes, around a bounded one (softcap's) in the
+ * K/V-outer kernels (fold_finite_uses). The rules (a, b operands, r the
+ * op's result):
  *
  *   add, sub, neg        da + db, da - db, -da
  *   mul (and rescale)    da b + a db; a * a: 2 a da
@@ -48,6 +49,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "passes/pass_util.h"
 #include "passes/passes.h"
@@ -441,15 +443,37 @@ static bool zero_where_masked(const Value *y, const Value *cond, int depth) {
   return mask && mask->kind == OP_MASK && mask->operands[1] == cond;
 }
 
-/* A constant derivative c (no modifier's s-dependence beyond s + a: ALiBi,
- * T5, a full bias): dZ o c (or P o c) folds to dZ where c is 1, and the
- * backward's `select %cond, dZ o c, 0` (score' may be anything where
- * masked) goes, dZ being 0 there already (P is) and c finite: the select's condition
- * tile then need not live across dP's matmul (registers beside dK, dV:
- * perf-log P129). */
-static void fold_constant_uses(Value *r, double c) {
-  if (!isfinite(c))
-    return;
+/* Is v finite wherever its operands are (every s is): a constant, a tanh
+ * (in [-1, 1]), or sums, differences, products, negations, casts, selects,
+ * min / max of such, a quotient by a nonzero constant? (Softcap's score'
+ * 1 - t^2; exp, log, division by a value could overflow or divide by 0.) */
+static bool bounded(const Value *v, int depth) {
+  double c;
+  if (value_const(v, &c))
+    return isfinite(c);
+  const Op *d = v->def;
+  if (!d || depth > 16)
+    return false;
+  switch (d->kind) {
+  case OP_FULL: return value_const(v, &c) && isfinite(c);
+  case OP_TANH: return true;
+  case OP_NEG: case OP_ABS: case OP_CAST: return bounded(d->operands[0], depth + 1);
+  case OP_ADD: case OP_SUB: case OP_MUL: case OP_MIN: case OP_MAX:
+    return bounded(d->operands[0], depth + 1) && bounded(d->operands[1], depth + 1);
+  case OP_DIV: return bounded(d->operands[0], depth + 1) && value_const(d->operands[1], &c) && c != 0;
+  case OP_SELECT: return bounded(d->operands[1], depth + 1) && bounded(d->operands[2], depth + 1);
+  default: return false;
+  }
+}
+
+/* A derivative r finite everywhere (a constant c: ALiBi, T5, a full bias,
+ * s + a term without s; or bounded: softcap's 1 - t^2): the backward's
+ * `select %cond, X o r, 0` (score' may be anything where masked) goes
+ * where X is 0 where masked already (dZ = P o (dP - D), or P: P is
+ * exp(-inf - l) there), and X o r folds to X where r is the constant 1: the
+ * select's condition tile then need not live across dP's matmul
+ * (registers beside dK, dV: perf-log P130). */
+static void fold_finite_uses(Value *r, bool one) {
   for (int i = r->nuses - 1; i >= 0; i--) {
     Op *u = i < r->nuses ? r->uses[i].user : NULL;
     if (!u || u->kind != OP_MUL || u->nresults != 1)
@@ -465,11 +489,20 @@ static void fold_constant_uses(Value *r, double c) {
         op_erase(sel);
       }
     }
-    if (c == 1 && type_eq(x->type, y->type)) {
+    if (one && type_eq(x->type, y->type)) {
       value_replace_all_uses(y, x);
       op_erase(u);
     }
   }
+}
+
+/* A K/V-outer backward kernel (kv, dv: dK and dV in registers), where a
+ * bounded score's select is dropped too: softcap's bwd_kv spills 320 -> 12
+ * bytes at d128, 240 -> 204 at d256; in the Q-outer and atomic kernels at
+ * d256 ptxas spilled more without it (0 -> 32, 116 -> 276 bytes, P132). */
+static bool kv_outer(const Func *f) {
+  const char *role = attr_str(&f->attrs, "role", "");
+  return strcmp(role, "kv") == 0 || strcmp(role, "dv") == 0;
 }
 
 static int expand(Module *m, Func *f, Op *g, FILE *diag) {
@@ -491,8 +524,8 @@ static int expand(Module *m, Func *f, Op *g, FILE *diag) {
       r->name = res->name;
     value_replace_all_uses(res, r);
     op_erase(g);
-    if (!d.v)
-      fold_constant_uses(r, factor(d));
+    if (!d.v ? isfinite(factor(d)) : bounded(r, 0) && kv_outer(f))
+      fold_finite_uses(r, !d.v && factor(d) == 1);
   }
   free(D.dep);
   free(D.known);
