@@ -285,8 +285,6 @@ static const char *ring_name(Module *m, const Value *t) {
   return s;
 }
 
-static bool grouped_main(const Func *f) { return pass_grouped_main(f); }
-
 /* A staged tile of a run-time input (stage-inputs' `load {rect = 1}`). */
 static bool is_input_load(const Op *ld) { return attr_int(&ld->attrs, "rect", 0) == 1; }
 
@@ -345,7 +343,7 @@ static int ring_stages(Func *f, Split *sp, int *blocks_per_sm) {
    * each (codegen's lw_regs_to_smem, mem_ldmatrix.c, and add_tile_bulk's
    * padded rows, mem_global.c; add_tile_tma's unpadded boxes take less) */
   long extra = 0;
-  if (grouped_main(f)) {
+  if (pass_grouped_main(f)) {
     long tq = attr_int(&f->attrs, "tile_q", 64), tkv = attr_int(&f->attrs, "tile_kv", 128);
     long warps = attr_int(&f->attrs, "warps", 8), groups = warps / (tq / 16);
     long d = attr_int(&f->attrs, "head_dim", 128);

@@ -282,7 +282,8 @@ static fa_status find_kernels(const fa_kernel_info *k, int n, int det, int idx[4
   int by_role[FA_ROLE_COUNT_], any = 0;
   for (int r = 0; r < FA_ROLE_COUNT_; r++) by_role[r] = -1;
   for (int i = 0; i < n; i++) {
-    /* a gathered copy (gather_of) runs in its kernel's place: launch_kernel_of */
+    /* a gathered copy (gather_of) runs in its kernel's place, where
+     * fa_backward_plan picks it (fa_staged_or_gathered_) */
     if (k[i].mode != FA_MODE_BACKWARD || strcmp(k[i].forward, fwd) != 0 || k[i].gather_of[0])
       continue;
     any = 1;

@@ -198,7 +198,10 @@ typedef struct fa_backward_schedule {
  * role or declare run-time inputs other than the first launched kernel's,
  * or visit the lists of a classifier not among kernels; the message goes
  * to msg (when not NULL). A step whose kernel visits block lists has
- * block_list 1 and its lists (fa_backward_step). */
+ * block_list 1 and its lists (fa_backward_step). A step's kernel is its
+ * role's, or that kernel's gathered copy (metadata gather_of) where a run-time
+ * input it copies with a tensor map has a layout no map takes (docs/abi.md
+ * "Tensor maps"). */
 FA_API fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
                            const fa_backward_args *args, fa_backward_schedule *plan, char *msg,
                            size_t msglen);
