@@ -219,6 +219,16 @@ static Probs probs(Bwd *B, Value *s, Value *lse_safe) {
   return r;
 }
 
+/* x o score'(S) where unmasked, 0 where masked (score' may be anything
+ * there), named `name`. */
+static Value *times_score_grad(Bwd *B, const Probs *pr, Value *x, const char *name) {
+  Lower *L = &B->L;
+  Type st = x->type;
+  Op *g = build_op(&L->b, OP_GRAD, (Value *[]){pr->sc, pr->ss}, 2, &st, 1, 0);
+  Value *xg = em_bin(L, OP_MUL, x, em_name(L, g->results[0], "dscore"), NULL);
+  return em_name(L, build_select(&L->b, pr->cond, xg, B->f0), name);
+}
+
 /* dS = P o (dP - D) o score'; with dropout dP is the kept entries' dZ
  * scaled by 1 / (1 - p) (D is rowsum(dO o O) all the same), or dS divided
  * by that scale (Bwd.inv_keep). */
@@ -231,11 +241,7 @@ static Value *dscores(Bwd *B, const Probs *pr, Value *dp, Value *dl) {
   Value *dz = em_bin(L, OP_MUL, pr->p, em_bin(L, OP_SUB, dp, dl, NULL), "dz");
   if (!L->k->score)
     return dz;
-  /* dS = dZ o score'(S); where masked, 0 (score' may be anything there) */
-  Type st = dz->type;
-  Op *g = build_op(&L->b, OP_GRAD, (Value *[]){pr->sc, pr->ss}, 2, &st, 1, 0);
-  Value *dsm = em_bin(L, OP_MUL, dz, em_name(L, g->results[0], "dscore"), NULL);
-  return em_name(L, build_select(&L->b, pr->cond, dsm, B->f0), "ds");
+  return times_score_grad(B, pr, dz, "ds"); /* dS = dZ o score'(S) */
 }
 
 /* Does e read s? */
@@ -256,17 +262,6 @@ static bool score_is_shift(const Expr *e) {
   if (e->kind == EXPR_ADD)
     return (score_is_shift(e->a) && !reads_s(e->b)) || (score_is_shift(e->b) && !reads_s(e->a));
   return e->kind == EXPR_SUB && score_is_shift(e->a) && !reads_s(e->b);
-}
-
-/* P o score' where unmasked, 0 where masked: dS's factor made before dP's
- * matmul (kv_step), so that what score' reads (softcap's tanh) dies there
- * instead of living beside dK, dV and dP's accumulator. */
-static Value *scored_probs(Bwd *B, const Probs *pr) {
-  Lower *L = &B->L;
-  Type st = pr->p->type;
-  Op *g = build_op(&L->b, OP_GRAD, (Value *[]){pr->sc, pr->ss}, 2, &st, 1, 0);
-  Value *pg = em_bin(L, OP_MUL, pr->p, em_name(L, g->results[0], "dscore"), NULL);
-  return em_name(L, build_select(&L->b, pr->cond, pg, B->f0), "pg");
 }
 
 /* What a sum of dS products is multiplied by at its store: the softmax
@@ -311,6 +306,12 @@ static void emit_post(Bwd *B) {
 
 static void add_dq(Bwd *B, Value *dsc, Value *kt, Value *hh, Value *q0);
 
+/* dV += P^T dO, P cast to the input's type. */
+static void add_dv(Lower *L, Value *p, Value *dot, Value **dv) {
+  Value *ptc = em_name(L, build_cast(&L->b, p, L->dt), "ptc");
+  *dv = matmul(L, ptc, dot, *dv, (*dv)->type, false, false, "dv_n");
+}
+
 /* The body of a (K/V tile, Q tile) step of the K/V-outer kernels, for query
  * head hh: updates dk, dv and, with_dq, adds dS K into dq_acc. */
 static void kv_step(Bwd *B, Value *kt, Value *vt, Value *hh, Value *i, Value **dk, Value **dv,
@@ -334,21 +335,16 @@ static void kv_step(Bwd *B, Value *kt, Value *vt, Value *hh, Value *i, Value **d
    * the order: its select folds away, and dV first measured 1-3% slower. */
   Value *pg = NULL;
   if (L->k->score && !L->dropout && !score_is_shift(L->k->score)) {
-    pg = scored_probs(B, &pr);
-    Value *ptc = em_name(L, build_cast(&L->b, pr.p, L->dt), "ptc");
-    *dv = matmul(L, ptc, dot, *dv, (*dv)->type, false, false, "dv_n");
+    pg = times_score_grad(B, &pr, pr.p, "pg");
+    add_dv(L, pr.p, dot, dv);
   }
   Value *dl = em_load(L, func_arg(L->f, "delta"), hh, q0, row, "dl");
   Value *dpt = matmul(L, vt, dot, NULL, st, false, true, "dpt");
   Value *ds = pg ? em_name(L, em_bin(L, OP_MUL, pg, em_bin(L, OP_SUB, dpt, dl, NULL), NULL), "ds")
                  : dscores(B, &pr, dpt, dl);
-  L->hv = hk;
-  if (!pg) {
-    /* dV from the dropped P^T, as the forward's O (scaled once, at its store) */
-    Value *pt = L->dropout ? em_dropout(L, pr.p, false, "ptd") : pr.p;
-    Value *ptc = em_name(L, build_cast(&L->b, pt, L->dt), "ptc");
-    *dv = matmul(L, ptc, dot, *dv, (*dv)->type, false, false, "dv_n");
-  }
+  if (!pg) /* dV from the dropped P^T, as the forward's O (scaled once, at its store) */
+    add_dv(L, L->dropout ? em_dropout(L, pr.p, false, "ptd") : pr.p, dot, dv);
+  L->hv = hk; /* after the dropout mask, which is the query head's */
   Value *dsc = em_name(L, build_cast(&L->b, ds, L->dt), "dsc");
   *dk = matmul(L, dsc, qt, *dk, (*dk)->type, false, false, "dk_n");
   if (with_dq)

@@ -455,7 +455,6 @@ static bool bounded(const Value *v, int depth) {
   if (!d || depth > 16)
     return false;
   switch (d->kind) {
-  case OP_FULL: return value_const(v, &c) && isfinite(c);
   case OP_TANH: return true;
   case OP_NEG: case OP_ABS: case OP_CAST: return bounded(d->operands[0], depth + 1);
   case OP_ADD: case OP_SUB: case OP_MUL: case OP_MIN: case OP_MAX:

@@ -335,20 +335,16 @@ static int ring_stages(Func *f, Split *sp, int *blocks_per_sm) {
     last = sp->loads[k];
   }
   /* overlap-softmax (after this pass) gives V's ring a slot of zeros */
-  long zero = ring_overhead_bytes(f, last ? tile_bytes(last->results[0]->type) : 0, 0);
-  long tiles = own; /* the consumers' own staged tiles */
   own += ring_overhead_bytes(f, last ? tile_bytes(last->results[0]->type) : 0, sp->nloads);
   /* group-dq's main kernel (8 warps): the dS^T copy the dQ matmul reads
    * and the reductions' staging, a warp's 16 rows of its group's columns
    * each (codegen's lw_regs_to_smem, mem_ldmatrix.c, and add_tile_bulk's
    * padded rows, mem_global.c; add_tile_tma's unpadded boxes take less) */
-  long extra = 0;
   if (pass_grouped_main(f)) {
     long tq = attr_int(&f->attrs, "tile_q", 64), tkv = attr_int(&f->attrs, "tile_kv", 128);
     long warps = attr_int(&f->attrs, "warps", 8), groups = warps / (tq / 16);
     long d = attr_int(&f->attrs, "head_dim", 128);
-    extra = tkv * tq * 2 + warps * 16 * (d / groups + 4) * 4 + 2048;
-    own += extra;
+    own += tkv * tq * 2 + warps * 16 * (d / groups + 4) * 4 + 2048;
   }
   const long sm = tiling_smem_limit(attr_str(&f->attrs, "target", "sm_90a")), half = sm / 2 - 1024;
   int given = attr_int(&f->attrs, "sched_stages", 0) > 0 ? (int)attr_int(&f->attrs, "stages", 2) : 0;
@@ -365,13 +361,15 @@ static int ring_stages(Func *f, Split *sp, int *blocks_per_sm) {
   /* the input rings: as many stages as the rest holds, at least 1, at most
    * the others' (stage-inputs checked that one fits beside two). The rest
    * counted exactly, as codegen lays it out: every ring's barriers in one
-   * 1024-byte block (lw_alloc_small: 16 bytes a stage), and two blocks an
+   * 1024-byte block (lw_alloc_small: 16 bytes a stage), not the block a
+   * ring that `own` counts, and two blocks an
    * SM each (233472 - 2 x 1024) / 2 bytes, 1 KB of the SM's 228 KB being
    * reserved a block. A second stage of the d128 backward's bias then fits
    * beside two blocks an SM exactly (115712 bytes; bwd_q -10%, P129). */
   if (inputs) {
     long limit = *blocks_per_sm == 2 ? (sm + 1024) / 2 - 1024 : sm;
-    long fit = (limit - tiles - zero - extra - 1024 - stages * per_stage) / inputs;
+    long exact_own = own - 1024L * (sp->nloads - 1);
+    long fit = (limit - exact_own - stages * per_stage) / inputs;
     sp->input_stages = fit > stages ? stages : fit < 1 ? 1 : (int)fit;
   }
   return stages;

@@ -418,19 +418,6 @@ fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
 
 /* ---- the parameter lists --------------------------------------------------- */
 
-/* The parameter of tensor map t: "tmap_dq_acc", or an input's
- * "tmap_input<i>" (i its index in the plan's inputs, as fa_put_inputs_
- * names its other parameters). */
-static const char *tmap_name(const fa_backward_schedule *plan, const fa_tmap_info *t) {
-  static const char *const inputs[FA_MAX_INPUTS] = {
-      "tmap_input0", "tmap_input1", "tmap_input2", "tmap_input3",
-      "tmap_input4", "tmap_input5", "tmap_input6", "tmap_input7"};
-  if (t->tensor == 'a') return "tmap_dq_acc";
-  for (int i = 0; i < plan->ninputs && i < FA_MAX_INPUTS; i++)
-    if (strcmp(plan->inputs[i].name, t->input) == 0) return inputs[i];
-  return "tmap_input?";
-}
-
 void fa_put_(fa_plist *l, fa_param_kind kind, const char *name, int64_t value) {
   fa_param *p = &l->p[l->n++];
   p->kind = kind, p->name = name, p->value = value;
@@ -601,7 +588,7 @@ fa_status fa_backward_params(const fa_backward_schedule *plan, int step,
    * encodes, value = the map's index */
   const fa_backward_step *ps = &plan->step[step];
   for (int t = 0; t < ps->ntmaps; t++)
-    fa_put_(&l, FA_PARAM_TMAP, tmap_name(plan, &ps->tmaps[t]), t);
+    fa_put_(&l, FA_PARAM_TMAP, fa_tmap_param_name_(plan->inputs, plan->ninputs, &ps->tmaps[t]), t);
   *count = l.n;
   return FA_OK;
 }

@@ -255,6 +255,11 @@ typedef struct fa_sizes {
   int64_t batch, seqlen_q, seqlen_k;
 } fa_sizes;
 
+/* The parameter of tensor map t: "tmap_q", "tmap_k", "tmap_v", an input's
+ * "tmap_input<i>" (i its index in decl[0..ndecl), the kernel's declared
+ * inputs, as fa_put_inputs_ names its other parameters), or the backward's
+ * "tmap_dq_acc". */
+const char *fa_tmap_param_name_(const fa_input_info *decl, int ndecl, const fa_tmap_info *t);
 /* The tensor maps of kernel `in` but dq_acc's (docs/abi.md, "Tensor
  * maps") into v->map, from its Q, K, V and the launch's inputs. */
 fa_status fa_encode_tmaps_(fa_module *m, const fa_kernel_info *in, const fa_tensor *q,

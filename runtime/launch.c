@@ -69,17 +69,14 @@ static int input_index(const fa_kernel_info *in, const fa_tmap_info *t) {
   return -1;
 }
 
-/* The parameter of tensor map t: "tmap_q", "tmap_k", "tmap_v", an
- * input's "tmap_input<i>" (i its index in the kernel's inputs, as
- * fa_put_inputs_ names its other parameters), or the backward's
- * "tmap_dq_acc". */
-static const char *tmap_param_name(const fa_kernel_info *in, const fa_tmap_info *t) {
+const char *fa_tmap_param_name_(const fa_input_info *decl, int ndecl, const fa_tmap_info *t) {
   static const char *const inputs[FA_MAX_INPUTS] = {
       "tmap_input0", "tmap_input1", "tmap_input2", "tmap_input3",
       "tmap_input4", "tmap_input5", "tmap_input6", "tmap_input7"};
   if (t->tensor == 'i') {
-    int i = input_index(in, t);
-    return i >= 0 ? inputs[i] : "tmap_input?";
+    for (int i = 0; i < ndecl && i < FA_MAX_INPUTS; i++)
+      if (strcmp(decl[i].name, t->input) == 0) return inputs[i];
+    return "tmap_input?";
   }
   return t->tensor == 'q' ? "tmap_q" : t->tensor == 'k' ? "tmap_k" : t->tensor == 'v' ? "tmap_v"
                                                                     : "tmap_dq_acc";
@@ -158,7 +155,7 @@ fa_status fa_forward_params_(const fa_kernel_info *in, const fa_forward_args *a,
     fa_put_block_lists_(&l, &visited);
   }
   for (int i = 0; i < in->ntmaps; i++)
-    fa_put_(&l, FA_PARAM_TMAP, tmap_param_name(in, &in->tmaps[i]), i);
+    fa_put_(&l, FA_PARAM_TMAP, fa_tmap_param_name_(in->inputs, in->ninputs, &in->tmaps[i]), i);
   *n = l.n;
   return FA_OK;
 }
