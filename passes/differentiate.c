@@ -19,8 +19,8 @@
  * that does not depend on s) give the constant 1 (`full {value = 1}`): a
  * product by it folds, and the backward's `select %cond, dZ o score', 0`
  * around a constant score' goes, around a bounded one (softcap's) in the
- * K/V-outer kernels (fold_finite_uses). The rules (a, b operands, r the
- * op's result):
+ * K/V-outer kernels and in every kernel up to head dim 128
+ * (fold_finite_uses). The rules (a, b operands, r the op's result):
  *
  *   add, sub, neg        da + db, da - db, -da
  *   mul (and rescale)    da b + a db; a * a: 2 a da
@@ -495,13 +495,20 @@ static void fold_finite_uses(Value *r, bool one) {
   }
 }
 
-/* A K/V-outer backward kernel (kv, dv: dK and dV in registers), where a
- * bounded score's select is dropped too: softcap's bwd_kv spills 320 -> 12
- * bytes at d128, 240 -> 204 at d256; in the Q-outer and atomic kernels at
- * d256 ptxas spilled more without it (0 -> 32, 116 -> 276 bytes, P132). */
+/* Where a bounded score's select is dropped too. A K/V-outer backward
+ * kernel (kv, dv: dK and dV in registers): softcap's bwd_kv spills 320 -> 12
+ * bytes at d128, 240 -> 204 at d256. Every kernel up to head dim 128: the
+ * Q-outer and atomic kernels spill less without it there too (atomic d128
+ * full 260 -> 32 bytes, bwd_q 4 -> 0; fwd+bwd -5%, P133), but at d256 ptxas
+ * spilled more in them (bwd_q 0 -> 32, the atomic kernel 116 -> 276, P132). */
 static bool kv_outer(const Func *f) {
   const char *role = attr_str(&f->attrs, "role", "");
   return strcmp(role, "kv") == 0 || strcmp(role, "dv") == 0;
+}
+
+static bool narrow(const Func *f) {
+  long d = attr_int(&f->attrs, "head_dim", 0), dv = attr_int(&f->attrs, "v_head_dim", d);
+  return d <= 128 && dv <= 128;
 }
 
 static int expand(Module *m, Func *f, Op *g, FILE *diag) {
@@ -523,7 +530,7 @@ static int expand(Module *m, Func *f, Op *g, FILE *diag) {
       r->name = res->name;
     value_replace_all_uses(res, r);
     op_erase(g);
-    if (!d.v ? isfinite(factor(d)) : bounded(r, 0) && kv_outer(f))
+    if (!d.v ? isfinite(factor(d)) : bounded(r, 0) && (kv_outer(f) || narrow(f)))
       fold_finite_uses(r, !d.v && factor(d) == 1);
   }
   free(D.dep);
