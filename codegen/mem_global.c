@@ -274,7 +274,11 @@ int lw_tma_reduce_rows(const Lowerer *L, const Op *op) {
 /* x's rows (a warp's) as f32 into wbuf in the shared layout of the tensor
  * map's boxes: 32-column boxes of `rows` rows of 128 bytes, one after the
  * other, the 16-byte chunk c of row r at chunk c ^ (r % 8) (the 128-byte
- * swizzle: a warp's v2 stores of eight rows hit all 32 banks). */
+ * swizzle). A v2 store is served a half-warp (four rows) at a time; rows
+ * r and r ^ 1 of one fragment fall on the same two chunks, so the lanes
+ * of odd rows store fragment ni ^ 2 where the others store ni: the four
+ * rows of a half-warp then cover all 32 banks once (perf-log P134: 2 -> 1
+ * wavefront a half-warp). */
 static void write_rows_swizzled(Lowerer *L, const CgVal *x, MlirValue wbuf, int rows) {
   CgBuilder *b = &L->b;
   const TileGeom *g = &x->g;
@@ -286,19 +290,29 @@ static void write_rows_swizzled(Lowerer *L, const CgVal *x, MlirValue wbuf, int 
    * addresses hoisted out of the loop and spilled); every store is one of
    * them plus a constant. */
   MlirValue half = cg_arith2(b, "arith.shrui", L->lq, cg_const_i32(b, 1));
+  MlirValue odd = cg_cmpi(b, "ne", cg_arith2(b, "arith.andi", L->lg, cg_const_i32(b, 1)),
+                          cg_const_i32(b, 0));
   MlirValue row0 = cg_addi(b, cg_addi(b, wbuf, cg_muli_c(b, L->lg, 128)),
                            cg_muli_c(b, cg_arith2(b, "arith.andi", L->lq, cg_const_i32(b, 1)), 8));
-  MlirValue base[4];
+  MlirValue chunk[4], base[4];
   for (int k = 0; k < 4; k++)
-    base[k] = cg_addi(b, row0, cg_muli_c(b, cg_arith2(b, "arith.xori", cg_addi_c(b, half, 2 * k),
-                                                      L->lg), 16));
+    chunk[k] = cg_addi(b, row0, cg_muli_c(b, cg_arith2(b, "arith.xori", cg_addi_c(b, half, 2 * k),
+                                                       L->lg), 16));
+  bool swap = g->nn % 4 == 0; /* ni ^ 2 within each group of four fragments */
+  for (int k = 0; k < 4; k++)
+    base[k] = swap ? cg_select(b, odd, chunk[k ^ 2], chunk[k]) : chunk[k];
   cg_ptx(b, "", NULL, "", 0, base, 4);
   for (int mi = 0; mi < g->nm; mi++)
     for (int h = 0; h < 2; h++)
       for (int ni = 0; ni < g->nn; ni++) {
         MlirValue at = cg_addi_c(b, base[ni % 4], (ni / 4) * rows * 128 + (mi * 16 + 8 * h) * 128);
-        MlirValue e2[2] = {cg_float_cast(b, lw_elem(L, x, TC_FULL, mi, ni, 2 * h), b->f32),
-                           cg_float_cast(b, lw_elem(L, x, TC_FULL, mi, ni, 2 * h + 1), b->f32)};
+        MlirValue e2[2];
+        for (int e = 0; e < 2; e++) {
+          MlirValue mine = cg_float_cast(b, lw_elem(L, x, TC_FULL, mi, ni, 2 * h + e), b->f32);
+          e2[e] = swap ? cg_select(b, odd, cg_float_cast(b, lw_elem(L, x, TC_FULL, mi, ni ^ 2,
+                                                                     2 * h + e), b->f32), mine)
+                       : mine;
+        }
         cg_store(b, cg_vector_from(b, e2, 2, v2), cg_gep(b, L->smem, at, b->i8), 8);
       }
 }
