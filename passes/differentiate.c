@@ -223,12 +223,44 @@ static Value *part(Diff *D, Deriv d, ElemType e) { return d.v ? d.v : cst(D, e, 
 static bool constant(Diff *D, Value *w, double *c) { return !depends(D, w) && value_const(w, c); }
 
 /* d * w (w a value of d's element type; a constant folds into the factor). */
+/* v times w where v is x / w or (1 / w) y (the chain rule's factor of a
+ * division by a value: softcap's w tanh(s / w) gives (1 / w)(1 - t^2) w):
+ * x or y, exactly what the math says (and no rounding of 1 / w), else
+ * NULL. The ops left without uses go. */
+static Value *cancel(Value *v, Value *w) {
+  Op *o = v->def;
+  Value *rest = NULL;
+  double one;
+  if (o && o->kind == OP_DIV && o->operands[1] == w)
+    rest = o->operands[0];
+  for (int i = 0; o && o->kind == OP_MUL && i < 2 && !rest; i++) {
+    Op *q = o->operands[i]->def;
+    if (q && q->kind == OP_DIV && q->operands[1] == w && value_const(q->operands[0], &one) &&
+        one == 1)
+      rest = o->operands[1 - i];
+  }
+  if (!rest || !type_eq(rest->type, v->type))
+    return NULL;
+  if (v->nuses == 0) {
+    Op *inner = o->kind == OP_MUL ? (o->operands[0]->def && o->operands[0]->def->kind == OP_DIV
+                                         ? o->operands[0]->def : o->operands[1]->def)
+                                  : NULL;
+    op_erase(o);
+    if (inner && inner->results[0]->nuses == 0)
+      op_erase(inner);
+  }
+  return rest;
+}
+
 static Deriv times(Diff *D, Deriv d, Value *w) {
   double c;
   if (is_zero(d))
     return ZERO;
   if (constant(D, w, &c))
     return scaled(d, c, 1);
+  Value *rest = d.v ? cancel(d.v, w) : NULL;
+  if (rest)
+    return (Deriv){d.num, d.den, rest};
   return (Deriv){d.num, d.den, d.v ? build_binary(&D->b, OP_MUL, d.v, w) : w};
 }
 

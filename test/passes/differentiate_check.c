@@ -75,6 +75,16 @@ static const Case cases[] = {
      "  %t = tanh %0 : tile<4x8xf32>\n"
      "  %y = mul %c, %t : tile<4x8xf32>\n",
      w_softcap},
+    /* the cap a value (not a constant: a run-time scalar's shape): the
+     * chain rule's (1 / c)(1 - t^2) c cancels to 1 - t^2 */
+    {"softcap_value", false,
+     "  %c1 = const {value = 1.5} : f32\n"
+     "  %c2 = const {value = 0.5} : f32\n"
+     "  %c = add %c1, %c2 : f32\n"
+     "  %0 = div %s, %c : tile<4x8xf32>\n"
+     "  %t = tanh %0 : tile<4x8xf32>\n"
+     "  %y = mul %c, %t : tile<4x8xf32>\n",
+     w_softcap},
     {"alibi", false,
      "  %slope = const {value = 0.25} : f32\n"
      "  %qi = iota {axis = 0} : tile<4x1xindex>\n"
