@@ -222,11 +222,11 @@ static Value *part(Diff *D, Deriv d, ElemType e) { return d.v ? d.v : cst(D, e, 
  * be a `full` in a test: it stays a variable). */
 static bool constant(Diff *D, Value *w, double *c) { return !depends(D, w) && value_const(w, c); }
 
-/* d * w (w a value of d's element type; a constant folds into the factor). */
 /* v times w where v is x / w or (1 / w) y (the chain rule's factor of a
  * division by a value: softcap's w tanh(s / w) gives (1 / w)(1 - t^2) w):
  * x or y, exactly what the math says (and no rounding of 1 / w), else
- * NULL. The ops left without uses go. */
+ * NULL. v stays (another use of its value may have it as its derivative);
+ * expand erases what is left unused. */
 static Value *cancel(Value *v, Value *w) {
   Op *o = v->def;
   Value *rest = NULL;
@@ -239,19 +239,28 @@ static Value *cancel(Value *v, Value *w) {
         one == 1)
       rest = o->operands[1 - i];
   }
-  if (!rest || !type_eq(rest->type, v->type))
-    return NULL;
-  if (v->nuses == 0) {
-    Op *inner = o->kind == OP_MUL ? (o->operands[0]->def && o->operands[0]->def->kind == OP_DIV
-                                         ? o->operands[0]->def : o->operands[1]->def)
-                                  : NULL;
-    op_erase(o);
-    if (inner && inner->results[0]->nuses == 0)
-      op_erase(inner);
-  }
-  return rest;
+  return rest && type_eq(rest->type, v->type) ? rest : NULL;
 }
 
+/* Erases the pure ops this expansion added (after mark, before g) whose
+ * results have no uses, to a fixed point: what cancel left behind. */
+static void erase_unused_added(const Op *mark, Op *g) {
+  for (bool again = true; again;) {
+    again = false;
+    for (Op *op = g->prev, *prev; op && op != mark; op = prev) {
+      prev = op->prev;
+      bool used = false;
+      for (int i = 0; i < op->nresults; i++)
+        used |= op->results[i]->nuses > 0;
+      if (!used && op_is_pure(op) && op->nregions == 0) {
+        op_erase(op);
+        again = true;
+      }
+    }
+  }
+}
+
+/* d * w (w a value of d's element type; a constant folds into the factor). */
 static Deriv times(Diff *D, Deriv d, Value *w) {
   double c;
   if (is_zero(d))
@@ -561,6 +570,7 @@ static int expand(Module *m, Func *f, Op *g, FILE *diag) {
     if (!r->name && added_here(r, mark, g))
       r->name = res->name;
     value_replace_all_uses(res, r);
+    erase_unused_added(mark, g);
     op_erase(g);
     if (!d.v ? isfinite(factor(d)) : bounded(r, 0) && (kv_outer(f) || narrow(f)))
       fold_finite_uses(r, !d.v && factor(d) == 1);
