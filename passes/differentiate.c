@@ -243,20 +243,17 @@ static Value *cancel(Value *v, Value *w) {
 }
 
 /* Erases the pure ops this expansion added (after mark, before g) whose
- * results have no uses, to a fixed point: what cancel left behind. */
+ * results have no uses: what cancel left behind. One sweep from the last
+ * up: an op's operands are defined above it, so erasing it has left them
+ * unused by the time the sweep reaches them. */
 static void erase_unused_added(const Op *mark, Op *g) {
-  for (bool again = true; again;) {
-    again = false;
-    for (Op *op = g->prev, *prev; op && op != mark; op = prev) {
-      prev = op->prev;
-      bool used = false;
-      for (int i = 0; i < op->nresults; i++)
-        used |= op->results[i]->nuses > 0;
-      if (!used && op_is_pure(op) && op->nregions == 0) {
-        op_erase(op);
-        again = true;
-      }
-    }
+  for (Op *op = g->prev, *prev; op && op != mark; op = prev) {
+    prev = op->prev;
+    bool used = false;
+    for (int i = 0; i < op->nresults; i++)
+      used |= op->results[i]->nuses > 0;
+    if (!used && op_is_pure(op))
+      op_erase(op);
   }
 }
 
