@@ -28,33 +28,9 @@
 #include "passes/pass_util.h"
 #include "passes/passes.h"
 
-/* Is v defined by op `from` of b or an op after it? */
-static bool defined_after(const Value *v, const Block *b, const Op *from) {
-  const Op *d = v->def;
-  if (!d || d->parent != b)
-    return false;
-  for (const Op *o = from; o; o = o->next)
-    if (o == d)
-      return true;
-  return false;
-}
-
-/* Adds the slice of v after the wait (ops of b after it) to `mark`; false
- * when it holds an op that cannot move. */
-static bool slice(Value *v, Block *b, Op *wait, OpList *mark, int depth) {
-  if (!defined_after(v, b, wait))
-    return true;
-  Op *d = v->def;
-  if (depth > 64 || d->nregions || d->kind == OP_MMA_WAIT ||
-      (d->kind != OP_GATHER && !op_is_pure(d)))
-    return false;
-  if (oplist_has(mark, d))
-    return true;
-  for (int i = 0; i < d->noperands; i++)
-    if (!slice(d->operands[i], b, wait, mark, depth + 1))
-      return false;
-  oplist_push(mark, d);
-  return true;
+/* The ops a gather's slice may hold: pure ones and gathers, not a wait. */
+static bool gather_slice_op(const Op *o) {
+  return o->kind != OP_MMA_WAIT && (o->kind == OP_GATHER || op_is_pure(o));
 }
 
 static bool fillable(const Op *wait) {
@@ -88,7 +64,7 @@ static void hoist(Op *wait) {
     int n0 = mark.n;
     bool ok = true;
     for (int i = 0; ok && i < o->noperands; i++)
-      ok = slice(o->operands[i], b, wait, &mark, 0);
+      ok = slice_after(o->operands[i], b, wait, gather_slice_op, &mark);
     if (ok) {
       oplist_push(&mark, o);
       Op *rel = staged_read(o) ? release_after(o) : NULL;
@@ -99,12 +75,7 @@ static void hoist(Op *wait) {
     }
   }
   /* in program order, so every moved op's operands are above it */
-  for (Op *o = wait->next; o;) {
-    Op *next = o->next;
-    if (oplist_has(&mark, o))
-      op_move_before(o, wait);
-    o = next;
-  }
+  move_marked_before(&mark, wait);
   oplist_free(&mark);
 }
 

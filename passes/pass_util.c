@@ -174,6 +174,59 @@ bool hoist_before(Value *v, Op *point) {
   return true;
 }
 
+/* Is v defined by op `from` of b or an op after it? */
+static bool defined_from(const Value *v, const Block *b, const Op *from) {
+  const Op *d = v->def;
+  if (!d || d->parent != b)
+    return false;
+  for (const Op *o = from; o; o = o->next)
+    if (o == d)
+      return true;
+  return false;
+}
+
+/* Is v defined inside a region nested in b (an if's or loop's block)? */
+static bool defined_below(const Value *v, const Block *b) {
+  const Op *d = v->def;
+  if (!d)
+    return false;
+  for (const Block *p = d->parent; p; p = p->parent_op ? p->parent_op->parent : NULL)
+    if (p == b)
+      return d->parent != b;
+  return false;
+}
+
+static bool slice_rec(Value *v, Block *b, const Op *from, bool (*movable)(const Op *),
+                      OpList *mark, int depth) {
+  if (defined_below(v, b))
+    return false;
+  if (!defined_from(v, b, from))
+    return true;
+  Op *d = v->def;
+  if (depth > 64 || d->nregions || !movable(d))
+    return false;
+  if (oplist_has(mark, d))
+    return true;
+  for (int i = 0; i < d->noperands; i++)
+    if (!slice_rec(d->operands[i], b, from, movable, mark, depth + 1))
+      return false;
+  oplist_push(mark, d);
+  return true;
+}
+
+bool slice_after(Value *v, Block *b, const Op *from, bool (*movable)(const Op *), OpList *mark) {
+  return slice_rec(v, b, from, movable, mark, 0);
+}
+
+void move_marked_before(const OpList *mark, Op *at) {
+  for (Op *o = at->next; o;) {
+    Op *next = o->next;
+    if (oplist_has(mark, o))
+      op_move_before(o, at);
+    o = next;
+  }
+}
+
 static bool results_unused(const Op *op) {
   for (int i = 0; i < op->nresults; i++)
     if (op->results[i]->nuses)

@@ -52,6 +52,18 @@ bool op_precedes(const Op *a, const Op *b);
  * impure op or one with regions. */
 bool hoist_before(Value *v, Op *point);
 
+/* Adds to `mark` the ops of b, from `from` on, that compute v (its slice
+ * there, operands first), each without regions and accepted by `movable`:
+ * true when v can then be had above `from` (defined before it, outside b,
+ * or by the slice), false when not (an op `movable` refuses, or a value
+ * defined in a region nested in b); `mark` may then hold part of the
+ * slice: the caller restores its count. hoist-gathers and early-row-loads
+ * move a load's index arithmetic with it so. */
+bool slice_after(Value *v, Block *b, const Op *from, bool (*movable)(const Op *), OpList *mark);
+/* Moves the ops of `mark` that follow `at` in its block before it, in
+ * program order, so that every moved op's operands stay above it. */
+void move_marked_before(const OpList *mark, Op *at);
+
 /* Erases pure ops without uses in b and in its nested regions, to a fixed
  * point. Returns how many were erased. */
 int dce_block(Block *b);

@@ -108,6 +108,9 @@ int pass_warp_specialize(Module *m, Func *f, const PassOptions *opts, FILE *diag
  * matmuls (mma_turn), one's softmax under the other's (FA3's pingpong). */
 int pass_stage_inputs(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_pingpong(Module *m, Func *f, const PassOptions *opts, FILE *diag);
+/* early_row_loads.c: a ring-fed step's row-vector loads (LSE, delta)
+ * issued above its first ring_get */
+int pass_early_row_loads(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 /* hoist_gathers.c: a step's run-time input gathers issued above the wait
  * for the async S matmul (their latency under the tensor cores). */
 int pass_hoist_gathers(Module *m, Func *f, const PassOptions *opts, FILE *diag);

@@ -95,6 +95,10 @@ static const Pass pipeline[] = {
     {"async-matmuls",
      "backward with warp roles (d128's dQ, d256): issue a step's matmuls early, wait for each at first use",
      false, pass_async_matmuls},
+    /* after async-matmuls, which matches the step's order */
+    {"early-row-loads",
+     "warp roles: a step's row-vector loads (the backward's LSE and delta) issued above its first ring_get",
+     false, pass_early_row_loads},
     /* after every pass that rewrites a tile's loops: it only moves the
      * nest's body into per-CTA walks over the tiles */
     {"persistent",
