@@ -8,6 +8,7 @@
 #include "codegen/cg_builder.h"
 #include "codegen/cg_context.h"
 #include "codegen/cg_lower.h"
+#include "codegen/meta_backward.h"
 #include "codegen/meta_decode.h"
 #include "codegen/mlir_to_ptx.h"
 #include "codegen/ptxas.h"
@@ -89,6 +90,20 @@ static bool own_block_companion(const AttrList *a) {
   return false;
 }
 
+/* The forward kernel whose backward f belongs to: its grad_of, or f (or the
+ * kernel f is a copy of) when the module has backward kernels of it; NULL
+ * for a kernel without a backward. */
+static const char *backward_forward(const Module *m, const Func *f) {
+  const char *of = attr_str(&f->attrs, "grad_of", NULL);
+  if (of)
+    return of;
+  const char *name = attr_str(&f->attrs, "gather_of", attr_str(&f->attrs, "long_rows_of", f->name));
+  for (int i = 0; i < m->nfuncs; i++)
+    if (strcmp(attr_str(&m->funcs[i]->attrs, "grad_of", ""), name) == 0)
+      return name;
+  return NULL;
+}
+
 /* The metadata of kernel i of the module (nothing for a companion that its
  * kernel's lines describe: own_block_companion). */
 static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
@@ -167,6 +182,10 @@ static void meta_kernel(CgStrBuf *sb, const Emit *E, int i) {
   cg_strbuf_printf(sb, "// flashc.meta mma %s\n",
                    !ki->matmuls ? "none" : ki->wgmma ? "wgmma" : "mma.sync");
   cg_strbuf_printf(sb, "// flashc.meta passes %s\n", o->passes && o->passes[0] ? o->passes : "none");
+  const char *auto_of = backward_forward(E->m, f);
+  if (auto_of) /* the launch FA_BACKWARD_AUTO runs (docs/backward.md) */
+    cg_strbuf_printf(sb, "// flashc.meta backward_auto %s\n",
+                     cg_backward_auto_atomic(E->m, E->info, auto_of) ? "atomic" : "deterministic");
   meta_inputs(sb, f);
   if (!cg_meta_is_decode(f))
     return;

@@ -64,9 +64,13 @@ static int mode_ok(int mode) {
          mode == FA_BACKWARD_ATOMIC;
 }
 
-/* Whether a (valid) mode launches pre, kv, q: AUTO does, today (the
- * deterministic launch measured faster on every bench row, docs/perf.md). */
-static int launches_deterministic(int mode) { return mode != FA_BACKWARD_ATOMIC; }
+/* Whether a (valid) mode launches pre, kv, q: AUTO runs the launch the
+ * kernel's metadata names (backward_auto, codegen/meta_backward.c; without
+ * the key, PTX of an older flashc, the deterministic one). */
+static int launches_deterministic(const fa_kernel_info *info, int mode) {
+  if (mode == FA_BACKWARD_AUTO) return info->backward_auto != FA_BACKWARD_ATOMIC;
+  return mode != FA_BACKWARD_ATOMIC;
+}
 
 fa_status fa_backward_workspace_size(const fa_kernel_info *info, int64_t batch,
                                      int64_t seqlen_q, int64_t seqlen_k, int mode,
@@ -74,7 +78,6 @@ fa_status fa_backward_workspace_size(const fa_kernel_info *info, int64_t batch,
   if (bytes) *bytes = 0;
   if (!info || !bytes) return FA_ERR_NULL_POINTER;
   if (!mode_ok(mode)) return FA_ERR_INVALID_ARGUMENT;
-  int deterministic = launches_deterministic(mode);
   if (batch < 0 || seqlen_q < 0 || seqlen_k < 0) return FA_ERR_INVALID_ARGUMENT;
   if (fa_check_kernel_info(info, NULL, 0) != FA_OK) return FA_ERR_META;
   if (info->mode == FA_MODE_DECODE) return FA_ERR_UNSUPPORTED;
@@ -84,7 +87,8 @@ fa_status fa_backward_workspace_size(const fa_kernel_info *info, int64_t batch,
       rows > INT32_MAX)
     return FA_ERR_TOO_LARGE;
   Layout l;
-  if (!layout(info, batch, seqlen_q, deterministic, &l)) return FA_ERR_TOO_LARGE;
+  if (!layout(info, batch, seqlen_q, launches_deterministic(info, mode), &l))
+    return FA_ERR_TOO_LARGE;
   *bytes = (size_t)l.total;
   return FA_OK;
 }
@@ -124,7 +128,7 @@ static fa_status check_sizes(BCtx *c) {
   }
   c->rows = a->q.dim[0] * in->heads * a->q.dim[1];
   /* rows <= 2^31 (a varlen launch's padded ones: fa_check_varlen_sizes_) */
-  layout(in, sz.batch, sz.seqlen_q, launches_deterministic(a->mode), &c->ws);
+  layout(in, sz.batch, sz.seqlen_q, launches_deterministic(in, a->mode), &c->ws);
   return FA_OK;
 }
 
@@ -336,11 +340,17 @@ fa_status fa_backward_plan(const fa_kernel_info *kernels, int nkernels,
   /* The first kernel's check refuses decode kernels and a bad mode flag. */
   fa_status st = fa_backward_check(&kernels[0], args, msg, msglen);
   int idx[4], nidx = 0;
-  int det = launches_deterministic(args->mode);
+  int det = launches_deterministic(&kernels[0], args->mode);
   if (st != FA_OK || (st = find_kernels(kernels, nkernels, det, idx, &nidx, msg, msglen)))
     return st;
   for (int s = 0; s < nidx; s++) {
     const fa_kernel_info *in = &kernels[idx[s]];
+    if (in->backward_auto != kernels[0].backward_auto) {
+      fa_fmt(msg, msglen, "kernel %s's backward_auto differs from kernel %s's: a module's "
+             "forward and backward kernels name the same (use fa_meta_parse_module)",
+             in->kernel, kernels[0].kernel);
+      return FA_ERR_META;
+    }
     if ((st = check_role(in, msg, msglen)) || (st = fa_backward_check(in, args, msg, msglen)))
       return st;
     if (in->block_list[0] && classifier_of(kernels, nkernels, in) < 0) {

@@ -330,6 +330,12 @@ typedef struct fa_kernel_info {
    * lists). "" and 0 otherwise; each key needs the other. */
   char long_rows_of[FA_NAME_MAX];
   int long_rows_min;
+  /* Key backward_auto (codegen/meta_backward.c) on a forward kernel with a
+   * backward and on each of its backward kernels: the launch
+   * FA_BACKWARD_AUTO runs, 1 deterministic or 2 atomic (fa_backward_mode's
+   * values, docs/backward.md); 0 when absent (PTX of an older flashc:
+   * deterministic). */
+  int backward_auto;
 } fa_kernel_info;
 
 /* Parses metadata lines from `len` bytes of `text` (a whole PTX file or the

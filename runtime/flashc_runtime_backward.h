@@ -37,10 +37,12 @@ extern "C" {
  *   stream: a CUstream, NULL for the legacy default stream.
  *   mode: how dQ is summed over the K/V tiles (fa_backward_mode). */
 typedef enum fa_backward_mode {
-  /* The runtime's choice, the fastest launch measured on the H100: today
-   * FA_BACKWARD_DETERMINISTIC on every row of the backward benchmark
-   * (docs/perf.md; 0.99-1.11x the atomic launch at 8k, docs/perf-log.md
-   * P109). A zeroed fa_backward_args asks for it. */
+  /* The launch the kernel's metadata names (fa_kernel_info.backward_auto,
+   * chosen by the compiler where it measured faster, docs/backward.md):
+   * FA_BACKWARD_ATOMIC at head dim 128 with no mask or a causal one (no
+   * dropout, no block lists), else FA_BACKWARD_DETERMINISTIC, and that too
+   * for metadata without the key. Ask for FA_BACKWARD_DETERMINISTIC where
+   * reruns must agree bitwise. A zeroed fa_backward_args asks for AUTO. */
   FA_BACKWARD_AUTO = 0,
   /* pre, bwd_kv, bwd_q: every element of dQ summed by one thread block in
    * a fixed order, so reruns are bitwise identical; S and dP recomputed

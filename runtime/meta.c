@@ -62,7 +62,7 @@ const char *const fa_meta_key_names_[K_COUNT] = {
   "combine_pdl", "combine_fused", "wide_kernel", "wide_tile_kv", "wide_threads",
   "wide_smem_bytes", "role", "forward", "dropout", "dropout_of", "dropout_mask", "layout",
   "blocks", "block_list", "chunk", "classes", "input", "require", "tma", "gather_of",
-  "long_rows_of", "long_rows_min",
+  "long_rows_of", "long_rows_min", "backward_auto",
 };
 
 static const int required_keys[] = {K_VERSION, K_KERNEL, K_DTYPE, K_HEAD_DIM, K_HEADS,
@@ -272,6 +272,11 @@ static fa_status set_key(Parser *p, int k, const char *v) {
   case K_BLOCK_LIST: return parse_name(p, key, v, in->block_list, sizeof in->block_list, 1);
   case K_CHUNK: return parse_int(p, key, v, 1, 65536, &in->chunk);
   case K_CLASSES: return parse_name(p, key, v, in->classes, sizeof in->classes, 1);
+  case K_BACKWARD_AUTO: {
+    static const char *const n[] = {"deterministic", "atomic", NULL};
+    static const int val[] = {1, 2}; /* fa_backward_mode's values */
+    return parse_enum(p, key, v, n, val, "deterministic, atomic", &in->backward_auto);
+  }
   case K_DROPOUT_MASK: {
     static const char *const n[] = {"exact", "torch", NULL};
     static const int val[] = {0, 1};
@@ -553,6 +558,8 @@ static fa_status check_complete(Parser *p) {
       return fail_key(p, K_TMA, "%sonly valid with mode forward and a padded batch", "");
   }
   if (!st) st = check_input_maps(p);
+  if (!st && in->backward_auto && in->mode != FA_MODE_FORWARD && in->mode != FA_MODE_BACKWARD)
+    return fail_key(p, K_BACKWARD_AUTO, "%sonly valid with mode forward or backward", "");
   /* a long-rows variant: both keys, a padded forward without dropout,
    * block lists or a gathered copy's key */
   if (!st && (in->long_rows_of[0] != 0) != (in->long_rows_min != 0))

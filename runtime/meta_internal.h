@@ -28,7 +28,8 @@ enum {
   K_BLOCKS, K_BLOCK_LIST, K_CHUNK, K_CLASSES,
   /* the keys a block may repeat: run-time inputs (docs/abi.md) and the
    * tensor maps of TMA copies (docs/abi.md, "Tensor maps") */
-  K_INPUT, K_REQUIRE, K_TMA, K_GATHER_OF, K_LONG_ROWS_OF, K_LONG_ROWS_MIN, K_COUNT
+  K_INPUT, K_REQUIRE, K_TMA, K_GATHER_OF, K_LONG_ROWS_OF, K_LONG_ROWS_MIN, K_BACKWARD_AUTO,
+  K_COUNT
 };
 
 /* Each key as its metadata line spells it, by K_ value. */

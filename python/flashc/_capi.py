@@ -59,7 +59,8 @@ class KernelInfo(ctypes.Structure):
                 ("block_list", ctypes.c_char * FA_NAME_MAX), ("chunk", ctypes.c_int),
                 ("classes", ctypes.c_char * FA_NAME_MAX), ("ntmaps", ctypes.c_int),
                 ("tmaps", TmapInfo * MAX_TMAPS), ("gather_of", ctypes.c_char * FA_NAME_MAX),
-                ("long_rows_of", ctypes.c_char * FA_NAME_MAX), ("long_rows_min", ctypes.c_int)]
+                ("long_rows_of", ctypes.c_char * FA_NAME_MAX), ("long_rows_min", ctypes.c_int),
+                ("backward_auto", ctypes.c_int)]
 
 
 class Tensor(ctypes.Structure):
@@ -170,7 +171,10 @@ def info_dict(k):
             "blocks": ORIENTS[k.blocks] if 0 <= k.blocks < 3 else k.blocks,
             "list_heads": k.list_heads, "block_list": k.block_list.decode(),
             # a two-phase classifier: its classes kernel; a classes kernel: its chunk
-            "chunk": k.chunk, "classes": k.classes.decode()}
+            "chunk": k.chunk, "classes": k.classes.decode(),
+            # the launch backward_mode "auto" runs (docs/backward.md)
+            "backward_auto": {1: "deterministic", 2: "atomic"}.get(k.backward_auto,
+                                                                    "deterministic")}
 
 
 def input_tuple(x):

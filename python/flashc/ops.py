@@ -327,7 +327,10 @@ def attention(q, k, v, module, *, layout="bshd", dropout_p=0.0, backward_mode="a
     layout: "bshd" ([batch, seqlen, heads, head_dim], FlashAttention's and
     the runtime's) or "bhsd" (SDPA's); GQA takes k, v with kv_heads heads
     (no repeat). dropout_p: 0, or p in (0, 1) for a module with `dropout`
-    (pass 0 in eval). backward_mode: "auto", "deterministic" or "atomic".
+    (pass 0 in eval). backward_mode: "auto" (the launch the module's
+    metadata names, module.info["backward_auto"]; "deterministic" while
+    torch.use_deterministic_algorithms is on), "deterministic" (reruns
+    bitwise equal) or "atomic".
     inputs: the module's run-time inputs (module.inputs), a dict name ->
     tensor on q's device (as declared, whatever the layout) or number; they
     get no gradient. Returns out in the layout given (and lse float32
@@ -361,6 +364,11 @@ def attention(q, k, v, module, *, layout="bshd", dropout_p=0.0, backward_mode="a
             raise TypeError(f"flashc: blocks must be a flashc Blocks (flashc.blocks), got "
                             f"{type(blocks).__name__}")
         varlen = dict(varlen, blocks=blocks.id)
+    if backward_mode not in runtime.BACKWARD_MODES:
+        raise ValueError(f"flashc: backward_mode must be one of "
+                         f"{', '.join(runtime.BACKWARD_MODES)}, got {backward_mode!r}")
+    if backward_mode == "auto" and torch.are_deterministic_algorithms_enabled():
+        backward_mode = "deterministic"
     out, lse, _ = fwd(q, k, v, module.id, float(dropout_p), runtime.BACKWARD_MODES[backward_mode],
                       *extra, **varlen)
     if layout == "bhsd":

@@ -117,6 +117,28 @@ def check_values(mod, name, layout, b, sq, sk):
     report(ok, f"{name} {layout}", f"b={b} sq={sq} sk={sk}: " + ", ".join(lines))
 
 
+def check_deterministic(mod, name, runs=8):
+    """backward_mode "auto" under torch.use_deterministic_algorithms: the
+    deterministic launch whatever the module's backward_auto, so reruns
+    give bitwise the same dQ, dK, dV."""
+    info = mod.info
+    dt, H, KH, D = DT[info["dtype"]], info["heads"], info["kv_heads"], info["head_dim"]
+    q, k, v, do = (rand(2, 1000, h, D, dtype=dt) for h in (H, KH, KH, H))
+    grads = []
+    torch.use_deterministic_algorithms(True)
+    try:
+        for _ in range(runs):
+            args = [x.clone().requires_grad_() for x in (q, k, v)]
+            flashc.attention(*args, mod).backward(do)
+            grads.append([a.grad for a in args])
+    finally:
+        torch.use_deterministic_algorithms(False)
+    same = all(torch.equal(a, b) for g in grads[1:] for a, b in zip(g, grads[0]))
+    report(same, f"{name} deterministic algorithms",
+           f"backward_auto {info['backward_auto']}: {runs} runs "
+           f"{'bitwise equal' if same else 'DIFFER'}")
+
+
 def check_dropout(mod, name, seed):
     info = mod.info
     dt, H, D, p = DT[info["dtype"]], info["heads"], info["head_dim"], mod.dropout
@@ -379,6 +401,7 @@ def main():
     check_values(gqa, "tor_gqa_causal_bf16", "bhsd", 1, 384, 512)
     check_values(full, "tor_full_f16_d128", "bshd", 2, 129, 300)
     check_values(full, "tor_full_f16_d128", "bhsd", 3, 64, 64)
+    check_deterministic(full, "tor_full_f16_d128")
     check_dropout(mods["tor_drop_torch_bf16"], "tor_drop_torch_bf16", seed)
     check_opcheck(gqa, "tor_gqa_causal_bf16")
     check_fake(gqa, "tor_gqa_causal_bf16")
