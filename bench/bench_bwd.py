@@ -16,9 +16,11 @@ Per row, in one process on the same random q, k, v, dO:
            .device/bench_bwd/NAME.ptx), launched straight through the CUDA driver
            (test/gpu/ptx_launch.py, the launcher of test/gpu/backward.py); O and LSE
            from the module's own forward kernel. bwd = the runtime's default
-           launch (FA_BACKWARD_AUTO: today the deterministic one, _bwd_pre,
-           _bwd_kv, _bwd_q); fwdbwd = forward + that.
-           Ablation columns: `atomic` = the atomic launch (dq_acc memset,
+           launch (FA_BACKWARD_AUTO: the one the module's `backward_auto` key
+           names, codegen/meta_backward.c; the `auto` column says which);
+           fwdbwd = forward + that.
+           Ablation columns: `det` = the deterministic launch (_bwd_pre, _bwd_kv,
+           _bwd_q), `atomic` = the atomic launch (dq_acc memset,
            _bwd_pre, _bwd, _bwd_post); `noskip` (causal rows) = the module compiled with
            -disable-pass=mask-skip (.device/bench_bwd/no-mask-skip), timed only
            where its backward kernels differ from the default's (else "=").
@@ -241,9 +243,13 @@ def flashc_impls(mods, c, q, k, v, do, scale, row, modes):
     delta = torch.empty((B, H, S), device=dev, dtype=torch.float32)
     dq_acc = torch.empty((B, S, H, D), device=dev, dtype=torch.float32)
     t = (q, k, v, o, lse, do, dq, dk, dv, delta, dq_acc)
-    # flashc = the runtime's default launch (FA_BACKWARD_AUTO: deterministic,
-    # measured faster); flashc_atomic = the atomic launch, an ablation column
-    launches = {"flashc": K.backward_launch(t, B, S, S, True),
+    # flashc = the runtime's default launch (FA_BACKWARD_AUTO: the launch the
+    # module's backward_auto key names); flashc_det and flashc_atomic = both
+    # launches, ablation columns (one of them times AUTO's launch again)
+    auto_det = K.meta[name].get("backward_auto", "deterministic") != "atomic"
+    row["auto"] = "det" if auto_det else "atomic"
+    launches = {"flashc": K.backward_launch(t, B, S, S, auto_det),
+                "flashc_det": K.backward_launch(t, B, S, S, True),
                 "flashc_atomic": K.backward_launch(t, B, S, S, False)}
     if c["causal"]:
         diff = mods.nms_differs(name)
@@ -287,7 +293,7 @@ def flashc_impls(mods, c, q, k, v, do, scale, row, modes):
             K.backward((q, k, v, o, lse, do) + g + (dl, acc), B, S, S, det)
             return g
         return go
-    memfns = {"flashc": mem(True), "flashc_atomic": mem(False)}
+    memfns = {"flashc": mem(auto_det), "flashc_atomic": mem(False)}
     row["_keep"] = (o, lse, dq, dk, dv, delta, dq_acc, launches)  # alive while timed
     return timed, memfns
 
@@ -416,9 +422,10 @@ def print_tables(rows, modes):
     for mode in modes:
         print(f"\n{mode}, TFLOP/s ({'2.5' if mode == 'bwd' else '3.5'}x forward FLOPs); ratios flashc / peer")
         ab = mode == "bwd"
-        print(HEAD + f" | {'flashc':>7}" + (f" {'atomic':>7} {'noskip':>7} {'sync':>7} {'syncat':>7}" if ab else "") +
+        print(HEAD + f" | {'flashc':>7}" +
+              (f" {'auto':>6} {'det':>7} {'atomic':>7} {'noskip':>7} {'sync':>7} {'syncat':>7}" if ab else "") +
               f" {'FA2':>7} {'cuDNN':>7} {'Flex':>7} | {'/FA2':>5} {'/cuDNN':>6} {'/Flex':>5}" +
-              (f" {'def/at':>6}" if ab else "") + " | ok")
+              (f" {'det/at':>6}" if ab else "") + " | ok")
         for r in rows:
             f = f"{mode}_flashc_tflops"
             line = head(r) + " | " + cell(r, f)
@@ -426,13 +433,14 @@ def print_tables(rows, modes):
                 nms = cell(r, "bwd_flashc_nms_tflops")
                 if r.get("noskip") == "same backward PTX":
                     nms = f"{'=':>7}"
+                line += f" {r.get('auto', '-'):>6} " + cell(r, "bwd_flashc_det_tflops")
                 line += " " + cell(r, "bwd_flashc_atomic_tflops") + " " + nms
                 line += " " + cell(r, "bwd_flashc_sync_tflops") + " " + cell(r, "bwd_flashc_sync_atomic_tflops")
             line += " " + " ".join(cell(r, f"{mode}_{p}_tflops") for p in PEERS) + " | "
             line += " ".join(f"{x:{w}.2f}" if x else f"{'-':>{w}}" for x, w in
                              [(ratio(r, f, f"{mode}_{p}_tflops"), w) for p, w in zip(PEERS, (5, 6, 5))])
             if ab:
-                x = ratio(r, f, "bwd_flashc_atomic_tflops")
+                x = ratio(r, "bwd_flashc_det_tflops", "bwd_flashc_atomic_tflops")
                 line += f" {x:6.2f}" if x else f" {'-':>6}"
             line += " | " + ("yes" if r.get("ok") else "NO")
             print(line)
@@ -474,7 +482,7 @@ def plot_twins(rows, path, modes):
     root, ext = os.path.splitext(path)
     for mode in modes:
         # the same colors in both plots: fwdbwd has no atomic / noskip keys, their slots stay empty
-        series = [(f"{mode}_flashc_tflops", f"flashc {mode} (default: deterministic)"),
+        series = [(f"{mode}_flashc_tflops", f"flashc {mode} (default: FA_BACKWARD_AUTO)"),
                   (f"{mode}_flashc_atomic_tflops", f"flashc {mode} (atomic)", "--"),
                   (f"{mode}_flashc_nms_tflops", f"flashc {mode} (no mask-skip)", ":")]
         series += [(f"{mode}_{p}_tflops", {"fa2": "FlashAttention-2 (SDPA)", "cudnn": "cuDNN (SDPA)",
@@ -548,17 +556,17 @@ def main():
         r["row_s"] = time.time() - t0
         rows.append(r)
         checks = " ".join(f"{i}:{'ok' if r[i + '_check']['ok'] else 'FAIL'}" for i in
-                          ("flashc", "flashc_atomic", "flashc_nms") if i + "_check" in r)
+                          ("flashc", "flashc_det", "flashc_atomic", "flashc_nms") if i + "_check" in r)
         print(f"bench_bwd: {r['kernel']} S={c['seqlen']} B={c['batch']} ({r['row_s']:.1f} s): "
               f"fwd {'ok' if r.get('fwd_ok') else 'FAIL'} {checks} | "
               + " ".join(f"{m} " + " ".join(f"{i}={cell(r, f'{m}_{i}_tflops', 1)}"
-                                            for i in ("flashc", "flashc_atomic", "fa2", "cudnn", "flex")
+                                            for i in ("flashc", "flashc_det", "flashc_atomic", "fa2", "cudnn", "flex")
                                             if f"{m}_{i}_tflops" in r) for m in modes)
               + (f" | fwd flashc={cell(r, 'fwd_flashc_tflops', 1)}" if "fwd_flashc_tflops" in r else "")
               + (" | fwdbwd steps ms " + " ".join(f"{x:.3f}" for x in r["fwdbwd_flashc_steps"])
                  if "fwdbwd_flashc_steps" in r else "")
               + (f" | flashc: {r['flashc_error']}" if "flashc_error" in r else ""), flush=True)
-        for i in ("flashc", "flashc_atomic", "flashc_nms"):
+        for i in ("flashc", "flashc_det", "flashc_atomic", "flashc_nms"):
             ch = r.get(i + "_check")
             if ch and not ch["ok"]:
                 print(f"  {i}: dq {ch['dq']:.2e}/{ch['bound_dq']:.2e} dk {ch['dk']:.2e}/{ch['bound_dk']:.2e}"

@@ -236,6 +236,13 @@ MlirValue cg_shuffle_xor(CgBuilder *b, MlirValue v, int mask) {
   return cg_result(cg_op(b, "gpu.shuffle", ops, 3, res, 2, &a, 1), 0);
 }
 
+MlirValue cg_shuffle_idx(CgBuilder *b, MlirValue v, MlirValue lane) {
+  MlirValue ops[3] = {v, lane, cg_const_i32(b, 32)};
+  MlirType res[2] = {mlirValueGetType(v), b->i1};
+  CgNamedAttr a = {"mode", cg_attr(b, "#gpu<shuffle_mode idx>")};
+  return cg_result(cg_op(b, "gpu.shuffle", ops, 3, res, 2, &a, 1), 0);
+}
+
 MlirValue cg_gep(CgBuilder *b, MlirValue base, MlirValue idx, MlirType elem) {
   /* rawConstantIndices holds INT32_MIN for each dynamic index. */
   CgNamedAttr a[2] = {

@@ -93,6 +93,8 @@ MlirValue cg_block_id(CgBuilder *b, const char *dim);
 void cg_barrier(CgBuilder *b);
 /* gpu.shuffle xor over the full warp. */
 MlirValue cg_shuffle_xor(CgBuilder *b, MlirValue v, int mask);
+/* v of lane `lane` (i32) of the warp; every lane takes part. */
+MlirValue cg_shuffle_idx(CgBuilder *b, MlirValue v, MlirValue lane);
 /* llvm.getelementptr base[idx] over elements of type elem. */
 MlirValue cg_gep(CgBuilder *b, MlirValue base, MlirValue idx, MlirType elem);
 MlirValue cg_load(CgBuilder *b, MlirValue ptr, MlirType t, int align);

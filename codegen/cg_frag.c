@@ -147,11 +147,32 @@ CgVal *lw_splat(Lowerer *L, Type t, MlirValue v) {
   return cv;
 }
 
+/* Column 8 ni + 2 (lane % 4) + e % 2 of a lane-held row vector (cg_lowerer.h
+ * CgVal.lanes): slot 2 (ni / 8) + e % 2 of lane 4 (ni % 8) + lane % 4,
+ * shuffled once a block. */
+static MlirValue lane_elem(Lowerer *L, const CgVal *cv, int ni, int e) {
+  CgVal *c = (CgVal *)cv; /* the cache is no part of the value */
+  int n = 2 * cv->g.nn, k = 2 * ni + (e & 1);
+  if (!c->lane_cache || !mlirBlockEqual(c->lane_block, L->b.block)) {
+    if (!c->lane_cache)
+      c->lane_cache = lw_alloc(L, sizeof(MlirValue) * (size_t)n);
+    for (int i = 0; i < n; i++)
+      c->lane_cache[i] = (MlirValue){NULL};
+    c->lane_block = L->b.block;
+  }
+  if (mlirValueIsNull(c->lane_cache[k])) {
+    MlirValue src = cg_addi(&L->b, L->lq, cg_const_i32(&L->b, 4 * (ni % 8)));
+    c->lane_cache[k] = cg_shuffle_idx(&L->b, cv->e[2 * (ni / 8) + (e & 1)], src);
+  }
+  return c->lane_cache[k];
+}
+
 MlirValue lw_elem(Lowerer *L, const CgVal *cv, TileClass rc, int mi, int ni, int e) {
-  (void)L;
   (void)rc;
   if (cv->kind == CV_SCALAR || cv->splat)
     return cv->v;
+  if (cv->lanes)
+    return L->lane_slots ? cv->e[ni] : lane_elem(L, cv, ni, e);
   return cv->e[lw_index_of(&cv->g, mi, ni, e)];
 }
 

@@ -70,6 +70,16 @@ typedef struct CgVal {
   int smem_stride;  /* elements per row (cols + padding; cols when swizzled) */
   bool swizzled;    /* the 128-byte swizzled layout (lw_swizzled_byte) */
   int async_seq;    /* cp.async group number; -1 when ready */
+  /* CV_TILE, a 1 x C f32 row vector of C = 32 k columns held across the
+   * warp's lanes instead of in the accumulator layout (cg_frag.c
+   * lw_elem): lane l holds columns 64 (s / 2) + 2 l + s % 2 in slot s,
+   * `lanes` = k values (2 at C = 64, not 16), each fetched by a shuffle at
+   * its use in the layout; 0 otherwise. The backward's LSE and delta along
+   * a transposed score tile (mem_global.c). lane_cache holds the shuffled
+   * values of lane_block, 2 nn of them, made once a block. */
+  int lanes;
+  MlirValue *lane_cache;
+  MlirBlock lane_block;
   /* CV_TILE, the result of an async matmul still running on wgmma (until
    * its mma_wait): the A fragment registers it reads, kept alive to the wait */
   MlirValue *mma_a;
@@ -141,6 +151,10 @@ struct Lowerer {
   CgExpFma exp_fma; /* which exps go to the FMA units (codegen.h; compute_elementwise.c) */
   bool remat_descriptors; /* the kind's (walk.h): wgmma descriptors made at each use */
   bool failed;
+  /* lw_elem reads slot ni of a lane-held row vector as it is (an
+   * elementwise op whose result is held so too: compute_elementwise.c) */
+  bool lane_slots;
+  bool lane_vectors; /* the backward's LSE and delta held across the lanes (mem_global.c) */
   /* Per-thread ids (i32) made at kernel entry. */
   MlirValue tid, warp, lane, lg, lq; /* lg = lane / 4, lq = lane % 4 */
   MlirValue smem;                    /* !llvm.ptr<3> to dynamic shared memory */

@@ -17,6 +17,7 @@ void cg_options_init(CgOptions *o) {
   memset(o, 0, sizeof *o);
   o->target = "sm_90a";
   o->opt_level = 3;
+  o->lane_stats = true;
 }
 
 /* Hopper features need PTX 8.0, the vector reductions (red.global.add.v4.f32,
@@ -210,8 +211,8 @@ static int build_module(Emit *E) {
   int rc = 0;
   for (int i = 0; i < E->m->nfuncs && rc == 0; i++) {
     const Func *f = E->m->funcs[i];
-    rc = cg_lower_kernel(E->cc, gm, f, E->o->tensor_core, E->o->exp_fma, E->o->target,
-                         &E->info[i]);
+    rc = cg_lower_kernel(E->cc, gm, f, E->o->tensor_core, E->o->exp_fma, E->o->lane_stats,
+                         E->o->target, &E->info[i]);
     int limit = smem_limit(E->o->target);
     if (rc == 0 && E->info[i].smem_bytes > limit) {
       cg_builder_set_loc(&E->b, f->loc.file, f->loc.line, f->loc.col);

@@ -73,6 +73,11 @@ typedef struct CgOptions {
   const char *ptxas;    /* ptxas to run for CUBIN and stats; NULL: "ptxas" on PATH */
   CgTensorCore tensor_core; /* CG_TC_AUTO from cg_options_init */
   CgExpFma exp_fma;         /* CG_EXP_FMA_AUTO from cg_options_init */
+  /* The K/V-outer backward kernels' LSE and delta (the columns of S^T) held
+   * across the lanes and shuffled at their use, up to head dim 128 (true
+   * from cg_options_init; false: in the accumulator layout, 16 + 16
+   * registers a thread at 64 columns; docs/perf-log.md P140). */
+  bool lane_stats;
   const char *passes;   /* comma list of tile-IR passes that ran (metadata); may be NULL */
   CgStats *stats;       /* when non-NULL: filled, and ptxas -v runs for PTX too */
 } CgOptions;

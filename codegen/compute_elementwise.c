@@ -379,6 +379,21 @@ static MlirValue ew_element(Lowerer *L, const Op *op, const EwArgs *a, ElemType 
   return r;
 }
 
+/* The `lanes` of a's tile operands when every one is a row vector held
+ * across the lanes alike (cg_lowerer.h CgVal.lanes), else 0. */
+static int lane_held_operands(const EwArgs *a) {
+  int lanes = 0;
+  for (int i = 0; i < a->n; i++) {
+    const CgVal *v = a->v[i];
+    if (v->kind == CV_SCALAR || v->splat)
+      continue;
+    if (!v->lanes || (lanes && v->lanes != lanes))
+      return 0;
+    lanes = v->lanes;
+  }
+  return lanes;
+}
+
 void lw_elementwise(Lowerer *L, const Op *op) {
   if (op->nresults != 1 || op->noperands < 1 || op->noperands > 3) {
     lw_error(L, op, "no lowering for this op");
@@ -435,6 +450,17 @@ void lw_elementwise(Lowerer *L, const Op *op) {
                type_str(a.v[i]->type, b1, sizeof b1), type_str(rt, b2, sizeof b2));
       return;
     }
+  int lanes = g.cls == TC_COLV ? lane_held_operands(&a) : 0;
+  if (lanes) { /* slot by slot, held across the lanes as its operands */
+    CgVal *r = lw_tile(L, rt, &g);
+    r->lanes = lanes;
+    L->lane_slots = true;
+    for (int k = 0; k < lanes; k++)
+      r->e[k] = ew_element(L, op, &a, et, sub, g.cls, 0, k, k & 1);
+    L->lane_slots = false;
+    lw_set(L, op->results[0], r);
+    return;
+  }
   CgVal *r = lw_tile(L, rt, &g);
   int mi[4096], ni[4096], e[4096];
   if (r->ne > 4096) {

@@ -11,6 +11,38 @@
 #include "codegen/mem.h"
 #include "mlir-c/BuiltinTypes.h"
 
+/* Can v, a row vector, be held across the lanes (cg_lowerer.h CgVal.lanes)?
+ * Every use is an elementwise op of warp-uniform control flow whose other
+ * operands come as they may (lw_elem shuffles the values a use in the
+ * accumulator layout needs), and every row vector such an op makes is so
+ * too: no region boundary, store or reduction sees the compact form. */
+static bool lane_holdable(const Value *v, int depth) {
+  if (depth > 16)
+    return false;
+  for (int u = 0; u < v->nuses; u++) {
+    const Op *user = v->uses[u].user;
+    bool elementwise = (user->kind >= OP_ADD && user->kind <= OP_NOT) ||
+                       user->kind == OP_SELECT || user->kind == OP_MASK;
+    if (!elementwise || user->nresults != 1)
+      return false;
+    const Value *r = user->results[0];
+    if (r->type.kind == TYPE_TILE && r->type.rows == 1 && r->type.cols > 1 &&
+        !lane_holdable(r, depth + 1))
+      return false;
+  }
+  return true;
+}
+
+/* The backward's LSE and delta of a transposed score tile's query columns:
+ * 2 values a lane at 64 columns where the accumulator layout holds 16
+ * (FlashAttention-3's shuffled statistics), loaded by 32 lanes at once. */
+static bool lane_held_load(const Lowerer *L, const TensorRef *t, const TileGeom *g, Type rt,
+                           const Value *v) {
+  return L->lane_vectors && t->cols == 1 && g->cls == TC_COLV && !g->col_split &&
+         !g->group_cols && rt.elem == ELEM_F32 && t->elem == ELEM_F32 && g->cols % 64 == 0 &&
+         lane_holdable(v, 0);
+}
+
 /* Loads the tile op reads from t straight into the accumulator layout:
  * row_at gives each element's row offset and presence (as for
  * lw_store_rows); a missing row reads 0. A 1 x C tile of a rank 3 tensor
@@ -23,6 +55,18 @@ static CgVal *rows_tile(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt ro
   if (!lw_geom(L, rt, &g, op))
     return NULL;
   CgVal *r = lw_tile(L, rt, &g);
+  if (lane_held_load(L, t, &g, rt, op->results[0])) {
+    /* slot s of lane l: column 64 (s / 2) + 2 l + s % 2 */
+    r->lanes = g.cols / 32;
+    MlirValue zero = cg_const_float(b, t->et, 0.0), l2 = cg_muli_c(b, L->lane, 2);
+    for (int k = 0; k < r->lanes; k++) {
+      MlirValue off, ok, col = cg_addi(b, l2, cg_const_i32(b, 64 * (k / 2) + (k & 1)));
+      row_at(L, ctx, col, &off, &ok);
+      MlirValue v = cg_load(b, cg_gep(b, t->base, off, t->et), t->et, 4);
+      r->e[k] = cg_select(b, ok, v, zero);
+    }
+    return r;
+  }
   int *mi = malloc(3 * sizeof(int) * (size_t)(r->ne > 0 ? r->ne : 1));
   if (!mi) {
     lw_error(L, op, "out of memory");
@@ -558,7 +602,7 @@ static void load_cols(Lowerer *L, const Op *op, Rows *m) {
   TileGeom g;
   if (!lw_geom(L, rt, &g, op))
     return;
-  int ne = lw_geom_count(&g);
+  int ne = lane_held_load(L, &m->t, &g, rt, op->results[0]) ? g.cols / 32 : lw_geom_count(&g);
   MlirType *types = malloc(sizeof(MlirType) * (size_t)(ne > 0 ? ne : 1));
   if (!types) {
     lw_error(L, op, "out of memory");
