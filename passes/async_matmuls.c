@@ -55,8 +55,10 @@
  * added to dq_acc), take one change only: dQ issued before dK, both async,
  * dK waited for after dQ's store (issue_dq_first; its store is the one op
  * with effects beside a matmul in flight, and touches only its own staging
- * bytes): +1-4% on the H200 (P122), where making S^T and dP^T async there
- * too spilled and lost 2-10% on the full rows (P121). Not in
+ * bytes): +1-4% on the H200 (P122), and dV before them async, waited for
+ * last (+1-3%, P141), where making S^T and dP^T async there too spilled
+ * and lost 2-10% on the full rows (P121; dP^T alone, after P140: flat,
+ * P141). Not in
  * blocks that hold async matmuls already nor in kernels whose warpgroups
  * take turns (mma_turn: pingpong's order).
  */
@@ -294,6 +296,25 @@ static void schedule_block(Module *m, Block *blk) {
   free(s.ops);
 }
 
+/* The accumulating matmul right before dK += dS^T Q in a heavy step
+ * (dV += P^T dO), when it can stay in flight until dK is waited for:
+ * synchronous, its result read only by the block's terminator (the loop
+ * carries it), only pure ops between it and dK (dS's cast). Else NULL. */
+static Op *loop_carried_matmul_before(Op *dk) {
+  for (Op *o = dk->prev; o; o = o->prev) {
+    if (o->kind == OP_MATMUL) {
+      const Value *r = o->results[0];
+      if (!is_sync_matmul(o) || o->noperands != 3 || r->nuses != 1 ||
+          r->uses[0].user != o->parent->last)
+        return NULL;
+      return o;
+    }
+    if (has_effects(o))
+      return NULL;
+  }
+  return NULL;
+}
+
 /* A heavy step (dK and dV carried) of the atomic launch's main kernel:
  * its dQ product (the group_cols matmul, read only by its store) is issued
  * before the accumulating matmul before it (dK += dS^T Q), both async; dQ
@@ -301,7 +322,10 @@ static void schedule_block(Module *m, Block *blk) {
  * on the tensor cores while the store stages dQ and issues its reductions
  * (FlashAttention-3's order; the store's staging buffer is no operand of
  * any matmul). Only dQ's 32 f32 registers a thread are live beside dK's
- * in flight, where async S^T and dP^T spilled (the header). */
+ * in flight, where async S^T and dP^T spilled (the header). dV += P^T dO
+ * before them runs async too, waited for after dK: under dS's cast, the
+ * dS^T copy and its barriers (P's registers live to its wait; with the LSE
+ * and delta held across the lanes that fits, P140-P141). */
 static void issue_dq_first(Module *m, Block *blk) {
   Op *dq = NULL, *dk = NULL;
   for (Op *o = blk->first; o; o = o->next)
@@ -326,11 +350,18 @@ static void issue_dq_first(Module *m, Block *blk) {
   if (x->nuses != 1 || x->uses[0].user->parent != blk)
     return;
   Op *st = x->uses[0].user;
+  Op *dv = loop_carried_matmul_before(dk);
   op_move_before(dq, dk);
   op_set_attr_int(dq, "async", 1);
   op_set_attr_int(dk, "async", 1);
   add_wait_before(m, dq, st, 1);
-  add_wait_before(m, dk, st->next, 0);
+  Op *dk_w = add_wait_before(m, dk, st->next, 0);
+  if (dv) {
+    /* after dK's wait none is in flight: pending 0, not the 2 issued after
+     * it (a deeper wait makes ptxas serialize every wgmma, P139) */
+    op_set_attr_int(dv, "async", 1);
+    add_wait_before(m, dv, dk_w->next, 0);
+  }
 }
 
 static void collect_blocks(Block *b, Block ***v, int *n, int *cap) {
