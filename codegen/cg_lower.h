@@ -39,6 +39,6 @@ typedef struct CgKernelInfo {
 /* Appends gpu.func @<f->name> to the gpu.module body. Errors go to cc's
  * diagnostics at the tile IR's source locations. Returns 0 on success. */
 int cg_lower_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, CgTensorCore tc,
-                    CgExpFma exp_fma, bool lane_stats, const char *target, CgKernelInfo *info);
+                    CgExpFma exp_fma, CgLaneStats lane_stats, const char *target, CgKernelInfo *info);
 
 #endif

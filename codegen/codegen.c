@@ -17,7 +17,6 @@ void cg_options_init(CgOptions *o) {
   memset(o, 0, sizeof *o);
   o->target = "sm_90a";
   o->opt_level = 3;
-  o->lane_stats = true;
 }
 
 /* Hopper features need PTX 8.0, the vector reductions (red.global.add.v4.f32,

@@ -67,17 +67,21 @@ typedef enum CgExpFma {
   CG_EXP_FMA_HALF,    /* auto's, and half of the softmax's (sm_90a forwards) */
 } CgExpFma;
 
+/* The K/V-outer backward kernels' LSE and delta (the columns of S^T), up
+ * to head dim 128: held across the lanes and shuffled at their use where
+ * every use is elementwise (auto, docs/perf-log.md P140), also through a
+ * loop's carry (carry: d64's software pipeline loads them a step ahead;
+ * built 2026-12-04, not yet measured on a GPU), or in the accumulator
+ * layout, 16 + 16 registers a thread at 64 columns (off). */
+typedef enum CgLaneStats { CG_LANE_STATS_AUTO, CG_LANE_STATS_OFF, CG_LANE_STATS_CARRY } CgLaneStats;
+
 typedef struct CgOptions {
   const char *target;   /* "sm_90a" (default when NULL) or "sm_80" */
   int opt_level;        /* LLVM optimization 0..3; cg_options_init sets 3 */
   const char *ptxas;    /* ptxas to run for CUBIN and stats; NULL: "ptxas" on PATH */
   CgTensorCore tensor_core; /* CG_TC_AUTO from cg_options_init */
   CgExpFma exp_fma;         /* CG_EXP_FMA_AUTO from cg_options_init */
-  /* The K/V-outer backward kernels' LSE and delta (the columns of S^T) held
-   * across the lanes and shuffled at their use, up to head dim 128 (true
-   * from cg_options_init; false: in the accumulator layout, 16 + 16
-   * registers a thread at 64 columns; docs/perf-log.md P140). */
-  bool lane_stats;
+  CgLaneStats lane_stats;   /* CG_LANE_STATS_AUTO from cg_options_init */
   const char *passes;   /* comma list of tile-IR passes that ran (metadata); may be NULL */
   CgStats *stats;       /* when non-NULL: filled, and ptxas -v runs for PTX too */
 } CgOptions;

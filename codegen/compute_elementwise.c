@@ -453,7 +453,7 @@ void lw_elementwise(Lowerer *L, const Op *op) {
   int lanes = g.cls == TC_COLV ? lane_held_operands(&a) : 0;
   if (lanes) { /* slot by slot, held across the lanes as its operands */
     CgVal *r = lw_tile(L, rt, &g);
-    r->lanes = lanes;
+    r->lanes = r->ne = lanes;
     L->lane_slots = true;
     for (int k = 0; k < lanes; k++)
       r->e[k] = ew_element(L, op, &a, et, sub, g.cls, 0, k, k & 1);

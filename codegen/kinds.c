@@ -9,7 +9,7 @@ static const LwKind *const kinds[] = {
     &lw_kind_blocks};
 
 int cg_lower_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, CgTensorCore tc,
-                    CgExpFma exp_fma, bool lane_stats, const char *target, CgKernelInfo *info) {
+                    CgExpFma exp_fma, CgLaneStats lane_stats, const char *target, CgKernelInfo *info) {
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
     if (kinds[i]->accepts(f))
       return lw_walk_kernel(cc, gpu_module, f, kinds[i], tc, exp_fma, lane_stats, target, info);

@@ -178,10 +178,12 @@ static void grid_block_for(Lowerer *L, const Op *op) {
   lower_region(L, for_body((Op *)op), then_block, 0, 0, -1, -1);
 }
 
-static MlirType *flat_types(Lowerer *L, const Op *op, int *n) {
+/* lanes[i] > 0: result i is a row vector held across the lanes (a loop's
+ * carry of one, cg_lowerer.h CgVal.lanes), flattened to its lanes values. */
+static MlirType *flat_types(Lowerer *L, const Op *op, const int *lanes, int *n) {
   int total = 0;
   for (int i = 0; i < op->nresults; i++) {
-    int k = type_flat_count(L, op->results[i]->type, op);
+    int k = lanes && lanes[i] ? lanes[i] : type_flat_count(L, op->results[i]->type, op);
     if (k < 0)
       return NULL;
     total += k;
@@ -190,7 +192,7 @@ static MlirType *flat_types(Lowerer *L, const Op *op, int *n) {
   int at = 0;
   for (int i = 0; i < op->nresults; i++) {
     Type t = op->results[i]->type;
-    int k = type_flat_count(L, t, op);
+    int k = lanes && lanes[i] ? lanes[i] : type_flat_count(L, t, op);
     MlirType et = lw_is_staged_type(t) ? L->b.i32 : lw_val_type(L, t);
     for (int j = 0; j < k; j++)
       types[at++] = et;
@@ -201,17 +203,26 @@ static MlirType *flat_types(Lowerer *L, const Op *op, int *n) {
 
 /* Binds an op's results (or a block's args from `first`) to the flattened
  * MLIR values of an scf op. */
-static void bind_flat(Lowerer *L, Value **irvals, int nir, MlirValue (*get)(void *, int),
-                      void *src, int first) {
+static void bind_flat(Lowerer *L, Value **irvals, int nir, const int *lanes,
+                      MlirValue (*get)(void *, int), void *src, int first) {
   int at = first;
   for (int i = 0; i < nir; i++) {
     Type t = irvals[i]->type;
-    int k = type_flat_count(L, t, NULL);
+    int k = lanes && lanes[i] ? lanes[i] : type_flat_count(L, t, NULL);
     MlirValue tmp[MAX_CARRIED];
     for (int j = 0; j < k && j < MAX_CARRIED; j++)
       tmp[j] = get(src, at + j);
     at += k;
-    CgVal *cv = lw_unflatten(L, t, tmp);
+    CgVal *cv = NULL;
+    TileGeom g;
+    if (lanes && lanes[i] && lw_geom(L, t, &g, NULL)) {
+      cv = lw_tile(L, t, &g);
+      cv->lanes = cv->ne = k;
+      for (int j = 0; j < k; j++)
+        cv->e[j] = tmp[j];
+    } else if (!(lanes && lanes[i])) {
+      cv = lw_unflatten(L, t, tmp);
+    }
     if (cv)
       lw_set(L, irvals[i], cv);
   }
@@ -367,10 +378,15 @@ static void lower_seq_for(Lowerer *L, const Op *op) {
   CgBuilder *b = &L->b;
   MlirValue lo = lw_get(L, op->operands[0])->v, hi = lw_get(L, op->operands[1])->v;
   int ninit = 0;
-  MlirType *types = flat_types(L, op, &ninit);
+  int nargs = op->noperands - 2;
+  int *lanes = lw_alloc(L, sizeof(int) * (size_t)(nargs ? nargs : 1));
+  for (int i = 0; i < nargs; i++) {
+    const CgVal *init = lw_get(L, op->operands[2 + i]);
+    lanes[i] = init && init->kind == CV_TILE ? init->lanes : 0;
+  }
+  MlirType *types = flat_types(L, op, lanes, &ninit);
   if (!types)
     return;
-  int nargs = op->noperands - 2;
   int *ring_of = lw_alloc(L, sizeof(int) * (size_t)(nargs ? nargs : 1));
   int *pos_of = lw_alloc(L, sizeof(int) * (size_t)(nargs ? nargs : 1));
   int ring_lo = L->nrings;
@@ -398,7 +414,7 @@ static void lower_seq_for(Lowerer *L, const Op *op) {
   MlirOperation forop = cg_for(b, lo, hi, cg_const_i64(b, 1), inits, ninit, &body);
   Block *irbody = for_body((Op *)op);
   lw_set(L, for_iv((Op *)op), lw_scalar(L, type_index(), mlirBlockGetArgument(body, 0)));
-  bind_flat(L, irbody->args + 1, irbody->nargs - 1, get_arg, &body, 1);
+  bind_flat(L, irbody->args + 1, irbody->nargs - 1, lanes, get_arg, &body, 1);
   /* Carried tiles: the body's arguments stand for the prologue's groups
    * (cg_async.h: lw_loop_enter), issued oldest first: by the step that
    * issued them (a ring's first argument depth steps ago, its last one step
@@ -426,7 +442,7 @@ static void lower_seq_for(Lowerer *L, const Op *op) {
           wait_first = sq;
       }
   lower_region(L, irbody, body, ring_lo, ring_hi, wait_first, -1);
-  bind_flat(L, op->results, op->nresults, get_result, &forop, 0);
+  bind_flat(L, op->results, op->nresults, lanes, get_result, &forop, 0);
   release_after_empty_loop(L, op, lo, hi);
   /* After the loop: the outer groups but the prologue's, then the last
    * step's copies (nobody should use them, but they are in flight). */
@@ -507,7 +523,7 @@ static void lower_for(Lowerer *L, const Op *op) {
 
 static void lower_if(Lowerer *L, const Op *op) {
   int n = 0;
-  MlirType *types = flat_types(L, op, &n);
+  MlirType *types = flat_types(L, op, NULL, &n);
   if (!types)
     return;
   CgVal *c = lw_get(L, op->operands[0]);
@@ -529,7 +545,7 @@ static void lower_if(Lowerer *L, const Op *op) {
   }
   lower_region(L, op->regions[0], tb, 0, 0, -1, sync_to);
   lw_if_leave(L, &async);
-  bind_flat(L, op->results, op->nresults, get_result, &ifop, 0);
+  bind_flat(L, op->results, op->nresults, NULL, get_result, &ifop, 0);
 }
 
 /* ---------------------------------------------------------- warp roles */

@@ -78,7 +78,7 @@ typedef struct LwKind {
 /* Lowers f as a kernel of kind K into gpu.func @<f->name> (cg_lower.h;
  * walk_kernel.c). */
 int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwKind *K,
-                   CgTensorCore tc, CgExpFma exp_fma, bool lane_stats, const char *target,
+                   CgTensorCore tc, CgExpFma exp_fma, CgLaneStats lane_stats, const char *target,
                    CgKernelInfo *info);
 
 /* walk.c: lowers the ops of blk in order into the current block. */

@@ -245,7 +245,7 @@ static ElemType kernel_dtype(const Func *f) {
 }
 
 int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwKind *K,
-                   CgTensorCore tc, CgExpFma exp_fma, bool lane_stats, const char *target,
+                   CgTensorCore tc, CgExpFma exp_fma, CgLaneStats lane_stats, const char *target,
                    CgKernelInfo *info) {
   Lowerer *L = calloc(1, sizeof *L);
   if (!L || K->nparams > LW_MAX_PARAMS) {
@@ -268,8 +268,9 @@ int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwK
   L->exp_fma = exp_fma;
   /* past head dim 128 the shuffles cost more than the registers they free
    * (d256's atomic kernel -6%, P140) */
-  L->lane_vectors = lane_stats && attr_int(&f->attrs, "head_dim", 0) <= 128 &&
+  L->lane_vectors = lane_stats != CG_LANE_STATS_OFF && attr_int(&f->attrs, "head_dim", 0) <= 128 &&
                     attr_int(&f->attrs, "v_head_dim", 0) <= 128;
+  L->lane_carry = L->lane_vectors && lane_stats == CG_LANE_STATS_CARRY;
   L->remat_descriptors = K->remat_descriptors;
   func_walk((Func *)f, count_parallel, &L->nparallel);
   /* The cross-warp scratch goes first: its size is known before the walk,

@@ -4,6 +4,8 @@
 # the flashc built in $BUILD (default build), checks each with ptxas, and
 # lists what it made. .device/ is git-ignored; a device call takes it along
 # with carry: [".device"], then runs `bash scripts/gpu-round.sh`.
+# FLASHC_FLAGS: extra flashc options for every spec (an ablation or an
+# opt-in codegen mode run through all suites, e.g. -lane-stats=carry).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -17,7 +19,8 @@ compile() {
   ok=0; bad=0
   for fa in "$1"/*.fa; do
     name=$(basename "$fa" .fa)
-    if "$FLASHC" "$fa" -emit=ptx --target=sm_90a -o "$2/$name.ptx" &&
+    # shellcheck disable=SC2086 # FLASHC_FLAGS: words
+    if "$FLASHC" "$fa" -emit=ptx --target=sm_90a ${FLASHC_FLAGS:-} -o "$2/$name.ptx" &&
        ptxas --gpu-name sm_90a "$2/$name.ptx" -o /dev/null; then
       ok=$((ok + 1))
     else

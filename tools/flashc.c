@@ -71,7 +71,7 @@ typedef struct Options {
   const char *bundle;    /* --bundle=DIR */
   CgTensorCore tensor_core;
   CgExpFma exp_fma;      /* -exp-fma= */
-  bool lane_stats_off;   /* -lane-stats=off */
+  CgLaneStats lane_stats; /* -lane-stats= */
   PassOptions passes;
 } Options;
 
@@ -98,9 +98,11 @@ static void usage(FILE *out) {
           "                          exponentials of forward kernels on the FMA units instead\n"
           "                          of the MUFU: half of tanh's (auto, default), none (off),\n"
           "                          or also a quarter / half of the softmax's (sm_90a)\n"
-          "  -lane-stats=auto|off    the K/V-outer backward kernels' LSE and delta held across\n"
+          "  -lane-stats=auto|off|carry\n"
+          "                          the K/V-outer backward kernels' LSE and delta held across\n"
           "                          the lanes, shuffled at their use (auto, default: up to\n"
-          "                          head dim 128), or in the accumulator layout (off)\n"
+          "                          head dim 128), also through a loop's carry (carry: d64;\n"
+          "                          not yet measured on a GPU), or in the accumulator layout (off)\n"
           "  -decode-combine=fused|separate\n"
           "                          decode: the split kernel merges its partials (fused,\n"
           "                          default) or leaves them to the combine kernel\n"
@@ -209,11 +211,13 @@ static int parse_args(int argc, char **argv, Options *o) {
       }
       o->exp_fma = (CgExpFma)k;
     } else if (starts_with(a, "-lane-stats=", &v)) {
-      if (strcmp(v, "auto") != 0 && strcmp(v, "off") != 0) {
-        fprintf(stderr, "flashc: error: unknown -lane-stats '%s' (auto or off)\n", v);
+      static const char *const names[] = {"auto", "off", "carry"}; /* CgLaneStats */
+      int k = name_index(v, names, 3);
+      if (k < 0) {
+        fprintf(stderr, "flashc: error: unknown -lane-stats '%s' (auto, off or carry)\n", v);
         return EXIT_USAGE;
       }
-      o->lane_stats_off = strcmp(v, "off") == 0;
+      o->lane_stats = (CgLaneStats)k;
     } else if (starts_with(a, "-decode-combine=", &v)) {
       if (strcmp(v, "fused") != 0 && strcmp(v, "separate") != 0) {
         fprintf(stderr, "flashc: error: unknown -decode-combine '%s' (fused or separate)\n", v);
@@ -420,7 +424,7 @@ static int emit_code(const Options *o, Module *m, FILE *out, double t_front) {
   co.target = o->passes.target;
   co.tensor_core = o->tensor_core;
   co.exp_fma = o->exp_fma;
-  co.lane_stats = !o->lane_stats_off;
+  co.lane_stats = o->lane_stats;
   co.passes = ran;
   co.stats = o->stats ? &stats : NULL;
   CgStage st = o->emit == EMIT_MLIR ? CG_STAGE_MLIR : o->emit == EMIT_LLVM ? CG_STAGE_LLVM
