@@ -11,14 +11,7 @@
 #include "codegen/mem.h"
 #include "mlir-c/BuiltinTypes.h"
 
-/* Can v, a row vector, be held across the lanes (cg_lowerer.h CgVal.lanes)?
- * Every use is an elementwise op of warp-uniform control flow whose other
- * operands come as they may (lw_elem shuffles the values a use in the
- * accumulator layout needs), and every row vector such an op makes is so
- * too, or (-lane-stats=carry) a sequential loop's carry whose both ends
- * are such loads (d64's software pipeline loads the vectors a step ahead:
- * walk.c carries the lane values): no if, store or reduction sees the
- * compact form. */
+/* The values lane_holdable has met (a carry's cycle meets its own). */
 typedef struct Seen {
   const Value *v[32];
   int n;
@@ -86,6 +79,14 @@ static bool lane_holdable_in(const Value *v, Seen *seen) {
   return true;
 }
 
+/* Can v, a row vector, be held across the lanes (cg_lowerer.h CgVal.lanes)?
+ * Every use is an elementwise op of warp-uniform control flow whose other
+ * operands come as they may (lw_elem shuffles the values a use in the
+ * accumulator layout needs), and every row vector such an op makes is so
+ * too, or (-lane-stats=carry) a sequential loop's carry whose both ends
+ * are such loads (d64's software pipeline loads the vectors a step ahead:
+ * walk.c carries the lane values): no if, store or reduction sees the
+ * compact form. */
 static bool lane_holdable(const Value *v, bool carry) {
   Seen seen = {.n = 0, .carry = carry};
   return lane_holdable_in(v, &seen);
