@@ -57,3 +57,16 @@ if getattr(config, "flashc_sanitize", False):
     config.environment["UBSAN_OPTIONS"] = "halt_on_error=1:print_stacktrace=1"
     config.environment["LSAN_OPTIONS"] = "suppressions=" + supp + ":print_suppressions=0"
     config.available_features.add("sanitize")
+
+# Programs built without the sanitizers that load flashc's sanitized
+# libraries (python3 through ctypes, install.test's consumers) need their
+# runtimes first: `%host_env PROGRAM` preloads them (the program's own leaks,
+# the interpreter's, are not flashc's: no leak check there); empty otherwise.
+host_env = ""
+if getattr(config, "flashc_sanitize", False):
+    import subprocess
+    libs = [subprocess.run(["gcc", "-print-file-name=lib%s.so" % n], capture_output=True,
+                           text=True).stdout.strip() for n in ("asan", "ubsan")]
+    host_env = ("env LD_PRELOAD=" + ":".join(libs) +
+                " ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1")
+config.substitutions.append(("%host_env", host_env))
