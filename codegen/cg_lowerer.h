@@ -75,7 +75,7 @@ typedef struct CgVal {
    * lw_elem): lane l holds columns 64 (s / 2) + 2 l + s % 2 in slot s,
    * `lanes` = k values (2 at C = 64, not 16), each fetched by a shuffle at
    * its use in the layout; 0 otherwise. The backward's LSE and delta along
-   * a transposed score tile (mem_global.c). lane_cache holds the shuffled
+   * a transposed score tile (mem_lanes.c). lane_cache holds the shuffled
    * values of lane_block, 2 nn of them, made once a block. */
   int lanes;
   MlirValue *lane_cache;
@@ -154,7 +154,7 @@ struct Lowerer {
   /* lw_elem reads slot ni of a lane-held row vector as it is (an
    * elementwise op whose result is held so too: compute_elementwise.c) */
   bool lane_slots;
-  bool lane_vectors; /* the backward's LSE and delta held across the lanes (mem_global.c) */
+  bool lane_vectors; /* the backward's LSE and delta held across the lanes (mem_lanes.c) */
   bool lane_carry;   /* ... through a loop's carry too (-lane-stats=carry) */
   /* Per-thread ids (i32) made at kernel entry. */
   MlirValue tid, warp, lane, lg, lq; /* lg = lane / 4, lq = lane % 4 */
@@ -218,8 +218,8 @@ struct Lowerer {
   bool producer_single;  /* the producer region runs on one thread (TMA puts only) */
   int role_blocks;       /* warp_roles {blocks_per_sm}: 1 or 2; 0 when absent */
   bool backward;         /* mode = backward: the register split of two consumer warpgroups (lw_role_regs) */
-  /* Tiles added by bulk reductions or stored by bulk copies (mem_global.c
-   * tile_rows_bulk): their staging buffer's byte offset and size; 0 bytes
+  /* Tiles added by bulk reductions or stored by bulk copies (mem_bulk.c
+   * lw_tile_rows_bulk): their staging buffer's byte offset and size; 0 bytes
    * when none. */
   int bulk_buf_off, bulk_buf_bytes;
   /* the box rows of the kernel's dq_acc map (walk_kernel.c: every TMA-able

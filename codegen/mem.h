@@ -4,6 +4,9 @@
  *                   map: where row R of a tile lives (plain, packed, paged)
  *   mem_global.c    global <-> registers: loads and stores through the row
  *                   map, the load/store entry every kernel kind calls
+ *   mem_bulk.c      registers -> global through shared memory and the TMA
+ *                   unit: bulk copies and reductions (O, the backward's dQ)
+ *   mem_lanes.c     which row vectors a load may hold across the lanes
  *   mem_stage.c     global -> shared: cp.async staging (StagePlan, RowStream)
  *   mem_ldmatrix.c  shared -> registers: ldmatrix lane addresses
  *   mem_varlen.c    packed sequences: each block's sequence bound at entry
@@ -106,10 +109,33 @@ void lw_hoist_pages(Lowerer *L, Rows *m, int R);
  * i32 from lw_elem_row) and whether the row exists. */
 typedef void (*LwRowAt)(Lowerer *L, void *ctx, MlirValue r, MlirValue *off, MlirValue *ok);
 void lw_store_rows(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt row_at, void *ctx);
+/* row_at for the thread's row r, moved to the tile's first column col0
+ * (a store {col0}: the tile is a window of the tensor's columns). */
+void lw_window_row_at(Lowerer *L, LwRowAt row_at, void *ctx, MlirValue r, int col0,
+                      MlirValue *off, MlirValue *ok);
+
+/* -------------------------- registers -> global through shared memory */
+
+/* mem_bulk.c. Can the f32 tile of geometry g be added into t by bulk
+ * reductions, a row a lane (lw_tile_rows_bulk)? */
+bool lw_bulk_addable(const Lowerer *L, const TensorRef *t, const TileGeom *g);
+/* Can a 16-bit tile of a store (a warp-specialized forward's O) go out by
+ * bulk copies, a row a lane? */
+bool lw_bulk_storable(const Lowerer *L, const TensorRef *t, const TileGeom *g, int col0);
+/* The tile x added (add: f32) or stored (16-bit) into t that way. */
+void lw_tile_rows_bulk(Lowerer *L, const TensorRef *t, const CgVal *x, int col0,
+                       LwRowAt row_at, void *ctx, bool add);
 /* The rows of a warp's box when store op adds into dq_acc through the TMA
  * unit (its kernel then takes the tensor map tmap_dq_acc), else 0. */
 int lw_tma_reduce_rows(const Lowerer *L, const Op *op);
+/* The f32 tile x of store op added into dq_acc that way, a box a warp. */
+void lw_add_tile_tma(Lowerer *L, const Op *op, const Rows *m, const CgVal *x, int col0);
 void lw_load_rows(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt row_at, void *ctx);
+/* Is v, a load's result, held across the lanes (mem_lanes.c)? A 1 x C f32
+ * row vector of a rank 3 tensor whose every use is elementwise (or, with
+ * -lane-stats=carry, a loop carry whose both ends are such loads), where
+ * the kernel allows it (L->lane_vectors). */
+bool lw_lane_held_load(const Lowerer *L, const Value *v);
 /* The load and store of every kernel kind, once its row map is made: a
  * register tile row by row, or a tile staged for the tensor cores. */
 void lw_load(Lowerer *L, const Op *op, Rows *m);

@@ -45,7 +45,9 @@ static void lw_flatten(Lowerer *L, const CgVal *cv, MlirValue *out) {
     out[i] = cv->splat ? cv->v : cv->e[i];
 }
 
-static CgVal *lw_unflatten(Lowerer *L, Type t, const MlirValue *in) {
+/* lanes > 0: a row vector held across the lanes, its lanes values (a
+ * loop's carry of one, cg_lowerer.h CgVal.lanes). */
+static CgVal *lw_unflatten(Lowerer *L, Type t, const MlirValue *in, int lanes) {
   if (t.kind == TYPE_SCALAR)
     return lw_scalar(L, t, in[0]);
   if (lw_is_staged_type(t)) {
@@ -63,6 +65,8 @@ static CgVal *lw_unflatten(Lowerer *L, Type t, const MlirValue *in) {
   if (!lw_geom(L, t, &g, NULL))
     return NULL;
   CgVal *cv = lw_tile(L, t, &g);
+  if (lanes)
+    cv->lanes = cv->ne = lanes;
   for (int i = 0; i < cv->ne; i++)
     cv->e[i] = in[i];
   return cv;
@@ -213,16 +217,7 @@ static void bind_flat(Lowerer *L, Value **irvals, int nir, const int *lanes,
     for (int j = 0; j < k && j < MAX_CARRIED; j++)
       tmp[j] = get(src, at + j);
     at += k;
-    CgVal *cv = NULL;
-    TileGeom g;
-    if (lanes && lanes[i] && lw_geom(L, t, &g, NULL)) {
-      cv = lw_tile(L, t, &g);
-      cv->lanes = cv->ne = k;
-      for (int j = 0; j < k; j++)
-        cv->e[j] = tmp[j];
-    } else if (!(lanes && lanes[i])) {
-      cv = lw_unflatten(L, t, tmp);
-    }
+    CgVal *cv = lw_unflatten(L, t, tmp, lanes ? lanes[i] : 0);
     if (cv)
       lw_set(L, irvals[i], cv);
   }

@@ -120,7 +120,7 @@ static void tma_ring_fn(Op *op, void *ctx) {
 }
 
 /* The box rows of the stores that can add into dq_acc through the TMA unit
- * (mem_global.c, lw_tma_reduce_rows): one map has one box, so stores of
+ * (mem_bulk.c, lw_tma_reduce_rows): one map has one box, so stores of
  * different rows (none today) all add by rows instead (-1). */
 static void tma_reduce_fn(Op *op, void *ctx) {
   Lowerer *L = ctx;
@@ -314,7 +314,7 @@ int lw_walk_kernel(CgContext *cc, MlirBlock gpu_module, const Func *f, const LwK
   if (lw_wgmma_plan(L, tc, target, K->no_wgmma) && bind_args(L))
     lw_walk_block(L, f->body);
   lw_flush_async(L, 0);
-  /* bulk reductions still reading shared memory (mem_global.c) */
+  /* bulk reductions still reading shared memory (mem_bulk.c) */
   if (L->bulk_buf_bytes)
     cg_bulk_wait(&L->b, false);
   cg_gpu_return(&L->b);

@@ -1,5 +1,6 @@
 # lit configuration for flashc. Tests live under test/<stage>/.
 import os
+import subprocess
 import lit.formats
 
 config.name = "flashc"
@@ -51,20 +52,18 @@ if hasattr(os, "geteuid") and os.geteuid() == 0:
 # A sanitizer build (FLASHC_SANITIZE, `make check SANITIZE=1`): every report
 # is fatal, leaks included; lsan.supp names the leaks at exit that are not
 # flashc's (docs/testing.md).
+host_env = ""
 if getattr(config, "flashc_sanitize", False):
     supp = os.path.join(config.test_source_root, "lsan.supp")
     config.environment["ASAN_OPTIONS"] = "halt_on_error=1:detect_leaks=1:abort_on_error=1:strict_string_checks=1"
     config.environment["UBSAN_OPTIONS"] = "halt_on_error=1:print_stacktrace=1"
     config.environment["LSAN_OPTIONS"] = "suppressions=" + supp + ":print_suppressions=0"
     config.available_features.add("sanitize")
-
-# Programs built without the sanitizers that load flashc's sanitized
-# libraries (python3 through ctypes, install.test's consumers) need their
-# runtimes first: `%host_env PROGRAM` preloads them (the program's own leaks,
-# the interpreter's, are not flashc's: no leak check there); empty otherwise.
-host_env = ""
-if getattr(config, "flashc_sanitize", False):
-    import subprocess
+    # Programs built without the sanitizers that load flashc's sanitized
+    # libraries (python3 through ctypes, install.test's consumers) need
+    # their runtimes first: `%host_env PROGRAM` preloads them (the
+    # program's own leaks, the interpreter's, are not flashc's: no leak
+    # check there); empty in a plain build.
     libs = [subprocess.run(["gcc", "-print-file-name=lib%s.so" % n], capture_output=True,
                            text=True).stdout.strip() for n in ("asan", "ubsan")]
     host_env = ("env LD_PRELOAD=" + ":".join(libs) +
