@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The SASS instruction mix of a kernel's loops (GPU machine: cuobjdump).
+"""The SASS instruction mix of a kernel's loops (cuobjdump: the GPU machine's, or here
+after scripts/fetch-sass-tools.sh).
 
     python3 scripts/sass-loops.py FILE.ptx KERNEL [KERNEL...] [--top 3] [--per N]
 
