@@ -91,6 +91,8 @@ int pass_mask_skip(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 /* block_lists.c: lists of the kept tile pairs (docs/abi.md "Block lists") */
 int pass_block_lists(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 int pass_heavy_first(Module *m, Func *f, const PassOptions *opts, FILE *diag);
+/* tiles_first.c: the causal atomic backward's grid, heaviest K/V tiles first */
+int pass_tiles_first(Module *m, Func *f, const PassOptions *opts, FILE *diag);
 /* persistent.c: %nctas blocks walk the (batch, head, Q tile) tiles, the
  * rings' steps counting on across them (docs/hopper-pipeline.md §11) */
 int pass_persistent(Module *m, Func *f, const PassOptions *opts, FILE *diag);
