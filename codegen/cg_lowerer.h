@@ -155,7 +155,7 @@ struct Lowerer {
    * elementwise op whose result is held so too: compute_elementwise.c) */
   bool lane_slots;
   bool lane_vectors; /* the backward's LSE and delta held across the lanes (mem_lanes.c) */
-  bool lane_carry;   /* ... through a loop's carry too (-lane-stats=carry) */
+  bool lane_carry;   /* ... through a loop's carry too (walk_kernel.c: bwd_kv under auto, all under carry) */
   /* Per-thread ids (i32) made at kernel entry. */
   MlirValue tid, warp, lane, lg, lq; /* lg = lane / 4, lq = lane % 4 */
   MlirValue smem;                    /* !llvm.ptr<3> to dynamic shared memory */

@@ -69,10 +69,11 @@ typedef enum CgExpFma {
 
 /* The K/V-outer backward kernels' LSE and delta (the columns of S^T), up
  * to head dim 128: held across the lanes and shuffled at their use where
- * every use is elementwise (auto, docs/perf-log.md P140), also through a
- * loop's carry (carry: d64's software pipeline loads them a step ahead;
- * built 2026-12-04, not yet measured on a GPU), or in the accumulator
- * layout, 16 + 16 registers a thread at 64 columns (off). */
+ * every use is elementwise, and through a loop's carry (d64's software
+ * pipeline loads them a step ahead) in the deterministic launch's bwd_kv
+ * (auto, docs/perf-log.md P140, P142); through every kernel's carry
+ * (carry: the atomic kernel 3-4% slower at d64, P142); or in the
+ * accumulator layout, 16 + 16 registers a thread at 64 columns (off). */
 typedef enum CgLaneStats { CG_LANE_STATS_AUTO, CG_LANE_STATS_OFF, CG_LANE_STATS_CARRY } CgLaneStats;
 
 typedef struct CgOptions {

@@ -132,9 +132,9 @@ int lw_tma_reduce_rows(const Lowerer *L, const Op *op);
 void lw_add_tile_tma(Lowerer *L, const Op *op, const Rows *m, const CgVal *x, int col0);
 void lw_load_rows(Lowerer *L, const Op *op, const TensorRef *t, LwRowAt row_at, void *ctx);
 /* Is v, a load's result, held across the lanes (mem_lanes.c)? A 1 x C f32
- * row vector of a rank 3 tensor whose every use is elementwise (or, with
- * -lane-stats=carry, a loop carry whose both ends are such loads), where
- * the kernel allows it (L->lane_vectors). */
+ * row vector of a rank 3 tensor whose every use is elementwise (or, where
+ * the kernel carries them, L->lane_carry, a loop carry whose both ends are
+ * such loads), where the kernel allows it (L->lane_vectors). */
 bool lw_lane_held_load(const Lowerer *L, const Value *v);
 /* The load and store of every kernel kind, once its row map is made: a
  * register tile row by row, or a tile staged for the tensor cores. */

@@ -14,7 +14,7 @@
 typedef struct Seen {
   const Value *v[32];
   int n;
-  bool carry; /* loop carries allowed (-lane-stats=carry) */
+  bool carry; /* loop carries allowed (L->lane_carry) */
 } Seen;
 
 static bool lane_holdable_in(const Value *v, Seen *seen);
@@ -82,7 +82,7 @@ static bool lane_holdable_in(const Value *v, Seen *seen) {
  * Every use is an elementwise op of warp-uniform control flow whose other
  * operands come as they may (lw_elem shuffles the values a use in the
  * accumulator layout needs), and every row vector such an op makes is so
- * too, or (-lane-stats=carry) a sequential loop's carry whose both ends
+ * too, or (carry: L->lane_carry) a sequential loop's carry whose both ends
  * are such loads (d64's software pipeline loads the vectors a step ahead:
  * walk.c carries the lane values): no if, store or reduction sees the
  * compact form. */

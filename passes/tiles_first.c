@@ -116,13 +116,12 @@ int pass_tiles_first(Module *m, Func *f, const PassOptions *opts, FILE *diag) {
     return 0;
   Value *nb = lb->operands[1], *nh = lh->operands[1], *nt = lt->operands[1];
   Builder bd = builder_before(m, body->first);
-  /* The rewritten ops take placeholders first (the ivs' uses are replaced
-   * below, these operands included), then the ivs themselves. */
-  Value *c0 = build_index(&bd, 0);
-  Op *bh_op = build_op(&bd, OP_MUL, (Value *[]){c0, nh}, 2, &b->type, 1, 0);
-  Op *row_op = build_op(&bd, OP_ADD, (Value *[]){bh_op->results[0], c0}, 2, &b->type, 1, 0);
+  /* The ops that read the ivs take a placeholder (nh) first, since every
+   * use of the ivs is replaced below, theirs included; then the ivs. */
+  Op *bh_op = build_op(&bd, OP_MUL, (Value *[]){nh, nh}, 2, &b->type, 1, 0);
+  Op *row_op = build_op(&bd, OP_ADD, (Value *[]){bh_op->results[0], nh}, 2, &b->type, 1, 0);
   Value *lin_row = build_binary(&bd, OP_MUL, row_op->results[0], nt);
-  Op *lin_op = build_op(&bd, OP_ADD, (Value *[]){lin_row, c0}, 2, &b->type, 1, 0);
+  Op *lin_op = build_op(&bd, OP_ADD, (Value *[]){lin_row, nh}, 2, &b->type, 1, 0);
   Value *lin = lin_op->results[0];
   Value *heads = build_binary(&bd, OP_MUL, nb, nh);
   Value *tile = build_binary(&bd, OP_DIV, lin, heads);
