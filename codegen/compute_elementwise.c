@@ -324,7 +324,29 @@ typedef struct EwArgs {
    * every element multiplies by (div.rn per element is ten instructions
    * with a slow path; x * (1 / y) is within 1.5 ulp of x / y). */
   MlirValue inv_divisor;
+  /* add / sub of a product used only here (fused_product): v[0] * v[1]
+   * then + v[2] (1), - v[2] (-1), or v[2] - (2); one FMA an element */
+  int fma;
 } EwArgs;
+
+/* add(mul(x, y), z), sub(mul(x, y), z) or sub(z, mul(x, y)) on f32, the
+ * product used by nothing else: ALiBi's and a bias's s * scale - b, every
+ * element's FMUL and FADD one FFMA (a rounding fewer; the product, dead,
+ * goes). Returns the operand index of the product, or -1. */
+static int fused_product(const Op *op) {
+  if ((op->kind != OP_ADD && op->kind != OP_SUB) || op->noperands != 2 ||
+      op->results[0]->type.elem != ELEM_F32)
+    return -1;
+  for (int i = 0; i < 2; i++) {
+    const Value *v = op->operands[i];
+    const Op *d = v->def;
+    if (d && d->kind == OP_MUL && d->noperands == 2 && v->nuses == 1 &&
+        v->type.elem == ELEM_F32 && d->operands[0]->type.elem == ELEM_F32 &&
+        d->operands[1]->type.elem == ELEM_F32)
+      return i;
+  }
+  return -1;
+}
 
 /* exp(sub(mul(x, c), m)) with c a scalar constant (passes/fold_scale.c):
  * x and c, so that the exponent is one FMA, x * (c log2e) - m log2e. */
@@ -367,6 +389,12 @@ static MlirValue ew_element(Lowerer *L, const Op *op, const EwArgs *a, ElemType 
   }
   if (!mlirValueIsNull(a->inv_divisor))
     return cg_mulf(b, x[0], a->inv_divisor);
+  if (a->fma == 1)
+    return cg_fmaf(b, x[0], x[1], x[2]);
+  if (a->fma == -1)
+    return cg_fmaf(b, x[0], x[1], math1(L, "arith.negf", x[2]));
+  if (a->fma == 2)
+    return cg_fmaf(b, math1(L, "arith.negf", x[0]), x[1], x[2]);
   if (op->kind == OP_SELECT && attr_int(&op->attrs, "dropout", 0) && to == ELEM_F32)
     return cg_opaque_f32(b, cg_select(b, x[0], x[1], x[2]));
   if (op->kind == OP_SELECT)
@@ -416,8 +444,16 @@ void lw_elementwise(Lowerer *L, const Op *op) {
   else if (sub)
     a.exact_sub = op->results[0]->type.kind == TYPE_SCALAR || op->results[0]->type.cols == 1;
   a.n = src->noperands;
+  const Value *fused[3] = {NULL};
+  int prod = sub ? -1 : fused_product(op);
+  if (prod >= 0) {
+    const Op *m = op->operands[prod]->def;
+    fused[0] = m->operands[0], fused[1] = m->operands[1], fused[2] = op->operands[1 - prod];
+    a.fma = op->kind == OP_ADD ? 1 : prod == 0 ? -1 : 2;
+    a.n = 3;
+  }
   for (int i = 0; i < a.n; i++) {
-    const Value *ov = (i == 0 && sx) ? sx : src->operands[i];
+    const Value *ov = fused[i] ? fused[i] : (i == 0 && sx) ? sx : src->operands[i];
     a.v[i] = lw_get(L, ov);
     a.et[i] = ov->type.elem;
     if (!a.v[i] || a.v[i]->kind == CV_SMEM) {
